@@ -1,0 +1,31 @@
+"""Exceptions raised by pate_stab."""
+
+from __future__ import annotations
+
+__all__ = [
+    "PateStabError",
+    "BudgetExhaustedError",
+    "LedgerError",
+    "ConvergenceError",
+    "HaltedError",
+]
+
+
+class PateStabError(Exception):
+    """Base class of the package's own errors."""
+
+
+class BudgetExhaustedError(PateStabError):
+    """A spend would exceed the privacy budget; nothing was released."""
+
+
+class LedgerError(PateStabError):
+    """The privacy ledger is unreadable, truncated or inconsistent; the library refuses to run."""
+
+
+class ConvergenceError(PateStabError):
+    """A solver did not reach its stated tolerance, so a guarantee that assumes it would not hold."""
+
+
+class HaltedError(PateStabError):
+    """A sparse-vector mechanism was asked for more answers after it halted at its cutoff."""

@@ -1,0 +1,1 @@
+"""pate_stab.teachers."""
