@@ -28,7 +28,13 @@ from typing import Any
 import torch
 from scipy import stats
 
-from pate_stab._validation import check_delta, check_generator, check_int, check_probability, check_real
+from pate_stab._validation import (
+    check_delta,
+    check_generator,
+    check_int,
+    check_probability,
+    check_real,
+)
 
 __all__ = ["DPTestResult", "dp_test", "clopper_pearson", "encode_rows"]
 
