@@ -95,9 +95,7 @@ def check_delta(value: Any, name: str = "delta", *, allow_zero: bool = False) ->
 
 def check_probability(name: str, value: Any, *, open_interval: bool = False) -> float:
     """A probability in [0, 1] (or (0, 1) with ``open_interval``)."""
-    return check_real(
-        name, value, low=0.0, high=1.0, low_inclusive=not open_interval, high_inclusive=not open_interval
-    )
+    return check_real(name, value, low=0.0, high=1.0, low_inclusive=not open_interval, high_inclusive=not open_interval)
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:

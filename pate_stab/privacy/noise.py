@@ -31,10 +31,9 @@ Size = int | Sequence[int] | torch.Size
 
 
 def _shape(size: Size) -> tuple[int, ...]:
-    if isinstance(size, int) and not isinstance(size, bool):
-        size = (size,)
-    shape = tuple(check_int("size", s, minimum=0) for s in size)
-    return shape
+    if isinstance(size, int):
+        return (check_int("size", size, minimum=0),)
+    return tuple(check_int("size", s, minimum=0) for s in size)
 
 
 def _uniform(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:

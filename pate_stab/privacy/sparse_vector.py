@@ -1,0 +1,282 @@
+"""Sparse vector with a cutoff (BTT18 Alg 1) and InteractiveAboveThreshold (Ligett et al. Alg 2).
+
+Sparse vector (Bassily, Thakkar & Thakurta 2018, Alg 1; Dwork & Roth 2014, §3.6). Queries have
+sensitivity 1. A noisy threshold ŵ = w + Lap(λ) is drawn; each query value q is compared as
+q + Lap(2λ) > ŵ. A pass outputs ⊤. A failure outputs ⊥, increments the counter and draws a fresh
+threshold. The run between two threshold draws ends at its first ⊥ and is one AboveThreshold
+instance, which is (2/λ)-DP; the mechanism composes the segments.
+
+Cutoff, exactly: the mechanism halts right after the ``max_unstable``-th ⊥ (T) and answers
+nothing after it, so at most T segments run and the accountant composes T of them. (Alg 1 as
+printed loops "while c ≤ T", which would allow a (T+1)-th ⊥, i.e. T+1 segments, while its λ is
+set for T; halting at the T-th ⊥ makes the count and the calibration agree.)
+
+Outputs are coded as ``1`` (⊤, passed), ``0`` (⊥, failed) and ``-1`` (not processed: halted).
+
+Noise layout. Threshold noise and query noise come from two :class:`UnitLaplaceStream`\\ s with
+child generators spawned from the generator passed in. Query t (counting from the first query
+the object sees) uses the t-th query-noise value; the j-th threshold uses the j-th
+threshold-noise value. The online form (:meth:`SparseVector.process`) and the batch form
+(:meth:`SparseVector.process_many`) therefore give identical outputs for the same generator,
+however a stream of queries is split into calls.
+
+:func:`above_threshold_scan` is the vectorised core (many independent runs at once, noise given),
+used by the batch form and by statistical tests that need 10^5 runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pate_stab._validation import check_generator, check_int, check_positive, check_real, check_tensor
+from pate_stab.errors import HaltedError
+from pate_stab.privacy.noise import UnitLaplaceStream
+from pate_stab.rng import spawn_generators
+
+__all__ = [
+    "PASSED",
+    "FAILED",
+    "NOT_PROCESSED",
+    "ScanResult",
+    "above_threshold_scan",
+    "SparseVector",
+    "InteractiveAboveThreshold",
+]
+
+PASSED, FAILED, NOT_PROCESSED = 1, 0, -1
+_WINDOW = 1 << 16
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """Result of :func:`above_threshold_scan` for R independent runs.
+
+    Attributes:
+        outputs: (R, m) int8 — 1 ⊤, 0 ⊥, −1 not processed (halted earlier).
+        num_failed: (R,) int64 — number of ⊥ in this scan.
+        halted: (R,) bool — the run reached its cutoff.
+    """
+
+    outputs: torch.Tensor
+    num_failed: torch.Tensor
+    halted: torch.Tensor
+
+
+def above_threshold_scan(
+    values: torch.Tensor,
+    query_noise: torch.Tensor,
+    threshold_noise: torch.Tensor,
+    *,
+    threshold: float,
+    max_failures: int,
+) -> ScanResult:
+    """Run sparse vector on R independent runs of m queries each, with the noise given.
+
+    Query i of run r passes when ``values[r, i] + query_noise[r, i] > threshold +
+    threshold_noise[r, s]``, where s is the number of ⊥ run r has output before query i. A run
+    halts after its ``max_failures``-th ⊥.
+
+    Args:
+        values: (R, m) or (m,) query values (float64).
+        query_noise: same shape, already scaled (Lap(2λ) in Alg 1).
+        threshold_noise: (R, S) or (S,) with S >= 1 threshold-noise values, already scaled
+            (Lap(λ)); only the first ``min(S, max_failures)`` are used.
+        threshold: the public threshold w.
+        max_failures: the number of ⊥ after which a run halts (>= 1).
+
+    Returns:
+        :class:`ScanResult`. Cost O(S · R · m) in the worst case, O(m + S · window) per run.
+    """
+    max_failures = check_int("max_failures", max_failures, minimum=1)
+    threshold = check_real("threshold", threshold)
+    squeeze = values.dim() == 1
+    if squeeze:
+        values, query_noise, threshold_noise = values[None], query_noise[None], threshold_noise[None]
+    if values.shape != query_noise.shape or values.dim() != 2:
+        raise ValueError(f"values {tuple(values.shape)} and query_noise {tuple(query_noise.shape)} must match (R, m)")
+    if threshold_noise.dim() != 2 or threshold_noise.shape[0] != values.shape[0] or threshold_noise.shape[1] < 1:
+        raise ValueError(f"threshold_noise must have shape (R, S>=1), got {tuple(threshold_noise.shape)}")
+    runs, m = values.shape
+    device = values.device
+    noisy = values + query_noise
+    outputs = torch.full((runs, m), NOT_PROCESSED, dtype=torch.int8, device=device)
+    start = torch.zeros(runs, dtype=torch.int64, device=device)  # next query to process
+    num_failed = torch.zeros(runs, dtype=torch.int64, device=device)
+    segments = min(threshold_noise.shape[1], max_failures)
+    cols = torch.arange(m, device=device)
+    for s in range(segments):
+        active = start < m
+        if not bool(active.any()):
+            break
+        level = threshold + threshold_noise[:, s]  # (R,)
+        # Find each active run's first failure at or after its start, window by window.
+        first_fail = torch.full((runs,), m, dtype=torch.int64, device=device)
+        searching = active.clone()
+        lo = int(start[active].min())
+        while bool(searching.any()) and lo < m:
+            hi = min(m, lo + max(_WINDOW, 1))
+            win = cols[lo:hi]
+            fails = (noisy[:, lo:hi] <= level[:, None]) & (win[None, :] >= start[:, None]) & searching[:, None]
+            found = fails.any(dim=1)
+            idx = lo + torch.argmax(fails.to(torch.int8), dim=1)
+            first_fail = torch.where(found, idx, first_fail)
+            searching = searching & ~found
+            lo = hi
+        # Queries start..first_fail-1 pass; first_fail (if < m) fails.
+        passed = (cols[None, :] >= start[:, None]) & (cols[None, :] < first_fail[:, None]) & active[:, None]
+        outputs[passed] = PASSED
+        failed_now = active & (first_fail < m)
+        rows = torch.nonzero(failed_now).flatten()
+        outputs[rows, first_fail[rows]] = FAILED
+        num_failed += failed_now.to(torch.int64)
+        start = torch.where(failed_now, first_fail + 1, torch.where(active, torch.full_like(start, m), start))
+    halted = num_failed >= max_failures
+    # Runs that are neither halted nor finished ran out of threshold draws: not allowed.
+    if bool(((start < m) & ~halted).any()):
+        raise ValueError("threshold_noise has fewer values than the runs need (pass max_failures of them)")
+    if squeeze:
+        return ScanResult(outputs[0], num_failed[0], halted[0])
+    return ScanResult(outputs, num_failed, halted)
+
+
+class SparseVector:
+    """Sparse vector with cutoff (BTT18 Alg 1), online and batch.
+
+    Args:
+        threshold: the public threshold w.
+        noise_scale: λ; thresholds get Lap(λ), queries Lap(2λ). Each segment is (2/λ)-DP for
+            sensitivity-1 queries (Dwork & Roth 2014, Thm 3.23 with λ = 2/ε).
+        max_unstable: T, the number of ⊥ after which the mechanism halts.
+        generator: randomness; two child generators are spawned from it at construction.
+
+    The privacy cost of a whole run is that of ``max_unstable`` segments and is known before the
+    first query; :mod:`pate_stab.privacy.calibration` sets λ and w, and the caller records the
+    spend before releasing anything.
+    """
+
+    def __init__(self, *, threshold: float, noise_scale: float, max_unstable: int, generator: torch.Generator) -> None:
+        self.threshold = check_real("threshold", threshold)
+        self.noise_scale = check_positive("noise_scale", noise_scale)
+        self.max_unstable = check_int("max_unstable", max_unstable, minimum=1)
+        check_generator(generator)
+        threshold_gen, query_gen = spawn_generators(generator, 2)
+        self._threshold_stream = UnitLaplaceStream(threshold_gen)
+        self._query_stream = UnitLaplaceStream(query_gen)
+        self._threshold_noise = self.noise_scale * self._threshold_stream.take_one()  # Alg 1 line 1
+        self.num_failed = 0
+        self.num_seen = 0
+        self.num_passed = 0
+
+    @property
+    def halted(self) -> bool:
+        return self.num_failed >= self.max_unstable
+
+    def _fail(self) -> None:
+        self.num_failed += 1
+        if not self.halted:
+            self._threshold_noise = self.noise_scale * self._threshold_stream.take_one()
+
+    def process(self, value: float) -> bool:
+        """Test one query value; True is ⊤, False is ⊥. Raises HaltedError after the cutoff."""
+        if self.halted:
+            raise HaltedError(f"sparse vector halted after {self.max_unstable} failed queries")
+        value = check_real("value", value)
+        noisy = value + 2.0 * self.noise_scale * self._query_stream.take_one()
+        self.num_seen += 1
+        if noisy > self.threshold + self._threshold_noise:
+            self.num_passed += 1
+            return True
+        self._fail()
+        return False
+
+    def process_many(self, values: torch.Tensor) -> torch.Tensor:
+        """Test a sequence of query values; returns int8 codes (1 ⊤, 0 ⊥, −1 after halting)."""
+        values = check_tensor("values", values, ndim=1, nonempty=False).to(torch.float64)
+        m = values.numel()
+        out = torch.full((m,), NOT_PROCESSED, dtype=torch.int8)
+        if self.halted or m == 0:
+            return out
+        query_noise = 2.0 * self.noise_scale * self._query_stream.peek(m)
+        left = self.max_unstable - self.num_failed
+        fresh = self._threshold_stream.peek(left - 1) * self.noise_scale
+        thresholds = torch.cat([torch.tensor([self._threshold_noise], dtype=torch.float64), fresh])
+        res = above_threshold_scan(values, query_noise, thresholds, threshold=self.threshold, max_failures=left)
+        processed = int((res.outputs != NOT_PROCESSED).sum())
+        failed = int(res.num_failed)
+        self._query_stream.advance(processed)
+        self.num_seen += processed
+        self.num_passed += processed - failed
+        self.num_failed += failed
+        if not self.halted:
+            self._threshold_stream.advance(failed)
+            self._threshold_noise = float(thresholds[failed])
+        else:
+            self._threshold_stream.advance(failed - 1)
+        return res.outputs
+
+
+class InteractiveAboveThreshold:
+    """InteractiveAboveThreshold (Ligett, Neel, Roth, Waggoner & Wu 2017, Alg 2).
+
+    Ŵ = W + Lap(2Δ/ε); query t passes when f_t(D) + Lap(4Δ/ε) ≥ Ŵ, and the mechanism halts at the
+    first pass. With queries whose ℓ1 sensitivity is at most Δ, stopping at t is ε-DP given the
+    queries; with (ε_1, …, ε_T)-prefix-private queries the outcome (t, f_t) is
+    (ε + ε_t)-ex-post DP (their Lemma 2.8).
+
+    Args:
+        epsilon: ε_A of the stopping rule.
+        threshold: W.
+        sensitivity: Δ.
+        generator: randomness; threshold and query noise use separate child generators so the
+            online (:meth:`test`) and batch (:meth:`first_above`) forms agree.
+    """
+
+    def __init__(self, *, epsilon: float, threshold: float, sensitivity: float, generator: torch.Generator) -> None:
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.threshold = check_real("threshold", threshold)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        check_generator(generator)
+        threshold_gen, query_gen = spawn_generators(generator, 2)
+        self._query_stream = UnitLaplaceStream(query_gen)
+        unit = UnitLaplaceStream(threshold_gen).take_one()
+        self._noisy_threshold = self.threshold + (2.0 * self.sensitivity / self.epsilon) * unit
+        self.num_seen = 0
+        self.stopped_at: int | None = None
+
+    @property
+    def halted(self) -> bool:
+        return self.stopped_at is not None
+
+    def test(self, value: float) -> bool:
+        """Test one query value; True (above) halts the mechanism."""
+        if self.halted:
+            raise HaltedError("InteractiveAboveThreshold already halted")
+        value = check_real("value", value)
+        noise = (4.0 * self.sensitivity / self.epsilon) * self._query_stream.take_one()
+        self.num_seen += 1
+        if value + noise >= self._noisy_threshold:
+            self.stopped_at = self.num_seen - 1
+            return True
+        return False
+
+    def first_above(self, values: torch.Tensor) -> int | None:
+        """Index (within ``values``) of the first query that passes, or None; halts there."""
+        if self.halted:
+            raise HaltedError("InteractiveAboveThreshold already halted")
+        values = check_tensor("values", values, ndim=1, nonempty=False).to(torch.float64)
+        m = values.numel()
+        if m == 0:
+            return None
+        noise = (4.0 * self.sensitivity / self.epsilon) * self._query_stream.peek(m)
+        above = values + noise >= self._noisy_threshold
+        if not bool(above.any()):
+            self._query_stream.advance(m)
+            self.num_seen += m
+            return None
+        idx = int(torch.argmax(above.to(torch.int8)))
+        self._query_stream.advance(idx + 1)
+        self.stopped_at = self.num_seen + idx
+        self.num_seen += idx + 1
+        return idx
