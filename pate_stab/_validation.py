@@ -152,7 +152,8 @@ def check_tensor(
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if value.dim() not in allowed:
-            raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {tuple(value.shape)}")
+            dims = " or ".join(map(str, allowed))
+            raise ValueError(f"{name} must have {dims} dimensions, got shape {tuple(value.shape)}")
     if floating is True and not value.is_floating_point():
         raise TypeError(f"{name} must have a floating dtype, got {value.dtype}")
     if floating is False and (value.is_floating_point() or value.dtype == torch.bool):
