@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from dp_accounting.pld import common as _pld_common
@@ -77,7 +77,7 @@ class PrivacyEvent:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict ``{"type": kind, **fields}``."""
         out: dict[str, Any] = {"type": self.kind}
-        out.update({name: getattr(self, name) for name in self.__dataclass_fields__})  # type: ignore[attr-defined]
+        out.update({f.name: getattr(self, f.name) for f in fields(self)})  # type: ignore[arg-type]
         return out
 
     @classmethod
@@ -98,11 +98,11 @@ def _from_fields(cls: type[PrivacyEvent], data: Mapping[str, Any]) -> PrivacyEve
     tag = data.get("type")
     if tag != cls.kind:
         raise ValueError(f"event data of type {tag!r} cannot build a {cls.__name__}")
-    fields = {k: v for k, v in data.items() if k != "type"}
-    expected = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-    if set(fields) - expected:
-        raise ValueError(f"{cls.__name__} has no fields {sorted(set(fields) - expected)}")
-    return cls(**fields)
+    values = {k: v for k, v in data.items() if k != "type"}
+    expected = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    if set(values) - expected:
+        raise ValueError(f"{cls.__name__} has no fields {sorted(set(values) - expected)}")
+    return cls(**values)
 
 
 def event_from_dict(data: Mapping[str, Any]) -> PrivacyEvent:

@@ -395,7 +395,7 @@ class PrivacyLedger:
                 ``spend_id`` whose parameters differ from the recorded ones.
             LedgerError: the file became inconsistent.
         """
-        from pate_stab.privacy.accounting import ExPostEvent, PrivacyEvent, implies_guarantee
+        from pate_stab.privacy.accounting import ExPostEvent, PrivacyEvent, event_from_dict, implies_guarantee
 
         if not isinstance(spend_id, str) or not spend_id:
             raise TypeError("spend_id must be a non-empty str")
@@ -408,7 +408,9 @@ class PrivacyLedger:
         if event is not None and not isinstance(event, PrivacyEvent):
             raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
         meta = _json_value("metadata", dict(metadata or {}))
-        event_dict = None if event is None else event.to_dict()
+        event_dict = None if event is None else _json_value("event", event.to_dict())
+        if event is not None and event_from_dict(event_dict) != event:
+            raise ValueError(f"event {event!r} does not survive a JSON round trip")
         if event is not None and check_event:
             if isinstance(event, ExPostEvent):
                 if delta == 0.0 and event.epsilon_ex_post > epsilon:
