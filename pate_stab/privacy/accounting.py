@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from dp_accounting.pld import common as _pld_common
 from dp_accounting.pld import privacy_loss_distribution as _pld
+from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
 from pate_stab._validation import (
     check_delta,
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-4
-PrivacyLossDistribution = _pld.PrivacyLossDistribution
+
 _EVENT_TYPES: dict[str, type[PrivacyEvent]] = {}
 
 

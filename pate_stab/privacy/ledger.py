@@ -408,9 +408,11 @@ class PrivacyLedger:
         if event is not None and not isinstance(event, PrivacyEvent):
             raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
         meta = _json_value("metadata", dict(metadata or {}))
-        event_dict = None if event is None else _json_value("event", event.to_dict())
-        if event is not None and event_from_dict(event_dict) != event:
-            raise ValueError(f"event {event!r} does not survive a JSON round trip")
+        event_dict: dict[str, Any] | None = None
+        if event is not None:
+            event_dict = _json_value("event", event.to_dict())
+            if event_from_dict(event_dict) != event:
+                raise ValueError(f"event {event!r} does not survive a JSON round trip")
         if event is not None and check_event:
             if isinstance(event, ExPostEvent):
                 if delta == 0.0 and event.epsilon_ex_post > epsilon:

@@ -1,16 +1,20 @@
-"""Helper processes for the ledger tests (run as a script, not collected by pytest).
+"""Helper process for the ledger tests (run as a script; pytest does not collect it).
 
-``kill-server LEDGER RELEASED MODE``
-    Imports the ledger once, prints ``ready``, then serves commands read from stdin:
-    ``spawn TRIAL`` forks a child that opens the ledger and loops "spend, record the result,
-    release" (``MODE=correct``) or "release, then spend" (``MODE=broken``, the negative control)
-    and prints the child's pid; the test kills that pid with SIGKILL whenever it likes;
-    ``reap`` waits for the child and prints its wait status. A release is one line
-    ``spend_id epsilon`` appended to RELEASED with a single write, flushed and fsync'ed.
+It imports the ledger once, prints ``ready``, and then serves one command per stdin line, forking
+a fresh child process for every ledger user (each child opens its own ``PrivacyLedger``):
 
-``hammer LEDGER PREFIX ATTEMPTS EPSILON BUDGET_EPSILON``
-    Prints ``ready``, waits for ``go`` on stdin, then tries ATTEMPTS spends of EPSILON with ids
-    PREFIX-0, PREFIX-1, … and prints ``succeeded N refused M``.
+``kill-spawn LEDGER RELEASED MODE TRIAL``
+    Fork a child that loops "spend, record the result, release" (``MODE=correct``) or
+    "release, then spend" (``MODE=broken``, the negative control) and print its pid; the test
+    kills that pid with SIGKILL whenever it likes. A release is one line ``spend_id epsilon``
+    appended to RELEASED with a single ``write``, then ``fsync``.
+``reap PID``
+    Wait for that child and print its wait status.
+``hammer LEDGER PREFIX NUM_PROCS ATTEMPTS EPSILON BUDGET_EPSILON``
+    Fork NUM_PROCS children that open the ledger, wait at a common barrier, then each try
+    ATTEMPTS spends of EPSILON (ids PREFIX<p>-<i>); print ``succeeded n_0 n_1 …`` (ATTEMPTS < 255:
+    the counts travel as exit codes).
+``quit``
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def _release(fd: int, spend_id: str, epsilon: float) -> None:
     os.fsync(fd)
 
 
-def _spend_loop(ledger_path: str, released_path: str, trial: str, mode: str) -> None:
+def _spend_loop(ledger_path: str, released_path: str, mode: str, trial: str) -> None:
     ledger = PrivacyLedger(ledger_path, budget_epsilon=KILL_BUDGET_EPSILON, budget_delta=0.0)
     released = os.open(released_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     event = PureDpEvent(KILL_SPEND_EPSILON)
@@ -41,52 +45,68 @@ def _spend_loop(ledger_path: str, released_path: str, trial: str, mode: str) -> 
             entry = ledger.spend(spend_id, epsilon=KILL_SPEND_EPSILON, delta=0.0, event=event, mechanism="kill")
             ledger.record_result(spend_id, {"label": i % 10})
             _release(released, entry.spend_id, entry.epsilon)
-        else:  # broken order: the release leaves before the spend is recorded
+        elif mode == "broken":  # the release leaves before the spend is recorded
             _release(released, spend_id, KILL_SPEND_EPSILON)
             ledger.spend(spend_id, epsilon=KILL_SPEND_EPSILON, delta=0.0, event=event, mechanism="kill")
+        else:
+            raise ValueError(f"unknown mode {mode!r}")
         i += 1
 
 
-def kill_server(ledger_path: str, released_path: str, mode: str) -> None:
-    if mode not in ("correct", "broken"):
-        raise SystemExit(f"unknown mode {mode!r}")
-    print("ready", flush=True)
-    child = 0
-    for line in sys.stdin:
-        command, *args = line.split()
-        if command == "spawn":
-            child = os.fork()
-            if child == 0:
-                try:
-                    _spend_loop(ledger_path, released_path, args[0], mode)
-                finally:
-                    os._exit(3)  # only reached on an error: the loop never ends by itself
-            print(child, flush=True)
-        elif command == "reap":
-            _, status = os.waitpid(child, 0)
-            print(status, flush=True)
-        elif command == "quit":
-            return
-
-
-def hammer(ledger_path: str, prefix: str, attempts: int, epsilon: float, budget_epsilon: float) -> None:
-    ledger = PrivacyLedger(ledger_path, budget_epsilon=budget_epsilon, budget_delta=0.0)
-    print("ready", flush=True)
-    sys.stdin.readline()
-    succeeded = refused = 0
+def _hammer(ledger_path: str, prefix: str, barrier: tuple[int, int], attempts: int, epsilon: float,
+            budget: float) -> int:
+    ledger = PrivacyLedger(ledger_path, budget_epsilon=budget, budget_delta=0.0)
+    os.close(barrier[1])
+    os.read(barrier[0], 1)  # returns (EOF) when the parent closes the write end: all start together
+    succeeded = 0
     for i in range(attempts):
         try:
             ledger.spend(f"{prefix}-{i}", epsilon=epsilon, delta=0.0, mechanism="hammer")
             succeeded += 1
         except BudgetExhaustedError:
-            refused += 1
-    print(f"succeeded {succeeded} refused {refused}", flush=True)
+            pass
+    return succeeded
+
+
+def _fork(target, *args: object) -> int:  # type: ignore[no-untyped-def]
+    pid = os.fork()
+    if pid == 0:
+        code = 255
+        try:
+            code = target(*args)
+        finally:
+            os._exit(code if isinstance(code, int) else 254)
+    return pid
+
+
+def serve() -> None:
+    print("ready", flush=True)
+    for line in sys.stdin:
+        command, *args = line.split()
+        if command == "kill-spawn":
+            print(_fork(_spend_loop, *args), flush=True)
+        elif command == "reap":
+            print(os.waitpid(int(args[0]), 0)[1], flush=True)
+        elif command == "hammer":
+            path, prefix, num_procs, attempts, epsilon, budget = args
+            read_end, write_end = os.pipe()
+            barrier = (read_end, write_end)
+            pids = [
+                _fork(_hammer, path, f"{prefix}{p}", barrier, int(attempts), float(epsilon), float(budget))
+                for p in range(int(num_procs))
+            ]
+            os.close(read_end)
+            os.close(write_end)
+            counts = []
+            for pid in pids:
+                status = os.waitpid(pid, 0)[1]
+                counts.append(os.waitstatus_to_exitcode(status))
+            print("succeeded", *counts, flush=True)
+        elif command == "quit":
+            return
+        else:
+            raise SystemExit(f"unknown command {command!r}")
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "kill-server":
-        kill_server(sys.argv[2], sys.argv[3], sys.argv[4])
-    elif sys.argv[1] == "hammer":
-        hammer(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]))
-    else:
-        raise SystemExit(f"unknown command {sys.argv[1]!r}")
+    serve()

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -297,92 +298,87 @@ def test_live_ledger_notices_corruption_before_spending(path: Path) -> None:
 # -- concurrency and crashes -----------------------------------------------------------------------
 
 
-def _start(args: list[str]) -> subprocess.Popen[str]:
+@pytest.fixture(scope="module")
+def worker() -> Iterator[subprocess.Popen[str]]:
+    """One helper process (imports once) that forks the ledger users of the tests below."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), *args], cwd=ROOT, env=env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER)], cwd=ROOT, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
+    try:
+        assert _ask(proc, None) == "ready"
+        yield proc
+        _ask(proc, "quit", expect_reply=False)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
-def _expect(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
+def _ask(proc: subprocess.Popen[str], command: str | None, *, expect_reply: bool = True) -> str:
+    assert proc.stdin is not None and proc.stdout is not None
+    if command is not None:
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
+    if not expect_reply:
+        return ""
     line = proc.stdout.readline()
     if not line:
-        raise RuntimeError(f"worker exited with {proc.wait()}")
+        raise RuntimeError(f"ledger worker exited with {proc.wait()}")
     return line.strip()
 
 
-def test_two_processes_cannot_exceed_the_budget(path: Path) -> None:
-    num_allowed, epsilon = 40, 0.1
-    budget = num_allowed * epsilon  # 40 · 0.1: the float sum of 40 spends of 0.1 is 4.000000000000001
+def test_two_processes_cannot_exceed_the_budget(path: Path, worker: subprocess.Popen[str]) -> None:
+    num_allowed, epsilon, num_procs = 40, 0.1, 2
+    budget = num_allowed * epsilon  # the float sum of 40 spends of 0.1 is 4.000000000000001: slack needed
     PrivacyLedger(path, budget_epsilon=budget, budget_delta=0.0).close()
-    procs = [_start(["hammer", str(path), f"p{i}", str(num_allowed), str(epsilon), str(budget)]) for i in range(2)]
-    for proc in procs:
-        assert _expect(proc) == "ready"
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    results = [_expect(proc).split() for proc in procs]
-    for proc in procs:
-        assert proc.wait(timeout=60) == 0
-    succeeded = sum(int(r[1]) for r in results)
-    assert succeeded == num_allowed
-    assert all(int(r[1]) + int(r[3]) == num_allowed for r in results)
+    # each process alone tries to spend the whole budget
+    reply = _ask(worker, f"hammer {path} p {num_procs} {num_allowed} {epsilon!r} {budget!r}").split()
+    assert reply[0] == "succeeded"
+    counts = [int(c) for c in reply[1:]]
+    print(f"hammer: successes per process {counts}")
+    assert sum(counts) == num_allowed
     ledger = PrivacyLedger(path, budget_epsilon=budget, budget_delta=0.0)
     assert len(ledger.entries()) == num_allowed
     assert math.isclose(ledger.spent()[0], budget, rel_tol=1e-12)
+    with pytest.raises(BudgetExhaustedError):
+        ledger.spend("one-more", epsilon=epsilon, delta=0.0)
 
 
-def _kill_trials(tmp_path: Path, *, trials: int, mode: str, seed: int) -> dict[str, int]:
+def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, mode: str, seed: int) -> dict[str, int]:
     """SIGKILL a spending child at random times; compare recorded and released spend after each kill."""
     ledger_path, released_path = tmp_path / "ledger.jsonl", tmp_path / "released.txt"
     rng = random.Random(seed)
-    server = _start(["kill-server", str(ledger_path), str(released_path), mode])
     stats = {"trials": 0, "violations": 0, "released": 0, "recorded": 0, "refused_to_open": 0}
-    try:
-        assert _expect(server) == "ready"
-        assert server.stdin is not None
-        for trial in range(trials):
-            server.stdin.write(f"spawn t{trial}\n")
-            server.stdin.flush()
-            child = int(_expect(server))
-            time.sleep(rng.uniform(0.0, 0.1))
-            os.kill(child, signal.SIGKILL)
-            server.stdin.write("reap\n")
-            server.stdin.flush()
-            status = int(_expect(server))
-            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
-            stats["trials"] += 1
-            try:
-                ledger = PrivacyLedger(ledger_path, budget_epsilon=KILL_BUDGET_EPSILON, budget_delta=0.0)
-            except LedgerError:
-                stats["refused_to_open"] += 1
-                break
-            recorded = {e.spend_id: e.epsilon for e in ledger.entries()}
-            ledger.close()
-            released: dict[str, float] = {}
-            if released_path.exists():
-                for line in released_path.read_text().splitlines():
-                    spend_id, eps = line.split()
-                    released[spend_id] = float(eps)
-            missing = set(released) - set(recorded)
-            if missing or math.fsum(released.values()) > math.fsum(recorded.values()):
-                stats["violations"] += 1
-            stats["released"], stats["recorded"] = len(released), len(recorded)
-        server.stdin.write("quit\n")
-        server.stdin.flush()
-        server.wait(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+    for trial in range(trials):
+        child = int(_ask(worker, f"kill-spawn {ledger_path} {released_path} {mode} t{trial}"))
+        time.sleep(rng.uniform(0.0, 0.1))
+        os.kill(child, signal.SIGKILL)
+        status = int(_ask(worker, f"reap {child}"))
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+        stats["trials"] += 1
+        try:
+            ledger = PrivacyLedger(ledger_path, budget_epsilon=KILL_BUDGET_EPSILON, budget_delta=0.0)
+        except LedgerError:
+            stats["refused_to_open"] += 1
+            break
+        recorded = {e.spend_id: e.epsilon for e in ledger.entries()}
+        ledger.close()
+        released: dict[str, float] = {}
+        if released_path.exists():
+            for line in released_path.read_text().splitlines():
+                spend_id, eps = line.split()
+                released[spend_id] = float(eps)
+        missing = set(released) - set(recorded)
+        if missing or math.fsum(released.values()) > math.fsum(recorded.values()):
+            stats["violations"] += 1
+        stats["released"], stats["recorded"] = len(released), len(recorded)
     return stats
 
 
-def test_kill_never_leaves_released_spend_unrecorded(tmp_path: Path) -> None:
-    stats = _kill_trials(tmp_path, trials=30, mode="correct", seed=7)
+def test_kill_never_leaves_released_spend_unrecorded(tmp_path: Path, worker: subprocess.Popen[str]) -> None:
+    stats = _kill_trials(tmp_path, worker, trials=30, mode="correct", seed=7)
     print(f"kill test (fast tier): {stats}")
     assert stats["refused_to_open"] == 0
     assert stats["trials"] == 30
@@ -392,16 +388,16 @@ def test_kill_never_leaves_released_spend_unrecorded(tmp_path: Path) -> None:
     assert 0 <= stats["recorded"] - stats["released"] <= stats["trials"]
 
 
-def test_kill_test_flags_release_before_spend(tmp_path: Path) -> None:
+def test_kill_test_flags_release_before_spend(tmp_path: Path, worker: subprocess.Popen[str]) -> None:
     """Negative control: releasing before recording is caught by the same check."""
-    stats = _kill_trials(tmp_path, trials=15, mode="broken", seed=8)
+    stats = _kill_trials(tmp_path, worker, trials=15, mode="broken", seed=8)
     print(f"kill test, broken order: {stats}")
     assert stats["violations"] > 0
 
 
 @pytest.mark.slow
-def test_kill_never_leaves_released_spend_unrecorded_many(tmp_path: Path) -> None:
-    stats = _kill_trials(tmp_path, trials=300, mode="correct", seed=11)
+def test_kill_never_leaves_released_spend_unrecorded_many(tmp_path: Path, worker: subprocess.Popen[str]) -> None:
+    stats = _kill_trials(tmp_path, worker, trials=300, mode="correct", seed=11)
     print(f"kill test (slow tier): {stats}")
     assert stats["refused_to_open"] == 0 and stats["trials"] == 300
     assert stats["violations"] == 0
