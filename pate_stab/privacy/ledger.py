@@ -544,7 +544,7 @@ class PrivacyLedger:
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary for a run's report."""
         entries = self.entries()
-        eps, delta = self._totals()
+        eps, delta = math.fsum(e.epsilon for e in entries), math.fsum(e.delta for e in entries)
         return {
             "path": str(self._path),
             "run_id": self.run_id,
