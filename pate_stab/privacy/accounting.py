@@ -161,9 +161,7 @@ class SparseVectorEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "noise_scale", check_positive("noise_scale", self.noise_scale))
-        object.__setattr__(
-            self, "num_segments", check_int("num_segments", self.num_segments, minimum=1)
-        )
+        object.__setattr__(self, "num_segments", check_int("num_segments", self.num_segments, minimum=1))
         object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
 
     @property
@@ -174,9 +172,7 @@ class SparseVectorEvent(PrivacyEvent):
     def to_pld(
         self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
     ) -> PrivacyLossDistribution:
-        one = _pure_pld(
-            self.epsilon_per_segment, 0.0, _check_interval(value_discretization_interval)
-        )
+        one = _pure_pld(self.epsilon_per_segment, 0.0, _check_interval(value_discretization_interval))
         return one if self.num_segments == 1 else one.self_compose(self.num_segments)
 
 
@@ -353,9 +349,7 @@ def _as_events(events: PrivacyEvent | Iterable[PrivacyEvent]) -> list[PrivacyEve
     if isinstance(events, PrivacyEvent):
         return [events]
     if not isinstance(events, Iterable):
-        raise TypeError(
-            f"events must be an event or a sequence of events, got {type(events).__name__}"
-        )
+        raise TypeError(f"events must be an event or a sequence of events, got {type(events).__name__}")
     return list(events)
 
 
@@ -443,9 +437,7 @@ def implies_guarantee(
     rtol = 1e-9
     if basic is not None and basic[0] <= epsilon * (1 + rtol) and basic[1] <= delta * (1 + rtol):
         return True
-    implied = delta_for_epsilon(
-        event, epsilon=epsilon, value_discretization_interval=value_discretization_interval
-    )
+    implied = delta_for_epsilon(event, epsilon=epsilon, value_discretization_interval=value_discretization_interval)
     return implied <= delta * (1 + rtol)
 
 
@@ -464,9 +456,7 @@ def advanced_composition_epsilon(*, epsilon0: float, num: int, delta_prime: floa
     epsilon0 = check_positive("epsilon0", epsilon0)
     num = check_int("num", num, minimum=1)
     delta_prime = check_delta(delta_prime, "delta_prime")
-    return math.sqrt(
-        2.0 * num * math.log(1.0 / delta_prime)
-    ) * epsilon0 + num * epsilon0 * math.expm1(epsilon0)
+    return math.sqrt(2.0 * num * math.log(1.0 / delta_prime)) * epsilon0 + num * epsilon0 * math.expm1(epsilon0)
 
 
 def optimal_homogeneous_composition_delta(*, epsilon0: float, num: int, epsilon: float) -> float:
@@ -489,7 +479,7 @@ def optimal_homogeneous_composition_delta(*, epsilon0: float, num: int, epsilon:
     num = check_int("num", num, minimum=1)
     epsilon = check_nonnegative("epsilon", epsilon)
     log_p = -math.log1p(math.exp(-epsilon0))
-    log_q = -math.log1p(math.exp(epsilon0))
+    log_q = -epsilon0 - math.log1p(math.exp(-epsilon0))  # = −log1p(e^{ε0}), without overflow
     terms = []
     for j in range(num + 1):
         loss = epsilon0 * (num - 2 * j)

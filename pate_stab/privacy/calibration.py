@@ -32,21 +32,20 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-import numpy as np
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from dp_accounting.pld.common import DifferentialPrivacyParameters
-from scipy.special import gammaln
-
 from pate_stab._validation import check_delta, check_epsilon, check_int, check_positive, check_probability, check_real
+from pate_stab.privacy.accounting import (
+    SparseVectorEvent,
+    advanced_composition_epsilon,
+    epsilon_for_delta,
+    optimal_homogeneous_composition_delta,
+)
 
 __all__ = [
     "Calibration",
     "calibrate",
     "leak_probability",
     "threshold_for_leak",
-    "advanced_composition_epsilon",
     "sparse_vector_pld_epsilon",
-    "optimal_composition_delta",
     "paper_noise_scale",
     "paper_threshold",
 ]
@@ -81,61 +80,16 @@ def threshold_for_leak(*, probability: float, noise_scale: float) -> float:
     return -2.0 * lam * math.log(u)
 
 
-def advanced_composition_epsilon(*, epsilon0: float, num: int, delta_prime: float) -> float:
-    """ε of ``num``-fold adaptive composition of ε0-DP mechanisms at slack δ′.
-
-    Dwork, Rothblum & Vadhan 2010 (Dwork & Roth 2014, Thm 3.20):
-    ε = √(2k log(1/δ′))·ε0 + k·ε0·(e^{ε0} − 1). Pinned: ε0 = 0.1, k = 10, δ′ = 1e-5 →
-    √(20·11.5129)·0.1 + 10·0.1·0.10517 ≈ 1.6225.
-    """
-    eps0 = check_positive("epsilon0", epsilon0)
-    k = check_int("num", num, minimum=1)
-    dp = check_delta(delta_prime, "delta_prime")
-    return math.sqrt(2.0 * k * math.log(1.0 / dp)) * eps0 + k * eps0 * math.expm1(eps0)
-
-
 @lru_cache(maxsize=4096)
-def sparse_vector_pld_epsilon(*, epsilon0: float, num: int, delta: float) -> float:
-    """ε at ``delta`` of ``num`` composed ε0-DP mechanisms, by dp-accounting's PLD.
+def sparse_vector_pld_epsilon(*, noise_scale: float, num_segments: int, delta: float) -> float:
+    """ε at ``delta`` of ``num_segments`` sparse-vector segments, each (2/λ)-DP, by dp-accounting's PLD.
 
-    The pessimistic PLD of a generic ε0-DP mechanism (randomized response) is self-composed
-    ``num`` times; losses are rounded up to multiples of 1e-4, so the result is an upper bound
-    on the optimal-composition ε (Kairouz et al. 2015). Pinned: ε0 = 0.1, k = 10, δ = 1e-5 →
-    about 1.07 (advanced composition gives 1.62).
+    The pessimistic PLD of a generic (2/λ)-DP mechanism is self-composed; losses are rounded up
+    to multiples of 1e-4, so the result bounds the optimal-composition ε (Kairouz et al. 2015)
+    from above. Pinned: λ = 20, 10 segments, δ = 1e-5 → about 0.994 (basic composition: 1.0).
     """
-    eps0 = check_positive("epsilon0", epsilon0)
-    k = check_int("num", num, minimum=1)
-    d = check_delta(delta)
-    single = pld_lib.from_privacy_parameters(
-        DifferentialPrivacyParameters(eps0, 0.0), value_discretization_interval=_PLD_INTERVAL
-    )
-    composed = single.self_compose(k) if k > 1 else single
-    return float(composed.get_epsilon_for_delta(d))
-
-
-def optimal_composition_delta(*, epsilon0: float, num: int, epsilon: float) -> float:
-    """Exact δ(ε) of ``num``-fold composition of ε0-DP mechanisms (optimal composition).
-
-    Every ε0-DP mechanism is a post-processing of randomized response with parameter ε0, so
-    k-fold adaptive composition is dominated by k randomized responses (Kairouz, Oh & Viswanath
-    2015, Thm 3.3), whose privacy loss is ε0(k − 2j) with probability C(k, j) p^{k−j} q^j,
-    p = e^{ε0}/(1 + e^{ε0}), q = 1 − p. Hence
-
-        δ(ε) = Σ_j C(k, j) p^{k−j} q^j · max(0, 1 − e^{ε − ε0(k − 2j)}),
-
-    evaluated in log space. Pinned: ε0 = 1, k = 1, ε = 0 → p − q·e^0·… = (e − 1)/(e + 1) ≈ 0.4621.
-    """
-    eps0 = check_positive("epsilon0", epsilon0)
-    k = check_int("num", num, minimum=1)
-    eps = check_real("epsilon", epsilon, low=0.0)
-    j = np.arange(k + 1, dtype=np.float64)
-    log_p = -np.logaddexp(0.0, -eps0)
-    log_q = -np.logaddexp(0.0, eps0)
-    log_prob = gammaln(k + 1) - gammaln(j + 1) - gammaln(k - j + 1) + (k - j) * log_p + j * log_q
-    loss = eps0 * (k - 2.0 * j)
-    keep = loss > eps
-    terms = np.exp(log_prob[keep]) * -np.expm1(eps - loss[keep])
-    return float(min(1.0, terms.sum()))
+    event = SparseVectorEvent(noise_scale=noise_scale, num_segments=num_segments)
+    return epsilon_for_delta(event, delta=check_delta(delta), value_discretization_interval=_PLD_INTERVAL)
 
 
 def paper_noise_scale(*, epsilon: float, delta: float, max_unstable: int, soft_labels: bool = False) -> float:
@@ -225,7 +179,7 @@ def _tight_noise_scale(epsilon: float, delta_sv: float, segments: int) -> float:
     """
 
     def ok(lam: float) -> bool:
-        return optimal_composition_delta(epsilon0=2.0 / lam, num=segments, epsilon=epsilon) <= delta_sv
+        return optimal_homogeneous_composition_delta(epsilon0=2.0 / lam, num=segments, epsilon=epsilon) <= delta_sv
 
     lo = 2.0 / (epsilon * 50.0)  # ε0 = 50ε: certainly too little noise
     hi = 2.0 * segments / epsilon  # basic composition: T·(2/λ) = ε
@@ -239,7 +193,7 @@ def _tight_noise_scale(epsilon: float, delta_sv: float, segments: int) -> float:
             lo = mid
     lam = hi
     for _ in range(1000):
-        if sparse_vector_pld_epsilon(epsilon0=2.0 / lam, num=segments, delta=delta_sv) <= epsilon:
+        if sparse_vector_pld_epsilon(noise_scale=lam, num_segments=segments, delta=delta_sv) <= epsilon:
             return lam
         lam *= 1.0 + 1e-4
     raise RuntimeError("PLD accounting did not confirm the optimal-composition λ")  # pragma: no cover
@@ -299,7 +253,7 @@ def calibrate(
             raise ValueError("mode='paper' uses the paper's δ split (delta_split=0.5)")
         lam = paper_noise_scale(epsilon=eps, delta=d, max_unstable=t, soft_labels=soft_labels)
         eps_adv = advanced_composition_epsilon(epsilon0=2.0 / lam, num=segments, delta_prime=delta_sv)
-        eps_pld = sparse_vector_pld_epsilon(epsilon0=2.0 / lam, num=segments, delta=delta_sv)
+        eps_pld = sparse_vector_pld_epsilon(noise_scale=lam, num_segments=segments, delta=delta_sv)
         certified, composition = (
             (eps_adv, "advanced composition") if eps_adv <= eps_pld else (eps_pld, "optimal composition (PLD)")
         )
@@ -315,7 +269,7 @@ def calibrate(
             w, corrected = threshold_for_leak(probability=per_test, noise_scale=lam), True
     else:
         lam = _tight_noise_scale(eps, delta_sv, segments)
-        certified = sparse_vector_pld_epsilon(epsilon0=2.0 / lam, num=segments, delta=delta_sv)
+        certified = sparse_vector_pld_epsilon(noise_scale=lam, num_segments=segments, delta=delta_sv)
         composition = "optimal composition (PLD)"
         w_paper = paper_threshold(noise_scale=lam, delta=d, num_queries=m, soft_labels=soft_labels)
         w, corrected = threshold_for_leak(probability=per_test, noise_scale=lam), True

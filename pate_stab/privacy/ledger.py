@@ -93,9 +93,7 @@ class LedgerEntry:
 
 
 def _canonical(record: Mapping[str, Any]) -> str:
-    return json.dumps(
-        record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
 def _digest(record: Mapping[str, Any]) -> str:
@@ -141,9 +139,7 @@ class PrivacyLedger:
             check_delta(budget_delta, "budget_delta", allow_zero=True),
         )
         if neighbouring not in NEIGHBOURING_RELATIONS:
-            raise ValueError(
-                f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}"
-            )
+            raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise TypeError("run_id must be a non-empty str or None")
         self._neighbouring = neighbouring
@@ -238,9 +234,7 @@ class PrivacyLedger:
             try:
                 record = json.loads(raw.decode("ascii"))
             except (UnicodeDecodeError, ValueError) as exc:
-                raise LedgerError(
-                    f"ledger {self._path}, line {line_no}: not valid JSON ({exc})"
-                ) from exc
+                raise LedgerError(f"ledger {self._path}, line {line_no}: not valid JSON ({exc})") from exc
             self._apply(record, line_no=line_no)
             self._offset += len(raw) + 1
         if tail:
@@ -264,13 +258,9 @@ class PrivacyLedger:
         if record.get("sha256") != digest:
             raise LedgerError(f"{where}: checksum mismatch (the line was edited or corrupted)")
         if record.get("seq") != self._seq + 1:
-            raise LedgerError(
-                f"{where}: sequence number {record.get('seq')!r}, expected {self._seq + 1}"
-            )
+            raise LedgerError(f"{where}: sequence number {record.get('seq')!r}, expected {self._seq + 1}")
         if record.get("prev") != self._prev:
-            raise LedgerError(
-                f"{where}: does not follow the previous line (lines removed or reordered)"
-            )
+            raise LedgerError(f"{where}: does not follow the previous line (lines removed or reordered)")
         kind = record.get("kind")
         try:
             if line_no == 1:
@@ -357,9 +347,7 @@ class PrivacyLedger:
 
     def _within_budget(self, epsilon: float, delta: float) -> bool:
         budget_eps, budget_delta = self._budget
-        return epsilon <= budget_eps * (1 + _RELATIVE_SLACK) and delta <= budget_delta * (
-            1 + _RELATIVE_SLACK
-        )
+        return epsilon <= budget_eps * (1 + _RELATIVE_SLACK) and delta <= budget_delta * (1 + _RELATIVE_SLACK)
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -416,9 +404,7 @@ class PrivacyLedger:
         if event is not None and check_event:
             if isinstance(event, ExPostEvent):
                 if delta == 0.0 and event.epsilon_ex_post > epsilon:
-                    raise ValueError(
-                        f"ex-post loss {event.epsilon_ex_post} exceeds the ex-ante epsilon {epsilon}"
-                    )
+                    raise ValueError(f"ex-post loss {event.epsilon_ex_post} exceeds the ex-ante epsilon {epsilon}")
             elif not implies_guarantee(event, epsilon=epsilon, delta=delta):
                 raise ValueError(
                     f"the event {event!r} does not imply the declared (epsilon={epsilon}, "
@@ -503,9 +489,7 @@ class PrivacyLedger:
             if entry.ex_post is not None:
                 raise ValueError(f"an ex-post loss is already recorded for {spend_id!r}")
             if entry.delta == 0.0 and event.epsilon_ex_post > entry.epsilon:
-                raise ValueError(
-                    f"ex-post loss {event.epsilon_ex_post} exceeds the ex-ante epsilon {entry.epsilon}"
-                )
+                raise ValueError(f"ex-post loss {event.epsilon_ex_post} exceeds the ex-ante epsilon {entry.epsilon}")
             self._append({"kind": "ex_post", "spend_id": spend_id, "event": event.to_dict()})
 
     def record_progress(self, info: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
@@ -552,9 +536,7 @@ class PrivacyLedger:
             "budget": {"epsilon": self._budget[0], "delta": self._budget[1]},
             "spent_basic_composition": {"epsilon": eps, "delta": delta},
             "num_spends": len(entries),
-            "ex_post": [
-                {"spend_id": e.spend_id, **e.ex_post.to_dict()} for e in entries if e.ex_post
-            ],
+            "ex_post": [{"spend_id": e.spend_id, **e.ex_post.to_dict()} for e in entries if e.ex_post],
         }
 
     @property

@@ -53,8 +53,9 @@ def _spend_loop(ledger_path: str, released_path: str, mode: str, trial: str) -> 
         i += 1
 
 
-def _hammer(ledger_path: str, prefix: str, barrier: tuple[int, int], attempts: int, epsilon: float,
-            budget: float) -> int:
+def _hammer(
+    ledger_path: str, prefix: str, barrier: tuple[int, int], attempts: int, epsilon: float, budget: float
+) -> int:
     ledger = PrivacyLedger(ledger_path, budget_epsilon=budget, budget_delta=0.0)
     os.close(barrier[1])
     os.read(barrier[0], 1)  # returns (EOF) when the parent closes the write end: all start together

@@ -86,8 +86,10 @@ def test_event_from_dict_rejects_unknown_data() -> None:
         (lambda: optimal_homogeneous_composition_delta(epsilon0=0.1, num=3, epsilon=float("nan")), "epsilon"),
         (lambda: epsilon_for_delta(PureDpEvent(1.0), delta=1.0), "delta"),
         (lambda: delta_for_epsilon(PureDpEvent(1.0), epsilon=-1.0), "epsilon"),
-        (lambda: epsilon_for_delta(PureDpEvent(1.0), delta=1e-5, value_discretization_interval=0.0),
-         "value_discretization_interval"),
+        (
+            lambda: epsilon_for_delta(PureDpEvent(1.0), delta=1e-5, value_discretization_interval=0.0),
+            "value_discretization_interval",
+        ),
     ],
 )
 def test_bad_values_raise_naming_the_parameter(build, name: str) -> None:  # type: ignore[no-untyped-def]
@@ -116,12 +118,16 @@ def test_ex_post_does_not_compose() -> None:
 
 def test_optimal_composition_small_cases_by_hand() -> None:
     # k = 1, ε = 0: δ = p·(1 − e^{−ε0}) = (e^{ε0} − 1)/(e^{ε0} + 1) = tanh(ε0/2).
-    assert math.isclose(optimal_homogeneous_composition_delta(epsilon0=0.7, num=1, epsilon=0.0), math.tanh(0.35),
-                        rel_tol=1e-14)
+    assert math.isclose(
+        optimal_homogeneous_composition_delta(epsilon0=0.7, num=1, epsilon=0.0), math.tanh(0.35), rel_tol=1e-14
+    )
     # k = 2, ε = 0: only j = 0 (loss 2ε0) is positive; δ = p²·(1 − e^{−2ε0}).
     p = math.exp(0.7) / (1 + math.exp(0.7))
-    assert math.isclose(optimal_homogeneous_composition_delta(epsilon0=0.7, num=2, epsilon=0.0),
-                        p * p * -math.expm1(-1.4), rel_tol=1e-14)
+    assert math.isclose(
+        optimal_homogeneous_composition_delta(epsilon0=0.7, num=2, epsilon=0.0),
+        p * p * -math.expm1(-1.4),
+        rel_tol=1e-14,
+    )
     # No loss exceeds kε0: δ(kε0) = 0.
     assert optimal_homogeneous_composition_delta(epsilon0=0.3, num=5, epsilon=1.5) == 0.0
 
@@ -139,8 +145,9 @@ def _optimal_delta_mpmath(epsilon0: float, num: int, epsilon: float) -> float:
         return float(total)
 
 
-@pytest.mark.parametrize(("epsilon0", "num", "epsilon"), [(0.1, 100, 2.0), (0.05, 2000, 3.0), (0.02, 3000, 2.5),
-                                                          (1.0, 30, 12.0)])
+@pytest.mark.parametrize(
+    ("epsilon0", "num", "epsilon"), [(0.1, 100, 2.0), (0.05, 2000, 3.0), (0.02, 3000, 2.5), (1.0, 30, 12.0)]
+)
 def test_optimal_composition_matches_high_precision(epsilon0: float, num: int, epsilon: float) -> None:
     ours = optimal_homogeneous_composition_delta(epsilon0=epsilon0, num=num, epsilon=epsilon)
     assert math.isclose(ours, _optimal_delta_mpmath(epsilon0, num, epsilon), rel_tol=1e-10)
@@ -148,8 +155,9 @@ def test_optimal_composition_matches_high_precision(epsilon0: float, num: int, e
 
 def test_optimal_composition_pinned() -> None:
     # ε0 = 0.1, k = 100, ε = 2: the 50-digit sum above gives 0.0201401784281915...
-    assert math.isclose(optimal_homogeneous_composition_delta(epsilon0=0.1, num=100, epsilon=2.0),
-                        0.0201401784281915, rel_tol=1e-12)
+    assert math.isclose(
+        optimal_homogeneous_composition_delta(epsilon0=0.1, num=100, epsilon=2.0), 0.0201401784281915, rel_tol=1e-12
+    )
 
 
 def test_advanced_composition_pinned() -> None:
@@ -157,19 +165,23 @@ def test_advanced_composition_pinned() -> None:
     #   sqrt(2·100·ln(1e5)) = sqrt(200 · 11.5129255) = sqrt(2302.5851) = 47.985261; × 0.1 = 4.7985261
     #   k·ε0·(e^{ε0} − 1) = 10 · 0.10517092 = 1.0517092
     #   ε = 4.7985261 + 1.0517092 = 5.8502353 (to 7 digits; 5.85023509 exactly below)
-    assert math.isclose(advanced_composition_epsilon(epsilon0=0.1, num=100, delta_prime=1e-5), 5.8502351,
-                        rel_tol=1e-7)
+    assert math.isclose(advanced_composition_epsilon(epsilon0=0.1, num=100, delta_prime=1e-5), 5.8502351, rel_tol=1e-7)
     # k = 1, δ' = e^{-1/2}: sqrt(2·ln(e^{1/2}))·ε0 + ε0(e^{ε0} − 1) = ε0·e^{ε0}.
-    assert math.isclose(advanced_composition_epsilon(epsilon0=0.5, num=1, delta_prime=math.exp(-0.5)),
-                        0.5 * math.exp(0.5), rel_tol=1e-14)
+    assert math.isclose(
+        advanced_composition_epsilon(epsilon0=0.5, num=1, delta_prime=math.exp(-0.5)),
+        0.5 * math.exp(0.5),
+        rel_tol=1e-14,
+    )
 
 
 # -- PLD composition against the exact values ---------------------------------------------------------
 
 
 # Noise scales chosen so that ε0 = 2/λ is *not* a multiple of the grid: rounding up is visible.
-@pytest.mark.parametrize(("noise_scale", "num_segments", "epsilon"),
-                         [(20.3, 10, 0.5), (20.3, 100, 2.0), (7.77, 50, 4.0), (41.1, 1000, 4.0), (3.3, 3, 0.9)])
+@pytest.mark.parametrize(
+    ("noise_scale", "num_segments", "epsilon"),
+    [(20.3, 10, 0.5), (20.3, 100, 2.0), (7.77, 50, 4.0), (41.1, 1000, 4.0), (3.3, 3, 0.9)],
+)
 def test_sparse_vector_pld_matches_optimal_composition(noise_scale: float, num_segments: int, epsilon: float) -> None:
     """δ_exact(ε) ≤ δ_PLD(ε) ≤ δ_exact(ε − k·h): pessimistic, and off only by the rounding of each
     segment's loss up to the grid h (at most h per segment, k·h in total)."""
@@ -177,8 +189,9 @@ def test_sparse_vector_pld_matches_optimal_composition(noise_scale: float, num_s
     epsilon0 = event.epsilon_per_segment
     pld = delta_for_epsilon(event, epsilon=epsilon)
     exact = optimal_homogeneous_composition_delta(epsilon0=epsilon0, num=num_segments, epsilon=epsilon)
-    upper = optimal_homogeneous_composition_delta(epsilon0=epsilon0, num=num_segments,
-                                                  epsilon=epsilon - num_segments * INTERVAL)
+    upper = optimal_homogeneous_composition_delta(
+        epsilon0=epsilon0, num=num_segments, epsilon=epsilon - num_segments * INTERVAL
+    )
     assert exact > 1e-9
     assert pld >= exact * (1 - ROUNDOFF)
     assert pld <= upper * (1 + ROUNDOFF)
@@ -186,7 +199,8 @@ def test_sparse_vector_pld_matches_optimal_composition(noise_scale: float, num_s
     delta = exact
     eps_pld = epsilon_for_delta(event, delta=delta)
     assert optimal_homogeneous_composition_delta(epsilon0=epsilon0, num=num_segments, epsilon=eps_pld) <= delta * (
-        1 + ROUNDOFF)
+        1 + ROUNDOFF
+    )
     assert eps_pld <= epsilon + num_segments * INTERVAL
 
 
@@ -198,8 +212,10 @@ def test_coarser_grid_is_more_pessimistic() -> None:
     assert fine <= default <= coarse
 
 
-@pytest.mark.parametrize(("epsilon0", "num", "delta"), [(0.1, 10, 1e-5), (0.1, 100, 1e-5), (0.05, 400, 1e-6),
-                                                        (0.5, 20, 1e-5), (1.0, 5, 1e-3)])
+@pytest.mark.parametrize(
+    ("epsilon0", "num", "delta"),
+    [(0.1, 10, 1e-5), (0.1, 100, 1e-5), (0.05, 400, 1e-6), (0.5, 20, 1e-5), (1.0, 5, 1e-3)],
+)
 def test_pld_epsilon_at_most_advanced_composition(epsilon0: float, num: int, delta: float) -> None:
     event = SparseVectorEvent(noise_scale=2.0 / epsilon0, num_segments=num)
     pld = epsilon_for_delta(event, delta=delta)
@@ -221,7 +237,8 @@ def test_gaussian_pld_matches_closed_form(epsilon: float) -> None:
     # Balle & Wang 2018, Thm 8: δ(ε) = Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ).
     sigma, sens = 2.0, 1.0
     exact = norm.cdf(sens / (2 * sigma) - epsilon * sigma / sens) - math.exp(epsilon) * norm.cdf(
-        -sens / (2 * sigma) - epsilon * sigma / sens)
+        -sens / (2 * sigma) - epsilon * sigma / sens
+    )
     pld = delta_for_epsilon(GaussianEvent(sigma=sigma, sensitivity=sens), epsilon=epsilon)
     assert exact * (1 - ROUNDOFF) <= pld <= exact * (1 + 1e-6)
 
@@ -231,8 +248,9 @@ def test_approx_dp_deltas_compose_as_mass_at_infinity() -> None:
     both = delta_for_epsilon([ApproxDpEvent(0.0, 1e-3), ApproxDpEvent(0.0, 2e-3)], epsilon=0.0)
     assert math.isclose(both, 1 - (1 - 1e-3) * (1 - 2e-3), rel_tol=1e-12)
     # A pure ε part plus a δ: at ε (on the grid) only the δ remains.
-    assert math.isclose(delta_for_epsilon([PureDpEvent(0.5), ApproxDpEvent(0.0, 1e-3)], epsilon=0.5), 1e-3,
-                        rel_tol=1e-12)
+    assert math.isclose(
+        delta_for_epsilon([PureDpEvent(0.5), ApproxDpEvent(0.0, 1e-3)], epsilon=0.5), 1e-3, rel_tol=1e-12
+    )
 
 
 def test_composed_event_equals_list_and_grouping() -> None:
@@ -242,8 +260,9 @@ def test_composed_event_equals_list_and_grouping() -> None:
     assert math.isclose(as_list, nested, rel_tol=1e-12)
     # k segments in one event = k one-segment events (grouped and self-composed)
     one = SparseVectorEvent(noise_scale=9.1, num_segments=1)
-    assert math.isclose(delta_for_epsilon([one] * 4, epsilon=0.7), delta_for_epsilon(parts[0], epsilon=0.7),
-                        rel_tol=1e-9)
+    assert math.isclose(
+        delta_for_epsilon([one] * 4, epsilon=0.7), delta_for_epsilon(parts[0], epsilon=0.7), rel_tol=1e-9
+    )
 
 
 def test_implies_guarantee() -> None:

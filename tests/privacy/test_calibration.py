@@ -6,11 +6,10 @@ import pytest
 import torch
 from scipy import stats
 
+from pate_stab.privacy.accounting import advanced_composition_epsilon, optimal_homogeneous_composition_delta
 from pate_stab.privacy.calibration import (
-    advanced_composition_epsilon,
     calibrate,
     leak_probability,
-    optimal_composition_delta,
     paper_noise_scale,
     paper_threshold,
     sparse_vector_pld_epsilon,
@@ -37,19 +36,21 @@ def test_pinned_composition_values():
     assert advanced_composition_epsilon(epsilon0=0.1, num=10, delta_prime=1e-5) == pytest.approx(
         math.sqrt(20 * math.log(1e5)) * 0.1 + 10 * 0.1 * math.expm1(0.1), rel=1e-12
     )
-    assert optimal_composition_delta(epsilon0=1.0, num=1, epsilon=0.0) == pytest.approx((math.e - 1) / (math.e + 1))
+    assert optimal_homogeneous_composition_delta(epsilon0=1.0, num=1, epsilon=0.0) == pytest.approx(
+        (math.e - 1) / (math.e + 1)
+    )
     # one ε0-DP mechanism: δ(ε0) = 0
-    assert optimal_composition_delta(epsilon0=0.7, num=1, epsilon=0.7) == 0.0
+    assert optimal_homogeneous_composition_delta(epsilon0=0.7, num=1, epsilon=0.7) == 0.0
 
 
 @pytest.mark.parametrize("eps0,k", [(0.1, 10), (0.3, 40), (0.05, 200)])
 def test_pld_matches_exact_optimal_composition(eps0, k):
     delta = 1e-5
-    eps_pld = sparse_vector_pld_epsilon(epsilon0=eps0, num=k, delta=delta)
+    eps_pld = sparse_vector_pld_epsilon(noise_scale=2 / eps0, num_segments=k, delta=delta)
     # the PLD is pessimistic: at its ε the exact δ is at most δ (up to dp-accounting's float
     # search tolerance, ~1e-10 relative), and a slightly smaller ε fails
-    assert optimal_composition_delta(epsilon0=eps0, num=k, epsilon=eps_pld) <= delta * (1 + 1e-8)
-    assert optimal_composition_delta(epsilon0=eps0, num=k, epsilon=eps_pld * 0.99 - 1e-3) > delta
+    assert optimal_homogeneous_composition_delta(epsilon0=eps0, num=k, epsilon=eps_pld) <= delta * (1 + 1e-8)
+    assert optimal_homogeneous_composition_delta(epsilon0=eps0, num=k, epsilon=eps_pld * 0.99 - 1e-3) > delta
     assert eps_pld <= advanced_composition_epsilon(epsilon0=eps0, num=k, delta_prime=delta)
 
 
@@ -65,7 +66,7 @@ def test_certificates_hold(eps, t, soft):
             threshold=cal.threshold, noise_scale=cal.noise_scale
         ) <= cal.delta_leak * (1 + 1e-9)
         # the sparse-vector part certifies ε at its share of δ (exact optimal composition)
-        assert optimal_composition_delta(
+        assert optimal_homogeneous_composition_delta(
             epsilon0=2 / cal.noise_scale, num=cal.num_segments, epsilon=cal.certified_epsilon
         ) <= cal.delta_sparse_vector * (1 + 1e-9)
     paper = calibrate(epsilon=eps, delta=1e-5, num_queries=1000, max_unstable=t, mode="paper", soft_labels=soft)

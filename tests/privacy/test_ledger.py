@@ -257,8 +257,10 @@ def _join(lines: list[bytes]) -> bytes:
 
 CORRUPTIONS = {
     "invalid JSON": (lambda ls: _join(ls[:2] + [ls[2][:-1] + b"#"] + ls[3:]), "line 3: not valid JSON"),
-    "edited number": (lambda ls: _join(ls[:1] + [ls[1].replace(b'"epsilon":0.2', b'"epsilon":0.02')] + ls[2:]),
-                      "line 2: checksum mismatch"),
+    "edited number": (
+        lambda ls: _join(ls[:1] + [ls[1].replace(b'"epsilon":0.2', b'"epsilon":0.02')] + ls[2:]),
+        "line 2: checksum mismatch",
+    ),
     "truncated last line": (lambda ls: _join(ls)[:-15], "line 6: truncated"),
     "removed middle line": (lambda ls: _join(ls[:3] + ls[4:]), "line 4: sequence number"),
     "swapped lines": (lambda ls: _join(ls[:1] + [ls[2], ls[1]] + ls[3:]), "line 2: sequence number"),
