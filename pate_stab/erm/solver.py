@@ -17,7 +17,8 @@ the distance to the minimiser is certified from quantities the solver can comput
   ||w_tol - w*|| <= ||grad F_mu(w_tol)|| / (lam + mu) + (mu_hi - mu_lo) R / lam,
   since grad F_mu(w(mu*)) = (mu - mu*) w(mu*) and F_mu is (lam + mu)-strongly convex;
 * hinge loss (not differentiable): dual coordinate ascent, and the duality gap G certifies
-  ||w_tol - w*|| <= sqrt(2 G / lam).
+  ||w_tol - w*|| <= sqrt(2 G / lam). G cannot be resolved below about 1e-16 in float64, so this
+  certificate bottoms out near sqrt(2e-16 / lam): ask for a tol above that.
 
 The solver raises :class:`pate_stab.errors.ConvergenceError` when the certified bound is above
 ``tol``. A caller that adds noise calibrated to a sensitivity Delta of the exact minimiser must
