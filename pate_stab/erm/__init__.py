@@ -1,1 +1,62 @@
-"""pate_stab.erm."""
+"""pate_stab.erm: private convex ERM heads, private hyper-parameter validation, density, inversion.
+
+Papers: Chaudhuri, Monteleoni & Sarwate 2011; Chaudhuri & Vinterbo 2013 (stability-based
+validation, Alg 1-5); Wu et al. 2016 (output perturbation and private regression, Alg 1-5).
+"""
+
+from pate_stab.erm._contract import check_features, check_labels, scale_to_unit_ball
+from pate_stab.erm.density import (
+    PrivateHistogram,
+    histogram_score,
+    private_histogram,
+    private_histogram_density,
+)
+from pate_stab.erm.heads import PrivateLinearHead
+from pate_stab.erm.inversion import inversion_accuracy, invert_attribute
+from pate_stab.erm.losses import (
+    HingeLoss,
+    HuberHingeLoss,
+    LogisticLoss,
+    Loss,
+    RampLoss,
+    SquaredLoss,
+    get_loss,
+)
+from pate_stab.erm.objective_perturbation import (
+    ObjectivePerturbationBudget,
+    objective_perturbation,
+    objective_perturbation_budget,
+)
+from pate_stab.erm.output_perturbation import (
+    PrivateLinearModel,
+    chaudhuri_output_perturbation,
+    l2_laplace_vectors,
+    output_perturbation,
+    output_perturbation_sensitivity,
+    rls_out,
+)
+from pate_stab.erm.solver import SolverResult, erm_objective, solve_erm
+from pate_stab.erm.validation import (
+    alpha_split,
+    control_choice,
+    data_split,
+    exponential_mechanism,
+    random_choice,
+    stability_constants_histogram,
+    stability_constants_linear,
+    stability_select,
+    stability_validate,
+    wu_private_tuning,
+)
+
+__all__ = [
+    "HingeLoss", "HuberHingeLoss", "LogisticLoss", "Loss", "ObjectivePerturbationBudget",
+    "PrivateHistogram", "PrivateLinearHead", "PrivateLinearModel", "RampLoss", "SolverResult",
+    "SquaredLoss", "alpha_split", "chaudhuri_output_perturbation", "check_features",
+    "check_labels", "control_choice", "data_split", "erm_objective", "exponential_mechanism",
+    "get_loss", "histogram_score", "inversion_accuracy", "invert_attribute", "l2_laplace_vectors",
+    "objective_perturbation", "objective_perturbation_budget", "output_perturbation",
+    "output_perturbation_sensitivity", "private_histogram", "private_histogram_density",
+    "random_choice", "rls_out", "scale_to_unit_ball", "solve_erm", "stability_constants_histogram",
+    "stability_constants_linear", "stability_select", "stability_validate", "wu_private_tuning",
+]
