@@ -191,15 +191,23 @@ class SparseVector:
         self._fail()
         return False
 
-    def process_many(self, values: torch.Tensor) -> torch.Tensor:
-        """Test a sequence of query values; returns int8 codes (1 ⊤, 0 ⊥, −1 after halting)."""
+    def process_many(self, values: torch.Tensor, *, stop_after_failures: int | None = None) -> torch.Tensor:
+        """Test a sequence of query values; returns int8 codes (1 ⊤, 0 ⊥, −1 not processed).
+
+        Identical to calling :meth:`process` on each value in order. With
+        ``stop_after_failures`` the call returns after that many ⊥ in this call (the remaining
+        values are left unprocessed, coded −1, and consume no noise), so a caller can interleave
+        other queries, e.g. the soft-label releaser's second test.
+        """
         values = check_tensor("values", values, ndim=1, nonempty=False).to(torch.float64)
         m = values.numel()
         out = torch.full((m,), NOT_PROCESSED, dtype=torch.int8)
         if self.halted or m == 0:
             return out
-        query_noise = 2.0 * self.noise_scale * self._query_stream.peek(m)
         left = self.max_unstable - self.num_failed
+        if stop_after_failures is not None:
+            left = min(left, check_int("stop_after_failures", stop_after_failures, minimum=1))
+        query_noise = 2.0 * self.noise_scale * self._query_stream.peek(m)
         fresh = self._threshold_stream.peek(left - 1) * self.noise_scale
         thresholds = torch.cat([torch.tensor([self._threshold_noise], dtype=torch.float64), fresh])
         res = above_threshold_scan(values, query_noise, thresholds, threshold=self.threshold, max_failures=left)
@@ -209,11 +217,12 @@ class SparseVector:
         self.num_seen += processed
         self.num_passed += processed - failed
         self.num_failed += failed
-        if not self.halted:
-            self._threshold_stream.advance(failed)
-            self._threshold_noise = float(thresholds[failed])
-        else:
-            self._threshold_stream.advance(failed - 1)
+        # As in process(): every ⊥ but a halting one draws the next threshold.
+        draws = failed - 1 if self.halted else failed
+        if draws > 0:
+            drawn = self._threshold_stream.take(draws)
+            if not self.halted:
+                self._threshold_noise = self.noise_scale * float(drawn[-1])
         return res.outputs
 
 

@@ -242,3 +242,18 @@ def test_iat_stopping_index_is_private():
         assert abs(p_lib - p_ref) < 5 * math.sqrt(p_ref * (1 - p_ref) / len(lib)) + 1e-3
     res = dp_test(mech, [-1.0, 0.0, 1.0], [0.0, -1.0, 2.0], epsilon=eps, generator=torch.Generator().manual_seed(2))
     assert not res.violates, res
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stop_after_failures_matches_online(seed):
+    values = torch.randn(200, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) + 0.8
+    ref, _ = _online(values, seed, max_unstable=6)
+    sv = SparseVector(threshold=0.5, noise_scale=0.7, max_unstable=6, generator=torch.Generator().manual_seed(seed))
+    got, pos = [], 0
+    while pos < 200 and not sv.halted:
+        codes = sv.process_many(values[pos:], stop_after_failures=1).tolist()
+        done = [c for c in codes if c != NOT_PROCESSED]
+        got.extend(done)
+        pos += len(done)
+    got.extend([NOT_PROCESSED] * (200 - len(got)))
+    assert got == ref
