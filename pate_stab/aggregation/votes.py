@@ -21,6 +21,7 @@ References:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 _INVERSE_GAMMA_TOLERANCE = 1e-9
+_ELEMENTS_PER_BLOCK = 1 << 22  # scores binned per block: bounds the temporaries at ~32 MiB each
 
 
 # --------------------------------------------------------------------------- hard labels
@@ -100,23 +102,33 @@ def num_bins(gamma: float) -> int:
 
 def _check_scores(scores: Any) -> torch.Tensor:
     scores = check_tensor("scores", scores, ndim=2, floating=True, finite=False)
-    if bool(torch.isnan(scores).any()):
+    low, high = torch.aminmax(scores)  # NaN propagates to both
+    if math.isnan(float(low)) or math.isnan(float(high)):
         raise ValueError("scores contains NaN entries")
-    low, high = torch.aminmax(scores)
     if not (float(low) >= 0.0 and float(high) <= 1.0):
         raise ValueError(f"scores must lie in [0, 1]; found values in [{float(low)}, {float(high)}]")
-    return scores.to(torch.float64)
+    return scores
 
 
-def _bin_counts(bins: torch.Tensor, num_columns: int) -> torch.Tensor:
-    """``bins`` (k, m) int64 with −1 for 'no bin' → (m, num_columns) counts."""
-    k, m = bins.shape
-    counts = torch.zeros(m, num_columns + 1, dtype=torch.int64, device=bins.device)
-    ones = torch.ones(m, 1, dtype=torch.int64, device=bins.device)
-    for j in range(k):
-        # column num_columns collects the scores that fall in no bin; it is dropped below
-        column = torch.where(bins[j] >= 0, bins[j], num_columns)
-        counts.scatter_add_(1, column.unsqueeze(1), ones)
+def _binned_counts(scores: torch.Tensor, n: int, *, shifted: bool) -> torch.Tensor:
+    """Histogram of each column of ``scores`` (k, m), processed in blocks of queries.
+
+    Plain bins: ``min(⌊s·n⌋, n − 1)`` → n columns. Shifted bins: ``⌊s·n + ½⌋ − 1`` for
+    ``⌊s·n + ½⌋ ∈ {1, …, n − 1}``, else no bin → n − 1 columns.
+    """
+    k, m = scores.shape
+    num_columns = n - 1 if shifted else n
+    counts = torch.zeros(m, num_columns + 1, dtype=torch.int64, device=scores.device)
+    block = max(1, _ELEMENTS_PER_BLOCK // k)
+    for start in range(0, m, block):
+        x = scores[:, start : start + block].to(torch.float64) * n  # (k, b)
+        if shifted:
+            v = torch.floor(x + 0.5).to(torch.int64)
+            # column num_columns collects the scores in the two dropped half-bins
+            column = torch.where((v >= 1) & (v <= n - 1), v - 1, num_columns)
+        else:
+            column = torch.clamp(torch.floor(x), max=n - 1).to(torch.int64)
+        counts[start : start + block].scatter_add_(1, column.T, torch.ones_like(column.T))
     return counts[:, :num_columns].contiguous()
 
 
@@ -143,9 +155,7 @@ def gamma_histogram(scores: Any, gamma: float) -> torch.Tensor:
         ValueError: wrong shape, NaN, a score outside [0, 1], or 1/γ not an integer.
     """
     n = num_bins(gamma)
-    scores = _check_scores(scores)
-    bins = torch.clamp(torch.floor(scores * n), max=n - 1).to(torch.int64)  # (k, m) in [0, n)
-    return _bin_counts(bins, n)
+    return _binned_counts(_check_scores(scores), n, shifted=False)
 
 
 def shifted_gamma_histogram(scores: Any, gamma: float) -> torch.Tensor:
@@ -169,10 +179,7 @@ def shifted_gamma_histogram(scores: Any, gamma: float) -> torch.Tensor:
         ValueError: wrong shape, NaN, a score outside [0, 1], or 1/γ not an integer.
     """
     n = num_bins(gamma)
-    scores = _check_scores(scores)
-    v = torch.floor(scores * n + 0.5).to(torch.int64)  # (k, m) in [0, n]
-    bins = torch.where((v >= 1) & (v <= n - 1), v - 1, -1)
-    return _bin_counts(bins, n - 1)
+    return _binned_counts(_check_scores(scores), n, shifted=True)
 
 
 def bin_midpoints(gamma: float) -> torch.Tensor:

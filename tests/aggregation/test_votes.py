@@ -317,3 +317,13 @@ def test_distance_counts_votes_that_can_move() -> None:
                 if after:
                     reached = torch.tensor(sorted(after))
                     assert bool(((top_label(reached) != label) | (vote_gap(reached) == 0)).any()), counts
+
+
+def test_soft_histograms_blocked_equals_unblocked(monkeypatch: pytest.MonkeyPatch, generator: torch.Generator) -> None:
+    from pate_stab.aggregation import votes
+
+    scores = torch.rand(7, 103, generator=generator, dtype=torch.float32)
+    whole = gamma_histogram(scores, 0.1), shifted_gamma_histogram(scores, 0.1)
+    monkeypatch.setattr(votes, "_ELEMENTS_PER_BLOCK", 7 * 10)  # blocks of 10 queries
+    assert torch.equal(gamma_histogram(scores, 0.1), whole[0])
+    assert torch.equal(shifted_gamma_histogram(scores, 0.1), whole[1])
