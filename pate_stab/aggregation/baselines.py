@@ -1,0 +1,496 @@
+"""PATE's aggregators on vote histograms: LNMax, GNMax and Confident-GNMax.
+
+Each aggregator answers queries from a vote histogram ``(m, C)`` and is certified for a fixed
+number of queries ``num_queries`` by *data-independent* accounting in dp-accounting: the
+aggregator describes one query as a ``DpEvent``, the whole run as that event self-composed
+``num_queries`` times, and a fresh accountant (PLD by default, or RDP) turns it into ε at the
+target δ. No ε is summed by hand; :meth:`calibrate` searches the noise scale with
+``dp_accounting.mechanism_calibration.calibrate_dp_mechanism``.
+
+Sensitivity (DESIGN.md facts 1–2). With a record-keyed partition, one changed record — under
+either the replace-one or the add/remove-one relation between datasets — changes one shard,
+hence one teacher's vote: the histogram changes by −1 in one class and +1 in another. So the
+count vector has ℓ1 sensitivity 2 and ℓ2 sensitivity √2, and the largest count moves by at most 1.
+Each aggregator releases a post-processing of noisy counts (the noisy argmax of a noisy
+histogram, the outcome of a noisy comparison of the largest count), so its event is the
+Laplace / Gaussian mechanism on those counts with the noise divided by the sensitivity. The
+events are expressed at unit sensitivity, which is dp-accounting's ``ADD_OR_REMOVE_ONE``
+relation for unsampled Laplace / Gaussian events; the record-level relation enters only
+through "one record moves one vote".
+
+Release semantics: labels are int64 class indices, −1 for ⊥ (Confident-GNMax only). An
+aggregator counts the queries it has answered and refuses (``BudgetExhaustedError``, nothing
+released) to go beyond ``num_queries``.
+
+References:
+    [PAE+17] Papernot, Abadi, Erlingsson, Goodfellow, Talwar. Semi-supervised knowledge transfer
+        for deep learning from private training data. ICLR 2017 (LNMax, §3.1).
+    [PSM+18] Papernot, Song, Mironov, Raghunathan, Talwar, Erlingsson. Scalable private
+        learning with PATE. ICLR 2018 (GNMax §4.1, Confident-GNMax Alg 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+import torch
+from dp_accounting import dp_event, mechanism_calibration, privacy_accountant
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from pate_stab._validation import (
+    check_delta,
+    check_epsilon,
+    check_generator,
+    check_int,
+    check_positive,
+    check_real,
+    check_tensor,
+)
+from pate_stab.errors import BudgetExhaustedError
+from pate_stab.privacy.noise import gaussian, laplace
+
+__all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
+
+ABSTAIN = -1
+"""The label that encodes ⊥ (no answer)."""
+
+AccountantName = Literal["pld", "rdp"]
+_NEIGHBOURS = privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE
+_ROWS_PER_CHUNK = 1 << 18  # bounds the noise buffer at 2^18 · C float64 values
+_SQRT2 = math.sqrt(2.0)
+
+
+# --------------------------------------------------------------------------- accounting
+
+
+def _fresh_accountant(accountant: str) -> privacy_accountant.PrivacyAccountant:
+    if accountant == "pld":
+        return pld_privacy_accountant.PLDAccountant(_NEIGHBOURS)
+    if accountant == "rdp":
+        return rdp_privacy_accountant.RdpAccountant(neighboring_relation=_NEIGHBOURS)
+    raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
+
+
+def _epsilon(event: dp_event.DpEvent, delta: float, accountant: str) -> float:
+    return float(_fresh_accountant(accountant).compose(event).get_epsilon(delta))
+
+
+def _zcdp_guess(*, epsilon: float, delta: float, rho_times_scale_sq: float) -> float:
+    """Noise scale s whose zCDP bound ρ = c/s² converts to exactly ε at δ (Bun–Steinke 2016, Prop 1.3).
+
+    ε = ρ + 2√(ρ log(1/δ)) is an upper bound, so at this s the accountant's ε is at most the
+    target (up to its discretisation): a starting point for the bracket search only.
+    """
+    log_inv_delta = math.log(1.0 / delta)
+    sqrt_rho = math.sqrt(log_inv_delta + epsilon) - math.sqrt(log_inv_delta)
+    return math.sqrt(rho_times_scale_sq) / sqrt_rho
+
+
+def _calibrate_scale(
+    make_event: Callable[[float], dp_event.DpEvent],
+    *,
+    epsilon: float,
+    delta: float,
+    guess: float,
+    accountant: str,
+) -> float:
+    """Smallest noise scale s (to relative tolerance 1e-5) with ε(make_event(s), δ) ≤ epsilon.
+
+    Brackets the root by doubling / halving from ``guess`` (so the accountant never sees a
+    scale far below the answer, where its discretised loss distribution gets large), then
+    hands the bracket to ``calibrate_dp_mechanism``, which returns a scale whose ε does not
+    exceed the target.
+    """
+
+    def gap(scale: float) -> float:
+        return _epsilon(make_event(scale), delta, accountant) - epsilon
+
+    high = guess
+    for _ in range(64):
+        if gap(high) <= 0:
+            break
+        high *= 2.0
+    else:  # pragma: no cover - ε decreases to 0 as the noise grows
+        raise RuntimeError("could not find a noise scale meeting the target epsilon")
+    low = high / 2.0
+    for _ in range(64):
+        if gap(low) > 0:
+            break
+        high, low = low, low / 2.0
+    else:  # pragma: no cover
+        raise RuntimeError("could not bracket the noise scale")
+    scale = mechanism_calibration.calibrate_dp_mechanism(
+        lambda: _fresh_accountant(accountant),
+        make_event,
+        epsilon,
+        delta,
+        mechanism_calibration.ExplicitBracketInterval(low, high),
+        tol=1e-5 * low,
+    )
+    return float(scale)
+
+
+# --------------------------------------------------------------------------- shared machinery
+
+
+def _check_counts(counts: Any) -> torch.Tensor:
+    counts = check_tensor("counts", counts, ndim=2, floating=False)
+    if bool((counts < 0).any()):
+        raise ValueError("counts must be non-negative vote counts")
+    return counts.to(torch.float64)
+
+
+def _check_accountant(accountant: Any) -> str:
+    if accountant not in ("pld", "rdp"):
+        raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
+    return str(accountant)
+
+
+class _Aggregator:
+    """Budget bookkeeping, batch release and single-query sampling shared by the aggregators."""
+
+    name = "aggregator"
+
+    def __init__(self, *, num_queries: int, delta: float, accountant: AccountantName) -> None:
+        self.num_queries = check_int("num_queries", num_queries, minimum=1)
+        self.delta = check_delta(delta)
+        self.accountant = _check_accountant(accountant)
+        self.queries_seen = 0
+        self.answered = 0
+        self._certified_epsilon = _epsilon(self.dp_event(), self.delta, self.accountant)
+
+    # --- to be provided by each aggregator
+    def per_query_event(self) -> dp_event.DpEvent:
+        raise NotImplementedError
+
+    def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _parameters(self) -> dict[str, float]:
+        raise NotImplementedError
+
+    # --- accounting
+    def dp_event(self) -> dp_event.DpEvent:
+        """The whole run: the per-query event composed ``num_queries`` times (data-independent)."""
+        return dp_event.SelfComposedDpEvent(self.per_query_event(), self.num_queries)
+
+    @property
+    def certified_epsilon(self) -> float:
+        """ε certified by the accountant for ``num_queries`` queries at ``certified_delta``."""
+        return self._certified_epsilon
+
+    @property
+    def certified_delta(self) -> float:
+        return self.delta
+
+    def single_query_epsilon(self, delta: float) -> float:
+        """ε of one query at the given δ ∈ (0, 1), from the same accountant."""
+        delta = check_delta(delta)
+        return _epsilon(self.per_query_event(), delta, self.accountant)
+
+    # --- release
+    def release(self, counts: Any, *, generator: torch.Generator) -> torch.Tensor:
+        """Answer one query per row of ``counts``.
+
+        Args:
+            counts: ``(m, C)`` non-negative integer vote histogram (see ``votes.vote_histogram``).
+            generator: source of the noise.
+
+        Returns:
+            ``(m,)`` int64 labels; −1 (:data:`ABSTAIN`) encodes ⊥.
+
+        Raises:
+            BudgetExhaustedError: the queries would exceed ``num_queries``; nothing is released.
+        """
+        check_generator(generator)
+        counts = _check_counts(counts)
+        m = counts.shape[0]
+        if self.queries_seen + m > self.num_queries:
+            raise BudgetExhaustedError(
+                f"{self.name} is certified for {self.num_queries} queries; {self.queries_seen} already "
+                f"answered, {m} more requested"
+            )
+        parts = [
+            self._labels(counts[start : start + _ROWS_PER_CHUNK], generator)
+            for start in range(0, m, _ROWS_PER_CHUNK)
+        ]
+        labels = torch.cat(parts)
+        self.queries_seen += m
+        self.answered += int((labels != ABSTAIN).sum())
+        return labels
+
+    def sample(self, counts_row: Any, num_samples: int, *, generator: torch.Generator) -> torch.Tensor:
+        """``num_samples`` independent runs of the single-query mechanism on one histogram row.
+
+        For statistical tests of the output distribution only: these runs are not counted
+        against ``num_queries`` (each one is a separate release of the same query).
+
+        Returns:
+            ``(num_samples,)`` int64 labels (−1 for ⊥).
+        """
+        check_generator(generator)
+        num_samples = check_int("num_samples", num_samples, minimum=1)
+        row = check_tensor("counts_row", counts_row, ndim=1, floating=False)
+        counts = _check_counts(row.unsqueeze(0)).expand(num_samples, -1)
+        return self._labels(counts, generator)
+
+    def summary(self) -> dict[str, Any]:
+        """Configuration, certified privacy and release counters, as plain Python values."""
+        return {
+            "mechanism": self.name,
+            **self._parameters(),
+            "num_queries": self.num_queries,
+            "epsilon": self.certified_epsilon,
+            "delta": self.certified_delta,
+            "accountant": self.accountant,
+            "accounting": "data-independent",
+            "sensitivity": "one record moves one vote (ℓ1 2, ℓ2 √2, max count 1)",
+            "queries_seen": self.queries_seen,
+            "answered": self.answered,
+            "abstained": self.queries_seen - self.answered,
+        }
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v:.6g}" for k, v in self._parameters().items())
+        return (
+            f"{type(self).__name__}({params}, num_queries={self.num_queries}, "
+            f"epsilon={self.certified_epsilon:.4g}, delta={self.delta:.3g})"
+        )
+
+
+# --------------------------------------------------------------------------- LNMax
+
+
+class LNMax(_Aggregator):
+    """Laplace noisy max [PAE+17, §3.1]: ``argmax_c (n_c + Lap(b))``.
+
+    Sensitivity: one record moves one vote, so the count vector has ℓ1 sensitivity 2 and the
+    Laplace mechanism on it with scale b is (2/b)-DP; the argmax is post-processing. One query
+    is ``LaplaceDpEvent(noise_multiplier=b/2)`` (PATE 2017's "(2γ, 0)-DP" with γ = 1/b); the
+    run composes it ``num_queries`` times in the accountant. Holds for the replace-one and the
+    add/remove-one relations between datasets when the partition is record-keyed (DESIGN.md
+    fact 1).
+
+    Args:
+        noise_scale: Laplace scale b > 0 on every count.
+        num_queries: m, the number of queries certified.
+        delta: δ ∈ (0, 1) at which ε is certified.
+        accountant: ``"pld"`` (default) or ``"rdp"``.
+    """
+
+    name = "LNMax"
+
+    def __init__(
+        self, *, noise_scale: float, num_queries: int, delta: float, accountant: AccountantName = "pld"
+    ) -> None:
+        self.noise_scale = check_positive("noise_scale", noise_scale)
+        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
+
+    @classmethod
+    def calibrate(
+        cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld"
+    ) -> LNMax:
+        """The smallest Laplace scale b whose ``num_queries`` queries are (ε, δ)-DP.
+
+        Example:
+            ``LNMax.calibrate(epsilon=1.0, delta=1e-5, num_queries=1).noise_scale`` ≈ 1.99996
+            (= 2/(1 + 2·10⁻⁵): the Laplace mechanism with pure ε₀ is (ε₀ + 2 log(1 − δ), δ)-DP).
+        """
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        num_queries = check_int("num_queries", num_queries, minimum=1)
+        accountant_name = _check_accountant(accountant)
+        # per query pure ε₀ = 2/b → zCDP ρ = ε₀²/2 = 2/b²
+        guess = _zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=2.0 * num_queries)
+        scale = _calibrate_scale(
+            lambda b: dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(b / 2.0), num_queries),
+            epsilon=epsilon,
+            delta=delta,
+            guess=guess,
+            accountant=accountant_name,
+        )
+        return cls(noise_scale=scale, num_queries=num_queries, delta=delta, accountant=accountant)
+
+    @property
+    def per_query_pure_epsilon(self) -> float:
+        """ε₀ = 2/b: one query is (ε₀, 0)-DP (Laplace mechanism, ℓ1 sensitivity 2)."""
+        return 2.0 / self.noise_scale
+
+    def per_query_event(self) -> dp_event.DpEvent:
+        return dp_event.LaplaceDpEvent(noise_multiplier=self.noise_scale / 2.0)
+
+    def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        noisy = counts + laplace(self.noise_scale, counts.shape, generator=generator)  # (m, C)
+        return noisy.argmax(dim=1)
+
+    def _parameters(self) -> dict[str, float]:
+        return {"noise_scale": self.noise_scale}
+
+
+# --------------------------------------------------------------------------- GNMax
+
+
+class GNMax(_Aggregator):
+    """Gaussian noisy max [PSM+18, §4.1]: ``argmax_c (n_c + N(0, σ²))``.
+
+    Sensitivity: one record moves one vote, so the count vector has ℓ2 sensitivity √2; one
+    query is the Gaussian mechanism ``GaussianDpEvent(noise_multiplier=σ/√2)`` (the argmax is
+    post-processing), composed ``num_queries`` times in the accountant (data-independent:
+    PATE 2018's data-dependent analysis is not used). Holds for replace-one and add/remove-one
+    datasets with a record-keyed partition (DESIGN.md fact 1).
+
+    Args:
+        sigma: Gaussian standard deviation σ > 0 on every count.
+        num_queries: m, the number of queries certified.
+        delta: δ ∈ (0, 1) at which ε is certified.
+        accountant: ``"pld"`` (default) or ``"rdp"``.
+    """
+
+    name = "GNMax"
+
+    def __init__(self, *, sigma: float, num_queries: int, delta: float, accountant: AccountantName = "pld") -> None:
+        self.sigma = check_positive("sigma", sigma)
+        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
+
+    @classmethod
+    def calibrate(
+        cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld"
+    ) -> GNMax:
+        """The smallest σ whose ``num_queries`` queries are (ε, δ)-DP.
+
+        m Gaussian queries compose to one Gaussian mechanism with μ = √(2m)/σ, so the answer
+        satisfies the analytic Gaussian curve (Balle & Wang 2018, Thm 8)
+        δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ). Example: ε = 1, δ = 1e-5, m = 1 → σ ≈ 5.27.
+        """
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        num_queries = check_int("num_queries", num_queries, minimum=1)
+        accountant_name = _check_accountant(accountant)
+        # per query ρ = (√2)²/(2σ²) = 1/σ²
+        guess = _zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=float(num_queries))
+        sigma = _calibrate_scale(
+            lambda s: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(s / _SQRT2), num_queries),
+            epsilon=epsilon,
+            delta=delta,
+            guess=guess,
+            accountant=accountant_name,
+        )
+        return cls(sigma=sigma, num_queries=num_queries, delta=delta, accountant=accountant)
+
+    def per_query_event(self) -> dp_event.DpEvent:
+        return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / _SQRT2)
+
+    def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        noisy = counts + gaussian(self.sigma, counts.shape, generator=generator)  # (m, C)
+        return noisy.argmax(dim=1)
+
+    def _parameters(self) -> dict[str, float]:
+        return {"sigma": self.sigma}
+
+
+# --------------------------------------------------------------------------- Confident-GNMax
+
+
+class ConfidentGNMax(_Aggregator):
+    """Confident-GNMax [PSM+18, Alg 1]: answer only when the teachers agree enough.
+
+    For each query: if ``max_c n_c + N(0, σ1²) ≥ threshold``, answer ``argmax_c (n_c + N(0, σ2²))``,
+    else ⊥ (−1).
+
+    Sensitivity: one record moves one vote, so the largest count moves by at most 1 (the
+    threshold check is the Gaussian mechanism ``GaussianDpEvent(σ1)``) and the count vector by
+    ℓ2 √2 (the answer is ``GaussianDpEvent(σ2/√2)``). Every query pays the check. Which queries
+    are answered depends on the data, and PATE 2018 accounts for that data-dependently; here the
+    accounting is data-independent, so every query is also charged the GNMax answer — one query
+    is ``ComposedDpEvent([GaussianDpEvent(σ1), GaussianDpEvent(σ2/√2)])``, composed
+    ``num_queries`` times. (Releasing ⊥ or not and the noisy argmax are post-processing of
+    those two Gaussian releases.) Holds for replace-one and add/remove-one datasets with a
+    record-keyed partition (DESIGN.md fact 1).
+
+    Args:
+        threshold: T, compared with the noisy largest count (a vote count, e.g. 0.6·k).
+        sigma1: σ1 > 0, the noise of the threshold check.
+        sigma2: σ2 > 0, the noise of the answer (GNMax).
+        num_queries: m, the number of queries certified.
+        delta: δ ∈ (0, 1) at which ε is certified.
+        accountant: ``"pld"`` (default) or ``"rdp"``.
+    """
+
+    name = "Confident-GNMax"
+
+    def __init__(
+        self,
+        *,
+        threshold: float,
+        sigma1: float,
+        sigma2: float,
+        num_queries: int,
+        delta: float,
+        accountant: AccountantName = "pld",
+    ) -> None:
+        self.threshold = check_real("threshold", threshold)
+        self.sigma1 = check_positive("sigma1", sigma1)
+        self.sigma2 = check_positive("sigma2", sigma2)
+        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
+
+    @classmethod
+    def calibrate(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        num_queries: int,
+        threshold: float,
+        sigma_ratio: float = 2.0,
+        accountant: AccountantName = "pld",
+    ) -> ConfidentGNMax:
+        """The smallest σ2 (with σ1 = sigma_ratio · σ2) whose ``num_queries`` queries are (ε, δ)-DP.
+
+        The ratio is a modelling choice (PATE 2018 used σ1 between about 2σ2 and 5σ2); under
+        data-independent accounting the check costs m/σ1² and the answers 2m/σ2² in the
+        composed Gaussian's μ², so μ = √(m (1/σ1² + 2/σ2²)).
+        """
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        num_queries = check_int("num_queries", num_queries, minimum=1)
+        threshold = check_real("threshold", threshold)
+        sigma_ratio = check_positive("sigma_ratio", sigma_ratio)
+        accountant_name = _check_accountant(accountant)
+
+        def event(s2: float) -> dp_event.DpEvent:
+            return dp_event.SelfComposedDpEvent(
+                dp_event.ComposedDpEvent(
+                    [dp_event.GaussianDpEvent(sigma_ratio * s2), dp_event.GaussianDpEvent(s2 / _SQRT2)]
+                ),
+                num_queries,
+            )
+
+        # per query ρ = 1/(2σ1²) + 1/σ2² = (1/(2r²) + 1)/σ2²
+        rho_unit = num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
+        guess = _zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=rho_unit)
+        sigma2 = _calibrate_scale(event, epsilon=epsilon, delta=delta, guess=guess, accountant=accountant_name)
+        return cls(
+            threshold=threshold,
+            sigma1=sigma_ratio * sigma2,
+            sigma2=sigma2,
+            num_queries=num_queries,
+            delta=delta,
+            accountant=accountant,
+        )
+
+    def per_query_event(self) -> dp_event.DpEvent:
+        return dp_event.ComposedDpEvent(
+            [dp_event.GaussianDpEvent(self.sigma1), dp_event.GaussianDpEvent(self.sigma2 / _SQRT2)]
+        )
+
+    def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        m = counts.shape[0]
+        confident = counts.max(dim=1).values + gaussian(self.sigma1, (m,), generator=generator) >= self.threshold
+        noisy = counts + gaussian(self.sigma2, counts.shape, generator=generator)  # (m, C)
+        return torch.where(confident, noisy.argmax(dim=1), ABSTAIN)
+
+    def _parameters(self) -> dict[str, float]:
+        return {"threshold": self.threshold, "sigma1": self.sigma1, "sigma2": self.sigma2}
