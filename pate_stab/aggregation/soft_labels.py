@@ -1,0 +1,170 @@
+"""The soft-label stability releaser: BTT18 Alg 6/7/8 for binary scores in [0, 1].
+
+For each query the k teachers' scores form a γ-histogram (Def 5.1/5.2). Test 1: the noisy
+distance to instability of that histogram against the noisy threshold; on a pass the midpoint
+(2v−1)γ/2 of the top bin is released. On a failure the segment ends (fresh threshold) and
+test 2 runs on the ½-shifted histogram; on a pass its bin value vγ is released, otherwise ⊥
+(NaN). Every failed test ends a sparse-vector segment, so the counter rises by one per failed
+test and the releaser halts after 2T failed tests (Alg 6's c += 2 for a ⊥ and c += 1 for a
+rescue by the shifted histogram count exactly these). Calibrate with
+``calibrate(..., soft_labels=True)``: 2T segments, 2m tests in the leak's union bound, and the
+exact-leak threshold (Alg 6's w = λ log(4m/δ) misses the bound: DESIGN fact 3).
+
+Distances use the sensitivity-1 definition of DESIGN fact 2 on both histograms.
+
+Multi-class soft labels are not supported by this releaser: scores must be one probability per
+teacher and query (shape (k, m)). For C classes, release each class's score as its own query
+sequence with its own releaser and calibration; the runs compose (record each in the ledger).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pate_stab._validation import check_tensor
+from pate_stab.aggregation.releaser import ReleaseResult, _LedgerSpend
+from pate_stab.aggregation.votes import (
+    bin_midpoints,
+    distance_to_instability,
+    gamma_histogram,
+    shifted_bin_values,
+    shifted_gamma_histogram,
+    top_label,
+)
+from pate_stab.errors import BudgetExhaustedError
+from pate_stab.privacy.calibration import Calibration
+from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, SparseVector
+
+__all__ = ["SoftLabelReleaser", "PLAIN", "SHIFTED", "BOTTOM"]
+
+# status codes of a soft-label release
+PLAIN, SHIFTED, BOTTOM = 1, 2, 0
+
+
+class SoftLabelReleaser:
+    """BTT18 Alg 6 with Alg 8 as the per-query classifier, online and batch.
+
+    Args:
+        calibration: from ``calibrate(..., soft_labels=True)``.
+        gamma: the discretisation γ, with 1/γ an integer (Def 5.1).
+        generator: randomness.
+        ledger, spend_id: as for :class:`~pate_stab.aggregation.releaser.StabilityReleaser`.
+
+    :meth:`release` returns a :class:`ReleaseResult` whose ``labels`` are float64 scores (NaN for
+    ⊥ and after halting) and whose ``status`` is 1 (plain histogram), 2 (½-shifted), 0 (⊥) or
+    −1 (not processed).
+    """
+
+    mechanism = "stability_soft"
+
+    def __init__(
+        self,
+        calibration: Calibration,
+        *,
+        gamma: float,
+        generator: torch.Generator,
+        ledger: PrivacyLedger | None = None,
+        spend_id: str | None = None,
+    ) -> None:
+        if not isinstance(calibration, Calibration):
+            raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
+        if not calibration.soft_labels:
+            raise ValueError("this calibration is for hard labels; use calibrate(..., soft_labels=True)")
+        self.calibration = calibration
+        self.plain_values = bin_midpoints(gamma)  # validates γ
+        self.shifted_values = shifted_bin_values(gamma)
+        self.gamma = float(gamma)
+        self._svt = SparseVector(
+            threshold=calibration.threshold,
+            noise_scale=calibration.noise_scale,
+            max_unstable=calibration.num_segments,
+            generator=generator,
+        )
+        self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism)
+        self._queries_offered = 0
+        self.answered_plain = 0
+        self.answered_shifted = 0
+        self.abstained = 0
+
+    @property
+    def halted(self) -> bool:
+        return self._svt.halted
+
+    def release_one(self, scores: Any) -> float:
+        """One query's teacher scores (k,) → released score or NaN."""
+        col = check_tensor("scores", scores, ndim=1, floating=True)
+        return float(self.release(col.unsqueeze(1)).labels[0])
+
+    def release(self, scores: Any) -> ReleaseResult:
+        """Teacher scores (k, m) in [0, 1] → released scores (m,), in query order.
+
+        Raises:
+            BudgetExhaustedError: more queries than the calibration covers; nothing released.
+            ValueError: NaN or out-of-range scores, bad shapes, 1/γ not an integer.
+        """
+        plain_hist = gamma_histogram(scores, self.gamma)  # (m, 1/γ); validates scores
+        shifted_hist = shifted_gamma_histogram(scores, self.gamma)  # (m, 1/γ − 1)
+        m = plain_hist.shape[0]
+        if self._queries_offered + m > self.calibration.num_queries:
+            raise BudgetExhaustedError(
+                f"the releaser is calibrated for {self.calibration.num_queries} queries; "
+                f"{self._queries_offered} offered so far, {m} more requested"
+            )
+        self._spend.ensure()
+        self._queries_offered += m
+        plain_dist = distance_to_instability(plain_hist).to(torch.float64)
+        shifted_dist = distance_to_instability(shifted_hist).to(torch.float64)
+        plain_out = self.plain_values[top_label(plain_hist)]
+        shifted_out = self.shifted_values[top_label(shifted_hist)]
+
+        out = torch.full((m,), float("nan"), dtype=torch.float64)
+        status = torch.full((m,), NOT_PROCESSED, dtype=torch.int8)
+        pos = 0
+        while pos < m and not self.halted:
+            codes = self._svt.process_many(plain_dist[pos:], stop_after_failures=1)
+            passed = int((codes == PASSED).sum())
+            out[pos : pos + passed] = plain_out[pos : pos + passed]
+            status[pos : pos + passed] = PLAIN
+            self.answered_plain += passed
+            j = pos + passed
+            if j >= m or int(codes[passed]) == NOT_PROCESSED:
+                break
+            # test 1 failed for query j: fresh threshold (drawn by the sparse vector), test 2
+            if self.halted:
+                status[j] = BOTTOM
+                self.abstained += 1
+                break
+            if self._svt.process(float(shifted_dist[j])):
+                out[j] = shifted_out[j]
+                status[j] = SHIFTED
+                self.answered_shifted += 1
+            else:
+                status[j] = BOTTOM
+                self.abstained += 1
+            pos = j + 1
+        self._spend.progress(
+            queries_seen=self._queries_offered, answered=self.answered_plain + self.answered_shifted, halted=self.halted
+        )
+        return ReleaseResult(out, status)
+
+    def summary(self) -> dict[str, Any]:
+        cal = self.calibration
+        return {
+            "mechanism": self.mechanism,
+            "calibration": cal.mode,
+            "gamma": self.gamma,
+            "epsilon": cal.certified_epsilon,
+            "delta": cal.certified_delta,
+            "noise_scale": cal.noise_scale,
+            "threshold": cal.threshold,
+            "max_unstable": cal.max_unstable,
+            "num_queries": cal.num_queries,
+            "failed_tests": self._svt.num_failed,
+            "answered_plain": self.answered_plain,
+            "answered_shifted": self.answered_shifted,
+            "abstained": self.abstained,
+            "halted": self.halted,
+        }
