@@ -136,11 +136,21 @@ def _require(path: Path, what: str) -> Path:
 
 
 _ADULT_COLUMNS = [
-    ("age", "num"), ("workclass", "cat"), ("fnlwgt", "num"), ("education", "cat"),
-    ("education-num", "num"), ("marital-status", "cat"), ("occupation", "cat"),
-    ("relationship", "cat"), ("race", "cat"), ("sex", "cat"), ("capital-gain", "num"),
-    ("capital-loss", "num"), ("hours-per-week", "num"), ("native-country", "cat"),
-]  # fmt: skip
+    ("age", "num"),
+    ("workclass", "cat"),
+    ("fnlwgt", "num"),
+    ("education", "cat"),
+    ("education-num", "num"),
+    ("marital-status", "cat"),
+    ("occupation", "cat"),
+    ("relationship", "cat"),
+    ("race", "cat"),
+    ("sex", "cat"),
+    ("capital-gain", "num"),
+    ("capital-loss", "num"),
+    ("hours-per-week", "num"),
+    ("native-country", "cat"),
+]
 
 
 def load_adult(
@@ -198,10 +208,28 @@ def load_magic(
         rows = [r for r in csv.reader(fh) if len(r) == 11]
     numeric = np.array([[float(v) for v in r[:10]] for r in rows])
     labels = np.array([1 if r[10].strip() == "g" else 0 for r in rows])
-    names = ["fLength", "fWidth", "fSize", "fConc", "fConc1", "fAsym", "fM3Long", "fM3Trans",
-             "fAlpha", "fDist"]  # fmt: skip
-    return _finish(numeric, names, [], [], labels, standardize_numeric=standardize, norm=norm,
-                   label_format=label_format)  # fmt: skip
+    names = [
+        "fLength",
+        "fWidth",
+        "fSize",
+        "fConc",
+        "fConc1",
+        "fAsym",
+        "fM3Long",
+        "fM3Trans",
+        "fAlpha",
+        "fDist",
+    ]
+    return _finish(
+        numeric,
+        names,
+        [],
+        [],
+        labels,
+        standardize_numeric=standardize,
+        norm=norm,
+        label_format=label_format,
+    )
 
 
 def load_kddcup99(
