@@ -145,21 +145,18 @@ class StackedAdam(_StackedOptimizer):
                     )
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
-                step = state["step"] + mask.flatten().to(torch.float64)
-                m = torch.where(
-                    mask, beta1 * state["exp_avg"] + (1 - beta1) * grad, state["exp_avg"]
-                )
-                v = torch.where(
-                    mask,
-                    beta2 * state["exp_avg_sq"] + (1 - beta2) * grad * grad,
-                    state["exp_avg_sq"],
-                )
+                # in place; an inactive teacher gets weight 0, which leaves its slices unchanged
+                state["step"] += mask.flatten().to(torch.float64)
                 shape = (-1, *([1] * (p.dim() - 1)))
-                bc1 = (1 - beta1 ** step.clamp_min(1)).to(p.dtype).view(shape)
-                bc2 = (1 - beta2 ** step.clamp_min(1)).to(p.dtype).view(shape)
-                update = group["lr"] * (m / bc1) / ((v / bc2).sqrt() + group["eps"])
-                p.copy_(torch.where(mask, p - update, p))
-                state["step"], state["exp_avg"], state["exp_avg_sq"] = step, m, v
+                on = mask.to(p.dtype)
+                step = state["step"].clamp_min(1)
+                bc1 = (1 - beta1**step).to(p.dtype).view(shape)
+                bc2 = (1 - beta2**step).to(p.dtype).view(shape)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.lerp_(grad, on * (1 - beta1))
+                v.lerp_(grad * grad, on * (1 - beta2))
+                denom = (v / bc2).sqrt_().add_(group["eps"])
+                p.addcdiv_(m * (on * group["lr"] / bc1), denom, value=-1.0)
         return loss
 
 
@@ -193,23 +190,23 @@ class StackedSGD(_StackedOptimizer):
                 grad = p.grad
                 if group["weight_decay"]:
                     grad = grad + group["weight_decay"] * p
+                on = mask.to(p.dtype)
                 if group["momentum"]:
                     state = self.state[p]
                     if "momentum_buffer" not in state:
-                        # torch.optim.SGD starts the buffer at the first gradient
-                        state["momentum_buffer"] = torch.where(mask, grad, torch.zeros_like(grad))
-                        state["started"] = mask.flatten().clone()
-                    else:
-                        started = state["started"].view_as(mask)
-                        fresh = torch.where(
-                            started, group["momentum"] * state["momentum_buffer"] + grad, grad
+                        state["momentum_buffer"] = torch.zeros_like(p)
+                        state["started"] = torch.zeros(
+                            self.num_teachers, dtype=torch.bool, device=p.device
                         )
-                        state["momentum_buffer"] = torch.where(
-                            mask, fresh, state["momentum_buffer"]
-                        )
-                        state["started"] = state["started"] | mask.flatten()
+                    started = state["started"].view_as(mask)
+                    # as torch.optim.SGD: buf = grad at the first step, then momentum·buf + grad
+                    factor = torch.where(
+                        mask, torch.where(started, group["momentum"], 0.0), 1.0
+                    ).to(p.dtype)
+                    state["momentum_buffer"].mul_(factor).add_(grad * on)
+                    state["started"] |= mask.flatten()
                     grad = state["momentum_buffer"]
-                p.copy_(torch.where(mask, p - group["lr"] * grad, p))
+                p.sub_(grad * (on * group["lr"]))
         return loss
 
 
