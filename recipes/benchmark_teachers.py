@@ -110,11 +110,12 @@ def speed(args: argparse.Namespace) -> None:
 def heads(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     splits = pate_split(load_mnist(args.data_dir))
-    feats = PublicFeatures.fit(splits.public.x, dim=args.pca_dim)  # public pool only
+    feats = PublicFeatures.fit(splits.public.x, dim=args.pca_dim, whiten=args.whiten)  # public only
     x_priv = feats.transform(splits.private.x)
     x_eval = feats.transform(splits.evaluation.x)
     for k in args.head_k:
-        for kind, hidden in (("logistic", ()), ("mlp", (64,))):
+        for kind in args.head_kinds:
+            hidden = (64,) if kind == "mlp" else ()
             g_part, g_teach = spawn_generators(seeded_generator(args.seed), 2)
             shards = partition_indices(
                 record_keys_from_tensors(splits.private.x, splits.private.y), k, generator=g_part
@@ -130,7 +131,7 @@ def heads(args: argparse.Namespace) -> None:
             mean_acc, vote_acc = _accuracies(votes, splits.evaluation.y, 10)
             sizes = torch.tensor([len(s) for s in shards]).double()
             print(
-                f"heads on PCA-{args.pca_dim} (whitened, public pool): "
+                f"heads on PCA-{args.pca_dim} (whiten={args.whiten}, public pool): "
                 f"k={k} {kind}{list(hidden) or ''}, "
                 f"shard size {sizes.mean():.0f}±{sizes.std():.0f}, {args.head_epochs} epochs: "
                 f"train {wall:.1f} s, mean teacher acc {mean_acc:.4f}, plurality acc {vote_acc:.4f}"
@@ -152,6 +153,8 @@ def main() -> None:
     parser.add_argument("--pca-dim", type=int, default=50)
     parser.add_argument("--head-k", type=int, nargs="+", default=[1000, 2000])
     parser.add_argument("--head-epochs", type=int, default=30)
+    parser.add_argument("--whiten", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--head-kinds", nargs="+", default=["logistic", "mlp"])
     args = parser.parse_args()
     if args.part == "mode":
         print(json.dumps(run_mode(args)))
