@@ -1,1 +1,67 @@
-"""pate_stab.data."""
+"""Data sets and splits: synthetic tasks, image sets (PATE's split), tabular sets from a path.
+
+Example (the embedded default needs no files)::
+
+    from pate_stab.data import make_gaussian_mixture
+    from pate_stab.rng import seeded_generator
+    x, y = make_gaussian_mixture(1000, num_classes=3, dim=10, noise_rate=0.1,
+                                 generator=seeded_generator(0))
+"""
+
+from pate_stab.data.images import (
+    ImageData,
+    PateSplits,
+    Split,
+    load_cifar10,
+    load_fashion_mnist,
+    load_mnist,
+    load_svhn,
+    pate_split,
+    read_idx,
+)
+from pate_stab.data.splits import random_split_indices
+from pate_stab.data.synthetic import (
+    apply_label_noise,
+    gaussian_mixture_means,
+    make_gaussian_mixture,
+    make_halfspace,
+    make_interval,
+    make_threshold,
+    to_signed_labels,
+)
+from pate_stab.data.tabular import (
+    TabularData,
+    load_adult,
+    load_kddcup99,
+    load_magic,
+    load_warfarin,
+    project_to_unit_ball,
+    standardize,
+)
+
+__all__ = [
+    "ImageData",
+    "PateSplits",
+    "Split",
+    "TabularData",
+    "apply_label_noise",
+    "gaussian_mixture_means",
+    "load_adult",
+    "load_cifar10",
+    "load_fashion_mnist",
+    "load_kddcup99",
+    "load_magic",
+    "load_mnist",
+    "load_svhn",
+    "load_warfarin",
+    "make_gaussian_mixture",
+    "make_halfspace",
+    "make_interval",
+    "make_threshold",
+    "pate_split",
+    "project_to_unit_ball",
+    "random_split_indices",
+    "read_idx",
+    "standardize",
+    "to_signed_labels",
+]

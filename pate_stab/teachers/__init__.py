@@ -1,1 +1,54 @@
-"""pate_stab.teachers."""
+"""pate_stab.teachers: record-keyed shards, teacher models, vectorised Lightning training.
+
+Usage::
+
+    shards = partition_indices(record_keys_from_tensors(x, y), 250, generator=g_part)
+    teachers = train_teachers(x, y, shards, spec=ModelSpec("mlp", (784,), 10), generator=g_teach)
+    votes = teachers.predict_votes(public_x)  # (250, m) int64; predict_scores: (250, m, 10)
+"""
+
+from pate_stab.teachers.ensemble import (
+    StackedAdam,
+    StackedSGD,
+    TeacherEnsemble,
+    init_stacked_parameters,
+    stacked_forward,
+)
+from pate_stab.teachers.models import (
+    ModelSpec,
+    PateCNN,
+    PublicFeatures,
+    build_model,
+    init_parameters,
+)
+from pate_stab.teachers.partition import (
+    partition_indices,
+    record_keys_from_tensors,
+    shard_of_records,
+)
+from pate_stab.teachers.training import (
+    TeacherEnsembleModule,
+    TrainConfig,
+    epoch_plan,
+    train_teachers,
+)
+
+__all__ = [
+    "ModelSpec",
+    "PateCNN",
+    "PublicFeatures",
+    "StackedAdam",
+    "StackedSGD",
+    "TeacherEnsemble",
+    "TeacherEnsembleModule",
+    "TrainConfig",
+    "build_model",
+    "epoch_plan",
+    "init_parameters",
+    "init_stacked_parameters",
+    "partition_indices",
+    "record_keys_from_tensors",
+    "shard_of_records",
+    "stacked_forward",
+    "train_teachers",
+]

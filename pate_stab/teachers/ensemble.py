@@ -1,0 +1,351 @@
+"""k teachers as one vectorised model: stacked parameters, per-teacher optimisers, exports.
+
+Teacher j's parameters are slice ``[j]`` of every stacked tensor (shape ``(k, *shape)``); the
+forward pass is ``torch.func.vmap`` of ``functional_call`` over that leading axis (batched
+matmuls / grouped convolutions underneath). Teachers never mix: teacher j's output depends only
+on its parameters and its own inputs, and the training loss is the *sum* of the per-teacher
+losses, so teacher j's gradient is exactly the gradient of its own loss.
+
+The optimisers here (:class:`StackedAdam`, :class:`StackedSGD`) update each teacher only on the
+steps where it is active (``optimizer.active``, a (k,) bool mask), keep one step counter per
+teacher, and are elementwise otherwise — so teacher j follows the same trajectory as when it is
+trained alone with the same data order (the sequential mode). Global operations that would mix
+teachers (gradient-norm clipping over all parameters, a loss averaged over teachers with an
+adaptive schedule on it, early stopping on the ensemble's mean loss) are not offered: one
+record would then move every teacher, breaking DESIGN.md fact 2.
+
+Exports for the aggregators: :meth:`TeacherEnsemble.predict_votes` → (k, m) int64 class
+indices and :meth:`TeacherEnsemble.predict_scores` → (k, m, C) probabilities (or (k, m)
+probabilities of class 1 for binary tasks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
+
+from pate_stab._validation import check_int, check_tensor
+from pate_stab.teachers.models import ModelSpec, build_model, init_parameters
+
+__all__ = [
+    "StackedAdam",
+    "StackedSGD",
+    "TeacherEnsemble",
+    "init_stacked_parameters",
+    "stacked_forward",
+]
+
+
+def _param_key(name: str) -> str:
+    return name.replace(".", "__")
+
+
+def init_stacked_parameters(spec: ModelSpec, seeds: Sequence[int]) -> dict[str, Tensor]:
+    """Stacked initial parameters; teacher j is initialised from a generator seeded ``seeds[j]``.
+
+    Returns:
+        ``{name: (k, *shape) float32}`` keyed by the module's parameter names.
+    """
+    per_teacher = []
+    for seed in seeds:
+        gen = torch.Generator()
+        gen.manual_seed(int(seed))
+        model = init_parameters(build_model(spec), generator=gen)
+        per_teacher.append({n: p.detach() for n, p in model.named_parameters()})
+    return {n: torch.stack([p[n] for p in per_teacher]) for n in per_teacher[0]}
+
+
+def stacked_forward(
+    base: nn.Module, params: dict[str, Tensor], x: Tensor, *, shared_input: bool
+) -> Tensor:
+    """Logits of every teacher.
+
+    Args:
+        base: an instance of the architecture (its own parameters are not used).
+        params: stacked parameters ``{name: (k, *shape)}``.
+        x: (k, B, …) one batch per teacher, or (B, …) the same batch for all when ``shared_input``.
+
+    Returns:
+        (k, B, C) logits.
+    """
+
+    def one(p: dict[str, Tensor], xb: Tensor) -> Tensor:
+        return functional_call(base, p, (xb,))
+
+    return vmap(one, in_dims=(0, None if shared_input else 0))(params, x)
+
+
+class _StackedOptimizer(torch.optim.Optimizer):
+    """Base: parameters have a leading teacher axis of size ``num_teachers``; ``active`` masks."""
+
+    def __init__(
+        self, params: Iterable[Tensor], defaults: dict[str, Any], num_teachers: int
+    ) -> None:
+        super().__init__(params, defaults)
+        self.num_teachers = check_int("num_teachers", num_teachers, minimum=1)
+        self.active: Tensor | None = None  # (k,) bool, set before each step; None = all active
+
+    def _mask(self, p: Tensor) -> Tensor:
+        if p.shape[0] != self.num_teachers:
+            raise ValueError(
+                f"stacked parameter has leading size {p.shape[0]}, expected {self.num_teachers}"
+            )
+        active = (
+            self.active
+            if self.active is not None
+            else torch.ones(self.num_teachers, dtype=torch.bool)
+        )
+        return active.to(p.device).view(-1, *([1] * (p.dim() - 1)))
+
+
+class StackedAdam(_StackedOptimizer):
+    """Adam (Kingma & Ba 2015) with one step counter per teacher; inactive teachers are frozen.
+
+    With L2 ``weight_decay`` added to the gradient as in ``torch.optim.Adam``.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        *,
+        num_teachers: int,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
+        super().__init__(params, defaults, num_teachers)
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                mask = self._mask(p)
+                grad = p.grad
+                if group["weight_decay"]:
+                    grad = grad + group["weight_decay"] * p
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.zeros(
+                        self.num_teachers, dtype=torch.float64, device=p.device
+                    )
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                # in place; an inactive teacher gets weight 0, which leaves its slices unchanged
+                state["step"] += mask.flatten().to(torch.float64)
+                shape = (-1, *([1] * (p.dim() - 1)))
+                on = mask.to(p.dtype)
+                step = state["step"].clamp_min(1)
+                bc1 = (1 - beta1**step).to(p.dtype).view(shape)
+                bc2 = (1 - beta2**step).to(p.dtype).view(shape)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.lerp_(grad, on * (1 - beta1))
+                v.lerp_(grad * grad, on * (1 - beta2))
+                denom = (v / bc2).sqrt_().add_(group["eps"])
+                p.addcdiv_(m * (on * group["lr"] / bc1), denom, value=-1.0)
+        return loss
+
+
+class StackedSGD(_StackedOptimizer):
+    """SGD with (heavy-ball) momentum as in ``torch.optim.SGD``; inactive teachers are frozen."""
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        *,
+        num_teachers: int,
+        lr: float = 0.1,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay}, num_teachers
+        )
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                mask = self._mask(p)
+                grad = p.grad
+                if group["weight_decay"]:
+                    grad = grad + group["weight_decay"] * p
+                on = mask.to(p.dtype)
+                if group["momentum"]:
+                    state = self.state[p]
+                    if "momentum_buffer" not in state:
+                        state["momentum_buffer"] = torch.zeros_like(p)
+                        state["started"] = torch.zeros(
+                            self.num_teachers, dtype=torch.bool, device=p.device
+                        )
+                    started = state["started"].view_as(mask)
+                    # as torch.optim.SGD: buf = grad at the first step, then momentum·buf + grad
+                    factor = torch.where(
+                        mask, torch.where(started, group["momentum"], 0.0), 1.0
+                    ).to(p.dtype)
+                    state["momentum_buffer"].mul_(factor).add_(grad * on)
+                    state["started"] |= mask.flatten()
+                    grad = state["momentum_buffer"]
+                p.sub_(grad * (on * group["lr"]))
+        return loss
+
+
+class TeacherEnsemble:
+    """Trained teachers with stacked parameters and the exports the aggregators read.
+
+    Attributes:
+        spec: the architecture of every teacher.
+        params: ``{name: (k, *shape)}`` float32 tensors on CPU.
+        teacher_indices: global index of each teacher held here (``arange(k)`` unless the
+            ensemble was trained in slices, see :func:`pate_stab.teachers.train_teachers`).
+        config: the training configuration and seeds (JSON-serialisable).
+        metrics: per-teacher training metrics, ``{"train_loss": (epochs, k), …}``.
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        params: dict[str, Tensor],
+        *,
+        teacher_indices: Tensor | None = None,
+        config: dict[str, Any] | None = None,
+        metrics: dict[str, Tensor] | None = None,
+    ) -> None:
+        sizes = {p.shape[0] for p in params.values()}
+        if len(sizes) != 1:
+            raise ValueError(f"stacked parameters disagree on the number of teachers: {sizes}")
+        self.spec = spec
+        self.params = {n: p.detach().cpu() for n, p in params.items()}
+        k = sizes.pop()
+        self.teacher_indices = (
+            torch.arange(k) if teacher_indices is None else teacher_indices.long().cpu()
+        )
+        self.config = dict(config or {})
+        self.metrics = dict(metrics or {})
+        self._base = build_model(spec)
+
+    @property
+    def num_teachers(self) -> int:
+        return int(self.teacher_indices.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return self.spec.num_classes
+
+    @torch.no_grad()
+    def _logit_chunks(
+        self, x: Tensor, batch_size: int, teacher_chunk: int, device: str | torch.device
+    ):
+        x = check_tensor("x", x, floating=True)
+        batch_size = check_int("batch_size", batch_size, minimum=1)
+        teacher_chunk = check_int("teacher_chunk", teacher_chunk, minimum=1)
+        base = self._base.to(device)
+        for t0 in range(0, self.num_teachers, teacher_chunk):
+            params = {n: p[t0 : t0 + teacher_chunk].to(device) for n, p in self.params.items()}
+            for b0 in range(0, x.shape[0], batch_size):
+                xb = x[b0 : b0 + batch_size].to(device)
+                yield t0, b0, stacked_forward(base, params, xb, shared_input=True)  # (kc, b, C)
+
+    def predict_votes(
+        self,
+        x: Tensor,
+        *,
+        batch_size: int = 1024,
+        teacher_chunk: int = 256,
+        device: str | torch.device = "cpu",
+    ) -> Tensor:
+        """Each teacher's predicted class on each input: (k, m) int64 in {0, …, C − 1}."""
+        out = torch.empty(self.num_teachers, x.shape[0], dtype=torch.int64)
+        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device):
+            out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = logits.argmax(-1).cpu()
+        return out
+
+    def predict_scores(
+        self,
+        x: Tensor,
+        *,
+        binary: bool = False,
+        batch_size: int = 1024,
+        teacher_chunk: int = 256,
+        device: str | torch.device = "cpu",
+    ) -> Tensor:
+        """Each teacher's class probabilities (softmax), float32 in [0, 1].
+
+        Returns:
+            (k, m, C); with ``binary=True`` (two classes only) (k, m), the probability of class 1.
+        """
+        if binary and self.num_classes != 2:
+            raise ValueError(
+                f"binary=True needs a two-class ensemble, this one has {self.num_classes} classes"
+            )
+        out = torch.empty(self.num_teachers, x.shape[0], self.num_classes, dtype=torch.float32)
+        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device):
+            out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = (
+                logits.float().softmax(-1).cpu()
+            )
+        return out[..., 1].contiguous() if binary else out
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``config.json`` (spec, config, teacher indices) and ``weights.pt`` (stacked)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "spec": self.spec.to_dict(),
+            "config": self.config,
+            "teacher_indices": self.teacher_indices.tolist(),
+        }
+        (directory / "config.json").write_text(json.dumps(meta, indent=2))
+        torch.save({"params": self.params, "metrics": self.metrics}, directory / "weights.pt")
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TeacherEnsemble:
+        """Read an ensemble written by :meth:`save`."""
+        directory = Path(directory)
+        for name in ("config.json", "weights.pt"):
+            if not (directory / name).is_file():
+                raise FileNotFoundError(f"no teacher ensemble in {directory}: {name} is missing")
+        meta = json.loads((directory / "config.json").read_text())
+        blob = torch.load(directory / "weights.pt", map_location="cpu", weights_only=True)
+        return cls(
+            ModelSpec(**meta["spec"]),
+            blob["params"],
+            teacher_indices=torch.tensor(meta["teacher_indices"]),
+            config=meta["config"],
+            metrics=blob.get("metrics", {}),
+        )
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[TeacherEnsemble]) -> TeacherEnsemble:
+        """Join ensembles trained on slices of the teacher indices (e.g. on different devices)."""
+        if not parts:
+            raise ValueError("nothing to concatenate")
+        spec = parts[0].spec
+        if any(p.spec != spec for p in parts):
+            raise ValueError("all parts must have the same ModelSpec")
+        idx = torch.cat([p.teacher_indices for p in parts])
+        if idx.unique().numel() != idx.numel():
+            raise ValueError("the parts hold overlapping teacher indices")
+        order = torch.argsort(idx)
+        params = {n: torch.cat([p.params[n] for p in parts])[order] for n in parts[0].params}
+        return cls(spec, params, teacher_indices=idx[order], config=parts[0].config)

@@ -1,0 +1,196 @@
+"""Teacher models: logistic regression, small MLPs, PATE's small MNIST CNN, public features.
+
+Every model maps a batch of inputs to class logits (n, C); probabilities are their softmax
+(for two classes, softmax of two logits is the sigmoid of their difference, so logistic
+regression is ``ModelSpec("logistic", …, num_classes=2)``). Models are described by a
+:class:`ModelSpec` so that a checkpoint can rebuild them from JSON, and initialised with
+:func:`init_parameters` from an explicit generator — PyTorch's default initialisation
+U(−1/√fan_in, 1/√fan_in) for every weight and bias (what ``nn.Linear`` / ``nn.Conv2d`` draw
+from the global generator), drawn here from the teacher's own generator instead.
+
+Heads on public features: :class:`PublicFeatures` fits a PCA (optionally whitened) on the
+*public* pool only and maps every input through it. It never sees private data, so it costs no
+privacy, and teachers reduced to small heads on its output train on a few dozen examples each,
+which is what makes k in the thousands possible (DESIGN.md, "Why k must be large").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from pate_stab._validation import check_generator, check_int, check_positive, check_tensor
+
+__all__ = ["ModelSpec", "PateCNN", "build_model", "init_parameters", "PublicFeatures"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a teacher is; enough to rebuild it (``ModelSpec(**json.load(f))``).
+
+    Attributes:
+        kind: "logistic" (one linear layer), "mlp" (linear–ReLU stacks) or "cnn" (:class:`PateCNN`).
+        input_shape: shape of one input, e.g. (784,), (50,) or (1, 28, 28) for the CNN;
+            "logistic" and "mlp" flatten their input.
+        num_classes: C ≥ 2.
+        hidden: MLP hidden widths, or the CNN's fully connected width(s).
+        channels: the CNN's two convolution widths.
+    """
+
+    kind: Literal["logistic", "mlp", "cnn"]
+    input_shape: tuple[int, ...]
+    num_classes: int
+    hidden: tuple[int, ...] = (64,)
+    channels: tuple[int, int] = (64, 128)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("logistic", "mlp", "cnn"):
+            raise ValueError(f"kind must be 'logistic', 'mlp' or 'cnn', got {self.kind!r}")
+        object.__setattr__(self, "input_shape", tuple(int(s) for s in self.input_shape))
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        object.__setattr__(self, "channels", tuple(int(c) for c in self.channels))
+        check_int("num_classes", self.num_classes, minimum=2)
+        if self.kind == "cnn" and len(self.input_shape) != 3:
+            raise ValueError(
+                f"the CNN needs input_shape (channels, height, width), got {self.input_shape}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class PateCNN(nn.Module):
+    """The small CNN PATE used for MNIST / SVHN (Papernot et al. 2017, Appendix; TF
+    ``deep_cnn.py``): two 5×5 convolutions (64 and 128 filters, ReLU, 2×2 max-pooling) and
+    fully connected ReLU layers before the C-way output. PATE's local response normalisation
+    is left out (it does not change the architecture's capacity and does not vectorise)."""
+
+    def __init__(
+        self,
+        input_shape: tuple[int, int, int],
+        num_classes: int,
+        channels: tuple[int, int] = (64, 128),
+        hidden: tuple[int, ...] = (384, 192),
+    ):
+        super().__init__()
+        c, h, w = input_shape
+        self.conv1 = nn.Conv2d(c, channels[0], 5, padding=2)
+        self.conv2 = nn.Conv2d(channels[0], channels[1], 5, padding=2)
+        self.pool = nn.MaxPool2d(2)
+        flat = channels[1] * (h // 4) * (w // 4)
+        self.head = _mlp(flat, hidden, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.pool(torch.relu(self.conv1(x)))  # (n, c1, h/2, w/2)
+        x = self.pool(torch.relu(self.conv2(x)))  # (n, c2, h/4, w/4)
+        return self.head(x.flatten(1))  # (n, C)
+
+
+def _mlp(in_features: int, hidden: tuple[int, ...], num_classes: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    width = in_features
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.ReLU()]
+        width = h
+    layers.append(nn.Linear(width, num_classes))
+    return nn.Sequential(*layers)
+
+
+def build_model(spec: ModelSpec) -> nn.Module:
+    """A freshly constructed (not yet initialised from a generator) teacher network."""
+    if spec.kind == "cnn":
+        c, h, w = spec.input_shape
+        return PateCNN((c, h, w), spec.num_classes, spec.channels, spec.hidden)
+    in_features = math.prod(spec.input_shape)
+    hidden = () if spec.kind == "logistic" else spec.hidden
+    return nn.Sequential(nn.Flatten(), _mlp(in_features, hidden, spec.num_classes))
+
+
+@torch.no_grad()
+def init_parameters(model: nn.Module, *, generator: torch.Generator) -> nn.Module:
+    """Draw every Linear / Conv2d weight and bias from U(−1/√fan_in, 1/√fan_in), in place.
+
+    This is PyTorch's default initialisation for these layers (kaiming-uniform with a = √5 for
+    the weight gives the same bound), drawn from ``generator`` in module order.
+    """
+    check_generator(generator)
+    for module in model.modules():
+        if isinstance(module, nn.Linear | nn.Conv2d):
+            fan_in = module.weight[0].numel()
+            bound = 1.0 / math.sqrt(fan_in)
+            for p in (module.weight, module.bias):
+                if p is not None:
+                    draw = torch.rand(p.shape, generator=generator, dtype=torch.float64)
+                    p.copy_((draw * 2 - 1) * bound)
+    return model
+
+
+@dataclass
+class PublicFeatures:
+    """PCA (optionally whitened) fitted on the public pool only; never sees private data.
+
+    ``transform(x) = ((flatten(x) − mean) @ components.T) / scale`` with ``scale`` the
+    component standard deviations when whitening (else 1).
+
+    Example::
+
+        feats = PublicFeatures.fit(public_x, dim=50)
+        teachers = train_teachers(feats.transform(private_x), private_y, …)
+        votes = teachers.predict_votes(feats.transform(public_x))
+    """
+
+    mean: Tensor
+    components: Tensor  # (dim, D)
+    scale: Tensor  # (dim,)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def fit(
+        cls, public_x: Tensor, *, dim: int, whiten: bool = True, eps: float = 1e-6
+    ) -> PublicFeatures:
+        """Fit on the public pool ``public_x`` (n, …) — never pass private data here.
+
+        Args:
+            public_x: public inputs, flattened to (n, D).
+            dim: number of principal components kept, 1 ≤ dim ≤ min(n, D).
+            whiten: divide each component by its standard deviation (plus ``eps``).
+            eps: added to the standard deviations when whitening.
+        """
+        x = check_tensor("public_x", public_x, floating=True).flatten(1).to(torch.float64)
+        dim = check_int("dim", dim, minimum=1, maximum=min(x.shape))
+        eps = check_positive("eps", eps)
+        mean = x.mean(0)
+        _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
+        std = s[:dim] / math.sqrt(max(x.shape[0] - 1, 1))
+        scale = std + eps if whiten else torch.ones(dim, dtype=torch.float64)
+        return cls(
+            mean=mean.float(),
+            components=vh[:dim].float(),
+            scale=scale.float(),
+            meta={"dim": dim, "whiten": whiten, "eps": eps, "fitted_on": "public"},
+        )
+
+    def transform(self, x: Tensor) -> Tensor:
+        """(n, …) → (n, dim) float32."""
+        x = check_tensor("x", x, floating=True).flatten(1).to(torch.float32)
+        if x.shape[1] != self.mean.shape[0]:
+            raise ValueError(
+                f"x has {x.shape[1]} features, the PCA was fitted on {self.mean.shape[0]}"
+            )
+        return ((x - self.mean) @ self.components.T) / self.scale
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "mean": self.mean,
+            "components": self.components,
+            "scale": self.scale,
+            "meta": self.meta,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> PublicFeatures:
+        return cls(state["mean"], state["components"], state["scale"], dict(state.get("meta", {})))

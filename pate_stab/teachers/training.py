@@ -1,0 +1,446 @@
+"""Training k teachers with Lightning: one vectorised fit, or one fit per teacher.
+
+Data order. Teacher j gets ``seeds[j]`` (drawn from the caller's generator in teacher order).
+In epoch e it walks a fresh permutation of its own shard, drawn from a generator seeded by
+``(seeds[j], e)``, in ``ceil(n_j / B)`` batches of exactly B records (the last batch wraps
+around to the start of the permutation, so small shards are cycled, never padded with other
+records). A vectorised step gives every teacher one batch; a teacher whose epoch is already
+done (its shard is smaller than the largest) is inactive for the remaining steps — its
+optimiser does not move it. So teacher j's trajectory depends on its own shard, seed and the
+configuration only: perturbing, adding or removing records of another shard leaves it
+bit-for-bit unchanged, and the sequential mode (one Lightning fit per teacher, same seeds)
+reproduces it up to floating-point summation order. Epochs are chosen per teacher in the
+same way: optional early stopping is decided per teacher on its own training loss.
+
+Checkpoints and resume. With ``run_dir`` (convention: ``checkpoints/<run>/teachers``), the
+vectorised fit writes a Lightning checkpoint ``lightning/last.ckpt`` at the end of every epoch
+(stacked parameters, optimiser state, per-teacher early-stopping state; never the private
+data) and the finished ensemble as ``config.json`` + ``weights.pt``. ``resume=True`` continues
+from ``last.ckpt``; because every epoch's data order is a function of (seed, epoch), the
+resumed run equals the uninterrupted one.
+
+Several devices. Teachers are independent, so the ensemble splits by teacher index: run
+``train_teachers(..., teacher_indices=range(a, b), accelerator="gpu", devices=[r])`` in one
+process per device r (or per rank of a multi-process launch, with slice r of the indices) and
+join the parts with :meth:`TeacherEnsemble.concatenate`. The seeds depend only on the global
+teacher index, so the joined ensemble is the one a single device would have trained. (Lightning's
+data-parallel strategies would instead replicate all k teachers on every device and average
+gradients; that is not what teachers need.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.data import DataLoader
+
+from pate_stab._validation import (
+    check_generator,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_tensor,
+)
+from pate_stab.rng import child_seed
+from pate_stab.teachers.ensemble import (
+    StackedAdam,
+    StackedSGD,
+    TeacherEnsemble,
+    _param_key,
+    init_stacked_parameters,
+    stacked_forward,
+)
+from pate_stab.teachers.models import ModelSpec, build_model
+
+__all__ = ["TrainConfig", "TeacherEnsembleModule", "train_teachers", "epoch_plan"]
+
+_MIX = 0x9E3779B97F4A7C15  # odd constant for mixing (seed, epoch) into one generator seed
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training hyper-parameters shared by all teachers.
+
+    Attributes:
+        epochs: passes over each teacher's own shard.
+        batch_size: B, records per teacher per step.
+        lr: learning rate.
+        optimizer: "adam" or "sgd" (with ``momentum``).
+        momentum: SGD momentum.
+        weight_decay: L2 penalty added to the gradient.
+        patience: per-teacher early stopping: stop a teacher after this many epochs without
+            its training loss improving by ``min_delta`` (None: train every epoch).
+        min_delta: see ``patience``.
+    """
+
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-3
+    optimizer: Literal["adam", "sgd"] = "adam"
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    patience: int | None = None
+    min_delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_int("epochs", self.epochs, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_positive("lr", self.lr)
+        check_nonnegative("momentum", self.momentum)
+        check_nonnegative("weight_decay", self.weight_decay)
+        check_nonnegative("min_delta", self.min_delta)
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        if self.patience is not None:
+            check_int("patience", self.patience, minimum=1)
+
+
+def epoch_plan(shard: Tensor, *, seed: int, epoch: int, batch_size: int) -> Tensor:
+    """Teacher's record indices for one epoch: (ceil(n_j / B), B) int64 (empty shard: (0, B)).
+
+    A permutation of ``shard`` drawn from a generator seeded by (seed, epoch), read cyclically.
+    """
+    n = int(shard.numel())
+    steps = math.ceil(n / batch_size)
+    if n == 0:
+        return torch.zeros(0, batch_size, dtype=torch.int64)
+    gen = torch.Generator()
+    gen.manual_seed((int(seed) ^ (_MIX * (epoch + 1))) % (2**63 - 1))
+    perm = shard[torch.randperm(n, generator=gen)]
+    return perm[torch.arange(steps * batch_size) % n].view(steps, batch_size)
+
+
+class TeacherEnsembleModule(L.LightningModule):
+    """Trains ``len(seeds)`` teachers at once; teacher j sees only ``x[shards[j]]``.
+
+    The network is injected through ``spec`` and rebuilt here; the private tensors ``x``, ``y``
+    are plain attributes (never in ``state_dict``, so never in a checkpoint). Per-teacher
+    metrics of every finished epoch are kept in ``self.history``.
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        config: TrainConfig,
+        seeds: Sequence[int],
+        x: Tensor,
+        y: Tensor,
+        shards: Sequence[Tensor],
+    ) -> None:
+        super().__init__()
+        if len(seeds) != len(shards):
+            raise ValueError(f"{len(seeds)} seeds for {len(shards)} shards")
+        self.spec, self.config = spec, config
+        self.seeds = [int(s) for s in seeds]
+        self.x, self.y = x, y
+        self.shards = [s.long().cpu() for s in shards]
+        k = len(self.seeds)
+        self.base = build_model(spec)
+        for p in self.base.parameters():
+            p.requires_grad_(False)
+        stacked = init_stacked_parameters(spec, self.seeds)
+        self.names = list(stacked)
+        self.stacked = nn.ParameterDict(
+            {_param_key(n): nn.Parameter(p) for n, p in stacked.items()}
+        )
+        self.steps_per_epoch = max(
+            [math.ceil(s.numel() / config.batch_size) for s in self.shards] + [1]
+        )
+        self.register_buffer("stopped", torch.zeros(k, dtype=torch.bool))
+        self.register_buffer("best_loss", torch.full((k,), math.inf, dtype=torch.float64))
+        self.register_buffer("wait", torch.zeros(k, dtype=torch.int64))
+        self.history: list[dict[str, Tensor]] = []
+        self._plan_epoch = -1
+
+    # -- data -------------------------------------------------------------------------------
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(torch.arange(self.steps_per_epoch), batch_size=None, shuffle=False)
+
+    def on_fit_start(self) -> None:
+        self.x, self.y = self.x.to(self.device), self.y.to(self.device)
+
+    def _build_plan(self, epoch: int) -> None:
+        k, b, s = len(self.seeds), self.config.batch_size, self.steps_per_epoch
+        idx = torch.zeros(k, s, b, dtype=torch.int64)
+        active = torch.zeros(k, s, dtype=torch.bool)
+        for j, (shard, seed) in enumerate(zip(self.shards, self.seeds, strict=True)):
+            plan = epoch_plan(shard, seed=seed, epoch=epoch, batch_size=b)
+            idx[j, : plan.shape[0]] = plan
+            if plan.shape[0]:
+                idx[j, plan.shape[0] :] = plan[0]  # filler for inactive steps; never applied
+            active[j, : plan.shape[0]] = True
+        self.plan_idx, self.plan_active = idx.to(self.device), active.to(self.device)
+        self._plan_epoch = epoch
+
+    # -- training ---------------------------------------------------------------------------
+    def params(self) -> dict[str, Tensor]:
+        return {n: self.stacked[_param_key(n)] for n in self.names}
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        c, k = self.config, len(self.seeds)
+        if c.optimizer == "adam":
+            return StackedAdam(
+                self.stacked.parameters(), num_teachers=k, lr=c.lr, weight_decay=c.weight_decay
+            )
+        return StackedSGD(
+            self.stacked.parameters(),
+            num_teachers=k,
+            lr=c.lr,
+            momentum=c.momentum,
+            weight_decay=c.weight_decay,
+        )
+
+    def on_train_epoch_start(self) -> None:
+        k = len(self.seeds)
+        self._loss_sum = torch.zeros(k, dtype=torch.float64, device=self.device)
+        self._correct = torch.zeros(k, dtype=torch.float64, device=self.device)
+        self._seen = torch.zeros(k, dtype=torch.float64, device=self.device)
+
+    def training_step(self, step: Tensor, batch_idx: int) -> Tensor:
+        if self._plan_epoch != self.current_epoch:
+            self._build_plan(self.current_epoch)
+        s = int(step)
+        idx = self.plan_idx[:, s]  # (k, B)
+        active = self.plan_active[:, s] & ~self.stopped  # (k,)
+        xb, yb = self.x[idx], self.y[idx]  # (k, B, ...), (k, B)
+        logits = stacked_forward(self.base, self.params(), xb, shared_input=False)  # (k, B, C)
+        k, b, c = logits.shape
+        per_example = F.cross_entropy(logits.reshape(k * b, c), yb.reshape(-1), reduction="none")
+        per_teacher = per_example.view(k, b).mean(1)  # (k,)
+        self.optimizers().optimizer.active = active
+        with torch.no_grad():
+            w = active.to(torch.float64)
+            self._loss_sum += per_teacher.detach().double() * w
+            self._correct += (logits.argmax(-1) == yb).double().mean(1) * w
+            self._seen += w
+        # the sum (not the mean) over teachers: each teacher's gradient is its own loss's
+        loss = per_teacher.sum()
+        self.log(
+            "loss_mean", per_teacher.detach().mean(), prog_bar=True, on_step=True, on_epoch=False
+        )
+        return loss
+
+    def on_train_epoch_end(self) -> None:
+        seen = self._seen.clamp_min(1)
+        epoch_loss, epoch_acc = self._loss_sum / seen, self._correct / seen
+        trained = self._seen > 0
+        self.history.append(
+            {"train_loss": epoch_loss.cpu(), "train_acc": epoch_acc.cpu(), "trained": trained.cpu()}
+        )
+        self.log(
+            "train_acc_mean", epoch_acc[trained].mean() if trained.any() else 0.0, prog_bar=True
+        )
+        if self.config.patience is not None:
+            improved = trained & (epoch_loss < self.best_loss - self.config.min_delta)
+            self.best_loss = torch.where(improved, epoch_loss, self.best_loss)
+            self.wait = torch.where(
+                improved, torch.zeros_like(self.wait), self.wait + trained.long()
+            )
+            self.stopped |= self.wait >= self.config.patience
+            if bool(self.stopped.all()):
+                self.trainer.should_stop = True
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["teacher_history"] = self.history
+        checkpoint["teacher_seeds"] = self.seeds
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if checkpoint.get("teacher_seeds", self.seeds) != self.seeds:
+            raise ValueError("checkpoint was written for other teacher seeds; refusing to resume")
+        self.history = list(checkpoint.get("teacher_history", []))
+
+    def to_ensemble(self, teacher_indices: Tensor, config: dict[str, Any]) -> TeacherEnsemble:
+        metrics = {}
+        if self.history:
+            metrics = {key: torch.stack([h[key] for h in self.history]) for key in self.history[0]}
+        return TeacherEnsemble(
+            self.spec,
+            {n: p.detach() for n, p in self.params().items()},
+            teacher_indices=teacher_indices,
+            config=config,
+            metrics=metrics,
+        )
+
+
+@contextlib.contextmanager
+def _quiet_lightning(quiet: bool) -> Iterator[None]:
+    """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet``."""
+    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
+    levels = [lg.level for lg in loggers]
+    if quiet:
+        for lg in loggers:
+            lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _trainer(
+    config: TrainConfig,
+    *,
+    accelerator: str,
+    devices: Any,
+    progress_bar: bool,
+    callbacks: list[L.Callback],
+    ckpt_dir: Path | None,
+) -> L.Trainer:
+    callbacks = list(callbacks)
+    if ckpt_dir is not None:
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
+        callbacks.append(
+            ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=1)
+        )
+    return L.Trainer(
+        max_epochs=config.epochs,
+        accelerator=accelerator,
+        devices=devices,
+        logger=False,
+        enable_checkpointing=ckpt_dir is not None,
+        enable_progress_bar=progress_bar,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=callbacks,
+        deterministic=False,
+    )
+
+
+def train_teachers(
+    x: Tensor,
+    y: Tensor,
+    shards: Sequence[Tensor],
+    *,
+    spec: ModelSpec,
+    config: TrainConfig | None = None,
+    generator: torch.Generator,
+    mode: Literal["vectorized", "sequential"] = "vectorized",
+    teacher_indices: Sequence[int] | Tensor | None = None,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    accelerator: str = "auto",
+    devices: Any = 1,
+    progress_bar: bool = False,
+    callbacks: Sequence[L.Callback] = (),
+) -> TeacherEnsemble:
+    """Train one teacher per shard; teacher j sees only ``x[shards[j]], y[shards[j]]``.
+
+    Args:
+        x: private inputs (n, …) float32, matching ``spec.input_shape``.
+        y: int64 labels (n,) in {0, …, C − 1}.
+        shards: k disjoint index tensors (:func:`pate_stab.teachers.partition_indices`).
+        spec: teacher architecture.
+        config: training hyper-parameters (default :class:`TrainConfig()`).
+        generator: k teacher seeds are drawn from it, in teacher order.
+        mode: "vectorized" (one fit of all teachers with stacked parameters) or
+            "sequential" (one Lightning fit per teacher; same seeds, same data order).
+        teacher_indices: train only these global teacher indices (to split across devices).
+        run_dir: where to write checkpoints and the ensemble (``checkpoints/<run>/teachers``).
+        resume: continue from ``run_dir/lightning/last.ckpt`` if it exists (vectorised mode).
+        accelerator, devices: passed to ``lightning.Trainer`` ("auto" picks a GPU if present).
+        progress_bar: show Lightning's progress bar.
+        callbacks: extra Lightning callbacks.
+
+    Returns:
+        The trained :class:`TeacherEnsemble` (parameters on CPU).
+
+    Example::
+
+        shards = partition_indices(record_keys_from_tensors(x, y), 100, generator=g1)
+        teachers = train_teachers(x, y, shards, spec=ModelSpec("mlp", (20,), 3), generator=g2)
+        votes = teachers.predict_votes(public_x)  # (100, m) int64
+    """
+    config = config or TrainConfig()
+    check_generator(generator)
+    x = check_tensor("x", x, floating=True)
+    y = check_tensor("y", y, ndim=1, floating=False).long()
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x has {x.shape[0]} rows but y has {y.shape[0]}")
+    if tuple(x.shape[1:]) != spec.input_shape and math.prod(x.shape[1:]) != math.prod(
+        spec.input_shape
+    ):
+        raise ValueError(f"x rows have shape {tuple(x.shape[1:])}, spec expects {spec.input_shape}")
+    if y.numel() and not (0 <= int(y.min()) and int(y.max()) < spec.num_classes):
+        raise ValueError(f"labels must lie in [0, {spec.num_classes - 1}]")
+    k = len(shards)
+    check_int("number of shards", k, minimum=1)
+    if mode not in ("vectorized", "sequential"):
+        raise ValueError(f"mode must be 'vectorized' or 'sequential', got {mode!r}")
+    seeds = [child_seed(generator) for _ in range(k)]
+    chosen = (
+        torch.arange(k)
+        if teacher_indices is None
+        else torch.as_tensor(teacher_indices, dtype=torch.int64)
+    )
+    if chosen.numel() == 0 or int(chosen.min()) < 0 or int(chosen.max()) >= k:
+        raise ValueError(f"teacher_indices must be non-empty and lie in [0, {k - 1}]")
+    sub_seeds = [seeds[int(j)] for j in chosen]
+    sub_shards = [shards[int(j)] for j in chosen]
+    run_dir = Path(run_dir) if run_dir is not None else None
+    meta = {"train": asdict(config), "mode": mode, "num_teachers_total": k, "seeds": sub_seeds}
+    common = {
+        "accelerator": accelerator,
+        "devices": devices,
+        "progress_bar": progress_bar,
+        "callbacks": list(callbacks),
+    }
+
+    with _quiet_lightning(not progress_bar):
+        ensemble = _fit(
+            x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common
+        )
+    if run_dir is not None:
+        ensemble.save(run_dir)
+    return ensemble
+
+
+def _fit(
+    x: Tensor,
+    y: Tensor,
+    spec: ModelSpec,
+    config: TrainConfig,
+    mode: str,
+    chosen: Tensor,
+    sub_seeds: list[int],
+    sub_shards: list[Tensor],
+    run_dir: Path | None,
+    resume: bool,
+    meta: dict[str, Any],
+    common: dict[str, Any],
+) -> TeacherEnsemble:
+    if mode == "vectorized":
+        module = TeacherEnsembleModule(spec, config, sub_seeds, x, y, sub_shards)
+        ckpt_dir = run_dir / "lightning" if run_dir is not None else None
+        trainer = _trainer(config, ckpt_dir=ckpt_dir, **common)
+        last = ckpt_dir / "last.ckpt" if ckpt_dir is not None else None
+        ckpt_path = str(last) if resume and last is not None and last.is_file() else None
+        trainer.fit(module, ckpt_path=ckpt_path)
+        ensemble = module.to_ensemble(chosen, meta)
+    else:
+        parts = []
+        for j, seed, shard in zip(chosen.tolist(), sub_seeds, sub_shards, strict=True):
+            module = TeacherEnsembleModule(spec, config, [seed], x, y, [shard])
+            _trainer(config, ckpt_dir=None, **common).fit(module)
+            parts.append(module.to_ensemble(torch.tensor([j]), meta))
+        same_len = len({p.metrics.get("train_loss", torch.empty(0)).shape[0] for p in parts}) == 1
+        metrics = (
+            {key: torch.cat([p.metrics[key] for p in parts], dim=1) for key in parts[0].metrics}
+            if same_len
+            else {}
+        )
+        params = {n: torch.cat([p.params[n] for p in parts]) for n in parts[0].params}
+        ensemble = TeacherEnsemble(
+            spec, params, teacher_indices=chosen, config=meta, metrics=metrics
+        )
+    return ensemble
