@@ -124,9 +124,9 @@ def huge_margin_counts() -> torch.Tensor:
 @pytest.mark.parametrize(
     "agg",
     [
-        LNMax(noise_scale=2.0, num_queries=300, delta=DELTA),
-        GNMax(sigma=5.0, num_queries=300, delta=DELTA),
-        ConfidentGNMax(threshold=500, sigma1=10.0, sigma2=5.0, num_queries=300, delta=DELTA),
+        LNMax(noise_scale=20.0, num_queries=300, delta=DELTA),  # margin 1000 = 50 b
+        GNMax(sigma=50.0, num_queries=300, delta=DELTA),  # margin 20 σ
+        ConfidentGNMax(threshold=500, sigma1=25.0, sigma2=50.0, num_queries=300, delta=DELTA),
     ],
     ids=["LNMax", "GNMax", "ConfidentGNMax"],
 )
@@ -343,3 +343,12 @@ def test_confident_gnmax_noiseless_check_is_flagged(confident_one: ConfidentGNMa
     result = dp_test(mech, a, b, epsilon=agg.single_query_epsilon(DELTA), delta=DELTA, num_samples=NUM_SAMPLES,
                      alpha=ALPHA, generator=generator)
     assert result.violates, result
+
+
+def test_pld_refuses_vacuous_guarantees() -> None:
+    with pytest.raises(ValueError, match="accountant='rdp'"):
+        LNMax(noise_scale=100.0, num_queries=10**7, delta=DELTA)
+    with pytest.raises(ValueError, match="accountant='rdp'"):
+        GNMax.calibrate(epsilon=100.0, delta=DELTA, num_queries=10)
+    rdp = LNMax(noise_scale=100.0, num_queries=10**7, delta=DELTA, accountant="rdp")
+    assert rdp.certified_epsilon > 64
