@@ -236,8 +236,7 @@ class _Aggregator:
                 f"answered, {m} more requested"
             )
         parts = [
-            self._labels(counts[start : start + _ROWS_PER_CHUNK], generator)
-            for start in range(0, m, _ROWS_PER_CHUNK)
+            self._labels(counts[start : start + _ROWS_PER_CHUNK], generator) for start in range(0, m, _ROWS_PER_CHUNK)
         ]
         labels = torch.cat(parts)
         self.queries_seen += m
@@ -291,7 +290,8 @@ class LNMax(_Aggregator):
 
     Sensitivity: one record moves one vote, so the count vector has ℓ1 sensitivity 2 and the
     Laplace mechanism on it with scale b is (2/b)-DP; the argmax is post-processing. One query
-    is ``LaplaceDpEvent(noise_multiplier=b/2)`` (PATE 2017's "(2γ, 0)-DP" with γ = 1/b); the
+    is ``LaplaceDpEvent(noise_multiplier=b/2)`` (PATE 2017's per-query 2γ with γ = 1/b, as in
+    tensorflow/privacy ``research/pate_2017/analysis.py``: ``logmgf_exact(q, 2.0 * noise_eps, l)``); the
     run composes it ``num_queries`` times in the accountant. Holds for the replace-one and the
     add/remove-one relations between datasets when the partition is record-keyed (DESIGN.md
     fact 1).
@@ -312,9 +312,7 @@ class LNMax(_Aggregator):
         super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
 
     @classmethod
-    def calibrate(
-        cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld"
-    ) -> LNMax:
+    def calibrate(cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld") -> LNMax:
         """The smallest Laplace scale b whose ``num_queries`` queries are (ε, δ)-DP.
 
         Example:
@@ -378,9 +376,7 @@ class GNMax(_Aggregator):
         super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
 
     @classmethod
-    def calibrate(
-        cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld"
-    ) -> GNMax:
+    def calibrate(cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld") -> GNMax:
         """The smallest σ whose ``num_queries`` queries are (ε, δ)-DP.
 
         m Gaussian queries compose to one Gaussian mechanism with μ = √(2m)/σ, so the answer
