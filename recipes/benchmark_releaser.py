@@ -82,7 +82,8 @@ def main() -> None:
     answered = int((labels >= 0).sum())
     print(f"k={args.teachers} C={args.classes} m={args.queries} λ={cal.noise_scale:.3g} w={cal.threshold:.3g}")
     print(
-        f"vectorised releaser: {vec_s:.3f} s for {args.queries} queries = {vec_rate:,.0f} queries/s ({answered} answered)"
+        f"vectorised releaser: {vec_s:.3f} s for {args.queries} queries = {vec_rate:,.0f} queries/s "
+        f"({answered} answered)"
     )
     print(
         f"per-query Python loop: {loop_s:.3f} s for {len(rows)} queries = {loop_rate:,.0f} queries/s "
