@@ -128,7 +128,8 @@ def test_bad_parameters_rejected(kwargs: dict) -> None:
 
 def test_bad_values_rejected() -> None:
     with pytest.raises(ValueError):
-        noise_reduction(torch.tensor([0.0, float("nan")]), sensitivity=1.0, epsilons=[1.0], generator=seeded_generator(0))
+        noise_reduction(torch.tensor([0.0, float("nan")]), sensitivity=1.0, epsilons=[1.0],
+                        generator=seeded_generator(0))
     with pytest.raises(ValueError):
         noise_reduction(torch.tensor([float("inf")]), sensitivity=1.0, epsilons=[1.0], generator=seeded_generator(0))
     with pytest.raises(TypeError):
