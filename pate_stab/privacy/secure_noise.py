@@ -1,0 +1,389 @@
+"""Secure noise: exact discrete Laplace noise and the snapping mechanism, from the OS's CSPRNG.
+
+Why. Floating-point Laplace noise ``f(D) + b·log(U)`` has a *porous* support: the set of doubles
+that ``f(D) + noise`` can take depends on f(D), so a single output can reveal which of two
+neighbouring inputs produced it, whatever ε claims (Mironov 2012, "On significance of the
+least significant bits for differential privacy"). The samplers here avoid floating point where
+the privacy argument lives:
+
+* :func:`discrete_laplace` draws integer noise with ``P[X = x] ∝ exp(−|x| / scale)`` exactly,
+  by Canonne, Kamath & Steinke 2020 ("The discrete Gaussian for differential privacy"),
+  Algorithm 2, with Bernoulli(exp(−γ)) trials of their Algorithm 1 done in exact integer
+  arithmetic (γ rational). Added to an integer query of sensitivity Δ it is (Δ/scale)-DP, and
+  the support of ``f(D) + X`` is all of ℤ for every D: nothing porous. Vote counts and
+  distances to instability are integers, so the releasers can use it directly
+  (:class:`SecureSparseVector`).
+* :func:`snapping` is Mironov 2012's snapping mechanism for real outputs (sensitivity 1):
+  ``clamp_B(round_Λ(clamp_B(f(D)) + S·λ·ln U*))`` with U* uniform on the doubles of (0, 1]
+  (full precision, variable exponent) and Λ the smallest power of two >= λ. Its outputs are
+  multiples of Λ in [−B, B]; Mironov's Theorem 1 gives (1/λ + 2^{−49}·B/λ)-DP for
+  λ < B < 2^46·λ (assuming a correctly rounded log; numpy's is accurate to about 1 ulp).
+
+Randomness. Every sampler takes ``source=``: :class:`SystemRandomSource` (the default) reads
+``os.urandom`` and cannot be replayed; :class:`SeededRandomSource` replays a seed and is for
+reproducible research and tests only — whoever knows the seed can subtract the noise, exactly
+as with the seeded torch generators of :mod:`pate_stab.privacy.noise`, which remain the
+toolkit's reproducible default.
+
+Scales are handled as exact rationals: a float ``scale`` is replaced by the nearest fraction
+with denominator at most 2^20 (:func:`exact_scale`), and that value is the one sampled from;
+claim ε from it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from fractions import Fraction
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from pate_stab._validation import check_int, check_positive, check_real, check_tensor
+from pate_stab.errors import HaltedError
+
+__all__ = [
+    "RandomSource",
+    "SystemRandomSource",
+    "SeededRandomSource",
+    "exact_scale",
+    "discrete_laplace",
+    "discrete_laplace_pmf",
+    "discrete_laplace_tail",
+    "secure_leak_probability",
+    "secure_threshold_for_leak",
+    "SecureSparseVector",
+    "snapping",
+    "snapping_epsilon",
+    "snapping_support_contains",
+]
+
+_MAX_DENOMINATOR = 1 << 20
+_TWO63 = 1 << 63
+
+
+class RandomSource(Protocol):
+    """Uniform random 63-bit integers."""
+
+    def uint63(self, n: int) -> np.ndarray:  # pragma: no cover - protocol
+        """``n`` independent uniform integers in [0, 2^63), as int64."""
+        ...
+
+
+class SystemRandomSource:
+    """Random bits from ``os.urandom`` (the OS's CSPRNG); never reproducible."""
+
+    def uint63(self, n: int) -> np.ndarray:
+        words = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+        return (words >> np.uint64(1)).astype(np.int64)
+
+
+class SeededRandomSource:
+    """Random bits from a seeded PCG64 — reproducible research and tests only, NOT secure."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = np.random.Generator(np.random.PCG64(check_int("seed", seed, minimum=0)))
+
+    def uint63(self, n: int) -> np.ndarray:
+        return self._rng.integers(0, np.iinfo(np.int64).max, size=n, dtype=np.int64, endpoint=True)
+
+
+def _source(source: RandomSource | None) -> RandomSource:
+    if source is None:
+        return SystemRandomSource()
+    if not hasattr(source, "uint63"):
+        raise TypeError(f"source must be a RandomSource, got {type(source).__name__}")
+    return source
+
+
+def _randbelow(bound: np.ndarray, source: RandomSource) -> np.ndarray:
+    """Uniform integers in [0, bound) for each entry of ``bound`` (1 <= bound < 2^62), exactly."""
+    bound = bound.astype(np.int64)
+    out = np.empty_like(bound)
+    pending = np.arange(bound.size)
+    while pending.size:
+        b = bound[pending]
+        r = source.uint63(pending.size)
+        # accept r < 2^63 − (2^63 mod b): then r mod b is exactly uniform on [0, b)
+        rem = ((np.int64(1 << 62) % b) * 2) % b  # 2^63 mod b without overflowing int64
+        ok = r <= np.iinfo(np.int64).max - rem
+        out[pending[ok]] = r[ok] % b[ok]
+        pending = pending[~ok]
+    return out
+
+
+def _bernoulli_exp(num: np.ndarray, den: int, source: RandomSource) -> np.ndarray:
+    """Bernoulli(exp(−num/den)) for integers 0 <= num <= den (CKS20 Alg 1, γ ∈ [0, 1]).
+
+    Draw A_k ~ Bernoulli(γ/k) for k = 1, 2, … until the first A_k = 0; return 1 iff that k is odd.
+    Each A_k is ``randbelow(den·k) < num``: exact.
+    """
+    result = np.zeros(num.shape, dtype=bool)
+    alive = np.arange(num.size)
+    k = 1
+    while alive.size:
+        a = _randbelow(np.full(alive.size, den * k, dtype=np.int64), source) < num[alive]
+        stopped = alive[~a]
+        result[stopped] = k % 2 == 1
+        alive = alive[a]
+        k += 1
+    return result
+
+
+def exact_scale(scale: float | Fraction | int) -> Fraction:
+    """The exact rational scale the samplers use for ``scale`` (denominator <= 2^20)."""
+    if isinstance(scale, Fraction):
+        value = scale
+    else:
+        value = Fraction(check_positive("scale", scale)).limit_denominator(_MAX_DENOMINATOR)
+    if not value > 0:
+        raise ValueError(f"scale must be > 0, got {scale!r}")
+    if value.numerator >= 1 << 40 or value.denominator > _MAX_DENOMINATOR:
+        raise ValueError(f"scale {scale!r} is out of the supported range (0, 2^40)")
+    return value
+
+
+def discrete_laplace(
+    scale: float | Fraction | int, size: int, *, source: RandomSource | None = None
+) -> torch.Tensor:
+    """Exact discrete Laplace noise: P[X = x] = (1 − q)/(1 + q) · q^{|x|}, q = exp(−1/scale).
+
+    Canonne, Kamath & Steinke 2020, Algorithm 2 with scale = t/s: draw U uniform on {0, …, t−1}
+    and keep it with probability exp(−U/t); draw V ~ Geometric(1 − e^{−1}) by Bernoulli(e^{−1})
+    trials; Y = ⌊(U + t·V)/s⌋; a fair sign B; reject (B = 1, Y = 0); return (1 − 2B)·Y.
+
+    Args:
+        scale: the scale t > 0 (for an integer query with sensitivity Δ, t = Δ/ε).
+        size: number of samples.
+        source: random bits (default: the OS's CSPRNG).
+
+    Returns:
+        ``(size,)`` int64 tensor.
+
+    Example: scale 1 gives P[X = 0] = (1 − e^{−1})/(1 + e^{−1}) ≈ 0.4621.
+    """
+    frac = exact_scale(scale)
+    size = check_int("size", size, minimum=0)
+    src = _source(source)
+    t, s = frac.numerator, frac.denominator  # CKS20 Alg 2 samples Lap_Z(t/s)
+    out = np.empty(size, dtype=np.int64)
+    pending = np.arange(size)
+    while pending.size:
+        n = pending.size
+        u = _randbelow(np.full(n, t, dtype=np.int64), src) if t > 1 else np.zeros(n, dtype=np.int64)
+        keep = _bernoulli_exp(u, t, src)
+        idx, u = pending[keep], u[keep]
+        v = np.zeros(idx.size, dtype=np.int64)
+        going = np.arange(idx.size)
+        while going.size:  # V: number of Bernoulli(e^{-1}) successes before the first failure
+            hit = _bernoulli_exp(np.ones(going.size, dtype=np.int64), 1, src)
+            v[going[hit]] += 1
+            going = going[hit]
+        y = (u + t * v) // s
+        sign = (src.uint63(idx.size) & 1).astype(bool)
+        accept = ~(sign & (y == 0))
+        out[idx[accept]] = np.where(sign[accept], -y[accept], y[accept])
+        done = np.zeros(size, dtype=bool)
+        done[idx[accept]] = True
+        pending = pending[~done[pending]]
+    return torch.from_numpy(out)
+
+
+def discrete_laplace_pmf(x: int, scale: float | Fraction | int) -> float:
+    """P[X = x] for :func:`discrete_laplace` with this scale."""
+    q = math.exp(-1.0 / float(exact_scale(scale)))
+    return (1.0 - q) / (1.0 + q) * q ** abs(int(x))
+
+
+def discrete_laplace_tail(z: int, scale: float | Fraction | int) -> float:
+    """P[X > z] for :func:`discrete_laplace` with this scale (z an integer)."""
+    q = math.exp(-1.0 / float(exact_scale(scale)))
+    z = int(z)
+    if z >= 0:
+        return q ** (z + 1) / (1.0 + q)
+    return 1.0 - q ** (-z) / (1.0 + q)
+
+
+def secure_leak_probability(*, threshold: int, noise_scale: float | Fraction | int) -> float:
+    """P[Q − V > threshold] with Q ~ DLap(2λ), V ~ DLap(λ): how often a distance-0 query passes.
+
+    The integer counterpart of :func:`pate_stab.privacy.calibration.leak_probability` (DESIGN
+    fact 3) for :class:`SecureSparseVector`. Summed over V to relative precision ~1e-15.
+    """
+    threshold = check_int("threshold", threshold)
+    lam = exact_scale(noise_scale)
+    q_v = math.exp(-1.0 / float(lam))
+    span = int(math.ceil(float(lam) * 45.0)) + 1  # q_v^span < 1e-19
+    total = 0.0
+    for v in range(-span, span + 1):
+        total += (1.0 - q_v) / (1.0 + q_v) * q_v ** abs(v) * discrete_laplace_tail(threshold + v, 2 * lam)
+    return total
+
+
+def secure_threshold_for_leak(*, probability: float, noise_scale: float | Fraction | int) -> int:
+    """The smallest integer threshold w with ``secure_leak_probability(w, λ) <= probability``."""
+    probability = check_real("probability", probability, low=0.0, high=1.0, low_inclusive=False)
+    lam = float(exact_scale(noise_scale))
+    lo, hi = 0, max(1, int(math.ceil(2 * lam * (math.log(1.0 / probability) + 2))))
+    while secure_leak_probability(threshold=hi, noise_scale=noise_scale) > probability:
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if secure_leak_probability(threshold=mid, noise_scale=noise_scale) <= probability:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+class SecureSparseVector:
+    """Sparse vector with cutoff (BTT18 Alg 1) on integer queries with exact discrete Laplace noise.
+
+    Threshold noise DLap(λ), query noise DLap(2λ), a fresh threshold after every ⊥, halting after
+    ``max_unstable`` ⊥. Query values must be integers (vote counts, distances to instability);
+    the test is ``value + Q > threshold + V`` in exact integer arithmetic. The privacy proof of the
+    continuous version (shift the threshold noise by 1, the failing query's noise by 2) uses only
+    the ratio bound P[X = x]/P[X = x + j] <= exp(|j|/scale), which the discrete Laplace law
+    satisfies on ℤ: each segment is (2/λ)-DP for sensitivity-1 queries, as in
+    :class:`pate_stab.privacy.sparse_vector.SparseVector`. Choose an integer threshold with
+    :func:`secure_threshold_for_leak` (the continuous threshold formula does not apply).
+
+    Args:
+        threshold: the public integer threshold w.
+        noise_scale: λ (an exact rational, see :func:`exact_scale`).
+        max_unstable: T >= 1.
+        source: random bits (default: the OS's CSPRNG).
+    """
+
+    def __init__(
+        self, *, threshold: int, noise_scale: float | Fraction | int, max_unstable: int,
+        source: RandomSource | None = None,
+    ) -> None:
+        self.threshold = check_int("threshold", threshold)
+        self.noise_scale = exact_scale(noise_scale)
+        self.max_unstable = check_int("max_unstable", max_unstable, minimum=1)
+        self._source = _source(source)
+        self._threshold_noise = self._draw(self.noise_scale)
+        self.num_failed = 0
+        self.num_seen = 0
+        self.num_passed = 0
+
+    def _draw(self, scale: Fraction) -> int:
+        return int(discrete_laplace(scale, 1, source=self._source)[0])
+
+    @property
+    def halted(self) -> bool:
+        return self.num_failed >= self.max_unstable
+
+    def process(self, value: int) -> bool:
+        """Test one integer query value; True is ⊤, False is ⊥. Raises HaltedError after the cutoff."""
+        if self.halted:
+            raise HaltedError(f"sparse vector halted after {self.max_unstable} failed queries")
+        value = check_int("value", value)
+        noisy = value + self._draw(2 * self.noise_scale)
+        self.num_seen += 1
+        if noisy > self.threshold + self._threshold_noise:
+            self.num_passed += 1
+            return True
+        self.num_failed += 1
+        if not self.halted:
+            self._threshold_noise = self._draw(self.noise_scale)
+        return False
+
+    def process_many(self, values: torch.Tensor) -> torch.Tensor:
+        """Integer values (m,) → int8 codes (1 ⊤, 0 ⊥, −1 not processed after halting)."""
+        values = check_tensor("values", values, ndim=1, floating=False, nonempty=False)
+        out = torch.full((values.numel(),), -1, dtype=torch.int8)
+        for i, v in enumerate(values.tolist()):
+            if self.halted:
+                break
+            out[i] = 1 if self.process(int(v)) else 0
+        return out
+
+
+def _power_of_two_at_least(x: float) -> float:
+    mant, exp = math.frexp(x)  # x = mant · 2^exp, mant in [0.5, 1)
+    return math.ldexp(1.0, exp - 1) if mant == 0.5 else math.ldexp(1.0, exp)
+
+
+def _bit_length(x: np.ndarray) -> np.ndarray:
+    """Bit length of each non-negative int64 (0 for 0), in exact integer arithmetic."""
+    x = x.copy()
+    length = np.zeros(x.shape, dtype=np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):
+        big = x >= (np.int64(1) << np.int64(shift))
+        length[big] += shift
+        x[big] >>= np.int64(shift)
+    return length + (x > 0)
+
+
+def _uniform_full_precision(size: int, source: RandomSource) -> np.ndarray:
+    """U* uniform on (0, 1) rounded to doubles with full precision (Mironov 2012, Sec 5.2).
+
+    The binary exponent is geometric (leading zero bits of a random bit stream), the 52-bit
+    mantissa uniform: U* = (1 + m/2^52)·2^{−e} with P[e] = 2^{−e}.
+    """
+    exponent = np.ones(size, dtype=np.int64)
+    pending = np.arange(size)
+    while pending.size:  # count leading zeros, 62 random bits at a time
+        bits = source.uint63(pending.size) >> np.int64(1)  # 62-bit words
+        nz = bits != 0
+        lead = 62 - _bit_length(bits)
+        exponent[pending] += lead
+        pending = pending[~nz & (exponent[pending] < 1070)]
+    mantissa = (source.uint63(size) >> np.int64(11)).astype(np.float64)  # 52 bits
+    return np.ldexp(1.0 + mantissa * 2.0**-52, -exponent)
+
+
+def snapping(
+    value: float, *, noise_scale: float, bound: float, size: int, source: RandomSource | None = None
+) -> torch.Tensor:
+    """Mironov 2012's snapping mechanism for a sensitivity-1 real query, ``size`` independent runs.
+
+    ``clamp_B(round_Λ(clamp_B(value) + S·λ·ln U*))`` with S a fair sign, U* from
+    :func:`_uniform_full_precision`, Λ = the smallest power of two >= λ. Privacy:
+    :func:`snapping_epsilon`.
+
+    Args:
+        value: f(D), a query with sensitivity 1 (scale the query for other sensitivities).
+        noise_scale: λ, with λ < B < 2^46·λ.
+        bound: B, the clamping bound.
+        size: number of runs.
+        source: random bits (default: the OS's CSPRNG).
+
+    Returns:
+        ``(size,)`` float64 tensor of multiples of Λ in [−B, B].
+    """
+    value = check_real("value", value)
+    lam = check_positive("noise_scale", noise_scale)
+    bound = check_positive("bound", bound)
+    if not lam < bound < 2.0**46 * lam:
+        raise ValueError(f"need noise_scale < bound < 2^46·noise_scale, got noise_scale={lam}, bound={bound}")
+    size = check_int("size", size, minimum=0)
+    src = _source(source)
+    big_lambda = _power_of_two_at_least(lam)
+    u = _uniform_full_precision(size, src)
+    sign = np.where((src.uint63(size) & 1).astype(bool), 1.0, -1.0)
+    x = min(max(value, -bound), bound) + sign * (lam * np.log(u))
+    snapped = np.round(x / big_lambda) * big_lambda  # division by a power of two is exact
+    return torch.from_numpy(np.clip(snapped, -bound, bound))
+
+
+def snapping_epsilon(*, noise_scale: float, bound: float) -> float:
+    """ε of :func:`snapping` for a sensitivity-1 query: 1/λ + 2^{−49}·B/λ (Mironov 2012, Thm 1)."""
+    lam = check_positive("noise_scale", noise_scale)
+    bound = check_positive("bound", bound)
+    return 1.0 / lam + 2.0**-49 * bound / lam
+
+
+def snapping_support_contains(outputs: torch.Tensor, *, noise_scale: float, bound: float) -> torch.Tensor:
+    """Which outputs lie in the snapping mechanism's support (multiples of Λ in [−B, B]).
+
+    The support is the same for every input value, which is the point of snapping.
+    """
+    big_lambda = _power_of_two_at_least(check_positive("noise_scale", noise_scale))
+    bound = check_positive("bound", bound)
+    out = outputs.to(torch.float64)
+    on_grid = torch.remainder(out, big_lambda) == 0
+    return (on_grid | (out.abs() == bound)) & (out.abs() <= bound)
