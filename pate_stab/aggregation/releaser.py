@@ -155,6 +155,8 @@ class StabilityReleaser:
         if bool((counts < 0).any()):
             raise ValueError("counts must be non-negative")
         m = counts.shape[0]
+        if m == 0:
+            raise ValueError("counts is empty (shape (0, C)): no query to release; nothing was spent")
         self._check_room(m)
         self._spend.ensure()
         self._queries_offered += m

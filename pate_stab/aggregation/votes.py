@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 _INVERSE_GAMMA_TOLERANCE = 1e-9
+_MAX_BINS = 1 << 20
 _ELEMENTS_PER_BLOCK = 1 << 22  # scores binned per block: bounds the temporaries at ~32 MiB each
 
 
@@ -87,10 +88,13 @@ def num_bins(gamma: float) -> int:
     """n = 1/γ, the number of bins of the γ-partition (BTT18 Def 5.1 with 1/γ an integer).
 
     Raises:
-        ValueError: γ is not in (0, 1/2], or 1/γ is not an integer (within 1e-9).
+        ValueError: γ is not in (0, 1/2], 1/γ is not an integer (within 1e-9), or 1/γ exceeds
+            2^20 bins (a histogram that fine is a configuration error, not a discretisation).
     """
     gamma = check_real("gamma", gamma, low=0.0, high=0.5, low_inclusive=False)
     inverse = 1.0 / gamma
+    if not inverse <= _MAX_BINS:
+        raise ValueError(f"gamma={gamma!r} gives 1/gamma={inverse:.3g} bins; at most {_MAX_BINS} are supported")
     n = round(inverse)
     if abs(inverse - n) >= _INVERSE_GAMMA_TOLERANCE:
         raise ValueError(
