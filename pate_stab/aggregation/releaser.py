@@ -29,6 +29,7 @@ from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.accounting import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
 from pate_stab.privacy.calibration import Calibration
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.secure_noise import RandomSource, SecureSparseVector, secure_threshold_for_leak
 from pate_stab.privacy.stability import OnlineQueryRelease
 
 __all__ = ["ABSTAIN", "ReleaseResult", "StabilityReleaser", "releaser_event"]
@@ -93,6 +94,13 @@ class StabilityReleaser:
         ledger: optional :class:`PrivacyLedger`; the whole run's certified (ε, δ) is spent
             before the first label is returned.
         spend_id: the ledger id of this run (a retry with the same id is not charged twice).
+        noise: ``"seeded"`` (float64 Laplace from ``generator``: reproducible research) or
+            ``"secure"`` (exact discrete Laplace on the integer distances, random bits from the
+            OS's CSPRNG or ``source``; immune to the floating-point attack on Laplace noise,
+            Mironov 2012). In secure mode the threshold is the smallest integer whose discrete
+            leak probability fits the calibration's per-test share of δ, so the calibration's
+            (ε, δ) still holds; ``generator`` is not used.
+        source: random bits for secure mode (default: the OS).
 
     Batch and online forms give identical labels for the same generator, however the queries
     are split into calls.
@@ -104,21 +112,40 @@ class StabilityReleaser:
         self,
         calibration: Calibration,
         *,
-        generator: torch.Generator,
+        generator: torch.Generator | None,
         ledger: PrivacyLedger | None = None,
         spend_id: str | None = None,
+        noise: str = "seeded",
+        source: RandomSource | None = None,
     ) -> None:
         if not isinstance(calibration, Calibration):
             raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
         if calibration.soft_labels:
             raise ValueError("this calibration is for the soft-label releaser (soft_labels=True)")
+        if noise not in ("seeded", "secure"):
+            raise ValueError(f"noise must be 'seeded' or 'secure', got {noise!r}")
         self.calibration = calibration
-        self._oqr = OnlineQueryRelease(
-            noise_scale=calibration.noise_scale,
-            threshold=calibration.threshold,
-            max_unstable=calibration.max_unstable,
-            generator=generator,
-        )
+        self.noise = noise
+        self._oqr: OnlineQueryRelease | SecureSparseVector
+        if noise == "secure":
+            threshold = secure_threshold_for_leak(
+                probability=calibration.delta_leak / calibration.num_tests, noise_scale=calibration.noise_scale
+            )
+            self._oqr = SecureSparseVector(
+                threshold=threshold,
+                noise_scale=calibration.noise_scale,
+                max_unstable=calibration.max_unstable,
+                source=source,
+            )
+        else:
+            if generator is None:
+                raise TypeError("generator is required with noise='seeded'")
+            self._oqr = OnlineQueryRelease(
+                noise_scale=calibration.noise_scale,
+                threshold=calibration.threshold,
+                max_unstable=calibration.max_unstable,
+                generator=generator,
+            )
         self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism)
         self._queries_offered = 0
 
@@ -162,7 +189,12 @@ class StabilityReleaser:
         self._queries_offered += m
         if self.halted:
             return ReleaseResult(torch.full((m,), ABSTAIN, dtype=torch.int64), torch.full((m,), -1, dtype=torch.int8))
-        labels, status = self._oqr.release(top_label(counts), distance_to_instability(counts).to(torch.float64))
+        dist = distance_to_instability(counts)
+        if isinstance(self._oqr, SecureSparseVector):
+            status = self._oqr.process_many(dist)
+            labels = torch.where(status == 1, top_label(counts), torch.full((m,), ABSTAIN, dtype=torch.int64))
+        else:
+            labels, status = self._oqr.release(top_label(counts), dist.to(torch.float64))
         self._spend.progress(queries_seen=self.queries_seen, answered=self._oqr.num_passed, halted=self.halted)
         return ReleaseResult(labels, status)
 
@@ -172,6 +204,7 @@ class StabilityReleaser:
         return {
             "mechanism": self.mechanism,
             "calibration": cal.mode,
+            "noise": self.noise,
             "epsilon": cal.certified_epsilon,
             "delta": cal.certified_delta,
             "noise_scale": cal.noise_scale,

@@ -275,3 +275,20 @@ def test_soft_releaser_is_private():
     assert a.shape == (k, 3)
     res = dp_test(mech, a, b, epsilon=2 * 2 / LAM, generator=torch.Generator().manual_seed(35), num_samples=200_000)
     assert not res.violates, res
+
+
+def test_secure_noise_mode():
+    from pate_stab.privacy.secure_noise import SeededRandomSource, secure_leak_probability
+
+    k = int(2 * (CAL.threshold + 60 * CAL.noise_scale)) + 1
+    rel = StabilityReleaser(CAL, generator=None, noise="secure", source=SeededRandomSource(3))
+    res = rel.release(_hist([[0, k, 0], [k // 2, k // 2, 0], [k, 0, 0]]))
+    assert res.labels.tolist() == [1, ABSTAIN, 0]
+    assert rel.summary()["noise"] == "secure"
+    # the integer threshold keeps the calibration's leak budget
+    w = rel._oqr.threshold
+    assert CAL.num_tests * secure_leak_probability(threshold=w, noise_scale=CAL.noise_scale) <= CAL.delta_leak
+    with pytest.raises(ValueError, match="noise"):
+        StabilityReleaser(CAL, generator=None, noise="fast")
+    with pytest.raises(TypeError, match="generator"):
+        StabilityReleaser(CAL, generator=None)
