@@ -315,13 +315,23 @@ def stability_requirement(
     return cal, teachers_for_unanimous_answer(cal)
 
 
-def epsilon_needed(*, num_teachers: int, delta: float, num_queries: int, max_unstable: int, mode: str, soft_labels: bool) -> float:
+def epsilon_needed(
+    *, num_teachers: int, delta: float, num_queries: int, max_unstable: int, mode: str, soft_labels: bool
+) -> float:
     """Smallest ε (to 1 %) at which ``num_teachers`` unanimous teachers are answered w.p. 0.95."""
 
     def ok(eps: float) -> bool:
-        return stability_requirement(
-            epsilon=eps, delta=delta, num_queries=num_queries, max_unstable=max_unstable, mode=mode, soft_labels=soft_labels
-        )[1] <= num_teachers
+        return (
+            stability_requirement(
+                epsilon=eps,
+                delta=delta,
+                num_queries=num_queries,
+                max_unstable=max_unstable,
+                mode=mode,
+                soft_labels=soft_labels,
+            )[1]
+            <= num_teachers
+        )
 
     lo, hi = 0.01, 1.0
     while not ok(hi):
@@ -598,7 +608,9 @@ def fit_student(prep: Prepared, release: Release, *, generator: torch.Generator,
     unused = torch.ones(prep.query_x.shape[0], dtype=torch.bool)
     unused[targets.index] = False
     unlabelled = torch.cat([prep.query_x[unused], task.public_x[config.num_queries :]])
-    spec = ModelSpec(config.student_model, tuple(prep.query_x.shape[1:]), task.num_classes, hidden=config.student_hidden)
+    spec = ModelSpec(
+        config.student_model, tuple(prep.query_x.shape[1:]), task.num_classes, hidden=config.student_hidden
+    )
     student_config = StudentConfig(
         epochs=config.student_epochs,
         batch_size=config.student_batch_size,
@@ -661,16 +673,22 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report
-    ledger = open_ledger(prep.run_dir, run_name=config.run_name, budget_epsilon=config.epsilon, budget_delta=config.delta)
+    ledger = open_ledger(
+        prep.run_dir, run_name=config.run_name, budget_epsilon=config.epsilon, budget_delta=config.delta
+    )
     try:
         t0 = time.perf_counter()
-        release = release_labels(prep, ledger, aggregator=config.aggregator, epsilon=config.epsilon, generator=prep.generators["release"])
+        release = release_labels(
+            prep, ledger, aggregator=config.aggregator, epsilon=config.epsilon, generator=prep.generators["release"]
+        )
         prep.timings["release"] = time.perf_counter() - t0
         if config.stop_after == "release":
             report["status"] = "released"
             return report
         t0 = time.perf_counter()
-        student, targets = fit_student(prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"])
+        student, targets = fit_student(
+            prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"]
+        )
         torch.save(student.state_dict(), prep.run_dir / "student.pt")
         prep.timings["student"] = time.perf_counter() - t0
 
@@ -697,7 +715,9 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
             "num_teachers": config.num_teachers,
             "teacher_model": {**prep.teachers.spec.to_dict(), "train": prep.teachers.config.get("train")},
             "aggregator": config.aggregator,
-            "calibration": s.get("calibration_detail", {k: v for k, v in s.items() if k not in ("queries_seen", "answered", "abstained")}),
+            "calibration": s.get(
+                "calibration_detail", {k: v for k, v in s.items() if k not in ("queries_seen", "answered", "abstained")}
+            ),
             "target_epsilon": config.epsilon,
             "target_delta": config.delta,
             "epsilon": s["epsilon"],
@@ -718,7 +738,11 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
                 "history": student.history,
                 "test_accuracy": student_acc,
             },
-            "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality, "evaluated_on": "evaluation split"},
+            "teachers": {
+                "mean_accuracy": teacher_mean,
+                "plurality_accuracy": plurality,
+                "evaluated_on": "evaluation split",
+            },
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
             "resumed": {"teachers": prep.resumed_teachers, "release": release.reused},
             "ledger": {**ledger.report(), "spend_id": release.spend_id},

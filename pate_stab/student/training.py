@@ -110,7 +110,10 @@ class Student:
         """Class probabilities (n, C) float32."""
         self.network.eval()
         device = next(self.network.parameters()).device
-        out = [self.network(x[i : i + batch_size].to(device)).float().softmax(-1).cpu() for i in range(0, len(x), batch_size)]
+        out = [
+            self.network(x[i : i + batch_size].to(device)).float().softmax(-1).cpu()
+            for i in range(0, len(x), batch_size)
+        ]
         return torch.cat(out) if out else torch.empty(0, self.spec.num_classes)
 
     def predict(self, x: Tensor) -> Tensor:
@@ -158,9 +161,7 @@ def _fit(
     module = StudentModule(network, soft=soft, lr=config.lr, weight_decay=config.weight_decay)
     data_gen = torch.Generator()
     data_gen.manual_seed(data_seed)
-    loader = DataLoader(
-        TensorDataset(x, targets), batch_size=config.batch_size, shuffle=True, generator=data_gen
-    )
+    loader = DataLoader(TensorDataset(x, targets), batch_size=config.batch_size, shuffle=True, generator=data_gen)
     with _quiet(not progress_bar):
         trainer = L.Trainer(
             max_epochs=config.epochs,
@@ -212,8 +213,13 @@ def train_student(
         raise ValueError("released targets index queries beyond query_x")
     init_seed, data_seed = child_seed(generator), child_seed(generator)
     x, t = query_x[released.index], released.targets
-    fit_args = {"soft": released.soft, "config": config, "init_seed": init_seed, "accelerator": accelerator,
-                "progress_bar": progress_bar}
+    fit_args = {
+        "soft": released.soft,
+        "config": config,
+        "init_seed": init_seed,
+        "accelerator": accelerator,
+        "progress_bar": progress_bar,
+    }
     network = _fit(spec, x, t, data_seed=data_seed, **fit_args)
     history: list[dict[str, Any]] = [{"round": 0, "labelled": int(x.shape[0]), "pseudo_labelled": 0}]
     student = Student(spec, network, config, history)
