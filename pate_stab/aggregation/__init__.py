@@ -1,1 +1,49 @@
-"""pate_stab.aggregation."""
+"""Votes → labels: vote histograms, the stability releasers, PATE's aggregators, comparisons.
+
+Example::
+
+    counts = vote_histogram(teacher_predictions, num_classes=10)          # (m, C)
+    cal = calibrate(epsilon=8, delta=1e-5, num_queries=m, max_unstable=10, mode="tight")
+    labels = StabilityReleaser(cal, generator=gen).release(counts).labels  # −1 for ⊥
+"""
+
+from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.compare import AGGREGATORS, AggregatorRow, compare_aggregators, format_table
+from pate_stab.aggregation.releaser import ABSTAIN, ReleaseResult, StabilityReleaser
+from pate_stab.aggregation.soft_labels import SoftLabelReleaser
+from pate_stab.aggregation.votes import (
+    bin_midpoints,
+    distance_to_instability,
+    gamma_histogram,
+    num_bins,
+    paper_distance_to_instability,
+    shifted_bin_values,
+    shifted_gamma_histogram,
+    top_label,
+    vote_gap,
+    vote_histogram,
+)
+
+__all__ = [
+    "ABSTAIN",
+    "AGGREGATORS",
+    "AggregatorRow",
+    "ConfidentGNMax",
+    "GNMax",
+    "LNMax",
+    "ReleaseResult",
+    "SoftLabelReleaser",
+    "StabilityReleaser",
+    "bin_midpoints",
+    "compare_aggregators",
+    "distance_to_instability",
+    "format_table",
+    "gamma_histogram",
+    "num_bins",
+    "paper_distance_to_instability",
+    "shifted_bin_values",
+    "shifted_gamma_histogram",
+    "top_label",
+    "vote_gap",
+    "vote_histogram",
+]

@@ -61,6 +61,8 @@ AccountantName = Literal["pld", "rdp"]
 _NEIGHBOURS = privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE
 _ROWS_PER_CHUNK = 1 << 18  # bounds the noise buffer at 2^18 · C float64 values
 _SQRT2 = math.sqrt(2.0)
+MAX_PLD_EPSILON = 64.0
+"""Largest ε (by the cheap RDP bound) that PLD accounting is asked to certify; see ``_check_pld_feasible``."""
 
 
 # --------------------------------------------------------------------------- accounting
@@ -76,6 +78,22 @@ def _fresh_accountant(accountant: str) -> privacy_accountant.PrivacyAccountant:
 
 def _epsilon(event: dp_event.DpEvent, delta: float, accountant: str) -> float:
     return float(_fresh_accountant(accountant).compose(event).get_epsilon(delta))
+
+
+def _check_pld_feasible(event: dp_event.DpEvent, delta: float, accountant: str) -> None:
+    """Refuse PLD accounting of very weak guarantees (memory grows with ε: ~3 GB at ε ≈ 100, m = 10⁶).
+
+    The RDP bound is cheap; when it exceeds :data:`MAX_PLD_EPSILON` the guarantee is vacuous
+    anyway, and the caller is told to use ``accountant="rdp"`` if the number is still wanted.
+    """
+    if accountant != "pld":
+        return
+    rdp_epsilon = _epsilon(event, delta, "rdp")
+    if rdp_epsilon > MAX_PLD_EPSILON:
+        raise ValueError(
+            f"noise too small for PLD accounting: the RDP bound is epsilon = {rdp_epsilon:.4g} > "
+            f"{MAX_PLD_EPSILON:g} at delta = {delta:g}; use accountant='rdp' (or more noise / fewer queries)"
+        )
 
 
 def _zcdp_guess(*, epsilon: float, delta: float, rho_times_scale_sq: float) -> float:
@@ -104,6 +122,9 @@ def _calibrate_scale(
     hands the bracket to ``calibrate_dp_mechanism``, which returns a scale whose ε does not
     exceed the target.
     """
+
+    if accountant == "pld" and epsilon > MAX_PLD_EPSILON:
+        raise ValueError(f"epsilon > {MAX_PLD_EPSILON:g} is not calibrated with PLD accounting; use accountant='rdp'")
 
     def gap(scale: float) -> float:
         return _epsilon(make_event(scale), delta, accountant) - epsilon
@@ -160,6 +181,7 @@ class _Aggregator:
         self.accountant = _check_accountant(accountant)
         self.queries_seen = 0
         self.answered = 0
+        _check_pld_feasible(self.dp_event(), self.delta, self.accountant)
         self._certified_epsilon = _epsilon(self.dp_event(), self.delta, self.accountant)
 
     # --- to be provided by each aggregator
@@ -214,8 +236,7 @@ class _Aggregator:
                 f"answered, {m} more requested"
             )
         parts = [
-            self._labels(counts[start : start + _ROWS_PER_CHUNK], generator)
-            for start in range(0, m, _ROWS_PER_CHUNK)
+            self._labels(counts[start : start + _ROWS_PER_CHUNK], generator) for start in range(0, m, _ROWS_PER_CHUNK)
         ]
         labels = torch.cat(parts)
         self.queries_seen += m
@@ -269,7 +290,8 @@ class LNMax(_Aggregator):
 
     Sensitivity: one record moves one vote, so the count vector has ℓ1 sensitivity 2 and the
     Laplace mechanism on it with scale b is (2/b)-DP; the argmax is post-processing. One query
-    is ``LaplaceDpEvent(noise_multiplier=b/2)`` (PATE 2017's "(2γ, 0)-DP" with γ = 1/b); the
+    is ``LaplaceDpEvent(noise_multiplier=b/2)`` (PATE 2017's per-query 2γ with γ = 1/b, as in
+    tensorflow/privacy ``research/pate_2017/analysis.py``: ``logmgf_exact(q, 2.0 * noise_eps, l)``); the
     run composes it ``num_queries`` times in the accountant. Holds for the replace-one and the
     add/remove-one relations between datasets when the partition is record-keyed (DESIGN.md
     fact 1).
@@ -290,9 +312,7 @@ class LNMax(_Aggregator):
         super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
 
     @classmethod
-    def calibrate(
-        cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld"
-    ) -> LNMax:
+    def calibrate(cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld") -> LNMax:
         """The smallest Laplace scale b whose ``num_queries`` queries are (ε, δ)-DP.
 
         Example:
@@ -356,9 +376,7 @@ class GNMax(_Aggregator):
         super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
 
     @classmethod
-    def calibrate(
-        cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld"
-    ) -> GNMax:
+    def calibrate(cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld") -> GNMax:
         """The smallest σ whose ``num_queries`` queries are (ε, δ)-DP.
 
         m Gaussian queries compose to one Gaussian mechanism with μ = √(2m)/σ, so the answer

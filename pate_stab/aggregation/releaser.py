@@ -159,9 +159,7 @@ class StabilityReleaser:
         self._spend.ensure()
         self._queries_offered += m
         if self.halted:
-            return ReleaseResult(
-                torch.full((m,), ABSTAIN, dtype=torch.int64), torch.full((m,), -1, dtype=torch.int8)
-            )
+            return ReleaseResult(torch.full((m,), ABSTAIN, dtype=torch.int64), torch.full((m,), -1, dtype=torch.int8))
         labels, status = self._oqr.release(top_label(counts), distance_to_instability(counts).to(torch.float64))
         self._spend.progress(queries_seen=self.queries_seen, answered=self._oqr.num_passed, halted=self.halted)
         return ReleaseResult(labels, status)
@@ -184,4 +182,3 @@ class StabilityReleaser:
             "halted": self.halted,
             "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
         }
-

@@ -105,6 +105,11 @@ class SoftLabelReleaser:
             BudgetExhaustedError: more queries than the calibration covers; nothing released.
             ValueError: NaN or out-of-range scores, bad shapes, 1/γ not an integer.
         """
+        if isinstance(scores, torch.Tensor) and scores.dim() == 3:
+            raise ValueError(
+                "the soft-label releaser takes binary scores of shape (k, m); for C classes release each "
+                "class's scores (k, m) as its own query sequence with its own releaser and calibration"
+            )
         plain_hist = gamma_histogram(scores, self.gamma)  # (m, 1/γ); validates scores
         shifted_hist = shifted_gamma_histogram(scores, self.gamma)  # (m, 1/γ − 1)
         m = plain_hist.shape[0]

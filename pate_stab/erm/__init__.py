@@ -1,10 +1,19 @@
 """pate_stab.erm: private convex ERM heads, private hyper-parameter validation, density, inversion.
 
 Papers: Chaudhuri, Monteleoni & Sarwate 2011; Chaudhuri & Vinterbo 2013 (stability-based
-validation, Alg 1-5); Wu et al. 2016 (output perturbation and private regression, Alg 1-5).
+validation, Alg 1-5); Wu et al. 2016 (output perturbation and private regression, Alg 1-5);
+Ligett et al. 2017 (accuracy-first ERM: CovNR, OutputNR, doubling, Alg 3-5).
 """
 
 from pate_stab.erm._contract import check_features, check_labels, scale_to_unit_ball
+from pate_stab.erm.accuracy_first import (
+    AccuracyFirstResult,
+    cov_nr,
+    doubling_method,
+    output_nr,
+    theory_method,
+)
+from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem, check_l1_features
 from pate_stab.erm.density import (
     PrivateHistogram,
     histogram_score,
@@ -50,6 +59,8 @@ from pate_stab.erm.validation import (
 )
 
 __all__ = [
+    "AccuracyFirstResult", "LogisticProblem", "RidgeProblem", "check_l1_features", "cov_nr",
+    "doubling_method", "output_nr", "theory_method",
     "HingeLoss", "HuberHingeLoss", "LogisticLoss", "Loss", "ObjectivePerturbationBudget",
     "PrivateHistogram", "PrivateLinearHead", "PrivateLinearModel", "RampLoss", "SolverResult",
     "SquaredLoss", "alpha_split", "chaudhuri_output_perturbation", "check_features",

@@ -124,9 +124,9 @@ def huge_margin_counts() -> torch.Tensor:
 @pytest.mark.parametrize(
     "agg",
     [
-        LNMax(noise_scale=2.0, num_queries=300, delta=DELTA),
-        GNMax(sigma=5.0, num_queries=300, delta=DELTA),
-        ConfidentGNMax(threshold=500, sigma1=10.0, sigma2=5.0, num_queries=300, delta=DELTA),
+        LNMax(noise_scale=20.0, num_queries=300, delta=DELTA),  # margin 1000 = 50 b
+        GNMax(sigma=50.0, num_queries=300, delta=DELTA),  # margin 20 σ
+        ConfidentGNMax(threshold=500, sigma1=25.0, sigma2=50.0, num_queries=300, delta=DELTA),
     ],
     ids=["LNMax", "GNMax", "ConfidentGNMax"],
 )
@@ -270,8 +270,15 @@ def lnmax_at(noise_scale: float):  # type: ignore[no-untyped-def]
 def test_lnmax_single_query_is_dp(counts: list[int], generator: torch.Generator) -> None:
     agg = LNMax(noise_scale=2.0, num_queries=1, delta=DELTA)  # pure ε₀ = 1 per query
     a, b = neighbours(counts, 0, 1)
-    result = dp_test(as_mechanism(agg), a, b, epsilon=agg.per_query_pure_epsilon, num_samples=NUM_SAMPLES,
-                     alpha=ALPHA, generator=generator)
+    result = dp_test(
+        as_mechanism(agg),
+        a,
+        b,
+        epsilon=agg.per_query_pure_epsilon,
+        num_samples=NUM_SAMPLES,
+        alpha=ALPHA,
+        generator=generator,
+    )
     assert not result.violates, result
 
 
@@ -280,8 +287,9 @@ def test_lnmax_broken_scale_is_flagged(generator: torch.Generator) -> None:
     """Noise scale ε/2 instead of 2/ε (claimed ε = 0.5)."""
     epsilon = 0.5
     a, b = neighbours([4, 3, 0], 0, 1)
-    result = dp_test(lnmax_at(epsilon / 2), a, b, epsilon=epsilon, num_samples=NUM_SAMPLES, alpha=ALPHA,
-                     generator=generator)
+    result = dp_test(
+        lnmax_at(epsilon / 2), a, b, epsilon=epsilon, num_samples=NUM_SAMPLES, alpha=ALPHA, generator=generator
+    )
     assert result.violates, result
 
 
@@ -298,8 +306,16 @@ def test_lnmax_sensitivity_one_analysis_is_flagged(generator: torch.Generator) -
 def test_gnmax_single_query_is_dp(counts: list[int], gnmax_one: GNMax, generator: torch.Generator) -> None:
     agg = gnmax_one
     a, b = neighbours(counts, 0, 1)
-    result = dp_test(as_mechanism(agg), a, b, epsilon=agg.single_query_epsilon(DELTA), delta=DELTA,
-                     num_samples=NUM_SAMPLES, alpha=ALPHA, generator=generator)
+    result = dp_test(
+        as_mechanism(agg),
+        a,
+        b,
+        epsilon=agg.single_query_epsilon(DELTA),
+        delta=DELTA,
+        num_samples=NUM_SAMPLES,
+        alpha=ALPHA,
+        generator=generator,
+    )
     assert not result.violates, result
 
 
@@ -313,8 +329,9 @@ def test_gnmax_broken_scale_is_flagged(generator: torch.Generator) -> None:
         return (counts + gaussian(epsilon, counts.shape, generator=g)).argmax(1)
 
     a, b = neighbours([2, 1, 0], 0, 1)
-    result = dp_test(mech, a, b, epsilon=epsilon, delta=DELTA, num_samples=NUM_SAMPLES, alpha=ALPHA,
-                     generator=generator)
+    result = dp_test(
+        mech, a, b, epsilon=epsilon, delta=DELTA, num_samples=NUM_SAMPLES, alpha=ALPHA, generator=generator
+    )
     assert result.violates, result
 
 
@@ -323,8 +340,16 @@ def test_gnmax_broken_scale_is_flagged(generator: torch.Generator) -> None:
 def test_confident_gnmax_single_query_is_dp(counts, move, confident_one, generator) -> None:  # type: ignore[no-untyped-def]
     agg = confident_one
     a, b = neighbours(counts, *move)
-    result = dp_test(as_mechanism(agg), a, b, epsilon=agg.single_query_epsilon(DELTA), delta=DELTA,
-                     num_samples=NUM_SAMPLES, alpha=ALPHA, generator=generator)
+    result = dp_test(
+        as_mechanism(agg),
+        a,
+        b,
+        epsilon=agg.single_query_epsilon(DELTA),
+        delta=DELTA,
+        num_samples=NUM_SAMPLES,
+        alpha=ALPHA,
+        generator=generator,
+    )
     assert not result.violates, result
 
 
@@ -340,6 +365,23 @@ def test_confident_gnmax_noiseless_check_is_flagged(confident_one: ConfidentGNMa
         return torch.where(confident, noisy.argmax(1), ABSTAIN)
 
     a, b = neighbours([10, 9, 0], 0, 2)
-    result = dp_test(mech, a, b, epsilon=agg.single_query_epsilon(DELTA), delta=DELTA, num_samples=NUM_SAMPLES,
-                     alpha=ALPHA, generator=generator)
+    result = dp_test(
+        mech,
+        a,
+        b,
+        epsilon=agg.single_query_epsilon(DELTA),
+        delta=DELTA,
+        num_samples=NUM_SAMPLES,
+        alpha=ALPHA,
+        generator=generator,
+    )
     assert result.violates, result
+
+
+def test_pld_refuses_vacuous_guarantees() -> None:
+    with pytest.raises(ValueError, match="accountant='rdp'"):
+        LNMax(noise_scale=100.0, num_queries=10**7, delta=DELTA)
+    with pytest.raises(ValueError, match="accountant='rdp'"):
+        GNMax.calibrate(epsilon=100.0, delta=DELTA, num_queries=10)
+    rdp = LNMax(noise_scale=100.0, num_queries=10**7, delta=DELTA, accountant="rdp")
+    assert rdp.certified_epsilon > 64

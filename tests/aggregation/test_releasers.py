@@ -224,6 +224,8 @@ def test_soft_bad_input():
         rel.release(torch.tensor([[0.5, math.nan]], dtype=torch.float64))
     with pytest.raises(ValueError):
         rel.release(torch.tensor([[1.5]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="binary"):
+        rel.release(torch.full((5, 3, 4), 0.25, dtype=torch.float64))
     with pytest.raises(ValueError, match="gamma|γ"):
         SoftLabelReleaser(SCAL, gamma=0.3, generator=torch.Generator())
 

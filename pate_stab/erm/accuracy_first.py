@@ -1,0 +1,465 @@
+"""Accuracy-first private ERM (Ligett, Neel, Roth, Waggoner & Wu 2017): noise reduction + IAT.
+
+Given an accuracy target α (excess empirical risk L(θ) − L(θ*) <= α) and a failure probability
+γ, search privacy levels ε_1 < … < ε_T for the most private hypothesis that meets the target:
+
+* :func:`cov_nr` (Alg 3): ridge regression by covariance perturbation. (XᵀX, Xᵀy) are released
+  through noise reduction (Alg 1) with sensitivity 2 each (Lemma A.6) at levels ε_t/2 each, and
+  θ_t minimises the noisy objective (1/2n)(θᵀZ_tθ − 2<z_t, θ>) + (λ/2)||θ||² over
+  C = {||θ||_2 <= √(1/λ)}.
+* :func:`output_nr` (Alg 5): logistic regression by output perturbation. θ* is released through
+  noise reduction with sensitivity 2√p/(nλ) (Lemma A.10); θ_t is then scaled back onto
+  {||θ||_2 <= M = √(2 log 2/λ)} when its norm exceeds M (Alg 5 prints "if ||θ_t|| <= M", a typo:
+  the rescaling bounds the query sensitivity, so it applies to norms above M).
+
+Each θ_t is checked, in order, by InteractiveAboveThreshold (Alg 2) with threshold W = −α/2 on
+the query f_t(D) = L(θ*, D) − L(θ_t, D) (Alg 5 prints W = α/2, a sign typo: the query is minus
+the excess risk), sensitivity Δ (Claim A.5 / Alg 5) and ε_0 = 16Δ log(2T/γ)/α. The first
+θ_t that passes is released as (t, θ_t), with ex-post loss E((t, ·)) = ε_0 + ε_t (Lemma 2.8,
+Thm 3.2/3.4). If none passes the paper releases (⊥, θ*), whose ex-post loss is E(⊥) = ∞
+(``on_exhaustion="optimum"``); ``on_exhaustion="refuse"`` releases only ⊥, whose loss is at
+most ε_0 + ε_T (post-processing of the stopping rule and all T hypotheses), so the whole run is
+then (ε_0 + ε_T)-DP ex ante and can be charged to a ledger.
+
+Accuracy (Thm 3.2/3.4): with ε_0 as above IAT is (α/2)-accurate with probability 1 − γ
+(Thm A.1: α_IAT = 8Δ log(2T/γ)/ε_0), so a released θ_t has f_t >= −α/2 − α/2, i.e. excess risk
+<= α; θ* has excess risk 0.
+
+Baselines: :func:`doubling_method` (Alg 4, Thm A.2: fresh hypotheses at ε_1·2^{i−1} and a
+Laplace test Lap(α/(2 log(T/γ))) each) and :func:`theory_method` (run once at the ε that the
+utility bound of Thm 3.1 / Thm 3.3 maps to expected excess risk α).
+
+Neighbouring relation: replace one record. Seeded generators make runs reproducible; a
+deployment uses :func:`pate_stab.rng.os_seeded_generator`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pate_stab._validation import check_generator, check_int, check_positive, check_probability
+from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
+from pate_stab.privacy.accounting import ExPostEvent, PureDpEvent
+from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise_reduction import check_increasing_epsilons, noise_reduction
+from pate_stab.privacy.sparse_vector import InteractiveAboveThreshold
+from pate_stab.rng import spawn_generators
+
+__all__ = [
+    "AccuracyFirstResult",
+    "ball_quadratic_minimise",
+    "covariance_hypotheses",
+    "covariance_perturbation",
+    "output_perturbation_logistic",
+    "iat_epsilon",
+    "theory_epsilon",
+    "geometric_levels",
+    "doubling_levels",
+    "cov_nr",
+    "output_nr",
+    "doubling_method",
+    "theory_method",
+]
+
+_DTYPE = torch.float64
+_CHUNK = 64
+Problem = RidgeProblem | LogisticProblem
+
+
+@dataclass(frozen=True)
+class AccuracyFirstResult:
+    """What an accuracy-first run released, and its ex-post privacy loss.
+
+    Attributes:
+        method: "noise_reduction", "doubling" or "theory".
+        index: t (1-based) of the released hypothesis; None for ⊥.
+        theta: the released hypothesis (θ_t, or θ* after ⊥ with ``on_exhaustion="optimum"``;
+            None after ⊥ with "refuse").
+        epsilon_ex_post: E(outcome) of Def 2.3 (∞ when θ* was released).
+        epsilon_test: the part due to testing (ε_0 of IAT; the sum of the Laplace tests).
+        epsilon_hypotheses: the part due to generating hypotheses (ε_t; Σ ε_i for doubling).
+        epsilon_ex_ante: the worst case over all outcomes (∞ with "optimum").
+        num_tested: hypotheses tested.
+        details: parameters (α, γ, Δ, levels) for the report.
+    """
+
+    method: str
+    index: int | None
+    theta: torch.Tensor | None
+    epsilon_ex_post: float
+    epsilon_test: float
+    epsilon_hypotheses: float
+    epsilon_ex_ante: float
+    num_tested: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- building blocks
+
+
+def ball_quadratic_minimise(a: torch.Tensor, g: torch.Tensor, radius: float, *, iterations: int = 200) -> torch.Tensor:
+    """Global minimiser of ½θᵀAθ − gᵀθ over ||θ||_2 <= R, batched (trust-region subproblem).
+
+    A may be indefinite (a noisy covariance). The global minimiser is θ(μ) = (A + μI)⁻¹g with
+    μ >= max(0, −λ_min(A)), A + μI ⪰ 0 and μ(R − ||θ(μ)||) = 0 (Moré & Sorensen 1983); μ is
+    found by bisection on the decreasing function ||θ(μ)||, on [μ_lo, μ_lo + ||g||/R]. In the
+    "hard case" (g orthogonal to the bottom eigenvector, probability zero under continuous
+    noise) the bottom eigenvector is added to reach the sphere. The result is scaled onto the
+    ball if rounding leaves it outside, so it always lies in C.
+
+    Args:
+        a: (..., p, p), symmetrised here.
+        g: (..., p).
+        radius: R > 0.
+
+    Returns:
+        θ, shape (..., p), float64.
+    """
+    radius = check_positive("radius", radius)
+    a = 0.5 * (a + a.transpose(-1, -2)).to(_DTYPE)
+    g = g.to(_DTYPE)
+    evals, evecs = torch.linalg.eigh(a)  # ascending
+    gt = torch.einsum("...ji,...j->...i", evecs, g)  # Qᵀg
+    lam_min = evals[..., 0]
+    gnorm = torch.linalg.vector_norm(g, dim=-1)
+
+    def norm_at(mu: torch.Tensor) -> torch.Tensor:
+        denom = (evals + mu.unsqueeze(-1)).clamp_min(1e-300)
+        return torch.linalg.vector_norm(gt / denom, dim=-1)
+
+    lo = torch.clamp(-lam_min, min=0.0)
+    hi = lo + gnorm / radius + 1e-300
+    interior = (lam_min > 0) & (norm_at(torch.zeros_like(lo)) <= radius)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        outside = norm_at(mid) > radius
+        lo = torch.where(outside, mid, lo)
+        hi = torch.where(outside, hi, mid)
+    mu = torch.where(interior, torch.zeros_like(hi), hi)
+    coeff = gt / (evals + mu.unsqueeze(-1)).clamp_min(1e-300)
+    theta = torch.einsum("...ij,...j->...i", evecs, coeff)
+    norm = torch.linalg.vector_norm(theta, dim=-1)
+    # Hard case: the constraint is active (μ > 0) but ||θ(μ)|| stays short of R.
+    short = (~interior) & (norm < radius * (1.0 - 1e-9))
+    if bool(short.any()):
+        tau = torch.sqrt(torch.clamp(radius**2 - norm**2, min=0.0))
+        theta = torch.where(short.unsqueeze(-1), theta + tau.unsqueeze(-1) * evecs[..., :, 0], theta)
+        norm = torch.linalg.vector_norm(theta, dim=-1)
+    scale = torch.where(norm > radius, radius / norm.clamp_min(1e-300), torch.ones_like(norm))
+    return theta * scale.unsqueeze(-1)
+
+
+def covariance_hypotheses(problem: RidgeProblem, z_mat: torch.Tensor, z_vec: torch.Tensor) -> torch.Tensor:
+    """θ = argmin_{θ ∈ C} (1/2n)(θᵀZθ − 2<z, θ>) + (λ/2)||θ||² (Alg 3 eq. (1)), batched.
+
+    Args:
+        z_mat: noisy XᵀX, (..., p, p).
+        z_vec: noisy Xᵀy, (..., p).
+    """
+    p = problem.p
+    eye = torch.eye(p, dtype=_DTYPE)
+    a = z_mat / problem.n + problem.lam * eye
+    return ball_quadratic_minimise(a, z_vec / problem.n, problem.radius)
+
+
+def covariance_perturbation(problem: RidgeProblem, *, epsilon: float, generator: torch.Generator) -> torch.Tensor:
+    """Covariance perturbation with Laplace noise (Ligett et al. Thm 3.1): ε-DP.
+
+    Every entry of XᵀX and Xᵀy gets Lap(4/ε) (joint ℓ1 sensitivity 4, Lemma A.6), and θ_p
+    minimises the noisy objective over C.
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    check_generator(generator)
+    p = problem.p
+    z_mat = problem.gram + laplace(4.0 / epsilon, (p, p), generator=generator)
+    z_vec = problem.xty + laplace(4.0 / epsilon, (p,), generator=generator)
+    return covariance_hypotheses(problem, z_mat, z_vec)
+
+
+def _project(theta: torch.Tensor, radius: float) -> torch.Tensor:
+    norm = torch.linalg.vector_norm(theta, dim=-1, keepdim=True)
+    return torch.where(norm > radius, theta * (radius / norm.clamp_min(1e-300)), theta)
+
+
+def output_perturbation_logistic(
+    problem: LogisticProblem, *, epsilon: float, generator: torch.Generator, project: bool = False
+) -> torch.Tensor:
+    """Output perturbation with Laplace noise (Ligett et al. Thm 3.3): θ* + Lap(2√p/(nλε)), ε-DP.
+
+    With ``project`` the result is scaled onto ||θ|| <= M (post-processing; Remark A.3).
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    check_generator(generator)
+    theta = problem.theta_star + laplace(problem.minimiser_sensitivity / epsilon, (problem.p,), generator=generator)
+    return _project(theta, problem.radius) if project else theta
+
+
+def iat_epsilon(*, sensitivity: float, num_levels: int, alpha: float, gamma: float) -> float:
+    """ε_0 = 16Δ log(2T/γ)/α (Alg 3 / Alg 5): IAT is then (α/2)-accurate w.p. 1 − γ (Thm A.1).
+
+    Pinned example: Δ = 0.01, T = 10, α = 0.1, γ = 0.1 gives 16·0.01·log(200)/0.1 ≈ 8.477.
+    """
+    sensitivity = check_positive("sensitivity", sensitivity)
+    num_levels = check_int("num_levels", num_levels, minimum=1)
+    alpha = check_positive("alpha", alpha)
+    gamma = check_probability("gamma", gamma, open_interval=True)
+    return 16.0 * sensitivity * math.log(2.0 * num_levels / gamma) / alpha
+
+
+def theory_epsilon(problem: Problem, *, alpha: float) -> float:
+    """The ε at which the utility theorem bounds the *expected* excess risk by α.
+
+    Ridge, covariance perturbation (Thm 3.1): ε = 4√2(2√(p/λ) + p/λ)/(nα).
+    Logistic, output perturbation (Thm 3.3): the positive root of
+    2√2·p/(nλε) + 4p²/(n²λε²) = α.
+    """
+    alpha = check_positive("alpha", alpha)
+    n, p, lam = problem.n, problem.p, problem.lam
+    if isinstance(problem, RidgeProblem):
+        return 4.0 * math.sqrt(2.0) * (2.0 * math.sqrt(p / lam) + p / lam) / (n * alpha)
+    if isinstance(problem, LogisticProblem):
+        a = 4.0 * p * p / (n * n * lam)
+        b = 2.0 * math.sqrt(2.0) * p / (n * lam)
+        u = (-b + math.sqrt(b * b + 4.0 * a * alpha)) / (2.0 * a)  # u = 1/ε
+        return 1.0 / u
+    raise TypeError(f"problem must be a RidgeProblem or LogisticProblem, got {type(problem).__name__}")
+
+
+def geometric_levels(epsilon_min: float, epsilon_max: float, num_levels: int) -> torch.Tensor:
+    """ε_t = ε_min·r^{t−1}, t = 1..T, r = (ε_max/ε_min)^{1/(T−1)} (their App. B.1 grid)."""
+    lo, hi = check_positive("epsilon_min", epsilon_min), check_positive("epsilon_max", epsilon_max)
+    num_levels = check_int("num_levels", num_levels, minimum=2)
+    if not hi > lo:
+        raise ValueError(f"epsilon_max must exceed epsilon_min, got {hi} <= {lo}")
+    return torch.logspace(math.log10(lo), math.log10(hi), num_levels, dtype=_DTYPE)
+
+
+def doubling_levels(epsilon_min: float, epsilon_max: float) -> torch.Tensor:
+    """ε_1 = ε_min, ε_i = 2ε_{i−1}, until ε_max is reached or passed (App. B.1)."""
+    lo, hi = check_positive("epsilon_min", epsilon_min), check_positive("epsilon_max", epsilon_max)
+    steps = max(0, math.ceil(math.log2(hi / lo)))
+    return lo * 2.0 ** torch.arange(steps + 1, dtype=_DTYPE)
+
+
+# --------------------------------------------------------------------------- ledger
+
+
+def _ledger_open(ledger: PrivacyLedger | None, spend_id: str | None, on_exhaustion: str, epsilon_ante: float,
+                 mechanism: str, description: str) -> None:
+    if ledger is None:
+        return
+    if not isinstance(ledger, PrivacyLedger):
+        raise TypeError(f"ledger must be a PrivacyLedger, got {type(ledger).__name__}")
+    if on_exhaustion != "refuse":
+        raise ValueError(
+            "a ledger needs on_exhaustion='refuse': releasing θ* after ⊥ has ex-post loss ∞, "
+            "which no finite budget covers"
+        )
+    if not isinstance(spend_id, str) or not spend_id:
+        raise ValueError("spend_id (a non-empty str) is required with a ledger")
+    ledger.spend(spend_id, epsilon=epsilon_ante, delta=0.0, event=PureDpEvent(epsilon=epsilon_ante),
+                 mechanism=mechanism, metadata={"ex_post_function": description})
+
+
+def _ledger_close(ledger: PrivacyLedger | None, spend_id: str | None, result: AccuracyFirstResult,
+                  description: str) -> None:
+    if ledger is None or spend_id is None:
+        return
+    outcome = "⊥" if result.index is None else f"t = {result.index}"
+    ledger.record_ex_post(spend_id, ExPostEvent(
+        epsilon_ex_post=result.epsilon_ex_post, description=f"{description}; outcome {outcome}"))
+
+
+def _check_common(alpha: float, gamma: float, generator: torch.Generator, on_exhaustion: str) -> tuple[float, float]:
+    alpha = check_positive("alpha", alpha)
+    gamma = check_probability("gamma", gamma, open_interval=True)
+    check_generator(generator)
+    if on_exhaustion not in ("optimum", "refuse"):
+        raise ValueError(f"on_exhaustion must be 'optimum' or 'refuse', got {on_exhaustion!r}")
+    return alpha, gamma
+
+
+# --------------------------------------------------------------------------- noise reduction
+
+
+def _nr_search(problem: Problem, hypotheses: Any, *, epsilons: torch.Tensor, alpha: float, gamma: float,
+               generator: torch.Generator, on_exhaustion: str, ledger: PrivacyLedger | None,
+               spend_id: str | None, mechanism: str) -> AccuracyFirstResult:
+    t_count = int(epsilons.numel())
+    delta_q = problem.query_sensitivity
+    eps0 = iat_epsilon(sensitivity=delta_q, num_levels=t_count, alpha=alpha, gamma=gamma)
+    eps_ante = eps0 + float(epsilons[-1]) if on_exhaustion == "refuse" else math.inf
+    description = (f"Ligett et al. 2017 {mechanism}: E((t, θ_t)) = ε0 + ε_t with ε0 = {eps0:.6g}; "
+                   + ("E(⊥) = ε0 + ε_T (only ⊥ released)" if on_exhaustion == "refuse" else "E((⊥, θ*)) = ∞"))
+    _ledger_open(ledger, spend_id, on_exhaustion, eps_ante, mechanism, description)
+    iat = InteractiveAboveThreshold(epsilon=eps0, threshold=-alpha / 2.0, sensitivity=delta_q, generator=generator)
+    details = {"alpha": alpha, "gamma": gamma, "query_sensitivity": delta_q, "num_levels": t_count,
+               "epsilon_min": float(epsilons[0]), "epsilon_max": float(epsilons[-1])}
+    for start in range(0, t_count, _CHUNK):
+        stop = min(start + _CHUNK, t_count)
+        thetas = hypotheses(start, stop)  # (chunk, p), each in C
+        values = problem.loss_star - problem.loss(thetas)  # f_t = L(θ*) − L(θ_t)
+        idx = iat.first_above(values)
+        if idx is not None:
+            t = start + idx
+            result = AccuracyFirstResult("noise_reduction", t + 1, thetas[idx].clone(), eps0 + float(epsilons[t]),
+                                         eps0, float(epsilons[t]), eps_ante, t + 1, details)
+            _ledger_close(ledger, spend_id, result, description)
+            return result
+    theta = problem.theta_star.clone() if on_exhaustion == "optimum" else None
+    loss = math.inf if on_exhaustion == "optimum" else eps_ante
+    result = AccuracyFirstResult("noise_reduction", None, theta, loss, eps0, float(epsilons[-1]), eps_ante,
+                                 t_count, details)
+    _ledger_close(ledger, spend_id, result, description)
+    return result
+
+
+def cov_nr(
+    problem: RidgeProblem,
+    *,
+    alpha: float,
+    epsilons: Any,
+    gamma: float,
+    generator: torch.Generator,
+    on_exhaustion: str = "optimum",
+    ledger: PrivacyLedger | None = None,
+    spend_id: str | None = None,
+) -> AccuracyFirstResult:
+    """CovNR (Ligett et al. 2017, Alg 3; Thm 3.2): covariance perturbation with noise reduction.
+
+    Args:
+        problem: a :class:`RidgeProblem` (data, λ, θ*).
+        alpha: target excess risk α > 0.
+        epsilons: ε_1 < … < ε_T.
+        gamma: failure probability γ ∈ (0, 1).
+        generator: randomness (children for the two NR chains and IAT).
+        on_exhaustion: "optimum" (the paper: release θ*, E = ∞) or "refuse" (release ⊥ only).
+        ledger, spend_id: charge ε_0 + ε_T ex ante before anything is released and record the
+            realised ex-post loss ε_0 + ε_t (needs "refuse").
+
+    Returns:
+        :class:`AccuracyFirstResult`.
+    """
+    if not isinstance(problem, RidgeProblem):
+        raise TypeError(f"problem must be a RidgeProblem, got {type(problem).__name__}")
+    alpha, gamma = _check_common(alpha, gamma, generator, on_exhaustion)
+    eps = check_increasing_epsilons(epsilons)
+    gen_mat, gen_vec, gen_iat = spawn_generators(generator, 3)
+    p = problem.p
+    # Lemma A.6: sensitivity 2 each; ε_t/2 each, so the prefix up to t costs ε_t.
+    z_mats = noise_reduction(problem.gram.reshape(-1), sensitivity=2.0, epsilons=eps / 2.0, generator=gen_mat)
+    z_vecs = noise_reduction(problem.xty, sensitivity=2.0, epsilons=eps / 2.0, generator=gen_vec)
+
+    def hypotheses(start: int, stop: int) -> torch.Tensor:
+        return covariance_hypotheses(problem, z_mats[start:stop].reshape(-1, p, p), z_vecs[start:stop])
+
+    return _nr_search(problem, hypotheses, epsilons=eps, alpha=alpha, gamma=gamma, generator=gen_iat,
+                      on_exhaustion=on_exhaustion, ledger=ledger, spend_id=spend_id, mechanism="CovNR")
+
+
+def output_nr(
+    problem: LogisticProblem,
+    *,
+    alpha: float,
+    epsilons: Any,
+    gamma: float,
+    generator: torch.Generator,
+    on_exhaustion: str = "optimum",
+    ledger: PrivacyLedger | None = None,
+    spend_id: str | None = None,
+) -> AccuracyFirstResult:
+    """OutputNR (Ligett et al. 2017, Alg 5; Thm 3.4): output perturbation with noise reduction.
+
+    Arguments as in :func:`cov_nr`, with a :class:`LogisticProblem`.
+    """
+    if not isinstance(problem, LogisticProblem):
+        raise TypeError(f"problem must be a LogisticProblem, got {type(problem).__name__}")
+    alpha, gamma = _check_common(alpha, gamma, generator, on_exhaustion)
+    eps = check_increasing_epsilons(epsilons)
+    gen_nr, gen_iat = spawn_generators(generator, 2)
+    thetas = noise_reduction(problem.theta_star, sensitivity=problem.minimiser_sensitivity, epsilons=eps,
+                             generator=gen_nr)
+    thetas = _project(thetas, problem.radius)  # post-processing: bounded query sensitivity
+
+    def hypotheses(start: int, stop: int) -> torch.Tensor:
+        return thetas[start:stop]
+
+    return _nr_search(problem, hypotheses, epsilons=eps, alpha=alpha, gamma=gamma, generator=gen_iat,
+                      on_exhaustion=on_exhaustion, ledger=ledger, spend_id=spend_id, mechanism="OutputNR")
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def doubling_method(
+    problem: Problem,
+    *,
+    alpha: float,
+    epsilons: Any,
+    gamma: float,
+    generator: torch.Generator,
+    on_exhaustion: str = "optimum",
+    ledger: PrivacyLedger | None = None,
+    spend_id: str | None = None,
+) -> AccuracyFirstResult:
+    """DoublingMethod (Ligett et al. 2017, Alg 4; Thm A.2).
+
+    At step i a fresh ε_i-DP hypothesis (covariance perturbation for ridge, output perturbation
+    projected onto C for logistic) is tested by f_i + Lap(α/(2 log(T/γ))) >= −α/2, each test
+    being (2Δ log(T/γ)/α)-DP. Stopping at k costs E(k) = Σ_{i<=k} (ε_i + 2Δ log(T/γ)/α), which is
+    2kΔ log(T/γ)/α + (2^k − 1)ε_1 for the doubling list ε_i = 2^{i−1}ε_1 (:func:`doubling_levels`).
+    """
+    alpha, gamma = _check_common(alpha, gamma, generator, on_exhaustion)
+    eps = check_increasing_epsilons(epsilons)
+    t_count = int(eps.numel())
+    delta_q = problem.query_sensitivity
+    log_term = math.log(t_count / gamma)
+    noise_scale = alpha / (2.0 * log_term)
+    eps_test = delta_q / noise_scale
+    eps_ante = t_count * eps_test + float(eps.sum()) if on_exhaustion == "refuse" else math.inf
+    description = (f"Ligett et al. 2017 Thm A.2: E(k) = Σ_(i<=k) (ε_i + {eps_test:.6g}); "
+                   + ("E(⊥) = E(T) (only ⊥ released)" if on_exhaustion == "refuse" else "E((T+1, θ*)) = ∞"))
+    _ledger_open(ledger, spend_id, on_exhaustion, eps_ante, "DoublingMethod", description)
+    gen_hyp, gen_test = spawn_generators(generator, 2)
+    details = {"alpha": alpha, "gamma": gamma, "query_sensitivity": delta_q, "num_levels": t_count,
+               "epsilon_min": float(eps[0]), "epsilon_max": float(eps[-1]), "epsilon_per_test": eps_test}
+    spent_hyp = 0.0
+    for i in range(t_count):
+        e_i = float(eps[i])
+        if isinstance(problem, RidgeProblem):
+            theta = covariance_perturbation(problem, epsilon=e_i, generator=gen_hyp)
+        else:
+            theta = output_perturbation_logistic(problem, epsilon=e_i, generator=gen_hyp, project=True)
+        spent_hyp += e_i
+        value = problem.loss_star - float(problem.loss(theta))
+        if value + float(laplace(noise_scale, generator=gen_test)) >= -alpha / 2.0:
+            result = AccuracyFirstResult("doubling", i + 1, theta, (i + 1) * eps_test + spent_hyp,
+                                         (i + 1) * eps_test, spent_hyp, eps_ante, i + 1, details)
+            _ledger_close(ledger, spend_id, result, description)
+            return result
+    theta_out = problem.theta_star.clone() if on_exhaustion == "optimum" else None
+    loss = math.inf if on_exhaustion == "optimum" else eps_ante
+    result = AccuracyFirstResult("doubling", None, theta_out, loss, t_count * eps_test, spent_hyp, eps_ante,
+                                 t_count, details)
+    _ledger_close(ledger, spend_id, result, description)
+    return result
+
+
+def theory_method(problem: Problem, *, alpha: float, generator: torch.Generator) -> AccuracyFirstResult:
+    """The "theory" approach: run the ε-DP mechanism once at ε = :func:`theory_epsilon`.
+
+    Only the *expected* excess risk is bounded by α (Thm 3.1 / 3.3); there is no test and the
+    privacy loss is the ex-ante ε.
+    """
+    eps = theory_epsilon(problem, alpha=alpha)
+    check_generator(generator)
+    if isinstance(problem, RidgeProblem):
+        theta = covariance_perturbation(problem, epsilon=eps, generator=generator)
+    else:
+        theta = output_perturbation_logistic(problem, epsilon=eps, generator=generator)
+    return AccuracyFirstResult("theory", 1, theta, eps, 0.0, eps, eps, 0, {"alpha": alpha})
