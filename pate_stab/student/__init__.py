@@ -1,1 +1,23 @@
-"""pate_stab.student."""
+"""pate_stab.student: the student of BTT18 Alg 5, trained on what the releaser published.
+
+Usage::
+
+    targets = hard_targets(release.labels, num_classes=10, bottom="drop")
+    student = train_student(public_queries, targets, spec=ModelSpec("mlp", (50,), 10),
+                            generator=g_student, unlabelled_x=rest_of_public_pool)
+    acc = student.accuracy(eval_x, eval_y)
+"""
+
+from pate_stab.student.targets import BottomPolicy, StudentTargets, hard_targets, soft_targets
+from pate_stab.student.training import Student, StudentConfig, StudentModule, train_student
+
+__all__ = [
+    "BottomPolicy",
+    "Student",
+    "StudentConfig",
+    "StudentModule",
+    "StudentTargets",
+    "hard_targets",
+    "soft_targets",
+    "train_student",
+]

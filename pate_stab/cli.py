@@ -1,0 +1,270 @@
+"""The ``pate-stab`` command line: demo, transfer, compare, calibrate.
+
+    pate-stab demo                                   # synthetic task, no data, under a minute
+    pate-stab transfer --config recipes/mnist_quick.yaml [--epsilon 4 ...]
+    pate-stab compare --config recipes/mnist_quick.yaml --epsilons 2 4 8
+    pate-stab calibrate --epsilon 8 --delta 1e-5 --num-queries 300 --max-unstable 10
+
+Every run writes ``<checkpoints-dir>/<run-name>/`` (config.json, teachers/, ledger.jsonl,
+report.json or compare.{json,txt,png}). Flags given on the command line override the YAML.
+Usage errors (unknown data set, missing data directory, a budget too small for the stability
+releaser to answer anything) exit with status 2 and say what to change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "build_parser"]
+
+# the synthetic demo: k large enough that the stability releaser answers most queries at ε = 8
+DEMO = {
+    "run_name": "demo",
+    "dataset": "synthetic",
+    "num_classes": 3,
+    "dim": 10,
+    "separation": 5.0,
+    "num_teachers": 800,
+    "num_private": 20000,
+    "num_public": 2000,
+    "num_eval": 2000,
+    "teacher_model": "logistic",
+    "teacher_epochs": 10,
+    "aggregator": "stability",
+    "calibration": "tight",
+    "epsilon": 8.0,
+    "delta": 1e-5,
+    "max_unstable": 10,
+    "num_queries": 300,
+    "student_model": "mlp",
+    "student_epochs": 20,
+}
+
+# flag → (config key, type, help)
+_FLAGS: list[tuple[str, str, Any, str]] = [
+    ("--run-name", "run_name", str, "run folder name under --checkpoints-dir"),
+    ("--checkpoints-dir", "checkpoints_dir", str, "where run folders live (default: checkpoints)"),
+    ("--seed", "seed", int, "seed of every random stage"),
+    ("--dataset", "dataset", str, "synthetic, mnist, fashion_mnist, svhn, cifar10, adult"),
+    ("--data-dir", "data_dir", str, "folder with the data set's files"),
+    ("--features", "features", str, "raw, or pca (fitted on the public pool only)"),
+    ("--pca-dim", "pca_dim", int, "PCA components for --features pca"),
+    ("--num-teachers", "num_teachers", int, "k"),
+    ("--teacher-model", "teacher_model", str, "logistic, mlp or cnn"),
+    ("--teacher-epochs", "teacher_epochs", int, "epochs over each teacher's shard"),
+    ("--aggregator", "aggregator", str, "stability, stability-soft, lnmax, gnmax, confident-gnmax"),
+    ("--epsilon", "epsilon", float, "target ε"),
+    ("--delta", "delta", float, "target δ"),
+    ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
+    ("--num-queries", "num_queries", int, "m, public queries to label"),
+    ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
+    ("--bottom", "bottom", str, "drop or random: what the student does with ⊥"),
+    ("--pseudo-label-rounds", "pseudo_label_rounds", int, "semi-supervised rounds on the unlabelled pool"),
+    ("--student-model", "student_model", str, "logistic, mlp or cnn"),
+    ("--student-epochs", "student_epochs", int, "student epochs"),
+    ("--accelerator", "accelerator", str, "auto, cpu, gpu, ..."),
+    ("--stop-after", "stop_after", str, "teachers or release: stop after that stage (resume later)"),
+]
+
+
+def _add_config_flags(p: argparse.ArgumentParser) -> None:
+    for flag, dest, typ, help_ in _FLAGS:
+        p.add_argument(flag, dest=dest, type=typ, default=None, help=help_)
+    p.add_argument(
+        "--label-only",
+        dest="threat_model",
+        action="store_const",
+        const="label-only",
+        default=None,
+        help="BTT18 §4.2 (ii): only labels are private; part of the training set becomes the public pool",
+    )
+    p.add_argument("--allow-unanswerable", dest="allow_unanswerable", action="store_const", const=True, default=None)
+    p.add_argument("--progress", dest="progress", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other configuration key (YAML syntax for the value)")  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pate-stab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="synthetic end-to-end run (no data, no network)")
+    _add_config_flags(demo)
+    transfer = sub.add_parser("transfer", help="teachers → private release → student → report.json")
+    transfer.add_argument("--config", type=Path, help="recipe YAML (keys of TransferConfig)")
+    _add_config_flags(transfer)
+    compare = sub.add_parser("compare", help="all aggregators on the same votes: table + plot")
+    compare.add_argument("--config", type=Path, help="recipe YAML")
+    compare.add_argument("--epsilons", type=float, nargs="+", default=None, help="target ε values")
+    compare.add_argument("--aggregators", nargs="+", default=None, help="subset of aggregators")
+    _add_config_flags(compare)
+    cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
+    cal.add_argument("--epsilon", type=float, required=True)
+    cal.add_argument("--delta", type=float, default=1e-5)
+    cal.add_argument("--num-queries", type=int, required=True)
+    cal.add_argument("--max-unstable", type=int, required=True)
+    cal.add_argument("--soft", action="store_true", help="soft-label releaser (Alg 6/8)")
+    return parser
+
+
+def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base: dict[str, Any]) -> dict[str, Any]:
+    import yaml
+
+    data = dict(base)
+    extra: dict[str, Any] = {}
+    if getattr(args, "config", None) is not None:
+        if not args.config.is_file():
+            parser.error(f"config file {args.config} not found")
+        loaded = yaml.safe_load(args.config.read_text()) or {}
+        if not isinstance(loaded, dict):
+            parser.error(f"{args.config} must hold a mapping of configuration keys")
+        extra = loaded.pop("compare", None) or {}
+        data.update(loaded)
+    for _, dest, _, _ in _FLAGS:
+        if getattr(args, dest) is not None:
+            data[dest] = getattr(args, dest)
+    for dest in ("threat_model", "allow_unanswerable", "progress"):
+        if getattr(args, dest) is not None:
+            data[dest] = getattr(args, dest)
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set expects KEY=VALUE, got {item!r}")
+        data[key.strip().replace("-", "_")] = yaml.safe_load(value)
+    data.setdefault("progress", sys.stderr.isatty())
+    data["_compare"] = extra
+    return data
+
+
+def _make_config(parser: argparse.ArgumentParser, data: dict[str, Any]):
+    from pate_stab.pipeline import DATASETS, TransferConfig
+
+    data = {k: v for k, v in data.items() if k != "_compare"}
+    dataset = data.get("dataset", "synthetic")
+    if dataset not in DATASETS:
+        parser.error(f"unknown dataset {dataset!r}; choose from {', '.join(DATASETS)}")
+    if dataset != "synthetic" and not data.get("download"):
+        if not data.get("data_dir"):
+            parser.error(f"dataset {dataset!r} needs --data-dir (a folder with its files)")
+        if not Path(data["data_dir"]).is_dir():
+            parser.error(f"data directory {data['data_dir']} does not exist")
+    for key in ("teacher_hidden", "student_hidden"):
+        if key in data and isinstance(data[key], list):
+            data[key] = tuple(data[key])
+    try:
+        return TransferConfig.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+
+
+def _fmt(v: Any, spec: str = ".4f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _print_report(r: dict[str, Any]) -> None:
+    q, t = r["queries"], r["teachers"]
+    halted = " (halted)" if q["halted"] else ""
+    lines = [
+        ("dataset", f"{r['dataset']} ({r['threat_model']['name']})"),
+        ("teachers", f"k={r['num_teachers']} {r['teacher_model']['kind']}"),
+        ("mean teacher / plurality acc", f"{_fmt(t['mean_accuracy'])} / {_fmt(t['plurality_accuracy'])}"),
+        ("aggregator", f"{r['aggregator']}"),
+        ("certified (ε, δ)", f"({r['epsilon']:.4g}, {r['delta']:.3g})"),
+        ("queries seen / answered / ⊥", f"{q['seen']} / {q['answered']} / {q['abstained']}{halted}"),
+        ("label accuracy (answered)", _fmt(r["label_accuracy_answered"])),
+        ("student test accuracy", _fmt(r["student"]["test_accuracy"])),
+        ("wall time (s)", " ".join(f"{k}={v:.1f}" for k, v in r["wall_time_s"].items())),
+        ("report", str(Path(r["run_dir"]) / "report.json")),
+        ("ledger", r["ledger"]["path"]),
+    ]
+    width = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        print(f"{k:<{width}}  {v}")
+
+
+def _quiet() -> None:
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pate_stab.privacy.calibration import calibrate
+    from pate_stab.theory import teachers_for_unanimous_answer
+
+    print(
+        f"stability releaser ({'soft' if args.soft else 'hard'} labels): ε={args.epsilon:g}, δ={args.delta:g}, "
+        f"m={args.num_queries}, T={args.max_unstable}"
+    )
+    for mode in ("paper", "tight"):
+        try:
+            cal = calibrate(
+                epsilon=args.epsilon,
+                delta=args.delta,
+                num_queries=args.num_queries,
+                max_unstable=args.max_unstable,
+                mode=mode,
+                soft_labels=args.soft,
+            )
+        except (TypeError, ValueError) as exc:
+            if mode == "tight":
+                parser.error(str(exc))
+            print(f"  {mode:<6} unavailable: {exc}")
+            continue
+        need = teachers_for_unanimous_answer(cal)
+        print(f"  {mode:<6} {cal}")
+        print(f"  {'':<6} a unanimous vote is answered w.p. ≥ 0.95 from k ≈ {need} teachers")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "calibrate":
+        return _cmd_calibrate(parser, args)
+    _quiet()
+    from pate_stab.errors import PateStabError
+
+    base = DEMO if args.command == "demo" else {}
+    data = _config_dict(parser, args, base)
+    compare_opts = data["_compare"]
+    config = _make_config(parser, data)
+    try:
+        if args.command == "compare":
+            from pate_stab.comparison import run_compare
+
+            epsilons = args.epsilons or compare_opts.get("epsilons") or [config.epsilon]
+            aggregators = args.aggregators or compare_opts.get("aggregators")
+            out = run_compare(config, epsilons=epsilons, aggregators=aggregators)
+            print(
+                f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries, "
+                f"δ={config.delta:g}; mean teacher acc {_fmt(out['teachers']['mean_accuracy'])}, "
+                f"plurality acc {_fmt(out['teachers']['plurality_accuracy'])}"
+            )
+            print(out["table"])
+            print(f"plot: {out['plot']}")
+            return 0
+        from pate_stab.pipeline import run_transfer
+
+        report = run_transfer(config)
+        if report["status"] != "complete":
+            print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
+            return 0
+        _print_report(report)
+        return 0
+    except (ValueError, FileNotFoundError, PateStabError) as exc:
+        parser.error(str(exc))
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Every aggregator on the same teachers' votes at the same (ε, δ): table and privacy–utility plot.
+
+One set of teachers is trained (or reloaded) for the run; for each target ε and each aggregator
+— the stability releaser (hard labels; soft labels on binary tasks) and PATE's LNMax, GNMax and
+Confident-GNMax with data-independent accounting — the same vote histograms are released at
+that (ε, δ) for the same m queries, a student is trained on what was released, and the row
+records queries answered, label accuracy and the student's test accuracy. Each release is a
+separate spend in the run's ledger (the ledger's budget is their basic-composition sum), with a
+deterministic spend id, so a rerun reuses them.
+
+Where the stability releaser cannot answer at a setting, the row says which k (at this ε) or
+which ε (with this k) a unanimous vote would need (:func:`pate_stab.theory.teachers_for_unanimous_answer`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from pate_stab.pipeline import (
+    AGGREGATORS,
+    TransferConfig,
+    _clean,
+    epsilon_needed,
+    fit_student,
+    label_accuracy,
+    open_ledger,
+    prepare,
+    release_labels,
+    stability_requirement,
+    teacher_accuracies,
+)
+from pate_stab.rng import spawn_generators
+
+__all__ = ["run_compare", "format_rows", "plot_rows"]
+
+_COLUMNS = (
+    ("aggregator", "{:<16}", 16),
+    ("target_epsilon", "{:>6.2f}", 6),
+    ("epsilon", "{:>7.3f}", 7),
+    ("delta", "{:>9.1e}", 9),
+    ("seen", "{:>6d}", 6),
+    ("answered", "{:>8d}", 8),
+    ("label_acc", "{:>9.4f}", 9),
+    ("student_acc", "{:>11.4f}", 11),
+)
+
+
+def format_rows(rows: Sequence[dict[str, Any]]) -> str:
+    """Fixed-width text table (label_acc: on answered queries; student_acc: on the evaluation split)."""
+    head = " ".join(f"{name:>{w}}" if i else f"{name:<{w}}" for i, (name, _, w) in enumerate(_COLUMNS))
+    lines = [head + "  note", "-" * (len(head) + 6)]
+    for r in rows:
+        cells = []
+        for name, fmt, width in _COLUMNS:
+            v = r.get(name)
+            cells.append(" " * (width - 1) + "-" if v is None else fmt.format(v))
+        lines.append(" ".join(cells) + ("  " + r["note"] if r.get("note") else ""))
+    return "\n".join(lines)
+
+
+def plot_rows(rows: Sequence[dict[str, Any]], path: Path, *, title: str, reference: float | None = None) -> Path:
+    """Student test accuracy vs target ε, one line per aggregator (matplotlib, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in dict.fromkeys(r["aggregator"] for r in rows):
+        pts = sorted((r["target_epsilon"], r["student_acc"]) for r in rows if r["aggregator"] == name)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    if reference is not None:
+        ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
+    ax.set_xscale("log")
+    ax.set_xlabel("ε (target; δ fixed)")
+    ax.set_ylabel("student test accuracy")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def run_compare(
+    config: TransferConfig,
+    *,
+    epsilons: Sequence[float],
+    aggregators: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Release the same votes with every aggregator at every ε, train a student on each release.
+
+    Writes ``compare.json``, ``compare.txt`` and ``compare.png`` in the run folder.
+
+    Returns:
+        ``{"rows": [...], "table": str, "plot": path, ...}``.
+    """
+    if not epsilons or any(not (isinstance(e, int | float) and math.isfinite(e) and e > 0) for e in epsilons):
+        raise ValueError(f"epsilons must be positive finite numbers, got {list(epsilons)!r}")
+    start = time.perf_counter()
+    prep = prepare(config, check_budget=False)
+    binary = prep.task.num_classes == 2
+    if aggregators is None:
+        aggregators = [a for a in AGGREGATORS if binary or a != "stability-soft"]
+    bad = [a for a in aggregators if a not in AGGREGATORS or (a == "stability-soft" and not binary)]
+    if bad:
+        raise ValueError(f"aggregators not available for this task: {bad} (stability-soft needs a binary task)")
+    k, m = prep.predictions.shape
+    plan = [(float(e), a) for e in epsilons for a in aggregators]
+    release_gens = spawn_generators(prep.generators["release"], len(plan))
+    student_gens = spawn_generators(prep.generators["student"], len(plan))
+    bottom_gens = spawn_generators(prep.generators["bottom"], len(plan))
+    # each release is (ε, δ)-DP on its own; the ledger counts their basic composition
+    ledger = open_ledger(
+        prep.run_dir,
+        run_name=config.run_name,
+        budget_epsilon=math.fsum(e for e, _ in plan),
+        budget_delta=config.delta * len(plan),
+    )
+    teacher_mean, plurality = teacher_accuracies(
+        prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        for i, (eps, agg) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
+            note = ""
+            needed: dict[str, Any] = {}
+            if agg.startswith("stability"):
+                soft = agg == "stability-soft"
+                _, need = stability_requirement(
+                    epsilon=eps,
+                    delta=config.delta,
+                    num_queries=m,
+                    max_unstable=config.max_unstable,
+                    mode=config.calibration,
+                    soft_labels=soft,
+                )
+                needed["teachers_needed"] = need
+                if need > k:
+                    e_need = epsilon_needed(
+                        num_teachers=k,
+                        delta=config.delta,
+                        num_queries=m,
+                        max_unstable=config.max_unstable,
+                        mode=config.calibration,
+                        soft_labels=soft,
+                    )
+                    needed["epsilon_needed"] = e_need
+                    note = f"needs k≈{need} at this ε, or ε≥{e_need:.3g} with k={k}"
+            release = release_labels(prep, ledger, aggregator=agg, epsilon=eps, generator=release_gens[i])
+            acc_answered, acc_all = label_accuracy(release, prep.query_y)
+            student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
+            s = release.summary
+            rows.append(
+                {
+                    "aggregator": agg,
+                    "calibration": config.calibration if agg.startswith("stability") else "data-independent",
+                    "target_epsilon": eps,
+                    "epsilon": s["epsilon"],
+                    "delta": s["delta"],
+                    "seen": int(s.get("queries_seen", m)),
+                    "answered": int(s["answered"]),
+                    "label_acc": acc_answered,
+                    "label_acc_all": acc_all,
+                    "student_trained_on": int(targets.index.numel()),
+                    "student_acc": student.accuracy(prep.task.eval_x, prep.task.eval_y),
+                    "spend_id": release.spend_id,
+                    "reused": release.reused,
+                    **needed,
+                    "note": note,
+                }
+            )
+        table = format_rows(rows)
+        plot = plot_rows(
+            rows,
+            prep.run_dir / "compare.png",
+            title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m}, δ={config.delta:g}",
+            reference=plurality,
+        )
+        out = {
+            "run": config.run_name,
+            "dataset": config.dataset,
+            "num_teachers": k,
+            "num_queries": m,
+            "max_unstable": config.max_unstable,
+            "calibration": config.calibration,
+            "delta": config.delta,
+            "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality},
+            "rows": rows,
+            "ledger": ledger.report(),
+            "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
+            "plot": str(plot),
+        }
+        out = _clean(out)
+        (prep.run_dir / "compare.json").write_text(json.dumps(out, indent=2, sort_keys=True))
+        (prep.run_dir / "compare.txt").write_text(table + "\n")
+        out["table"] = table
+        return out
+    finally:
+        ledger.close()

@@ -1,0 +1,101 @@
+"""The pate-stab command line: demo end to end, calibrate, compare, and usage errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pate_stab.cli import main
+
+FAST = ["--num-teachers", "300", "--num-queries", "100", "--teacher-epochs", "5", "--student-epochs", "6",
+        "--set", "num_private=6000", "--set", "separation=6.0", "--set", "teacher_lr=0.05",
+        "--set", "num_public=400", "--set", "num_eval=300", "--accelerator", "cpu", "--no-progress"]  # fmt: skip
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    return code, capsys.readouterr()
+
+
+def exits_2(args, capsys) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_demo_end_to_end(tmp_path, capsys):
+    code, out = run_cli(["demo", "--checkpoints-dir", str(tmp_path), *FAST], capsys)
+    assert code == 0
+    assert "student test accuracy" in out.out and "queries seen / answered" in out.out
+    report = json.loads((tmp_path / "demo" / "report.json").read_text())
+    assert report["dataset"] == "synthetic" and report["aggregator"] == "stability"
+    assert report["queries"]["answered"] >= 90
+    assert report["student"]["test_accuracy"] > 0.9
+
+
+def test_compare_writes_table_and_plot(tmp_path, capsys):
+    args = ["compare", "--checkpoints-dir", str(tmp_path), "--run-name", "cmp", "--epsilons", "4", "8",
+            "--aggregators", "stability", "gnmax", *FAST]  # fmt: skip
+    code, out = run_cli(args, capsys)
+    assert code == 0
+    assert "gnmax" in out.out and "stability" in out.out
+    data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert [(r["aggregator"], r["target_epsilon"]) for r in data["rows"]] == [
+        ("stability", 4.0), ("gnmax", 4.0), ("stability", 8.0), ("gnmax", 8.0)
+    ]  # fmt: skip
+    assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    # four releases, four spends; the stability row at ε=4 says what it would need
+    assert data["ledger"]["num_spends"] == 4
+    assert "teachers_needed" in data["rows"][0]
+
+
+def test_calibrate_prints_both_modes(capsys):
+    code, out = run_cli(["calibrate", "--epsilon", "3", "--num-queries", "1000", "--max-unstable", "10"], capsys)
+    assert code == 0
+    assert "paper" in out.out and "tight" in out.out and "k ≈" in out.out
+
+
+def test_unknown_dataset(capsys):
+    assert "unknown dataset 'imagenet'" in exits_2(["transfer", "--dataset", "imagenet"], capsys)
+
+
+def test_missing_data_dir(tmp_path, capsys):
+    err = exits_2(["transfer", "--dataset", "mnist", "--data-dir", str(tmp_path / "nowhere")], capsys)
+    assert "does not exist" in err
+    assert "needs --data-dir" in exits_2(["transfer", "--dataset", "mnist"], capsys)
+
+
+def test_data_dir_without_files(tmp_path, capsys):
+    err = exits_2(["transfer", "--dataset", "mnist", "--data-dir", str(tmp_path),
+                   "--checkpoints-dir", str(tmp_path / "ck")], capsys)  # fmt: skip
+    assert "MNIST" in err or "idx" in err
+
+
+def test_budget_too_small_says_what_is_needed(tmp_path, capsys):
+    err = exits_2(["demo", "--checkpoints-dir", str(tmp_path), "--epsilon", "0.5"], capsys)
+    assert "budget too small" in err and "needs about k=" in err and "ε ≥" in err
+
+
+def test_bad_values_and_keys(tmp_path, capsys):
+    assert "unknown configuration keys" in exits_2(["demo", "--set", "colour=blue"], capsys)
+    assert "aggregator" in exits_2(["demo", "--aggregator", "median"], capsys)
+    assert "delta" in exits_2(["demo", "--delta", "2"], capsys)
+    assert "config file" in exits_2(["transfer", "--config", str(tmp_path / "none.yaml")], capsys)
+
+
+def test_recipes_parse():
+    from pathlib import Path
+
+    import yaml
+
+    from pate_stab.pipeline import TransferConfig
+
+    recipes = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+    assert {p.stem for p in recipes} >= {"mnist_quick", "mnist_gpu", "fashion_mnist_quick", "svhn_gpu",
+                                         "cifar10_gpu", "adult"}  # fmt: skip
+    for path in recipes:
+        data = yaml.safe_load(path.read_text())
+        data.pop("compare", None)
+        TransferConfig.from_dict(data)
