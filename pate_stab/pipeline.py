@@ -39,7 +39,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.compare import make_aggregator
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.aggregation.votes import vote_histogram
@@ -496,24 +496,16 @@ class Release:
 
 
 def _make_aggregator(name: str, config: TransferConfig, epsilon: float, m: int, k: int, soft: bool) -> Any:
-    if name.startswith("stability"):
-        return calibrate(
-            epsilon=epsilon,
-            delta=config.delta,
-            num_queries=m,
-            max_unstable=config.max_unstable,
-            mode=config.calibration,
-            soft_labels=soft,
-        )
-    if name == "lnmax":
-        return LNMax.calibrate(epsilon=epsilon, delta=config.delta, num_queries=m)
-    if name == "gnmax":
-        return GNMax.calibrate(epsilon=epsilon, delta=config.delta, num_queries=m)
-    return ConfidentGNMax.calibrate(
+    return make_aggregator(
+        name,
         epsilon=epsilon,
         delta=config.delta,
         num_queries=m,
-        threshold=config.confident_threshold * k,
+        num_teachers=k,
+        max_unstable=config.max_unstable,
+        mode=config.calibration,
+        soft_labels=soft,
+        confident_threshold=config.confident_threshold * k,
         sigma_ratio=config.sigma_ratio,
     )
 

@@ -19,11 +19,11 @@ from pate_stab._validation import check_delta, check_epsilon, check_generator, c
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.releaser import ABSTAIN, StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
-from pate_stab.privacy.calibration import calibrate
+from pate_stab.privacy.calibration import Calibration, calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.rng import spawn_generators
 
-__all__ = ["AggregatorRow", "compare_aggregators", "AGGREGATORS", "format_table"]
+__all__ = ["AggregatorRow", "compare_aggregators", "make_aggregator", "AGGREGATORS", "format_table"]
 
 AGGREGATORS = ("stability-paper", "stability-tight", "lnmax", "gnmax", "confident-gnmax")
 
@@ -60,6 +60,55 @@ def _row(name: str, calibration: str, eps: float, delta: float, labels: torch.Te
         label_accuracy_answered=correct / answered if answered else float("nan"),
         label_accuracy_overall=correct / m,
     )
+
+
+def make_aggregator(
+    name: str,
+    *,
+    epsilon: float,
+    delta: float,
+    num_queries: int,
+    num_teachers: int,
+    max_unstable: int,
+    mode: str = "tight",
+    soft_labels: bool = False,
+    confident_threshold: float | None = None,
+    sigma_ratio: float = 2.0,
+) -> Calibration | LNMax | GNMax | ConfidentGNMax:
+    """An aggregator calibrated to (ε, δ) for ``num_queries`` queries.
+
+    ``name`` is one of "stability" (calibration ``mode``), "stability-paper",
+    "stability-tight", "stability-soft" (soft labels, calibration ``mode``), "lnmax", "gnmax",
+    "confident-gnmax". For the stability releasers the :class:`Calibration` is returned (build
+    the releaser from it); the baselines come back ready to ``release``. Confident-GNMax's
+    threshold on the max count defaults to 0.6·k.
+    """
+    if name.startswith("stability"):
+        suffix = name.partition("-")[2]
+        if suffix in ("paper", "tight"):
+            mode = suffix
+        elif suffix == "soft":
+            soft_labels = True
+        elif suffix:
+            raise ValueError(f"unknown aggregator {name!r}")
+        return calibrate(
+            epsilon=epsilon,
+            delta=delta,
+            num_queries=num_queries,
+            max_unstable=max_unstable,
+            mode=mode,  # type: ignore[arg-type]
+            soft_labels=soft_labels,
+        )
+    if name == "lnmax":
+        return LNMax.calibrate(epsilon=epsilon, delta=delta, num_queries=num_queries)
+    if name == "gnmax":
+        return GNMax.calibrate(epsilon=epsilon, delta=delta, num_queries=num_queries)
+    if name == "confident-gnmax":
+        thr = 0.6 * num_teachers if confident_threshold is None else float(confident_threshold)
+        return ConfidentGNMax.calibrate(
+            epsilon=epsilon, delta=delta, num_queries=num_queries, threshold=thr, sigma_ratio=sigma_ratio
+        )
+    raise ValueError(f"unknown aggregator {name!r}")
 
 
 def compare_aggregators(
@@ -112,20 +161,22 @@ def compare_aggregators(
     rows = []
     for name, gen in zip(aggregators, gens, strict=True):
         spend_id = f"{run_id}-{name}"
-        if name.startswith("stability"):
-            mode = name.split("-")[1]
-            cal = calibrate(epsilon=eps, delta=d, num_queries=m, max_unstable=t, mode=mode)  # type: ignore[arg-type]
-            rel = StabilityReleaser(cal, generator=gen, ledger=ledger, spend_id=spend_id)
+        agg = make_aggregator(
+            name,
+            epsilon=eps,
+            delta=d,
+            num_queries=m,
+            num_teachers=k,
+            max_unstable=t,
+            confident_threshold=confident_threshold,
+        )
+        if isinstance(agg, Calibration):
+            rel = StabilityReleaser(agg, generator=gen, ledger=ledger, spend_id=spend_id)
             labels = rel.release(counts).labels
-            rows.append(_row(name, mode, cal.certified_epsilon, cal.certified_delta, labels, rel.queries_seen, truth))
+            rows.append(
+                _row(name, agg.mode, agg.certified_epsilon, agg.certified_delta, labels, rel.queries_seen, truth)
+            )
             continue
-        if name == "lnmax":
-            agg: LNMax | GNMax | ConfidentGNMax = LNMax.calibrate(epsilon=eps, delta=d, num_queries=m)
-        elif name == "gnmax":
-            agg = GNMax.calibrate(epsilon=eps, delta=d, num_queries=m)
-        else:
-            thr = 0.6 * k if confident_threshold is None else float(confident_threshold)
-            agg = ConfidentGNMax.calibrate(epsilon=eps, delta=d, num_queries=m, threshold=thr)
         if ledger is not None:
             ledger.spend(spend_id, epsilon=agg.certified_epsilon, delta=agg.certified_delta, mechanism=name)
         labels = agg.release(counts, generator=gen)
