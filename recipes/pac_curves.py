@@ -44,6 +44,7 @@ import json
 import math
 import sys
 import time
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -210,6 +211,12 @@ class Halfspaces(ConceptClass):
 # ----------------------------------------------------------------------------- one run
 
 
+@lru_cache(maxsize=256)
+def _calibrate(epsilon: float, delta: float, m: int, t: int, mode: str):
+    """The tight calibration takes seconds for T in the thousands; seeds share it."""
+    return calibrate(epsilon=epsilon, delta=delta, num_queries=m, max_unstable=t, mode=mode)
+
+
 def run_hard(cls: ConceptClass, *, n: int, m: int, noise: float, setting, seed_gen: torch.Generator, args) -> dict:
     g_data, g_pub, g_part, g_noise = spawn_generators(seed_gen, 4)
     row: dict = {"k": setting.num_teachers, "T": setting.max_unstable, "shard_size": n / setting.num_teachers}
@@ -223,9 +230,7 @@ def run_hard(cls: ConceptClass, *, n: int, m: int, noise: float, setting, seed_g
     row["teacher_seconds"] = time.perf_counter() - t0
     row["teacher_disagree"] = float(cls.disagreement(teachers).mean())
     counts = cls.votes(teachers, xq)  # (m, 2)
-    cal = calibrate(
-        epsilon=args.epsilon, delta=args.delta, num_queries=m, max_unstable=setting.max_unstable, mode=setting.mode
-    )
+    cal = _calibrate(args.epsilon, args.delta, m, setting.max_unstable, setting.mode)
     rel = StabilityReleaser(cal, generator=g_noise)
     res = rel.release(counts)
     labels = res.labels
@@ -460,7 +465,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--n-max", type=float, default=1e7)
     ap.add_argument("--n-points", type=int, default=4)
     ap.add_argument("--halfspace-n-max", type=float, default=3e6)
-    ap.add_argument("--realizable-query-scale", type=float, default=2e-5, help="m = scale·(n/V)^{4/3}")
+    ap.add_argument("--realizable-query-scale", type=float, default=5e-6, help="m = scale·(n/V)^{4/3}")
     ap.add_argument("--agnostic-query-scale", type=float, default=5e-3, help="m = scale·(n/V)^{4/5}")
     ap.add_argument("--min-queries", type=int, default=100)
     ap.add_argument("--noise", type=float, default=0.05, help="η of the agnostic setting")
@@ -518,7 +523,7 @@ def main(argv: list[str] | None = None) -> dict:
                     st = prescribed_num_teachers(
                         num_samples=n, num_queries=m, vc_dim=cls.vc_dim, realizable=realizable,
                         best_error=noise, epsilon=args.epsilon, delta=args.delta, beta=args.beta,
-                        mode=mode, round_up_ratio=1.1,
+                        mode=mode, round_up_ratio=1.25,
                     )
                     usability.append({"class": cname, "setting": setting, "mode": mode, "n": n, "m": m,
                                       **st.to_dict()})

@@ -222,7 +222,9 @@ def prescribed_num_teachers(
         if k == k_prev:
             return TeacherSetting(mode, True, "", k, t, alpha, n / k, it)
         k_prev = k
-        alpha = teacher_excess_error(num_samples=n / k, vc_dim=v, realizable=realizable, beta=b / k, constants=constants)
+        alpha = teacher_excess_error(
+            num_samples=n / k, vc_dim=v, realizable=realizable, beta=b / k, constants=constants
+        )
     return TeacherSetting(mode, False, "no fixed point within max_iterations", k, t, alpha, n / k, max_iterations)
 
 
