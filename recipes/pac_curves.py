@@ -425,24 +425,53 @@ def plot(out: Path, summary: list[dict], slopes: list[dict]) -> None:
                     mu = np.array([s[f"{metric}_mean"] for s in pts])
                     sd = np.array([s[f"{metric}_std"] for s in pts])
                     sl = next(
-                        (x["slope"] for x in slopes if x["class"] == cls_name and x["setting"] == setting
-                         and x["mode"] == mode and x["metric"] == metric),
+                        (
+                            x["slope"]
+                            for x in slopes
+                            if x["class"] == cls_name
+                            and x["setting"] == setting
+                            and x["mode"] == mode
+                            and x["metric"] == metric
+                        ),
                         math.nan,
                     )
-                    ax.errorbar(ns, mu, yerr=sd, marker=marker, ls=ls, capsize=2,
-                                label=f"{mode}: {metric.split('_')[0]} (slope {sl:.2f})")
+                    ax.errorbar(
+                        ns,
+                        mu,
+                        yerr=sd,
+                        marker=marker,
+                        ls=ls,
+                        capsize=2,
+                        label=f"{mode}: {metric.split('_')[0]} (slope {sl:.2f})",
+                    )
             npr = sorted({(s["n"], s["nonprivate_disagree_mean"]) for s in sub})
             if npr:
-                sl = next((x["slope"] for x in slopes if x["class"] == cls_name and x["setting"] == setting
-                           and x["metric"] == "nonprivate_disagree"), math.nan)
-                ax.plot([a for a, _ in npr], [b for _, b in npr], "k:", marker="^",
-                        label=f"non-private ERM on n (slope {sl:.2f})")
+                sl = next(
+                    (
+                        x["slope"]
+                        for x in slopes
+                        if x["class"] == cls_name and x["setting"] == setting and x["metric"] == "nonprivate_disagree"
+                    ),
+                    math.nan,
+                )
+                ax.plot(
+                    [a for a, _ in npr],
+                    [b for _, b in npr],
+                    "k:",
+                    marker="^",
+                    label=f"non-private ERM on n (slope {sl:.2f})",
+                )
             ns_all = np.array(sorted({s["n"] for s in sub}), dtype=float)
             expo = REALIZABLE_ERROR_EXPONENT if setting == "realizable" else AGNOSTIC_ERROR_EXPONENT
             anchor = [s["priv_disagree_mean"] for s in sub if s["n"] == ns_all[0] and s["priv_disagree_mean"] > 0]
             if anchor:
-                ax.plot(ns_all, anchor[0] * (ns_all / ns_all[0]) ** expo, color="gray", alpha=0.6,
-                        label=f"theorem rate n^{expo:.2f}")
+                ax.plot(
+                    ns_all,
+                    anchor[0] * (ns_all / ns_all[0]) ** expo,
+                    color="gray",
+                    alpha=0.6,
+                    label=f"theorem rate n^{expo:.2f}",
+                )
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("private sample size n")
@@ -515,33 +544,66 @@ def main(argv: list[str] | None = None) -> dict:
             noise = 0.0 if realizable else args.noise
             scale = args.realizable_query_scale if realizable else args.agnostic_query_scale
             for n in grid.tolist():
-                m = max(args.min_queries, round(balanced_num_queries(
-                    num_samples=n, vc_dim=cls.vc_dim, realizable=realizable, scale=scale)))
+                m = max(
+                    args.min_queries,
+                    round(balanced_num_queries(num_samples=n, vc_dim=cls.vc_dim, realizable=realizable, scale=scale)),
+                )
                 seed_gens = spawn_generators(root, args.seeds)
                 npriv = [nonprivate(cls, n=n, noise=noise, seed_gen=_copy(sg)) for sg in seed_gens]
                 for mode in args.modes:
                     st = prescribed_num_teachers(
-                        num_samples=n, num_queries=m, vc_dim=cls.vc_dim, realizable=realizable,
-                        best_error=noise, epsilon=args.epsilon, delta=args.delta, beta=args.beta,
-                        mode=mode, round_up_ratio=1.25,
+                        num_samples=n,
+                        num_queries=m,
+                        vc_dim=cls.vc_dim,
+                        realizable=realizable,
+                        best_error=noise,
+                        epsilon=args.epsilon,
+                        delta=args.delta,
+                        beta=args.beta,
+                        mode=mode,
+                        round_up_ratio=1.25,
                     )
-                    usability.append({"class": cname, "setting": setting, "mode": mode, "n": n, "m": m,
-                                      **st.to_dict()})
-                    print(f"{cname:9s} {setting:10s} {mode:5s} n={n:>9d} m={m:>6d} k={st.num_teachers:>7d} "
-                          f"T={st.max_unstable:>5d} {'ok' if st.feasible else 'UNUSABLE: ' + st.reason}", flush=True)
+                    usability.append({"class": cname, "setting": setting, "mode": mode, "n": n, "m": m, **st.to_dict()})
+                    print(
+                        f"{cname:9s} {setting:10s} {mode:5s} n={n:>9d} m={m:>6d} k={st.num_teachers:>7d} "
+                        f"T={st.max_unstable:>5d} {'ok' if st.feasible else 'UNUSABLE: ' + st.reason}",
+                        flush=True,
+                    )
                     if not st.feasible:
                         continue
                     for s, sg in enumerate(seed_gens):
                         r = run_hard(cls, n=n, m=m, noise=noise, setting=st, seed_gen=_copy(sg), args=args)
-                        rows.append({"class": cname, "setting": setting, "mode": mode, "n": n, "m": m, "seed": s,
-                                     "nonprivate_disagree": npriv[s], **r})
+                        rows.append(
+                            {
+                                "class": cname,
+                                "setting": setting,
+                                "mode": mode,
+                                "n": n,
+                                "m": m,
+                                "seed": s,
+                                "nonprivate_disagree": npriv[s],
+                                **r,
+                            }
+                        )
                     last = rows[-1]
-                    print(f"    priv={last['priv_disagree']:.4g} bottom={last['bottom']} student="
-                          f"{last['student_disagree']:.4g} nonpriv={last['nonprivate_disagree']:.3g} "
-                          f"teach={last['teacher_disagree']:.3g} ({last['seconds']:.1f}s)", flush=True)
+                    print(
+                        f"    priv={last['priv_disagree']:.4g} bottom={last['bottom']} student="
+                        f"{last['student_disagree']:.4g} nonpriv={last['nonprivate_disagree']:.3g} "
+                        f"teach={last['teacher_disagree']:.3g} ({last['seconds']:.1f}s)",
+                        flush=True,
+                    )
     hard_seconds = time.perf_counter() - started
-    metrics = ["priv_disagree", "priv_wrong", "bottom", "answered", "student_disagree", "nonprivate_disagree",
-               "teacher_disagree", "vote_disagree", "seconds"]
+    metrics = [
+        "priv_disagree",
+        "priv_wrong",
+        "bottom",
+        "answered",
+        "student_disagree",
+        "nonprivate_disagree",
+        "teacher_disagree",
+        "vote_disagree",
+        "seconds",
+    ]
     summary = summarize(rows, ["class", "setting", "mode", "n", "m", "k", "T"], metrics)
     for s in summary:
         s["nonprivate_disagree_mean"] = s.get("nonprivate_disagree_mean", math.nan)
@@ -553,10 +615,19 @@ def main(argv: list[str] | None = None) -> dict:
                 pts = [s for s in summary if s["class"] == cname and s["setting"] == setting and s["mode"] == mode]
                 for metric in ("priv_disagree", "student_disagree", "nonprivate_disagree", "teacher_disagree"):
                     sl, _ = loglog_slope([s["n"] for s in pts], [s[f"{metric}_mean"] for s in pts])
-                    slopes.append({"class": cname, "setting": setting, "mode": mode, "metric": metric,
-                                   "points": len(pts), "slope": sl, "theorem_exponent": expo,
-                                   "n_range": f"{min((s['n'] for s in pts), default=0)}-"
-                                              f"{max((s['n'] for s in pts), default=0)}"})
+                    slopes.append(
+                        {
+                            "class": cname,
+                            "setting": setting,
+                            "mode": mode,
+                            "metric": metric,
+                            "points": len(pts),
+                            "slope": sl,
+                            "theorem_exponent": expo,
+                            "n_range": f"{min((s['n'] for s in pts), default=0)}-"
+                            f"{max((s['n'] for s in pts), default=0)}",
+                        }
+                    )
     write_csv(out / "hard_runs.csv", rows)
     write_csv(out / "hard_summary.csv", summary)
     write_csv(out / "slopes.csv", slopes)
@@ -564,13 +635,19 @@ def main(argv: list[str] | None = None) -> dict:
     largest = max(rows, key=lambda r: (r["n"], r["k"]), default=None)
     report: dict = {
         "hard_seconds": hard_seconds,
-        "largest_run": None if largest is None else {
-            key: largest[key] for key in ("class", "setting", "mode", "n", "m", "k", "teacher_seconds", "seconds")},
+        "largest_run": None
+        if largest is None
+        else {key: largest[key] for key in ("class", "setting", "mode", "n", "m", "k", "teacher_seconds", "seconds")},
         "slopes": slopes,
         "first_usable_n": {
             f"{u['class']}/{u['setting']}/{u['mode']}": min(
-                (v["n"] for v in usability if v["feasible"] and (v["class"], v["setting"], v["mode"])
-                 == (u["class"], u["setting"], u["mode"])), default=None)
+                (
+                    v["n"]
+                    for v in usability
+                    if v["feasible"] and (v["class"], v["setting"], v["mode"]) == (u["class"], u["setting"], u["mode"])
+                ),
+                default=None,
+            )
             for u in usability
         },
     }
@@ -578,8 +655,10 @@ def main(argv: list[str] | None = None) -> dict:
         t0 = time.perf_counter()
         report["soft"] = run_soft(args, spawn_generators(root, 1)[0])
         report["soft"]["seconds"] = time.perf_counter() - t0
-        write_csv(out / "soft.csv", [{**{k: v for k, v in report["soft"].items() if k != "releases"}, **r}
-                                     for r in report["soft"]["releases"]])
+        write_csv(
+            out / "soft.csv",
+            [{**{k: v for k, v in report["soft"].items() if k != "releases"}, **r} for r in report["soft"]["releases"]],
+        )
     report["total_seconds"] = time.perf_counter() - started
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     try:
@@ -588,8 +667,10 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"plotting failed: {exc}")
     for s in slopes:
         if s["metric"] in ("priv_disagree", "student_disagree", "nonprivate_disagree") and s["points"] >= 2:
-            print(f"slope {s['class']:9s} {s['setting']:10s} {s['mode']:5s} {s['metric']:18s} "
-                  f"{s['slope']:+.3f} (theorem {s['theorem_exponent']:+.3f}, {s['points']} pts)")
+            print(
+                f"slope {s['class']:9s} {s['setting']:10s} {s['mode']:5s} {s['metric']:18s} "
+                f"{s['slope']:+.3f} (theorem {s['theorem_exponent']:+.3f}, {s['points']} pts)"
+            )
     if "soft" in report:
         print(json.dumps(report["soft"], indent=1))
     print(f"total {report['total_seconds']:.1f}s -> {out}")
