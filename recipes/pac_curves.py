@@ -77,6 +77,7 @@ from pate_stab.theory.pac import (  # noqa: E402
     prescribed_num_teachers,
     soft_label_gamma,
     soft_label_radius,
+    tight_calibration,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,7 +214,9 @@ class Halfspaces(ConceptClass):
 
 @lru_cache(maxsize=256)
 def _calibrate(epsilon: float, delta: float, m: int, t: int, mode: str):
-    """The tight calibration takes seconds for T in the thousands; seeds share it."""
+    """The tight calibration takes seconds for T in the thousands: λ is shared across m and seeds."""
+    if mode == "tight":
+        return tight_calibration(epsilon=epsilon, delta=delta, num_queries=m, max_unstable=t)
     return calibrate(epsilon=epsilon, delta=delta, num_queries=m, max_unstable=t, mode=mode)
 
 

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -25,7 +25,13 @@ import numpy as np
 import torch
 
 from pate_stab._validation import check_delta, check_epsilon, check_int, check_probability, check_real
-from pate_stab.privacy.calibration import Calibration, calibrate, threshold_for_leak
+from pate_stab.privacy.calibration import (
+    Calibration,
+    calibrate,
+    leak_probability,
+    paper_threshold,
+    threshold_for_leak,
+)
 from pate_stab.theory import corollary_max_unstable, paper_num_teachers
 
 __all__ = [
@@ -37,6 +43,7 @@ __all__ = [
     "balanced_num_queries",
     "theorem_error_rate",
     "num_teachers_for_agreement",
+    "tight_calibration",
     "TeacherSetting",
     "prescribed_num_teachers",
     "soft_label_radius",
@@ -158,11 +165,45 @@ class TeacherSetting:
         return asdict(self)
 
 
+@lru_cache(maxsize=256)
+def _tight_base(epsilon: float, delta: float, max_unstable: int) -> Calibration:
+    return calibrate(epsilon=epsilon, delta=delta, num_queries=max_unstable, max_unstable=max_unstable, mode="tight")
+
+
+def tight_calibration(*, epsilon: float, delta: float, num_queries: int, max_unstable: int) -> Calibration:
+    """``calibrate(..., mode="tight")`` (hard labels, δ split ½), reusing λ across m.
+
+    In tight mode λ depends on (ε, δ, T) only; m enters through the leak's union bound, i.e.
+    the threshold w = threshold_for_leak(δ/(2m), λ) and the leak fields. λ's search takes seconds
+    for T in the thousands, so it is cached per (ε, δ, T) and the m-dependent fields are
+    recomputed exactly as :func:`~pate_stab.privacy.calibration.calibrate` does (a test checks
+    equality).
+    """
+    m = check_int("num_queries", num_queries, minimum=1)
+    t = check_int("max_unstable", max_unstable, minimum=1)
+    if t > m:
+        raise ValueError(f"max_unstable (T={t}) cannot exceed num_queries (m={m})")
+    base = _tight_base(check_epsilon(epsilon), check_delta(delta), t)
+    lam = base.noise_scale
+    per_test = base.delta_leak / m
+    w = threshold_for_leak(probability=per_test, noise_scale=lam)
+    leak = leak_probability(threshold=w, noise_scale=lam)
+    return replace(
+        base,
+        num_queries=m,
+        num_tests=m,
+        threshold=w,
+        paper_threshold=paper_threshold(noise_scale=lam, delta=base.delta, num_queries=m),
+        leak_per_test=leak,
+        certified_delta=base.delta_sparse_vector + m * leak,
+    )
+
+
 @lru_cache(maxsize=1024)
 def _k_for(mode: str, *, t: int, m: int, epsilon: float, delta: float, beta: float, agreement: float) -> int:
     if mode == "paper":
         return math.ceil(paper_num_teachers(epsilon=epsilon, delta=delta, num_queries=m, max_unstable=t, beta=beta))
-    cal = calibrate(epsilon=epsilon, delta=delta, num_queries=m, max_unstable=t, mode="tight")
+    cal = tight_calibration(epsilon=epsilon, delta=delta, num_queries=m, max_unstable=t)
     return num_teachers_for_agreement(cal, agreement=agreement, fail_probability=beta / (2 * m))
 
 

@@ -222,3 +222,11 @@ def test_recipe_smoke(tmp_path, monkeypatch):
     # keyed shards: a function of the record id only (adding records leaves earlier shards alone)
     g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
     assert torch.equal(mod.keyed_shards(100, 7, generator=g1), mod.keyed_shards(120, 7, generator=g2)[:100])
+
+
+@pytest.mark.parametrize(("m", "t"), [(50, 5), (1000, 37)])
+def test_tight_calibration_equals_calibrate(m, t):
+    from pate_stab.theory.pac import tight_calibration
+
+    ref = calibrate(epsilon=2.0, delta=1e-6, num_queries=m, max_unstable=t, mode="tight")
+    assert tight_calibration(epsilon=2.0, delta=1e-6, num_queries=m, max_unstable=t) == ref
