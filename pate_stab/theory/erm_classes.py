@@ -273,11 +273,12 @@ def logistic_erm(
     w = torch.zeros(k, d + 1, dtype=torch.float32)
     eye = torch.eye(d + 1, dtype=torch.float32)
     for _ in range(steps):
-        margin = signs * torch.bmm(feats, w.unsqueeze(2)).squeeze(2)  # (k, width)
+        # elementwise products and sums instead of bmm: the per-shard matrices are tiny (d+1 ≤ ~10)
+        margin = signs * (feats * w.unsqueeze(1)).sum(2)  # (k, width)
         p = torch.sigmoid(-margin) * mask  # derivative weight of each loss term
-        grad = -torch.bmm((p * signs).unsqueeze(1), feats).squeeze(1) / per + ridge * w
-        curv = torch.sigmoid(margin) * p  # σ(m)σ(−m) on real rows
-        hess = torch.bmm(feats.transpose(1, 2), feats * curv.unsqueeze(2)) / per.unsqueeze(2) + ridge * eye
+        grad = -((p * signs).unsqueeze(2) * feats).sum(1) / per + ridge * w  # (k, d+1)
+        curv = (torch.sigmoid(margin) * p).unsqueeze(2)  # σ(m)σ(−m) on real rows
+        hess = torch.einsum("kni,knj->kij", feats * curv, feats) / per.unsqueeze(2) + ridge * eye
         step = torch.linalg.solve(hess, grad.unsqueeze(2)).squeeze(2)
         norm = step.norm(dim=1, keepdim=True)
         w = w - step * torch.clamp(max_step / norm.clamp_min(1e-30), max=1.0)
