@@ -56,6 +56,19 @@ def releaser_event(calibration: Calibration) -> PrivacyEvent:
     )
 
 
+def calibration_summary(calibration: Calibration) -> dict[str, Any]:
+    """The calibration fields every releaser summary reports."""
+    return {
+        "calibration": calibration.mode,
+        "epsilon": calibration.certified_epsilon,
+        "delta": calibration.certified_delta,
+        "noise_scale": calibration.noise_scale,
+        "threshold": calibration.threshold,
+        "max_unstable": calibration.max_unstable,
+        "num_queries": calibration.num_queries,
+    }
+
+
 class _LedgerSpend:
     """Records a releaser's whole-run spend once, before its first release."""
 
@@ -200,17 +213,11 @@ class StabilityReleaser:
 
     def summary(self) -> dict[str, Any]:
         """Counters and the certified privacy, as plain values."""
-        cal = self.calibration
+        summary = {"mechanism": self.mechanism, "noise": self.noise, **calibration_summary(self.calibration)}
+        if isinstance(self._oqr, SecureSparseVector):
+            summary["threshold"] = self._oqr.threshold  # the integer threshold actually used
         return {
-            "mechanism": self.mechanism,
-            "calibration": cal.mode,
-            "noise": self.noise,
-            "epsilon": cal.certified_epsilon,
-            "delta": cal.certified_delta,
-            "noise_scale": cal.noise_scale,
-            "threshold": cal.threshold,
-            "max_unstable": cal.max_unstable,
-            "num_queries": cal.num_queries,
+            **summary,
             "queries_seen": self.queries_seen,
             "answered": self._oqr.num_passed,
             "abstained": self._oqr.num_failed,

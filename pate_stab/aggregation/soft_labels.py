@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from pate_stab._validation import check_tensor
-from pate_stab.aggregation.releaser import ReleaseResult, _LedgerSpend
+from pate_stab.aggregation.releaser import ReleaseResult, _LedgerSpend, calibration_summary
 from pate_stab.aggregation.votes import (
     bin_midpoints,
     distance_to_instability,
@@ -156,17 +156,10 @@ class SoftLabelReleaser:
         return ReleaseResult(out, status)
 
     def summary(self) -> dict[str, Any]:
-        cal = self.calibration
         return {
             "mechanism": self.mechanism,
-            "calibration": cal.mode,
             "gamma": self.gamma,
-            "epsilon": cal.certified_epsilon,
-            "delta": cal.certified_delta,
-            "noise_scale": cal.noise_scale,
-            "threshold": cal.threshold,
-            "max_unstable": cal.max_unstable,
-            "num_queries": cal.num_queries,
+            **calibration_summary(self.calibration),
             "failed_tests": self._svt.num_failed,
             "answered_plain": self.answered_plain,
             "answered_shifted": self.answered_shifted,
