@@ -70,7 +70,7 @@ def calibration_summary(calibration: Calibration) -> dict[str, Any]:
 
 
 class _LedgerSpend:
-    """Records a releaser's whole-run spend once, before its first release."""
+    """A releaser run's budget: the queries its calibration covers and its one ledger spend."""
 
     def __init__(self, calibration: Calibration, ledger: PrivacyLedger | None, spend_id: str | None, mechanism: str):
         self.calibration = calibration
@@ -78,6 +78,22 @@ class _LedgerSpend:
         self.spend_id = spend_id or f"{mechanism}-{uuid.uuid4().hex}"
         self.mechanism = mechanism
         self.recorded = ledger is None
+        self.queries_offered = 0
+
+    def admit(self, m: int) -> None:
+        """Admit ``m`` more queries: refuse past the calibrated number, record the spend first.
+
+        Raises:
+            BudgetExhaustedError: more queries than the calibration covers, or the ledger's
+                budget would be exceeded; nothing is admitted.
+        """
+        if self.queries_offered + m > self.calibration.num_queries:
+            raise BudgetExhaustedError(
+                f"the releaser is calibrated for {self.calibration.num_queries} queries; "
+                f"{self.queries_offered} offered so far, {m} more requested"
+            )
+        self.ensure()
+        self.queries_offered += m
 
     def ensure(self) -> None:
         if self.recorded or self.ledger is None:
@@ -160,7 +176,6 @@ class StabilityReleaser:
                 generator=generator,
             )
         self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism)
-        self._queries_offered = 0
 
     @property
     def halted(self) -> bool:
@@ -169,13 +184,6 @@ class StabilityReleaser:
     @property
     def queries_seen(self) -> int:
         return self._oqr.num_seen
-
-    def _check_room(self, m: int) -> None:
-        if self._queries_offered + m > self.calibration.num_queries:
-            raise BudgetExhaustedError(
-                f"the releaser is calibrated for {self.calibration.num_queries} queries; "
-                f"{self._queries_offered} offered so far, {m} more requested"
-            )
 
     def release_one(self, counts: Any) -> int:
         """One query's vote histogram (C,) → its label or −1 (⊥ or halted)."""
@@ -197,9 +205,7 @@ class StabilityReleaser:
         m = counts.shape[0]
         if m == 0:
             raise ValueError("counts is empty (shape (0, C)): no query to release; nothing was spent")
-        self._check_room(m)
-        self._spend.ensure()
-        self._queries_offered += m
+        self._spend.admit(m)
         if self.halted:
             return ReleaseResult(torch.full((m,), ABSTAIN, dtype=torch.int64), torch.full((m,), -1, dtype=torch.int8))
         dist = distance_to_instability(counts)

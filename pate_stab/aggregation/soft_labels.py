@@ -33,7 +33,6 @@ from pate_stab.aggregation.votes import (
     shifted_gamma_histogram,
     top_label,
 )
-from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.calibration import Calibration
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, SparseVector
@@ -84,7 +83,6 @@ class SoftLabelReleaser:
             generator=generator,
         )
         self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism)
-        self._queries_offered = 0
         self.answered_plain = 0
         self.answered_shifted = 0
         self.abstained = 0
@@ -113,13 +111,7 @@ class SoftLabelReleaser:
         plain_hist = gamma_histogram(scores, self.gamma)  # (m, 1/γ); validates scores
         shifted_hist = shifted_gamma_histogram(scores, self.gamma)  # (m, 1/γ − 1)
         m = plain_hist.shape[0]
-        if self._queries_offered + m > self.calibration.num_queries:
-            raise BudgetExhaustedError(
-                f"the releaser is calibrated for {self.calibration.num_queries} queries; "
-                f"{self._queries_offered} offered so far, {m} more requested"
-            )
-        self._spend.ensure()
-        self._queries_offered += m
+        self._spend.admit(m)
         plain_dist = distance_to_instability(plain_hist).to(torch.float64)
         shifted_dist = distance_to_instability(shifted_hist).to(torch.float64)
         plain_out = self.plain_values[top_label(plain_hist)]
@@ -151,7 +143,9 @@ class SoftLabelReleaser:
                 self.abstained += 1
             pos = j + 1
         self._spend.progress(
-            queries_seen=self._queries_offered, answered=self.answered_plain + self.answered_shifted, halted=self.halted
+            queries_seen=self._spend.queries_offered,
+            answered=self.answered_plain + self.answered_shifted,
+            halted=self.halted,
         )
         return ReleaseResult(out, status)
 

@@ -156,7 +156,7 @@ def test_soft_releaser_bad_scores(scores):
     rel = SoftLabelReleaser(SOFT_CAL, gamma=0.1, generator=_gen())
     with pytest.raises(CLEAR):
         rel.release(scores)
-    assert rel._queries_offered == 0
+    assert rel._spend.queries_offered == 0
 
 
 @FUZZ
