@@ -155,7 +155,7 @@ def _make_config(parser: argparse.ArgumentParser, data: dict[str, Any]):
             parser.error(f"dataset {dataset!r} needs --data-dir (a folder with its files)")
         if not Path(data["data_dir"]).is_dir():
             parser.error(f"data directory {data['data_dir']} does not exist")
-    for key in ("teacher_hidden", "student_hidden"):
+    for key in ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels"):
         if key in data and isinstance(data[key], list):
             data[key] = tuple(data[key])
     try:

@@ -101,6 +101,7 @@ THREAT_MODELS = {
     ),
 }
 # stages whose config fields must match for a run folder to be reused
+_WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
 _NOT_IDENTITY = ("checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable")
 
 
@@ -137,7 +138,8 @@ class TransferConfig:
     # teachers
     num_teachers: int = 250
     teacher_model: Literal["logistic", "mlp", "cnn"] = "logistic"
-    teacher_hidden: tuple[int, ...] = (64,)
+    teacher_hidden: tuple[int, ...] = (64,)  # MLP widths, or the CNN's fully connected widths
+    teacher_channels: tuple[int, int] = (64, 128)  # CNN only: the two convolution widths (PATE's)
     teacher_epochs: int = 20
     teacher_batch_size: int = 8
     teacher_lr: float = 1e-2
@@ -156,6 +158,7 @@ class TransferConfig:
     # student
     student_model: Literal["logistic", "mlp", "cnn"] = "mlp"
     student_hidden: tuple[int, ...] = (64,)
+    student_channels: tuple[int, int] = (64, 128)  # CNN student only
     student_epochs: int = 30
     student_batch_size: int = 32
     student_lr: float = 3e-3
@@ -191,8 +194,12 @@ class TransferConfig:
                 raise ValueError(f"{name} must be a positive finite number, got {v!r}")
         if self.delta >= 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
-        object.__setattr__(self, "teacher_hidden", tuple(int(h) for h in self.teacher_hidden))
-        object.__setattr__(self, "student_hidden", tuple(int(h) for h in self.student_hidden))
+        for name in _WIDTH_FIELDS:
+            widths = tuple(int(h) for h in getattr(self, name))
+            if any(h < 1 for h in widths) or (name.endswith("channels") and len(widths) != 2):
+                what = "two positive integers" if name.endswith("channels") else "positive integers"
+                raise ValueError(f"{name} must be {what}, got {widths}")
+            object.__setattr__(self, name, widths)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransferConfig:
@@ -204,8 +211,8 @@ class TransferConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["teacher_hidden"] = list(self.teacher_hidden)
-        d["student_hidden"] = list(self.student_hidden)
+        for name in _WIDTH_FIELDS:
+            d[name] = list(getattr(self, name))
         return d
 
     @property
@@ -443,7 +450,13 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
 
     t0 = time.perf_counter()
     in_shape = tuple(task.private_x.shape[1:])
-    spec = ModelSpec(config.teacher_model, in_shape, task.num_classes, hidden=config.teacher_hidden)
+    spec = ModelSpec(
+        config.teacher_model,
+        in_shape,
+        task.num_classes,
+        hidden=config.teacher_hidden,
+        channels=config.teacher_channels,
+    )
     teacher_dir = run_dir / "teachers"
     resumed = (teacher_dir / "weights.pt").is_file() and (teacher_dir / "config.json").is_file()
     if resumed:
@@ -601,7 +614,11 @@ def fit_student(prep: Prepared, release: Release, *, generator: torch.Generator,
     unused[targets.index] = False
     unlabelled = torch.cat([prep.query_x[unused], task.public_x[config.num_queries :]])
     spec = ModelSpec(
-        config.student_model, tuple(prep.query_x.shape[1:]), task.num_classes, hidden=config.student_hidden
+        config.student_model,
+        tuple(prep.query_x.shape[1:]),
+        task.num_classes,
+        hidden=config.student_hidden,
+        channels=config.student_channels,
     )
     student_config = StudentConfig(
         epochs=config.student_epochs,

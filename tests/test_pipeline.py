@@ -151,3 +151,34 @@ def test_soft_label_releaser_on_a_binary_task(tmp_path):
     assert report["queries"]["answered"] > 0
     assert report["label_accuracy_answered"] > 0.9
     assert report["calibration"]["soft_labels"] is True
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("teacher_channels", (8,), "teacher_channels must be two positive integers"),
+        ("student_channels", (8, 0), "student_channels must be two positive integers"),
+        ("teacher_hidden", (0,), "teacher_hidden must be positive integers"),
+    ],
+)
+def test_model_widths_are_checked(tmp_path, field, value, message):
+    with pytest.raises(ValueError, match=message):
+        small(tmp_path, **{field: value})
+
+
+def test_cnn_widths_reach_the_teachers_and_the_student(tmp_path, monkeypatch):
+    """teacher_channels / student_channels are the convolution widths of the specs actually built."""
+    built = []
+    real = pipeline.ModelSpec
+
+    def spy(*args, **kwargs):
+        spec = real(*args, **kwargs)
+        built.append(spec)
+        return spec
+
+    monkeypatch.setattr(pipeline, "ModelSpec", spy)
+    cfg = small(tmp_path, teacher_model="mlp", teacher_channels=(3, 5), student_channels=(7, 9),
+                stop_after="release")  # fmt: skip
+    run_transfer(cfg)
+    assert built[0].channels == (3, 5)
+    assert json.loads((cfg.run_dir / "config.json").read_text())["student_channels"] == [7, 9]
