@@ -20,7 +20,9 @@ Resume. Rerunning the same run folder reuses the trained teachers (``teachers/we
 Lightning's ``last.ckpt`` of an interrupted fit) and the recorded releases: every release has a
 deterministic ledger ``spend_id`` (run, aggregator, ε), the released labels are stored in the
 ledger with ``record_result`` before the student sees them, and a rerun reads them back instead
-of drawing fresh noise — no second spend. A rerun with a changed configuration is refused.
+of drawing fresh noise — no second spend. A rerun that changes only the student's settings reuses
+the teachers and the releases and refits the student (post-processing: no privacy cost); a rerun
+that changes anything upstream of the student is refused.
 With the same seed, two runs give the same report (wall times, paths and resume flags aside).
 
 The pipeline's :func:`prepare` / :func:`release_labels` / :func:`fit_student` stages are reused
@@ -102,7 +104,19 @@ THREAT_MODELS = {
 }
 # stages whose config fields must match for a run folder to be reused
 _WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
-_NOT_IDENTITY = ("checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable")
+# the student is post-processing of the release: a rerun may change these and only refits the student
+_STUDENT_FIELDS = (
+    "student_model",
+    "student_hidden",
+    "student_channels",
+    "student_epochs",
+    "student_batch_size",
+    "student_lr",
+    "bottom",
+    "pseudo_label_rounds",
+    "pseudo_label_threshold",
+)
+_NOT_IDENTITY = ("checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", *_STUDENT_FIELDS)
 
 
 class BudgetTooSmallError(ValueError):

@@ -113,6 +113,31 @@ def test_interrupted_after_teachers_resumes_without_retraining_or_double_spend(t
     assert stable(resumed) == stable(rerun) == stable(reference)
 
 
+def test_changed_student_settings_refit_only_the_student(tmp_path, monkeypatch):
+    """The student is post-processing: new student settings reuse teachers and releases, spend nothing."""
+    cfg = small(tmp_path)
+    first_report = run_transfer(cfg)
+    with ledger_of(cfg) as ledger:
+        entries, spent = ledger.entries(), ledger.spent()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("teachers were retrained")
+
+    monkeypatch.setattr(pipeline, "train_teachers", no_training)
+    changed = replace(cfg, student_epochs=1, student_hidden=(8,), bottom="random")
+    report = run_transfer(changed)
+    assert report["resumed"] == {"teachers": True, "release": True}
+    with ledger_of(cfg) as ledger:
+        assert ledger.entries() == entries and ledger.spent() == spent
+    assert report["queries"] == first_report["queries"]
+    assert report["label_accuracy_answered"] == first_report["label_accuracy_answered"]
+    saved = json.loads((cfg.run_dir / "config.json").read_text())
+    assert saved["student_epochs"] == 1 and saved["bottom"] == "random"
+    assert json.loads((cfg.run_dir / "report.json").read_text())["student"] == report["student"]
+    assert report["student"]["config"]["epochs"] == 1 and report["student"]["model"]["hidden"] == [8]
+    assert report["student"]["bottom"] == "random"
+
+
 def test_changed_config_in_same_run_dir_is_refused(first):
     cfg, _ = first
     with pytest.raises(ValueError, match="another configuration"):
