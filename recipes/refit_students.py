@@ -1,0 +1,122 @@
+"""Refit students on a finished run's recorded releases with other student settings.
+
+The student is post-processing of the released labels (BTT18 Alg 5), so trying another student
+— a CNN instead of an MLP, more epochs, pseudo-labelling on the unlabelled public pool — costs no
+privacy. This script reads a run folder written by ``pate-stab transfer`` or ``pate-stab compare``,
+replays the releases recorded in its ledger (it refuses any (aggregator, ε) that was not
+recorded: it never spends), trains one student per release with the overridden settings, and
+prints and writes ``refit_students.json`` with the original and the new student accuracy.
+
+Only student settings may be overridden (the keys a rerun may change, see
+:mod:`pate_stab.pipeline`); the teachers are reloaded, never retrained.
+
+Usage (from the project root)::
+
+    python recipes/refit_students.py --run-dir checkpoints/mnist_cnn_cpu \\
+        --aggregators confident-gnmax --epsilons 3 --set pseudo_label_rounds=1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from pate_stab.pipeline import (
+    _STUDENT_FIELDS,
+    TransferConfig,
+    _clean,
+    fit_student,
+    label_accuracy,
+    prepare,
+    release_labels,
+)
+from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.rng import seeded_generator, spawn_generators
+
+
+def overrides_from(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set takes KEY=VALUE, got {pair!r}")
+        if key not in _STUDENT_FIELDS:
+            raise SystemExit(f"only student settings can be refit ({', '.join(_STUDENT_FIELDS)}); got {key!r}")
+        value = yaml.safe_load(value)
+        out[key] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--aggregators", nargs="+", required=True)
+    parser.add_argument("--epsilons", type=float, nargs="+", required=True)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the refit students")
+    args = parser.parse_args(argv)
+
+    run_dir = args.run_dir
+    for name in ("config.json", "ledger.jsonl"):
+        if not (run_dir / name).is_file():
+            raise SystemExit(f"{run_dir} is not a finished run folder: {name} is missing")
+    saved = json.loads((run_dir / "config.json").read_text())
+    config = TransferConfig.from_dict(
+        {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}
+        | {"checkpoints_dir": str(run_dir.parent), "run_name": run_dir.name}
+    )
+    new = replace(config, **overrides_from(args.overrides))
+    header = json.loads((run_dir / "ledger.jsonl").open().readline())
+
+    rows = []
+    with PrivacyLedger(
+        run_dir / "ledger.jsonl",
+        budget_epsilon=header["budget_epsilon"],
+        budget_delta=header["budget_delta"],
+        run_id=config.run_name,
+    ) as ledger:
+        recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}
+        plan = [(a, e) for a in args.aggregators for e in args.epsilons]
+        missing = [f"{a} at ε={e:g}" for a, e in plan if f"{config.run_name}:{a}:eps={e:g}" not in recorded]
+        if missing:
+            raise SystemExit(f"no recorded release for {', '.join(missing)}: run transfer/compare first")
+        spent_before = ledger.spent()
+        prep = prepare(config, check_budget=False)  # same configuration: reloads teachers, trains nothing
+        prep.config = new
+        gens = spawn_generators(seeded_generator(args.seed), 2 * len(plan))
+        for i, (agg, eps) in enumerate(plan):
+            release = release_labels(prep, ledger, aggregator=agg, epsilon=eps, generator=gens[2 * i])
+            if not release.reused or ledger.spent() != spent_before:
+                raise RuntimeError("a release was not replayed from the ledger; stopping before any student")
+            t0 = time.perf_counter()
+            student, targets = fit_student(prep, release, generator=gens[2 * i], bottom_generator=gens[2 * i + 1])
+            row = {
+                "aggregator": agg,
+                "epsilon": release.summary["epsilon"],
+                "answered": int(release.summary["answered"]),
+                "label_acc": label_accuracy(release, prep.query_y)[0],
+                "student_trained_on": int(targets.index.numel()),
+                "student_acc": student.accuracy(prep.task.eval_x, prep.task.eval_y),
+                "student_history": student.history,
+                "fit_s": time.perf_counter() - t0,
+            }
+            rows.append(row)
+            print(
+                f"{agg:<16} ε={row['epsilon']:.3f} answered {row['answered']:>5} label acc "
+                f"{row['label_acc'] if row['label_acc'] is not None else float('nan'):.4f} → student "
+                f"{row['student_acc']:.4f} (trained on {row['student_trained_on']}, {row['fit_s']:.0f} s)",
+                flush=True,
+            )
+    student_settings = {k: getattr(new, k) for k in _STUDENT_FIELDS}
+    out = _clean({"run": config.run_name, "student": student_settings, "rows": rows, "spent": list(spent_before)})
+    (run_dir / "refit_students.json").write_text(json.dumps(out, indent=2, sort_keys=True))
+    print(f"written {run_dir / 'refit_students.json'}; privacy spent unchanged: {spent_before}")
+
+
+if __name__ == "__main__":
+    main()
