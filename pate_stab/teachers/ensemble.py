@@ -42,6 +42,21 @@ __all__ = [
 ]
 
 
+# floats in the widest activation of one prediction chunk (256 MiB in float32); a CNN's first
+# convolution output is ~10^4 floats per teacher and input, so 256 teachers × 1024 inputs would be 13 GB
+PREDICTION_ACTIVATION_BUDGET = 2**26
+
+
+def widest_activation(spec: ModelSpec) -> int:
+    """Floats in the widest layer output of one teacher on one input (sizes prediction chunks)."""
+    if spec.kind == "cnn":
+        c, h, w = spec.input_shape
+        convs = (spec.channels[0] * h * w, spec.channels[1] * (h // 2) * (w // 2))
+        return max((*convs, *spec.hidden, spec.num_classes))
+    hidden = spec.hidden if spec.kind == "mlp" else ()
+    return max((*hidden, spec.num_classes))
+
+
 def _param_key(name: str) -> str:
     return name.replace(".", "__")
 
@@ -259,6 +274,10 @@ class TeacherEnsemble:
         x = check_tensor("x", x, floating=True)
         batch_size = check_int("batch_size", batch_size, minimum=1)
         teacher_chunk = check_int("teacher_chunk", teacher_chunk, minimum=1)
+        # (teacher, input) pairs per chunk, so the widest activation stays within the budget
+        pairs = max(1, PREDICTION_ACTIVATION_BUDGET // widest_activation(self.spec))
+        teacher_chunk = min(teacher_chunk, self.num_teachers, pairs)
+        batch_size = min(batch_size, max(1, pairs // teacher_chunk))
         base = self._base.to(device)
         for t0 in range(0, self.num_teachers, teacher_chunk):
             params = {n: p[t0 : t0 + teacher_chunk].to(device) for n, p in self.params.items()}

@@ -157,3 +157,30 @@ def test_binary_scores_and_bad_inputs():
         train_teachers(x, y + 5, shards, spec=spec, generator=seeded_generator(2))
     with pytest.raises(ValueError, match="teacher_indices"):
         train_teachers(x, y, shards, spec=spec, generator=seeded_generator(2), teacher_indices=[9])
+
+
+def test_prediction_chunks_bound_the_widest_activation(monkeypatch):
+    """Chunks of (teacher, input) pairs keep a CNN's first convolution output within the budget,
+    and chunking does not change a single vote or score."""
+    import pate_stab.teachers.ensemble as ensemble_module
+
+    spec = ModelSpec("cnn", (1, 12, 12), 3, channels=(4, 6), hidden=(8,))
+    assert ensemble_module.widest_activation(spec) == 4 * 12 * 12
+    assert ensemble_module.widest_activation(ModelSpec("mlp", (784,), 10, hidden=(128, 32))) == 128
+    assert ensemble_module.widest_activation(ModelSpec("logistic", (784,), 10)) == 10
+    params = ensemble_module.init_stacked_parameters(spec, list(range(5)))
+    ens = ensemble_module.TeacherEnsemble(spec, params)
+    xq = torch.randn(23, 1, 12, 12, generator=seeded_generator(4))
+    whole_votes, whole_scores = ens.predict_votes(xq), ens.predict_scores(xq)
+    seen = []
+    real_forward = ensemble_module.stacked_forward
+
+    def spy(base, p, x, *, shared_input):
+        seen.append(next(iter(p.values())).shape[0] * x.shape[0])
+        return real_forward(base, p, x, shared_input=shared_input)
+
+    monkeypatch.setattr(ensemble_module, "stacked_forward", spy)
+    monkeypatch.setattr(ensemble_module, "PREDICTION_ACTIVATION_BUDGET", 6 * 4 * 12 * 12)  # 6 pairs
+    assert torch.equal(ens.predict_votes(xq), whole_votes)
+    assert torch.allclose(ens.predict_scores(xq), whole_scores, rtol=0, atol=1e-6)
+    assert seen and max(seen) <= 6
