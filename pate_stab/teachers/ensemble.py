@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from pate_stab._validation import check_int, check_tensor
-from pate_stab.teachers.models import ModelSpec, build_model, init_parameters
+from pate_stab.teachers.models import ModelSpec, build_model, init_layout
 
 __all__ = [
     "StackedAdam",
@@ -46,19 +46,33 @@ def _param_key(name: str) -> str:
     return name.replace(".", "__")
 
 
+@torch.no_grad()
 def init_stacked_parameters(spec: ModelSpec, seeds: Sequence[int]) -> dict[str, Tensor]:
     """Stacked initial parameters; teacher j is initialised from a generator seeded ``seeds[j]``.
+
+    Slice j equals ``init_parameters(build_model(spec), generator=<seeded seeds[j]>)``
+    bit for bit: the same float64 draws in the same order, mapped by the same ``(2u − 1)·bound``.
 
     Returns:
         ``{name: (k, *shape) float32}`` keyed by the module's parameter names.
     """
-    per_teacher = []
-    for seed in seeds:
+    model = build_model(spec)
+    layout = init_layout(model)
+    drawn = {name for name, _, _ in layout}
+    missing = [n for n, _ in model.named_parameters() if n not in drawn]
+    if missing:
+        raise ValueError(f"no initialisation rule for parameters {missing}")
+    k = len(seeds)
+    raw = {name: torch.empty((k, *p.shape), dtype=torch.float64) for name, p, _ in layout}
+    for j, seed in enumerate(seeds):
         gen = torch.Generator()
         gen.manual_seed(int(seed))
-        model = init_parameters(build_model(spec), generator=gen)
-        per_teacher.append({n: p.detach() for n, p in model.named_parameters()})
-    return {n: torch.stack([p[n] for p in per_teacher]) for n in per_teacher[0]}
+        for name, p, _ in layout:
+            torch.rand(p.shape, generator=gen, dtype=torch.float64, out=raw[name][j])
+    stacked = {
+        name: raw[name].mul_(2).sub_(1).mul_(bound).to(p.dtype) for name, p, bound in layout
+    }
+    return {n: stacked[n] for n, _ in model.named_parameters()}
 
 
 def stacked_forward(
