@@ -1,10 +1,12 @@
 """k teachers as one vectorised model: stacked parameters, per-teacher optimisers, exports.
 
-Teacher j's parameters are slice ``[j]`` of every stacked tensor (shape ``(k, *shape)``); the
-forward pass is ``torch.func.vmap`` of ``functional_call`` over that leading axis (batched
-matmuls / grouped convolutions underneath). Teachers never mix: teacher j's output depends only
-on its parameters and its own inputs, and the training loss is the *sum* of the per-teacher
-losses, so teacher j's gradient is exactly the gradient of its own loss.
+Teacher j's parameters are slice ``[j]`` of every stacked tensor (shape ``(k, *shape)``). Dense
+teachers ("logistic", "mlp") run forward as one batched matrix product per layer
+(``torch.baddbmm`` over the stacked weights); other architectures (the CNN) as
+``torch.func.vmap`` of ``functional_call`` over the leading axis. Teachers never mix: teacher
+j's output depends only on its parameters and its own inputs, and the training loss is the
+*sum* of the per-teacher losses, so teacher j's gradient is exactly the gradient of its own
+loss.
 
 The optimisers here (:class:`StackedAdam`, :class:`StackedSGD`) update each teacher only on the
 steps where it is active (``optimizer.active``, a (k,) bool mask), keep one step counter per
@@ -75,10 +77,63 @@ def init_stacked_parameters(spec: ModelSpec, seeds: Sequence[int]) -> dict[str, 
     return {n: stacked[n] for n, _ in model.named_parameters()}
 
 
+def _dense_layers(base: nn.Module) -> list[tuple[str, str]] | None:
+    """``(weight, bias)`` parameter names of a dense teacher's linear layers, in forward order.
+
+    A dense teacher is what :func:`build_model` makes for "logistic" and "mlp": ``Flatten``, then
+    ``Linear`` layers with a ``ReLU`` between consecutive ones. Any other module gives ``None``.
+    """
+    if not (isinstance(base, nn.Sequential) and len(base) == 2):
+        return None
+    flatten, body = base[0], base[1]
+    if not (isinstance(flatten, nn.Flatten) and flatten.start_dim == 1 and flatten.end_dim == -1):
+        return None
+    if not isinstance(body, nn.Sequential) or len(body) % 2 == 0:
+        return None
+    layers = []
+    for i, module in enumerate(body):
+        if i % 2 == 1:
+            if type(module) is not nn.ReLU:
+                return None
+        elif type(module) is not nn.Linear or module.bias is None:
+            return None
+        else:
+            layers.append((f"1.{i}.weight", f"1.{i}.bias"))
+    return layers
+
+
+def _dense_forward(
+    layers: list[tuple[str, str]], params: dict[str, Tensor], x: Tensor, *, shared_input: bool
+) -> Tensor:
+    """Logits (k, B, C) of stacked dense teachers, one batched matrix product per layer.
+
+    Activations are kept feature-major, (k, width, B): layer ``W`` (k, out, in) maps ``a``
+    (k, in, B) to ``baddbmm(b, W, a)`` (k, out, B), so the weight gradient ``g @ aᵀ`` comes out
+    in ``W``'s own (k, out, in) layout. With ``shared_input`` the first layer is a single matrix
+    product of all k·out weight rows with the batch.
+    """
+    w0, b0 = layers[0]
+    weight, bias = params[w0], params[b0]
+    k, out, width = weight.shape
+    if shared_input:
+        a = x.reshape(x.shape[0], width).T  # (D, B)
+        h = torch.addmm(bias.reshape(k * out, 1), weight.reshape(k * out, width), a)
+        h = h.view(k, out, x.shape[0])
+    else:
+        a = x.reshape(k, x.shape[1], width).transpose(1, 2)  # (k, D, B)
+        h = torch.baddbmm(bias.unsqueeze(2), weight, a)
+    for w_name, b_name in layers[1:]:
+        h = torch.baddbmm(params[b_name].unsqueeze(2), params[w_name], h.relu_())
+    return h.transpose(1, 2)
+
+
 def stacked_forward(
     base: nn.Module, params: dict[str, Tensor], x: Tensor, *, shared_input: bool
 ) -> Tensor:
     """Logits of every teacher.
+
+    Dense teachers ("logistic", "mlp") run as explicit batched matrix products
+    (:func:`_dense_layers`); any other architecture as ``vmap`` of ``functional_call``.
 
     Args:
         base: an instance of the architecture (its own parameters are not used).
@@ -86,8 +141,11 @@ def stacked_forward(
         x: (k, B, …) one batch per teacher, or (B, …) the same batch for all when ``shared_input``.
 
     Returns:
-        (k, B, C) logits.
+        (k, B, C) logits (for dense teachers a transposed view of a (k, C, B) tensor).
     """
+    layers = _dense_layers(base)
+    if layers is not None:
+        return _dense_forward(layers, params, x, shared_input=shared_input)
 
     def one(p: dict[str, Tensor], xb: Tensor) -> Tensor:
         return functional_call(base, p, (xb,))
