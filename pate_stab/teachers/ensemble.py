@@ -24,6 +24,7 @@ probabilities of class 1 for binary tasks).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from pate_stab._validation import check_int, check_tensor
+from pate_stab._validation import check_int, check_nonnegative, check_tensor
 from pate_stab.teachers.models import ModelSpec, build_model, init_layout
 
 __all__ = [
@@ -153,8 +154,19 @@ def stacked_forward(
     return vmap(one, in_dims=(0, None if shared_input else 0))(params, x)
 
 
+def _per_teacher(values: Tensor, p: Tensor) -> Tensor:
+    """(k,) coefficients → (k, 1, …, 1) in ``p``'s dtype, broadcasting over each teacher's slice."""
+    return values.to(p.dtype).view(-1, *([1] * (p.dim() - 1)))
+
+
 class _StackedOptimizer(torch.optim.Optimizer):
-    """Base: parameters have a leading teacher axis of size ``num_teachers``; ``active`` masks."""
+    """Base: parameters have a leading teacher axis of size ``num_teachers``; ``active`` masks.
+
+    A step is a few whole-tensor in-place operations with per-teacher (k, 1, …, 1) coefficients;
+    an inactive teacher's coefficients make every operation leave its slices exactly unchanged.
+    The same operations run whichever teachers are active, so teacher j's arithmetic never
+    depends on another teacher's activity.
+    """
 
     def __init__(
         self, params: Iterable[Tensor], defaults: dict[str, Any], num_teachers: int
@@ -162,24 +174,33 @@ class _StackedOptimizer(torch.optim.Optimizer):
         super().__init__(params, defaults)
         self.num_teachers = check_int("num_teachers", num_teachers, minimum=1)
         self.active: Tensor | None = None  # (k,) bool, set before each step; None = all active
+        self._scratch: Tensor | None = None  # reused work space, not optimiser state
 
-    def _mask(self, p: Tensor) -> Tensor:
+    def _scratch_like(self, p: Tensor) -> Tensor:
+        """An uninitialised tensor shaped like ``p``, reusing one buffer across parameters and
+        steps (allocating and first touching tens of MB every step costs page faults)."""
+        buf = getattr(self, "_scratch", None)  # absent after unpickling
+        if buf is None or buf.numel() < p.numel() or buf.dtype != p.dtype or buf.device != p.device:
+            buf = self._scratch = torch.empty(p.numel(), dtype=p.dtype, device=p.device)
+        return buf[: p.numel()].view(p.shape)
+
+    def _active(self, p: Tensor) -> Tensor:
+        """(k,) bool on ``p``'s device."""
         if p.shape[0] != self.num_teachers:
             raise ValueError(
                 f"stacked parameter has leading size {p.shape[0]}, expected {self.num_teachers}"
             )
-        active = (
-            self.active
-            if self.active is not None
-            else torch.ones(self.num_teachers, dtype=torch.bool)
-        )
-        return active.to(p.device).view(-1, *([1] * (p.dim() - 1)))
+        if self.active is None:
+            return torch.ones(self.num_teachers, dtype=torch.bool, device=p.device)
+        return self.active.to(p.device)
 
 
 class StackedAdam(_StackedOptimizer):
     """Adam (Kingma & Ba 2015) with one step counter per teacher; inactive teachers are frozen.
 
-    With L2 ``weight_decay`` added to the gradient as in ``torch.optim.Adam``.
+    With L2 ``weight_decay`` added to the gradient as in ``torch.optim.Adam``. Teacher j's
+    update is ``p −= lr/bc1 · m / (√v/√bc2 + eps)`` with its own bias corrections
+    ``bc = 1 − β^step_j``.
     """
 
     def __init__(
@@ -192,6 +213,8 @@ class StackedAdam(_StackedOptimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
     ) -> None:
+        check_nonnegative("lr", lr)
+        check_nonnegative("eps", eps)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults, num_teachers)
 
@@ -203,13 +226,14 @@ class StackedAdam(_StackedOptimizer):
                 loss = closure()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
+            lr, eps = group["lr"], group["eps"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                mask = self._mask(p)
+                on = self._active(p).to(torch.float64)
                 grad = p.grad
                 if group["weight_decay"]:
-                    grad = grad + group["weight_decay"] * p
+                    grad = grad.add(p, alpha=group["weight_decay"])
                 state = self.state[p]
                 if not state:
                     state["step"] = torch.zeros(
@@ -217,18 +241,26 @@ class StackedAdam(_StackedOptimizer):
                     )
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
-                # in place; an inactive teacher gets weight 0, which leaves its slices unchanged
-                state["step"] += mask.flatten().to(torch.float64)
-                shape = (-1, *([1] * (p.dim() - 1)))
-                on = mask.to(p.dtype)
+                state["step"] += on
                 step = state["step"].clamp_min(1)
-                bc1 = (1 - beta1**step).to(p.dtype).view(shape)
-                bc2 = (1 - beta2**step).to(p.dtype).view(shape)
+                bc1, bc2 = 1 - beta1**step, 1 - beta2**step
+                # p −= s·m / (√v·r + eps) with s = lr/bc1, r = 1/√bc2, written as
+                # p −= m / (√v·(r/s) + eps/s). An inactive teacher gets weight 0 in both moment
+                # updates and the denominator +inf (r/s := 0, eps/s := inf), so m / denom is exactly
+                # zero and its parameters, moments and step count stay as they are.
+                s = lr / bc1
+                moving = (on > 0) & (s > 0)  # lr = 0 (e.g. set by a scheduler) moves nobody
+                r_over_s = torch.where(moving, bc2.rsqrt() / s, 0.0)
+                eps_over_s = torch.where(moving, eps / s, math.inf)
                 m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.lerp_(grad, on * (1 - beta1))
-                v.lerp_(grad * grad, on * (1 - beta2))
-                denom = (v / bc2).sqrt_().add_(group["eps"])
-                p.addcdiv_(m * (on * group["lr"] / bc1), denom, value=-1.0)
+                m.lerp_(grad, _per_teacher(on * (1 - beta1), p))
+                buf = torch.mul(grad, grad, out=self._scratch_like(p))
+                v.lerp_(buf, _per_teacher(on * (1 - beta2), p))
+                torch.sqrt(v, out=buf)
+                torch.addcmul(
+                    _per_teacher(eps_over_s, p), buf, _per_teacher(r_over_s, p), out=buf
+                )
+                p.addcdiv_(m, buf, value=-1.0)
         return loss
 
 
@@ -258,11 +290,11 @@ class StackedSGD(_StackedOptimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                mask = self._mask(p)
+                active = self._active(p)
+                on = active.to(torch.float64)
                 grad = p.grad
                 if group["weight_decay"]:
-                    grad = grad + group["weight_decay"] * p
-                on = mask.to(p.dtype)
+                    grad = grad.add(p, alpha=group["weight_decay"])
                 if group["momentum"]:
                     state = self.state[p]
                     if "momentum_buffer" not in state:
@@ -270,15 +302,16 @@ class StackedSGD(_StackedOptimizer):
                         state["started"] = torch.zeros(
                             self.num_teachers, dtype=torch.bool, device=p.device
                         )
-                    started = state["started"].view_as(mask)
-                    # as torch.optim.SGD: buf = grad at the first step, then momentum·buf + grad
+                    # as torch.optim.SGD: buf = grad at the first step, then momentum·buf + grad;
+                    # an inactive teacher's buffer is multiplied by 1 and gets 0·grad added
                     factor = torch.where(
-                        mask, torch.where(started, group["momentum"], 0.0), 1.0
-                    ).to(p.dtype)
-                    state["momentum_buffer"].mul_(factor).add_(grad * on)
-                    state["started"] |= mask.flatten()
-                    grad = state["momentum_buffer"]
-                p.sub_(grad * (on * group["lr"]))
+                        active, torch.where(state["started"], group["momentum"], 0.0), 1.0
+                    )
+                    buf = state["momentum_buffer"]
+                    buf.mul_(_per_teacher(factor, p)).addcmul_(grad, _per_teacher(on, p))
+                    state["started"] |= active
+                    grad = buf
+                p.addcmul_(grad, _per_teacher(-group["lr"] * on, p))
         return loss
 
 
