@@ -3,8 +3,16 @@
 Part 1 (``--part speed``): k = 50 MLP teachers (784-128-10) on record-keyed shards of the
 60,000 MNIST training images, the same epochs in both modes, on the CPU. Each mode runs in its
 own child process so that its peak resident memory (``ru_maxrss``) is its own. Prints wall
-times, their ratio, peak memory, mean teacher accuracy and plurality-vote accuracy on the
-evaluation split (the last 1,000 test images, PATE's protocol).
+times, their ratio, peak memory (and the peak before training, which is the data loading's),
+mean teacher accuracy and plurality-vote accuracy on the evaluation split (the last 1,000 test
+images, PATE's protocol).
+
+Timings on a shared machine. The 1-minute load average is printed before and after each mode;
+compare modes only within one invocation (they run back to back). ``--threads`` sets
+``torch.set_num_threads`` in both modes. With more runnable processes than cores, every
+multi-threaded operation waits for its slowest thread, so a loaded machine can run either mode
+faster with ``--threads 1``; the vectorised mode, which runs few large operations, gains most
+from a second thread on an idle machine.
 
 Part 2 (``--part heads``): heads on public features — a whitened PCA fitted on the 9,000-image
 public pool only — at k in {1000, 2000}: mean teacher accuracy and plurality-vote accuracy.
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -59,11 +68,14 @@ def run_mode(args: argparse.Namespace) -> dict:
     )
     spec = ModelSpec("mlp", (784,), 10, hidden=(128,))
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=1e-3)
+    load_before = os.getloadavg()[0]
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start, cpu_start = time.perf_counter(), time.process_time()
     teachers = train_teachers(
         x, splits.private.y, shards, spec=spec, config=config, generator=g_teach, mode=args.mode
     )
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    load_after = os.getloadavg()[0]
     votes = teachers.predict_votes(splits.evaluation.x.flatten(1))
     mean_acc, vote_acc = _accuracies(votes, splits.evaluation.y, 10)
     return {
@@ -75,6 +87,8 @@ def run_mode(args: argparse.Namespace) -> dict:
         "wall_s": wall,
         "cpu_s": cpu,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_before_training_mib": peak_before,
+        "load_avg": [load_before, load_after],
         "mean_teacher_acc": mean_acc,
         "plurality_acc": vote_acc,
     }
@@ -99,7 +113,8 @@ def speed(args: argparse.Namespace) -> None:
         print(
             f"{mode:>10}: k={r['k']} MLP teachers, {r['epochs']} epochs, batch {r['batch_size']}, "
             f"{r['threads']} threads: {r['wall_s']:.1f} s wall ({r['cpu_s']:.1f} s CPU), "
-            f"peak RSS {r['peak_rss_mib']:.0f} MiB, "
+            f"peak RSS {r['peak_rss_mib']:.0f} MiB ({r['peak_rss_before_training_mib']:.0f} before training), "
+            f"load avg {r['load_avg'][0]:.1f}->{r['load_avg'][1]:.1f} on {os.cpu_count()} CPUs, "
             f"mean teacher acc {r['mean_teacher_acc']:.4f}, plurality acc {r['plurality_acc']:.4f}"
         )
     ratio = results["sequential"]["wall_s"] / results["vectorized"]["wall_s"]
