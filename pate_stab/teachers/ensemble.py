@@ -260,9 +260,8 @@ class StackedAdam(_StackedOptimizer):
                 buf = torch.mul(grad, grad, out=self._scratch_like(p))
                 v.lerp_(buf, _per_teacher(on * (1 - beta2), p))
                 torch.rsqrt(v, out=buf)
-                torch.addcdiv(
-                    _per_teacher(eps_over_s, p), _per_teacher(r_over_s, p), buf, out=buf
-                )
+                # two ops with one broadcast operand each: addcdiv with two would not vectorise
+                torch.div(_per_teacher(r_over_s, p), buf, out=buf).add_(_per_teacher(eps_over_s, p))
                 p.addcdiv_(m, buf, value=-1.0)
         return loss
 
