@@ -8,12 +8,14 @@ while loading the data; on Linux also the peak during training alone), mean teac
 and plurality-vote accuracy on the evaluation split (the last 1,000 test images, PATE's
 protocol).
 
-Timings on a shared machine. The 1-minute load average is printed before and after each mode;
-compare modes only within one invocation (they run back to back). ``--threads`` sets
-``torch.set_num_threads`` in both modes. With more runnable processes than cores, every
-multi-threaded operation waits for its slowest thread, so a loaded machine can run either mode
-faster with ``--threads 1``; the vectorised mode, which runs few large operations, gains most
-from a second thread on an idle machine.
+Timings on a shared machine. The 1-minute load average (which counts this benchmark too) is
+printed before and after each mode; compare modes only within one invocation (they run back to
+back). ``--threads`` sets ``torch.set_num_threads`` in both modes. With more runnable processes
+than cores, every multi-threaded operation waits for its slowest thread, so on a loaded machine
+either mode can run several times faster with ``--threads 1`` and the ratio at ``--threads 2``
+mostly measures contention. The two modes use threads differently: the vectorised mode's
+operations are large, while most of the sequential mode's are too small for PyTorch to split
+(elementwise operations are parallelised from 32,768 elements).
 
 Part 2 (``--part heads``): heads on public features — a whitened PCA fitted on the 9,000-image
 public pool only — at k in {1000, 2000}: mean teacher accuracy and plurality-vote accuracy.
