@@ -1,10 +1,12 @@
 """k teachers as one vectorised model: stacked parameters, per-teacher optimisers, exports.
 
-Teacher j's parameters are slice ``[j]`` of every stacked tensor (shape ``(k, *shape)``); the
-forward pass is ``torch.func.vmap`` of ``functional_call`` over that leading axis (batched
-matmuls / grouped convolutions underneath). Teachers never mix: teacher j's output depends only
-on its parameters and its own inputs, and the training loss is the *sum* of the per-teacher
-losses, so teacher j's gradient is exactly the gradient of its own loss.
+Teacher j's parameters are slice ``[j]`` of every stacked tensor (shape ``(k, *shape)``). Dense
+teachers ("logistic", "mlp") run forward as one batched matrix product per layer
+(``torch.baddbmm`` over the stacked weights); other architectures (the CNN) as
+``torch.func.vmap`` of ``functional_call`` over the leading axis. Teachers never mix: teacher
+j's output depends only on its parameters and its own inputs, and the training loss is the
+*sum* of the per-teacher losses, so teacher j's gradient is exactly the gradient of its own
+loss.
 
 The optimisers here (:class:`StackedAdam`, :class:`StackedSGD`) update each teacher only on the
 steps where it is active (``optimizer.active``, a (k,) bool mask), keep one step counter per
@@ -22,6 +24,7 @@ probabilities of class 1 for binary tasks).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,8 +33,8 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from pate_stab._validation import check_int, check_tensor
-from pate_stab.teachers.models import ModelSpec, build_model, init_parameters
+from pate_stab._validation import check_int, check_nonnegative, check_tensor
+from pate_stab.teachers.models import ModelSpec, build_model, init_layout
 
 __all__ = [
     "StackedAdam",
@@ -61,19 +64,83 @@ def _param_key(name: str) -> str:
     return name.replace(".", "__")
 
 
+@torch.no_grad()
 def init_stacked_parameters(spec: ModelSpec, seeds: Sequence[int]) -> dict[str, Tensor]:
     """Stacked initial parameters; teacher j is initialised from a generator seeded ``seeds[j]``.
+
+    Slice j equals ``init_parameters(build_model(spec), generator=<seeded seeds[j]>)``
+    bit for bit: the same float64 draws in the same order, mapped by the same ``(2u − 1)·bound``.
 
     Returns:
         ``{name: (k, *shape) float32}`` keyed by the module's parameter names.
     """
-    per_teacher = []
-    for seed in seeds:
+    model = build_model(spec)
+    layout = init_layout(model)
+    drawn = {name for name, _, _ in layout}
+    missing = [n for n, _ in model.named_parameters() if n not in drawn]
+    if missing:
+        raise ValueError(f"no initialisation rule for parameters {missing}")
+    k = len(seeds)
+    raw = {name: torch.empty((k, *p.shape), dtype=torch.float64) for name, p, _ in layout}
+    for j, seed in enumerate(seeds):
         gen = torch.Generator()
         gen.manual_seed(int(seed))
-        model = init_parameters(build_model(spec), generator=gen)
-        per_teacher.append({n: p.detach() for n, p in model.named_parameters()})
-    return {n: torch.stack([p[n] for p in per_teacher]) for n in per_teacher[0]}
+        for name, p, _ in layout:
+            torch.rand(p.shape, generator=gen, dtype=torch.float64, out=raw[name][j])
+    stacked = {
+        name: raw[name].mul_(2).sub_(1).mul_(bound).to(p.dtype) for name, p, bound in layout
+    }
+    return {n: stacked[n] for n, _ in model.named_parameters()}
+
+
+def _dense_layers(base: nn.Module) -> list[tuple[str, str]] | None:
+    """``(weight, bias)`` parameter names of a dense teacher's linear layers, in forward order.
+
+    A dense teacher is what :func:`build_model` makes for "logistic" and "mlp": ``Flatten``, then
+    ``Linear`` layers with a ``ReLU`` between consecutive ones. Any other module gives ``None``.
+    """
+    if not (isinstance(base, nn.Sequential) and len(base) == 2):
+        return None
+    flatten, body = base[0], base[1]
+    if not (isinstance(flatten, nn.Flatten) and flatten.start_dim == 1 and flatten.end_dim == -1):
+        return None
+    if not isinstance(body, nn.Sequential) or len(body) % 2 == 0:
+        return None
+    layers = []
+    for i, module in enumerate(body):
+        if i % 2 == 1:
+            if type(module) is not nn.ReLU:
+                return None
+        elif type(module) is not nn.Linear or module.bias is None:
+            return None
+        else:
+            layers.append((f"1.{i}.weight", f"1.{i}.bias"))
+    return layers
+
+
+def _dense_forward(
+    layers: list[tuple[str, str]], params: dict[str, Tensor], x: Tensor, *, shared_input: bool
+) -> Tensor:
+    """Logits (k, B, C) of stacked dense teachers, one batched matrix product per layer.
+
+    Activations are kept feature-major, (k, width, B): layer ``W`` (k, out, in) maps ``a``
+    (k, in, B) to ``baddbmm(b, W, a)`` (k, out, B), so the weight gradient ``g @ aᵀ`` comes out
+    in ``W``'s own (k, out, in) layout. With ``shared_input`` the first layer is a single matrix
+    product of all k·out weight rows with the batch.
+    """
+    w0, b0 = layers[0]
+    weight, bias = params[w0], params[b0]
+    k, out, width = weight.shape
+    if shared_input:
+        a = x.reshape(x.shape[0], width).T  # (D, B)
+        h = torch.addmm(bias.reshape(k * out, 1), weight.reshape(k * out, width), a)
+        h = h.view(k, out, x.shape[0])
+    else:
+        a = x.reshape(k, x.shape[1], width).transpose(1, 2)  # (k, D, B)
+        h = torch.baddbmm(bias.unsqueeze(2), weight, a)
+    for w_name, b_name in layers[1:]:
+        h = torch.baddbmm(params[b_name].unsqueeze(2), params[w_name], h.relu_())
+    return h.transpose(1, 2)
 
 
 def stacked_forward(
@@ -81,14 +148,20 @@ def stacked_forward(
 ) -> Tensor:
     """Logits of every teacher.
 
+    Dense teachers ("logistic", "mlp") run as explicit batched matrix products
+    (:func:`_dense_layers`); any other architecture as ``vmap`` of ``functional_call``.
+
     Args:
         base: an instance of the architecture (its own parameters are not used).
         params: stacked parameters ``{name: (k, *shape)}``.
         x: (k, B, …) one batch per teacher, or (B, …) the same batch for all when ``shared_input``.
 
     Returns:
-        (k, B, C) logits.
+        (k, B, C) logits (for dense teachers a transposed view of a (k, C, B) tensor).
     """
+    layers = _dense_layers(base)
+    if layers is not None:
+        return _dense_forward(layers, params, x, shared_input=shared_input)
 
     def one(p: dict[str, Tensor], xb: Tensor) -> Tensor:
         return functional_call(base, p, (xb,))
@@ -96,8 +169,19 @@ def stacked_forward(
     return vmap(one, in_dims=(0, None if shared_input else 0))(params, x)
 
 
+def _per_teacher(values: Tensor, p: Tensor) -> Tensor:
+    """(k,) coefficients → (k, 1, …, 1) in ``p``'s dtype, broadcasting over each teacher's slice."""
+    return values.to(p.dtype).view(-1, *([1] * (p.dim() - 1)))
+
+
 class _StackedOptimizer(torch.optim.Optimizer):
-    """Base: parameters have a leading teacher axis of size ``num_teachers``; ``active`` masks."""
+    """Base: parameters have a leading teacher axis of size ``num_teachers``; ``active`` masks.
+
+    A step is a few whole-tensor in-place operations with per-teacher (k, 1, …, 1) coefficients;
+    an inactive teacher's coefficients make every operation leave its slices exactly unchanged.
+    The same operations run whichever teachers are active, so teacher j's arithmetic never
+    depends on another teacher's activity.
+    """
 
     def __init__(
         self, params: Iterable[Tensor], defaults: dict[str, Any], num_teachers: int
@@ -105,24 +189,33 @@ class _StackedOptimizer(torch.optim.Optimizer):
         super().__init__(params, defaults)
         self.num_teachers = check_int("num_teachers", num_teachers, minimum=1)
         self.active: Tensor | None = None  # (k,) bool, set before each step; None = all active
+        self._scratch: Tensor | None = None  # reused work space, not optimiser state
 
-    def _mask(self, p: Tensor) -> Tensor:
+    def _scratch_like(self, p: Tensor) -> Tensor:
+        """An uninitialised tensor shaped like ``p``, reusing one buffer across parameters and
+        steps (allocating and first touching tens of MB every step costs page faults)."""
+        buf = getattr(self, "_scratch", None)  # absent after unpickling
+        if buf is None or buf.numel() < p.numel() or buf.dtype != p.dtype or buf.device != p.device:
+            buf = self._scratch = torch.empty(p.numel(), dtype=p.dtype, device=p.device)
+        return buf[: p.numel()].view(p.shape)
+
+    def _active(self, p: Tensor) -> Tensor:
+        """(k,) bool on ``p``'s device."""
         if p.shape[0] != self.num_teachers:
             raise ValueError(
                 f"stacked parameter has leading size {p.shape[0]}, expected {self.num_teachers}"
             )
-        active = (
-            self.active
-            if self.active is not None
-            else torch.ones(self.num_teachers, dtype=torch.bool)
-        )
-        return active.to(p.device).view(-1, *([1] * (p.dim() - 1)))
+        if self.active is None:
+            return torch.ones(self.num_teachers, dtype=torch.bool, device=p.device)
+        return self.active.to(p.device)
 
 
 class StackedAdam(_StackedOptimizer):
     """Adam (Kingma & Ba 2015) with one step counter per teacher; inactive teachers are frozen.
 
-    With L2 ``weight_decay`` added to the gradient as in ``torch.optim.Adam``.
+    With L2 ``weight_decay`` added to the gradient as in ``torch.optim.Adam``. Teacher j's
+    update is ``p −= lr/bc1 · m / (√v/√bc2 + eps)`` with its own bias corrections
+    ``bc = 1 − β^step_j``.
     """
 
     def __init__(
@@ -135,6 +228,8 @@ class StackedAdam(_StackedOptimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
     ) -> None:
+        check_nonnegative("lr", lr)
+        check_nonnegative("eps", eps)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults, num_teachers)
 
@@ -146,13 +241,14 @@ class StackedAdam(_StackedOptimizer):
                 loss = closure()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
+            lr, eps = group["lr"], group["eps"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                mask = self._mask(p)
+                on = self._active(p).to(torch.float64)
                 grad = p.grad
                 if group["weight_decay"]:
-                    grad = grad + group["weight_decay"] * p
+                    grad = grad.add(p, alpha=group["weight_decay"])
                 state = self.state[p]
                 if not state:
                     state["step"] = torch.zeros(
@@ -160,18 +256,28 @@ class StackedAdam(_StackedOptimizer):
                     )
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
-                # in place; an inactive teacher gets weight 0, which leaves its slices unchanged
-                state["step"] += mask.flatten().to(torch.float64)
-                shape = (-1, *([1] * (p.dim() - 1)))
-                on = mask.to(p.dtype)
+                state["step"] += on
                 step = state["step"].clamp_min(1)
-                bc1 = (1 - beta1**step).to(p.dtype).view(shape)
-                bc2 = (1 - beta2**step).to(p.dtype).view(shape)
+                bc1, bc2 = 1 - beta1**step, 1 - beta2**step
+                # p −= s·m / (√v·r + eps) with s = lr/bc1, r = 1/√bc2, computed as
+                # p −= m / ((r/s) / rsqrt(v) + eps/s); where v = 0, rsqrt(v) = inf and the first
+                # term is exactly 0 (rsqrt rather than sqrt: torch.sqrt is several times slower on
+                # zeros, and v is zero for every input feature that is zero in a teacher's shard).
+                # An inactive teacher gets weight 0 in both moment updates and the denominator
+                # +inf (r/s := 0, eps/s := inf), so m / denom is exactly zero and its parameters,
+                # moments and step count stay as they are.
+                s = lr / bc1
+                moving = (on > 0) & (s > 0)  # lr = 0 (e.g. set by a scheduler) moves nobody
+                r_over_s = torch.where(moving, bc2.rsqrt() / s, 0.0)
+                eps_over_s = torch.where(moving, eps / s, math.inf)
                 m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.lerp_(grad, on * (1 - beta1))
-                v.lerp_(grad * grad, on * (1 - beta2))
-                denom = (v / bc2).sqrt_().add_(group["eps"])
-                p.addcdiv_(m * (on * group["lr"] / bc1), denom, value=-1.0)
+                m.lerp_(grad, _per_teacher(on * (1 - beta1), p))
+                buf = torch.mul(grad, grad, out=self._scratch_like(p))
+                v.lerp_(buf, _per_teacher(on * (1 - beta2), p))
+                torch.rsqrt(v, out=buf)
+                # two ops with one broadcast operand each: addcdiv with two would not vectorise
+                torch.div(_per_teacher(r_over_s, p), buf, out=buf).add_(_per_teacher(eps_over_s, p))
+                p.addcdiv_(m, buf, value=-1.0)
         return loss
 
 
@@ -201,11 +307,11 @@ class StackedSGD(_StackedOptimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                mask = self._mask(p)
+                active = self._active(p)
+                on = active.to(torch.float64)
                 grad = p.grad
                 if group["weight_decay"]:
-                    grad = grad + group["weight_decay"] * p
-                on = mask.to(p.dtype)
+                    grad = grad.add(p, alpha=group["weight_decay"])
                 if group["momentum"]:
                     state = self.state[p]
                     if "momentum_buffer" not in state:
@@ -213,15 +319,16 @@ class StackedSGD(_StackedOptimizer):
                         state["started"] = torch.zeros(
                             self.num_teachers, dtype=torch.bool, device=p.device
                         )
-                    started = state["started"].view_as(mask)
-                    # as torch.optim.SGD: buf = grad at the first step, then momentum·buf + grad
+                    # as torch.optim.SGD: buf = grad at the first step, then momentum·buf + grad;
+                    # an inactive teacher's buffer is multiplied by 1 and gets 0·grad added
                     factor = torch.where(
-                        mask, torch.where(started, group["momentum"], 0.0), 1.0
-                    ).to(p.dtype)
-                    state["momentum_buffer"].mul_(factor).add_(grad * on)
-                    state["started"] |= mask.flatten()
-                    grad = state["momentum_buffer"]
-                p.sub_(grad * (on * group["lr"]))
+                        active, torch.where(state["started"], group["momentum"], 0.0), 1.0
+                    )
+                    buf = state["momentum_buffer"]
+                    buf.mul_(_per_teacher(factor, p)).addcmul_(grad, _per_teacher(on, p))
+                    state["started"] |= active
+                    grad = buf
+                p.addcmul_(grad, _per_teacher(-group["lr"] * on, p))
         return loss
 
 

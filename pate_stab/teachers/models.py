@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from pate_stab._validation import check_generator, check_int, check_positive, check_tensor
 
-__all__ = ["ModelSpec", "PateCNN", "build_model", "init_parameters", "PublicFeatures"]
+__all__ = ["ModelSpec", "PateCNN", "build_model", "init_layout", "init_parameters", "PublicFeatures"]
 
 
 @dataclass(frozen=True)
@@ -110,22 +110,35 @@ def build_model(spec: ModelSpec) -> nn.Module:
     return nn.Sequential(nn.Flatten(), _mlp(in_features, hidden, spec.num_classes))
 
 
+def init_layout(model: nn.Module) -> list[tuple[str, nn.Parameter, float]]:
+    """``(name, parameter, bound)`` for every Linear / Conv2d weight and bias, in draw order.
+
+    The order (module order, weight before bias) is the order in which :func:`init_parameters`
+    draws from the generator; ``bound`` is 1/√fan_in of the parameter's layer.
+    """
+    layout = []
+    for prefix, module in model.named_modules():
+        if isinstance(module, nn.Linear | nn.Conv2d):
+            bound = 1.0 / math.sqrt(module.weight[0].numel())
+            for kind in ("weight", "bias"):
+                p = getattr(module, kind)
+                if p is not None:
+                    layout.append((f"{prefix}.{kind}" if prefix else kind, p, bound))
+    return layout
+
+
 @torch.no_grad()
 def init_parameters(model: nn.Module, *, generator: torch.Generator) -> nn.Module:
     """Draw every Linear / Conv2d weight and bias from U(−1/√fan_in, 1/√fan_in), in place.
 
     This is PyTorch's default initialisation for these layers (kaiming-uniform with a = √5 for
-    the weight gives the same bound), drawn from ``generator`` in module order.
+    the weight gives the same bound), drawn from ``generator`` in module order: each parameter
+    is ``(2u − 1)·bound`` with ``u`` drawn in float64 by ``torch.rand``, then cast.
     """
     check_generator(generator)
-    for module in model.modules():
-        if isinstance(module, nn.Linear | nn.Conv2d):
-            fan_in = module.weight[0].numel()
-            bound = 1.0 / math.sqrt(fan_in)
-            for p in (module.weight, module.bias):
-                if p is not None:
-                    draw = torch.rand(p.shape, generator=generator, dtype=torch.float64)
-                    p.copy_((draw * 2 - 1) * bound)
+    for _, p, bound in init_layout(model):
+        draw = torch.rand(p.shape, generator=generator, dtype=torch.float64)
+        p.copy_(draw.mul_(2).sub_(1).mul_(bound))
     return model
 
 

@@ -1,0 +1,82 @@
+import pytest
+import torch
+
+from pate_stab.rng import seeded_generator
+from pate_stab.teachers import (
+    StackedAdam,
+    StackedSGD,
+)
+
+
+def _grads(k, shape, steps, seed=0):
+    g = seeded_generator(seed)
+    return [torch.randn(k, *shape, generator=g) for _ in range(steps)]
+
+
+def _masks(k, steps, seed=1):
+    g = seeded_generator(seed)
+    masks = torch.rand(steps, k, generator=g) < 0.7
+    masks[:, 0] = True  # one teacher always active, one never
+    masks[:, 1] = False
+    return masks
+
+
+@pytest.mark.parametrize(
+    "stacked_cls, torch_cls, kw",
+    [
+        (StackedAdam, torch.optim.Adam, {"lr": 1e-2}),
+        (StackedAdam, torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.1}),
+        (StackedSGD, torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
+        (StackedSGD, torch.optim.SGD, {"lr": 0.1, "weight_decay": 0.1}),
+    ],
+)
+def test_stacked_optimizer_is_per_teacher_torch_optimizer(stacked_cls, torch_cls, kw):
+    k, shape, steps = 5, (3, 4), 12
+    init = torch.randn(k, *shape, generator=seeded_generator(2))
+    grads, masks = _grads(k, shape, steps), _masks(k, steps)
+    stacked = torch.nn.Parameter(init.clone())
+    opt = stacked_cls([stacked], num_teachers=k, **kw)
+    for grad, mask in zip(grads, masks, strict=True):
+        stacked.grad = grad.clone()
+        opt.active = mask
+        opt.step()
+    for j in range(k):
+        alone = torch.nn.Parameter(init[j].clone())
+        ref = torch_cls([alone], **kw)
+        for grad, mask in zip(grads, masks, strict=True):
+            if mask[j]:  # teacher j alone takes only its active steps
+                alone.grad = grad[j].clone()
+                ref.step()
+        torch.testing.assert_close(stacked.detach()[j], alone.detach(), rtol=1e-5, atol=1e-6)
+    assert torch.equal(stacked.detach()[1], init[1])  # never active: bit-for-bit untouched
+
+
+@pytest.mark.parametrize("stacked_cls", [StackedAdam, StackedSGD])
+def test_teacher_update_ignores_other_teachers(stacked_cls):
+    # teacher 0 gets the same gradients in both runs; the others' gradients and activity differ
+    k, shape, steps = 4, (6,), 8
+    init = torch.randn(k, *shape, generator=seeded_generator(3))
+    own = _grads(1, shape, steps, seed=9)
+    finals = []
+    for seed in (0, 1):
+        grads, masks = _grads(k, shape, steps, seed=seed), _masks(k, steps, seed=seed + 5)
+        p = torch.nn.Parameter(init.clone())
+        opt = stacked_cls([p], num_teachers=k, lr=0.05)
+        for grad, g0, mask in zip(grads, own, masks, strict=True):
+            grad[0] = g0[0]
+            p.grad = grad
+            opt.active = mask
+            opt.step()
+        finals.append(p.detach().clone())
+    assert torch.equal(finals[0][0], finals[1][0])
+    assert not torch.equal(finals[0][2:], finals[1][2:])
+
+
+def test_zero_learning_rate_moves_nobody():
+    p = torch.nn.Parameter(torch.randn(3, 5, generator=seeded_generator(0)))
+    before = p.detach().clone()
+    opt = StackedAdam([p], num_teachers=3, lr=0.0)
+    for _ in range(3):
+        p.grad = torch.randn(3, 5, generator=seeded_generator(1))
+        opt.step()
+    assert torch.equal(p.detach(), before)
