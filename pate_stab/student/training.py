@@ -19,9 +19,6 @@ released labels enter, so it is post-processing too.
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,6 +32,7 @@ from pate_stab._validation import check_generator, check_int, check_nonnegative,
 from pate_stab.rng import child_seed
 from pate_stab.student.targets import StudentTargets
 from pate_stab.teachers.models import ModelSpec, build_model, init_parameters
+from pate_stab.teachers.training import quiet_lightning
 
 __all__ = ["StudentConfig", "StudentModule", "Student", "train_student"]
 
@@ -127,20 +125,6 @@ class Student:
         return {"spec": self.spec.to_dict(), "config": self.config.to_dict(), "weights": self.network.state_dict()}
 
 
-@contextlib.contextmanager
-def _quiet(quiet: bool) -> Iterator[None]:
-    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
-    levels = [lg.level for lg in loggers]
-    if quiet:
-        for lg in loggers:
-            lg.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
-
-
 def _fit(
     spec: ModelSpec,
     x: Tensor,
@@ -162,7 +146,7 @@ def _fit(
     data_gen = torch.Generator()
     data_gen.manual_seed(data_seed)
     loader = DataLoader(TensorDataset(x, targets), batch_size=config.batch_size, shuffle=True, generator=data_gen)
-    with _quiet(not progress_bar):
+    with quiet_lightning(not progress_bar):
         trainer = L.Trainer(
             max_epochs=config.epochs,
             accelerator=accelerator,

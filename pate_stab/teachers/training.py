@@ -276,7 +276,7 @@ class TeacherEnsembleModule(L.LightningModule):
 
 
 @contextlib.contextmanager
-def _quiet_lightning(quiet: bool) -> Iterator[None]:
+def quiet_lightning(quiet: bool) -> Iterator[None]:
     """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet``."""
     loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
     levels = [lg.level for lg in loggers]
@@ -399,7 +399,7 @@ def train_teachers(
         "callbacks": list(callbacks),
     }
 
-    with _quiet_lightning(not progress_bar):
+    with quiet_lightning(not progress_bar):
         ensemble = _fit(
             x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common
         )
