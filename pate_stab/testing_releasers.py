@@ -41,6 +41,10 @@ __all__ = [
     "soft_releaser_mechanism",
     "hard_releaser_mechanism",
     "soft_vote_sets",
+    "hard_vote_sets",
+    "dist_zero_soft_pair",
+    "releaser_cases",
+    "releaser_mutation_cases",
 ]
 
 
@@ -226,4 +230,127 @@ def soft_vote_sets(distances: list[int], moves: list[int]) -> tuple[torch.Tensor
     pad = [[0.95] * (k - len(c)) for c in cols_a]
     a = torch.tensor([c + p for c, p in zip(cols_a, pad, strict=True)], dtype=torch.float64).T
     b = torch.tensor([c + p for c, p in zip(cols_b, pad, strict=True)], dtype=torch.float64).T
+    return a, b
+
+
+def hard_vote_sets(distances: list[int], moves: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Neighbouring vote histograms (m, 2): distance ``distances[i]`` in ``a``, moved by ``moves[i]`` in ``b``.
+
+    One teacher changes its vote on every query, so each histogram moves one vote and the
+    argmax (class 0) stays; see :func:`soft_vote_sets` for the pattern.
+    """
+    if len(distances) != len(moves) or not distances or any(v not in (-1, 1) for v in moves):
+        raise ValueError("need one move (+1 or -1) per distance")
+    second = 5
+    rows_a, rows_b = [], []
+    for d, move in zip(distances, moves, strict=True):
+        top = second + 2 * (check_int("distance", d, minimum=1) + 1)  # gap 2(d + 1): distance d
+        rows_a.append([top, second])
+        rows_b.append([top - 1, second + 1] if move < 0 else [top + 1, second - 1])
+    return torch.tensor(rows_a), torch.tensor(rows_b)
+
+
+def releaser_cases() -> list[Any]:
+    """The whole hard and soft releasers at real calibrations' certified (ε, δ), both noise modes.
+
+    Pairs: one teacher moves on every query, four queries lose one unit of distance and the last
+    gains one, at the threshold (the worst pattern of AboveThreshold); and a tie whose answer
+    changes between neighbours (distance 0 on both soft histograms), covered by δ.
+    """
+    from pate_stab.aggregation.releaser import secure_sparse_vector
+    from pate_stab.privacy.calibration import calibrate
+    from pate_stab.testing_audit import MechanismCase
+
+    soft = calibrate(epsilon=4, delta=1e-5, num_queries=5, max_unstable=1, mode="tight", soft_labels=True)
+    hard = calibrate(epsilon=2, delta=1e-5, num_queries=5, max_unstable=1, mode="tight")
+    tie = calibrate(epsilon=1, delta=1e-5, num_queries=1, max_unstable=1, mode="tight", soft_labels=True)
+    moves = [-1, -1, -1, -1, 1]
+    one_teacher = "one teacher's output moves on every query"
+    cases = []
+    for noise in ("seeded", "secure"):
+        w = secure_sparse_vector(soft).threshold if noise == "secure" else soft.threshold
+        a, b = soft_vote_sets([round(w)] * 5, moves)
+        mech = soft_releaser_mechanism(
+            gamma=0.25, noise_scale=soft.noise_scale, threshold=w, max_unstable=1, noise=noise
+        )
+        cases.append(
+            MechanismCase(
+                f"soft releaser, {noise} (Alg 6/8, ε=4 tight, m=5, T=1)",
+                mech,
+                a,
+                b,
+                soft.certified_epsilon,
+                soft.certified_delta,
+                relation=one_teacher,
+                sample_factor=0.5 if noise == "secure" else 1.0,
+            )
+        )
+    w = secure_sparse_vector(tie).threshold
+    a, b = dist_zero_soft_pair()
+    cases.append(
+        MechanismCase(
+            "soft releaser, secure, tie that changes the answer (ε=1, m=1)",
+            soft_releaser_mechanism(
+                gamma=0.25, noise_scale=tie.noise_scale, threshold=w, max_unstable=1, noise="secure"
+            ),
+            a,
+            b,
+            tie.certified_epsilon,
+            tie.certified_delta,
+            relation=one_teacher,
+            sample_factor=0.5,
+        )
+    )
+    for noise in ("seeded", "secure"):
+        w = secure_sparse_vector(hard).threshold if noise == "secure" else hard.threshold
+        a, b = hard_vote_sets([round(w)] * 5, moves)
+        mech = hard_releaser_mechanism(noise_scale=hard.noise_scale, threshold=w, max_unstable=1, noise=noise)
+        cases.append(
+            MechanismCase(
+                f"hard releaser, {noise} (Alg 4, ε=2 tight, m=5, T=1)",
+                mech,
+                a,
+                b,
+                hard.certified_epsilon,
+                hard.certified_delta,
+                relation=one_teacher,
+                sample_factor=0.5 if noise == "secure" else 1.0,
+            )
+        )
+    return cases
+
+
+def releaser_mutation_cases() -> list[Any]:
+    """The secure soft releaser with BTT18 Alg 6's printed threshold w = λ log(4m/δ) (DESIGN fact 3).
+
+    That threshold lets a distance-0 query through about √(δ/m) of the time, far above its share
+    of δ: on the tie whose answer changes between neighbours the claimed (ε, δ) is refuted.
+    """
+    import math
+
+    from pate_stab.privacy.calibration import calibrate, paper_threshold
+    from pate_stab.testing_audit import MechanismCase
+
+    tie = calibrate(epsilon=1, delta=1e-5, num_queries=1, max_unstable=1, mode="tight", soft_labels=True)
+    w = math.floor(paper_threshold(noise_scale=tie.noise_scale, delta=tie.delta, num_queries=1, soft_labels=True))
+    a, b = dist_zero_soft_pair()
+    mech = soft_releaser_mechanism(gamma=0.25, noise_scale=tie.noise_scale, threshold=w, max_unstable=1, noise="secure")
+    return [
+        MechanismCase(
+            "soft releaser, secure, Alg 6's printed threshold λ log(4m/δ)",
+            mech,
+            a,
+            b,
+            tie.certified_epsilon,
+            tie.certified_delta,
+            relation="one teacher's output moves",
+            sample_factor=0.5,
+        )
+    ]
+
+
+def dist_zero_soft_pair() -> tuple[torch.Tensor, torch.Tensor]:
+    """Ten teachers, γ = 1/4: a tie on both histograms in ``a``; in ``b`` one teacher moves and both top bins change."""
+    a = torch.tensor([[0.3] * 5 + [0.6] * 5], dtype=torch.float64).T
+    b = torch.tensor([[0.6] + [0.3] * 4 + [0.6] * 5], dtype=torch.float64).T
     return a, b

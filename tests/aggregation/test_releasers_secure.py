@@ -1,4 +1,4 @@
-"""The soft-label releaser's secure noise mode (exact discrete Laplace, integer threshold).
+"""The releasers' secure noise mode (exact discrete Laplace, integer threshold), new for soft labels.
 
 Statistical tests state their level: α = 1e-6 (Clopper–Pearson, through pate_stab.testing). The
 vectorised releaser they run 10^5 times (pate_stab.testing_releasers) is checked against the
@@ -23,7 +23,7 @@ from pate_stab.aggregation.votes import (
     shifted_gamma_histogram,
     top_label,
 )
-from pate_stab.privacy.calibration import calibrate, paper_threshold
+from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.secure_noise import (
     SeededRandomSource,
@@ -32,11 +32,14 @@ from pate_stab.privacy.secure_noise import (
     secure_leak_probability,
 )
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED
-from pate_stab.testing import clopper_pearson, dp_test
+from pate_stab.testing import clopper_pearson
+from pate_stab.testing_audit import audit_mechanisms
 from pate_stab.testing_releasers import (
+    dist_zero_soft_pair,
+    releaser_cases,
+    releaser_mutation_cases,
     releaser_noise,
     soft_release_scan,
-    soft_releaser_mechanism,
     soft_vote_sets,
 )
 
@@ -197,68 +200,29 @@ def test_secure_support_is_not_porous():
 
 
 @pytest.mark.statistical
-def test_secure_soft_releaser_is_private():
-    """dp_test (α = 1e-6) on neighbouring vote sets at a real calibration's certified (ε, δ).
+@pytest.mark.parametrize("case", releaser_cases(), ids=lambda c: c.name)
+def test_releaser_at_its_claim(case, record_property):
+    """dp_test (α = 1e-6) of the whole releaser, both noise modes, at a real calibration's certified (ε, δ).
 
-    One teacher moves in every query: four queries lose one unit of distance on both histograms
-    and the last gains one — the worst pattern of AboveThreshold — at the integer threshold.
+    On the AboveThreshold pattern (four queries lose a unit of distance, the last gains one, at
+    the threshold) the bound must come close to the claim without passing it; on the tie whose
+    answer changes between neighbours the release must stay within δ.
     """
-    cal = calibrate(epsilon=4, delta=1e-5, num_queries=5, max_unstable=1, mode="tight", soft_labels=True)
-    w = secure_sparse_vector(cal).threshold
-    a, b = soft_vote_sets([w] * 5, [-1, -1, -1, -1, 1])
-    mech = soft_releaser_mechanism(
-        gamma=GAMMA, noise_scale=cal.noise_scale, threshold=w, max_unstable=1, noise="secure"
-    )
-    res = dp_test(
-        mech,
-        a,
-        b,
-        epsilon=cal.certified_epsilon,
-        delta=cal.certified_delta,
-        alpha=ALPHA,
-        generator=torch.Generator().manual_seed(41),
-    )
-    assert not res.violates, res
-    assert res.epsilon_lower_bound > 1.0, res  # the pair is close to the worst case
-
-
-def _dist_zero_pair() -> tuple[torch.Tensor, torch.Tensor]:
-    """A tie on both histograms in a; one teacher moves and both top bins change in b (dist 0 in both)."""
-    a = torch.tensor([[0.3] * 5 + [0.6] * 5], dtype=torch.float64).T
-    b = torch.tensor([[0.6] + [0.3] * 4 + [0.6] * 5], dtype=torch.float64).T
-    for x in (a, b):
-        assert distance_to_instability(gamma_histogram(x, GAMMA)).tolist() == [0]
-        assert distance_to_instability(shifted_gamma_histogram(x, GAMMA)).tolist() == [0]
-    return a, b
+    (row,) = audit_mechanisms([case], num_samples=200_000, alpha=ALPHA, generator=torch.Generator().manual_seed(41))
+    record_property("claimed_epsilon", row.claimed_epsilon)
+    record_property("epsilon_lower_bound", row.epsilon_lower_bound)
+    assert not row.violates, row
+    if "tie" not in case.name:
+        assert row.epsilon_lower_bound > 1.0, row  # the pair is close to the worst case
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("threshold_rule", ["secure", "alg6_printed"])
-def test_dist_zero_leak_within_delta(threshold_rule):
-    """A query whose answer differs between neighbours is released only within δ.
-
-    With the secure integer threshold the claim (ε, δ) is not refuted; with BTT18 Alg 6's printed
-    w = λ log(4m/δ) (DESIGN fact 3: it leaks about √(δ/m) per test) it is.
-    """
-    cal = calibrate(epsilon=1, delta=1e-5, num_queries=1, max_unstable=1, mode="tight", soft_labels=True)
-    if threshold_rule == "secure":
-        w = secure_sparse_vector(cal).threshold
-    else:
-        w = math.floor(paper_threshold(noise_scale=cal.noise_scale, delta=cal.delta, num_queries=1, soft_labels=True))
-    a, b = _dist_zero_pair()
-    mech = soft_releaser_mechanism(
-        gamma=GAMMA, noise_scale=cal.noise_scale, threshold=w, max_unstable=1, noise="secure"
-    )
-    res = dp_test(
-        mech,
-        a,
-        b,
-        epsilon=cal.certified_epsilon,
-        delta=cal.certified_delta,
-        alpha=ALPHA,
-        generator=torch.Generator().manual_seed(42),
-    )
-    assert res.violates == (threshold_rule == "alg6_printed"), res
+@pytest.mark.parametrize("case", releaser_mutation_cases(), ids=lambda c: c.name)
+def test_releaser_mutation_is_flagged(case, record_property):
+    """BTT18 Alg 6's printed threshold (DESIGN fact 3) on the same tie: the claimed (ε, δ) is refuted."""
+    (row,) = audit_mechanisms([case], num_samples=200_000, alpha=ALPHA, generator=torch.Generator().manual_seed(42))
+    record_property("epsilon_lower_bound", row.epsilon_lower_bound)
+    assert row.violates, row
 
 
 @pytest.mark.statistical
@@ -273,7 +237,10 @@ def test_secure_leak_rate_clopper_pearson():
     p = secure_leak_probability(threshold=sv.threshold, noise_scale=sv.noise_scale)
     assert p <= cal.leak_per_test
     n = 400_000
-    a, _ = _dist_zero_pair()
+    a, _ = dist_zero_soft_pair()
+    for x in dist_zero_soft_pair():  # distance 0 on both histograms, and the answers differ
+        assert distance_to_instability(gamma_histogram(x, GAMMA)).tolist() == [0]
+        assert distance_to_instability(shifted_gamma_histogram(x, GAMMA)).tolist() == [0]
     tn, qn = releaser_noise(
         "secure",
         noise_scale=cal.noise_scale,
