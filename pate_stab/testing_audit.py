@@ -11,6 +11,28 @@ sparse vector), the case runs its computation vectorised over runs with the libr
 (:func:`~pate_stab.privacy.sparse_vector.above_threshold_scan`,
 :func:`~pate_stab.aggregation.votes.distance_to_instability`, the noise samplers); the tests of
 those modules check that the vectorised and online forms agree.
+
+Every mechanism of the package that releases something computed from private data, and its
+statistical test (``dp_test`` unless said otherwise):
+
+* privacy: Laplace mechanism, sparse vector (T = 1, 2), stability test (BTT18 Alg 2), discrete
+  Laplace, snapping, integer sparse vector — :func:`mechanism_cases`; noise reduction
+  (``tests/privacy/test_noise_reduction.py``); InteractiveAboveThreshold's ex-post loss
+  (``tests/erm/test_accuracy_first.py``, per output cell); Gaussian / l2-Laplace noise laws (KS).
+* aggregation: hard and soft releasers in both noise modes at real calibrations
+  (:func:`pate_stab.testing_releasers.releaser_cases`); LNMax, GNMax, Confident-GNMax
+  (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``).
+* erm: output perturbation (Chaudhuri et al. Alg 1) and rls-out (Wu et al. Alg 4), objective
+  perturbation (both budget branches), Ligett et al.'s covariance and logistic output
+  perturbation, the exponential mechanism, Chaudhuri & Vinterbo's noisy selection and private
+  histogram (:func:`pate_stab.testing_erm.erm_mechanism_cases`).
+* Composites of these, tested through their parts (their composition is accounting, not a new
+  release): private validation (stability_validate, alpha_split, data_split, random_choice),
+  Wu et al.'s private tuning, the private histogram density with bin choice, cov_nr / output_nr
+  (noise reduction + IAT), the doubling method (fresh hypotheses + Laplace tests), the
+  transfer pipeline (releaser + post-processing; one-run audit in :mod:`pate_stab.audit_transfer`)
+  and PrivateLinearHead (output / objective perturbation per class). ``control_choice`` is
+  documented as not private.
 """
 
 from __future__ import annotations
@@ -115,7 +137,11 @@ def _aggregator(agg: Any) -> Mechanism:
 def _output_perturbation(epsilon: float) -> Mechanism:
     """Output perturbation (Chaudhuri et al. 2011 Alg 1) on worst-case 1-D replace-one neighbours."""
     from pate_stab.erm.losses import HuberHingeLoss
-    from pate_stab.erm.output_perturbation import l2_laplace_vectors, output_perturbation_sensitivity
+    from pate_stab.erm.output_perturbation import (
+        l2_laplace_vectors,
+        output_perturbation,
+        output_perturbation_sensitivity,
+    )
     from pate_stab.erm.solver import solve_erm
 
     n, lam = 20, 10.0
@@ -129,7 +155,8 @@ def _output_perturbation(epsilon: float) -> Mechanism:
         "D": solve_erm(x, y, loss=loss, lam=lam, tol=1e-6 * sens).weights,
         "D'": solve_erm(x, y_flip, loss=loss, lam=lam, tol=1e-6 * sens).weights,
     }
-    scale = sens * (1 + 2e-6) / epsilon  # as output_perturbation with solver_rtol=1e-6
+    # the noise scale the public function uses on this data (it covers the solver's tolerance)
+    scale = output_perturbation(x, y, epsilon=epsilon, lam=lam, loss=loss, generator=torch.Generator()).noise_scale
 
     def mech(key: str, num: int, gen: torch.Generator) -> torch.Tensor:
         return theta[key] + l2_laplace_vectors(scale, 1, num_samples=num, generator=gen)
@@ -180,9 +207,13 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
 
 
 def mechanism_cases() -> list[MechanismCase]:
-    """Every correct mechanism of the package with a tight neighbouring pair and its claim."""
+    """Every correct mechanism of the package with a tight neighbouring pair and its claim.
+
+    The releasers' cases are separate (:func:`pate_stab.testing_releasers.releaser_cases`).
+    """
     from pate_stab.aggregation.baselines import GNMax, LNMax
     from pate_stab.privacy.secure_noise import snapping_epsilon
+    from pate_stab.testing_erm import erm_mechanism_cases
 
     delta = 1e-5
     gnmax = GNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1)
@@ -218,6 +249,7 @@ def mechanism_cases() -> list[MechanismCase]:
                       sample_factor=0.5),
         MechanismCase("secure sparse vector T=1 (λ=2)", _secure_sparse_vector(2, 0), [0] * 8 + [0],
                       [-1] * 8 + [1], 1.0, relation="each query value moves by 1", sample_factor=0.5),
+        *erm_mechanism_cases(),
     ]
 
 
@@ -279,7 +311,11 @@ def mutation_cases() -> list[MechanismCase]:
       queries that all grow by 1, P[max <= 0] moves by e^{Kε}.
     * Laplace noise of scale ε instead of 1/ε (float sampler, exact integer sampler, and the
       stability test of BTT18 Alg 2).
+    * the ERM, selection and density mechanisms with one constant wrong
+      (:func:`pate_stab.testing_erm.erm_mutation_cases`).
     """
+    from pate_stab.testing_erm import erm_mutation_cases
+
     eps = 0.5
     return [
         MechanismCase("sparse vector, query noise Lap(λ) not Lap(2λ) (λ=1)", _svt_query_scale(1.0, 1.0),
@@ -292,6 +328,7 @@ def mutation_cases() -> list[MechanismCase]:
                       relation="integer counting query 0 vs 1", sample_factor=0.5),
         MechanismCase("stability test noise Lap(ε) not Lap(1/ε) (ε=0.5)", _stability_test_noise(eps, 1.0),
                       [[4, 0, 0]], [[3, 1, 0]], eps, relation="one teacher's vote moves"),
+        *erm_mutation_cases(),
     ]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pate_stab.rng import seeded_generator
 from pate_stab.testing_audit import audit_mechanisms, mechanism_cases, mutation_cases
+from pate_stab.testing_releasers import releaser_cases, releaser_mutation_cases
 
 
 def main() -> None:
@@ -29,7 +30,9 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     start = time.perf_counter()
-    for kind, cases in (("correct", mechanism_cases()), ("mutation", mutation_cases())):
+    groups = (("correct", mechanism_cases() + releaser_cases()),
+              ("mutation", mutation_cases() + releaser_mutation_cases()))
+    for kind, cases in groups:
         for row in audit_mechanisms(cases, num_samples=args.num_samples, alpha=args.alpha,
                                     generator=seeded_generator(args.seed)):
             rows.append({"kind": kind, "mechanism": row.name, "claimed_epsilon": f"{row.claimed_epsilon:.6g}",
@@ -41,9 +44,9 @@ def main() -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    print(f"{'kind':9s} {'mechanism':55s} {'ε claim':>8s} {'δ':>7s} {'samples':>8s} {'ε lower':>8s}  violates")
+    print(f"{'kind':9s} {'mechanism':62s} {'ε claim':>8s} {'δ':>7s} {'samples':>8s} {'ε lower':>8s}  violates")
     for r in rows:
-        print(f"{r['kind']:9s} {r['mechanism']:55s} {r['claimed_epsilon']:>8s} {r['claimed_delta']:>7s} "
+        print(f"{r['kind']:9s} {r['mechanism']:62s} {r['claimed_epsilon']:>8s} {r['claimed_delta']:>7s} "
               f"{r['num_samples']:>8d} {r['epsilon_lower_bound']:>8s}  {r['violates']}")
     print(f"wrote {path} ({time.perf_counter() - start:.1f} s)")
 

@@ -1,4 +1,6 @@
-"""One-run audit (Steinke, Nasr & Jagielski 2023) of the convex head: output perturbation.
+"""One-run audits (Steinke, Nasr & Jagielski 2023) of the convex head and of the knowledge-transfer pipeline.
+
+Part 1, the convex head (output perturbation).
 
 m canaries, canary i the record (e_i, y_i) with feature e_i (a unit basis vector of R^m) and
 label y_i = 2·S_i − 1 for a fair coin S_i; flipping one coin replaces one record (the head's
@@ -10,9 +12,15 @@ over them at a Bonferroni-corrected confidence, so it holds at the stated confid
 A negative control trains the same head with the noise of a 100× larger ε while still claiming
 ε (a broken calibration): the audit must certify more than the claim there.
 
-    python recipes/audit_one_run.py --canaries 1000 --epsilons 1 4 16 --out checkpoints/audit_one_run
+Part 2, the knowledge-transfer pipeline (:mod:`pate_stab.audit_transfer`): canaries included with
+probability ½, each breaking a planted tie in the teachers' votes on its own query; 1-NN
+teachers (the guarantee is model-agnostic); the pipeline's partition, aggregators and student.
+The scores are the released labels and the student's log-odds on the canary queries. Correct:
+the stability releaser (seeded and secure noise) and LNMax at their calibrations. Broken, same
+claims: the plurality vote without noise, LNMax with 1/1000 of its noise. Each row reports the
+bound at 95 % next to the claim and the largest ε the guesses could certify at all.
 
-The knowledge-transfer student is not audited here.
+    python recipes/audit_one_run.py --canaries 1000 --epsilons 1 4 16 --out checkpoints/audit_one_run
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ from pathlib import Path
 
 import torch
 
-from pate_stab.audit import one_run_audit
+from pate_stab.audit import best_one_run_audit
+from pate_stab.audit_transfer import VARIANTS, audit_transfer
 from pate_stab.erm.heads import PrivateLinearHead
 from pate_stab.rng import seeded_generator, spawn_generators
 
@@ -39,9 +48,7 @@ def audit_head(*, epsilon: float, train_epsilon: float, canaries: int, lam: floa
     head.fit(x, y, generator=noise_gen)
     scores = head.decision_function(x)  # w_i: canary i's weight
     guesses = sorted({g - g % 2 for g in (canaries // 50, canaries // 10, canaries // 2, canaries) if g >= 2})
-    level = 1 - (1 - confidence) / len(guesses)
-    audits = [one_run_audit(scores, secrets, num_guesses=r, confidence=level) for r in guesses]
-    best = max(audits, key=lambda a: a.epsilon_lower_bound)
+    best, audits = best_one_run_audit(scores, secrets, guesses=guesses, confidence=confidence)
     return {
         "claimed_epsilon": epsilon,
         "noise_for_epsilon": train_epsilon,
@@ -62,6 +69,12 @@ def main() -> None:
     parser.add_argument("--lam", type=float, default=1e-2)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--transfer-canaries", type=int, default=500)
+    parser.add_argument("--transfer-teachers", type=int, default=401)
+    parser.add_argument("--transfer-epsilon", type=float, default=3.0)
+    parser.add_argument("--transfer-delta", type=float, default=1e-6)
+    parser.add_argument("--transfer-private", type=int, default=8000)
+    parser.add_argument("--transfer-variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--out", type=Path, default=Path("checkpoints/audit_one_run"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -76,8 +89,23 @@ def main() -> None:
             print(f"{kind:24s} claimed ε = {eps:6.2f}   audit lower bound = {row['epsilon_lower_bound']:.3f} "
                   f"({row['correct']}/{row['best_guesses']} correct, {args.confidence:.0%} confidence)   "
                   f"violates = {row['violates']}")
+    transfer_rows = []
+    for variant, gen in zip(args.transfer_variants, spawn_generators(seeded_generator(args.seed + 1),
+                                                                     len(args.transfer_variants)), strict=True):
+        t0 = time.perf_counter()
+        row = audit_transfer(variant, num_canaries=args.transfer_canaries, num_teachers=args.transfer_teachers,
+                             epsilon=args.transfer_epsilon, delta=args.transfer_delta,
+                             num_private=args.transfer_private, confidence=args.confidence, generator=gen)
+        row["wall_s"] = time.perf_counter() - t0
+        transfer_rows.append(row)
+        lab, stu = row["labels"], row["student"]
+        print(f"transfer {variant:17s} claimed ε = {row['claimed_epsilon']:.3f} (δ = {row['claimed_delta']:.0e})  "
+              f"labels: {lab['epsilon_lower_bound']:.3f} ({lab['correct']}/{lab['guesses']})  "
+              f"student: {stu['epsilon_lower_bound']:.3f} ({stu['correct']}/{stu['guesses']})  "
+              f"max certifiable {row['max_certifiable_epsilon']:.2f}  task answered {row['task_queries_answered']}"
+              f"  violates = {row['violates']}", flush=True)
     (args.out / "report.json").write_text(json.dumps({"config": {k: str(v) for k, v in vars(args).items()},
-                                                      "rows": rows}, indent=2))
+                                                      "rows": rows, "transfer": transfer_rows}, indent=2))
     print(f"wrote {args.out / 'report.json'} ({time.perf_counter() - start:.1f} s)")
 
 

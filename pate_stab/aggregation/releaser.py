@@ -23,18 +23,24 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_tensor
+from pate_stab._validation import check_generator, check_tensor
 from pate_stab.aggregation.votes import distance_to_instability, top_label
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.accounting import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
 from pate_stab.privacy.calibration import Calibration
 from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.secure_noise import RandomSource, SecureSparseVector, secure_threshold_for_leak
+from pate_stab.privacy.secure_noise import (
+    RandomSource,
+    SecureSparseVector,
+    exact_scale_at_least,
+    secure_threshold_for_leak,
+)
 from pate_stab.privacy.stability import OnlineQueryRelease
 
-__all__ = ["ABSTAIN", "ReleaseResult", "StabilityReleaser", "releaser_event"]
+__all__ = ["ABSTAIN", "NOISE_MODES", "ReleaseResult", "StabilityReleaser", "releaser_event", "secure_sparse_vector"]
 
 ABSTAIN = -1
+NOISE_MODES = ("seeded", "secure")
 
 
 @dataclass(frozen=True)
@@ -69,14 +75,59 @@ def calibration_summary(calibration: Calibration) -> dict[str, Any]:
     }
 
 
+def check_noise_mode(noise: Any, generator: torch.Generator | None) -> str:
+    """A releaser's ``noise`` argument: "seeded" needs a generator, "secure" ignores it."""
+    if noise not in NOISE_MODES:
+        raise ValueError(f"noise must be 'seeded' or 'secure', got {noise!r}")
+    if noise == "seeded" and generator is None:
+        raise TypeError("generator is required with noise='seeded'")
+    return str(noise)
+
+
+def secure_sparse_vector(calibration: Calibration, *, source: RandomSource | None = None) -> SecureSparseVector:
+    """The integer sparse vector a releaser runs in secure mode, within ``calibration``'s certificate.
+
+    * Noise: exact discrete Laplace, DLap(λ') on thresholds and DLap(2λ') on distances, with
+      λ' >= λ the calibration's scale rounded up to an exact rational
+      (:func:`~pate_stab.privacy.secure_noise.exact_scale_at_least`): each segment is
+      (2/λ')-DP with 2/λ' <= 2/λ, so the certified ε holds.
+    * Cutoff: ``calibration.num_segments`` failed tests (T for hard labels, 2T for soft labels).
+    * Threshold: the smallest integer w whose exact leak P[DLap(2λ') − DLap(λ') > w] (DESIGN
+      fact 3 for integer noise) is at most ``calibration.leak_per_test``, the leak of the float
+      threshold. So the calibration's certified δ = δ_sv + num_tests · leak_per_test, which the
+      ledger records, bounds the secure run too.
+    """
+    noise_scale = exact_scale_at_least(calibration.noise_scale)
+    threshold = secure_threshold_for_leak(probability=calibration.leak_per_test, noise_scale=noise_scale)
+    return SecureSparseVector(
+        threshold=threshold, noise_scale=noise_scale, max_unstable=calibration.num_segments, source=source
+    )
+
+
+def noise_summary(svt: SecureSparseVector | None) -> dict[str, Any]:
+    """The noise fields of a releaser's summary and ledger spend (secure mode: what it really uses)."""
+    if svt is None:
+        return {"noise": "seeded"}
+    lam = svt.noise_scale
+    return {"noise": "secure", "threshold": svt.threshold, "noise_scale_exact": f"{lam.numerator}/{lam.denominator}"}
+
+
 class _LedgerSpend:
     """A releaser run's budget: the queries its calibration covers and its one ledger spend."""
 
-    def __init__(self, calibration: Calibration, ledger: PrivacyLedger | None, spend_id: str | None, mechanism: str):
+    def __init__(
+        self,
+        calibration: Calibration,
+        ledger: PrivacyLedger | None,
+        spend_id: str | None,
+        mechanism: str,
+        noise: dict[str, Any] | None = None,
+    ):
         self.calibration = calibration
         self.ledger = ledger
         self.spend_id = spend_id or f"{mechanism}-{uuid.uuid4().hex}"
         self.mechanism = mechanism
+        self.noise = noise or {"noise": "seeded"}
         self.recorded = ledger is None
         self.queries_offered = 0
 
@@ -105,7 +156,7 @@ class _LedgerSpend:
             delta=cal.certified_delta,
             event=releaser_event(cal),
             mechanism=self.mechanism,
-            metadata={"calibration": cal.to_dict()},
+            metadata={"calibration": cal.to_dict(), **self.noise},
         )
         self.recorded = True
 
@@ -126,8 +177,7 @@ class StabilityReleaser:
         noise: ``"seeded"`` (float64 Laplace from ``generator``: reproducible research) or
             ``"secure"`` (exact discrete Laplace on the integer distances, random bits from the
             OS's CSPRNG or ``source``; immune to the floating-point attack on Laplace noise,
-            Mironov 2012). In secure mode the threshold is the smallest integer whose discrete
-            leak probability fits the calibration's per-test share of δ, so the calibration's
+            Mironov 2012), set up by :func:`secure_sparse_vector` so that the calibration's
             (ε, δ) still holds; ``generator`` is not used.
         source: random bits for secure mode (default: the OS).
 
@@ -151,31 +201,20 @@ class StabilityReleaser:
             raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
         if calibration.soft_labels:
             raise ValueError("this calibration is for the soft-label releaser (soft_labels=True)")
-        if noise not in ("seeded", "secure"):
-            raise ValueError(f"noise must be 'seeded' or 'secure', got {noise!r}")
         self.calibration = calibration
-        self.noise = noise
+        self.noise = check_noise_mode(noise, generator)
         self._oqr: OnlineQueryRelease | SecureSparseVector
-        if noise == "secure":
-            threshold = secure_threshold_for_leak(
-                probability=calibration.delta_leak / calibration.num_tests, noise_scale=calibration.noise_scale
-            )
-            self._oqr = SecureSparseVector(
-                threshold=threshold,
-                noise_scale=calibration.noise_scale,
-                max_unstable=calibration.max_unstable,
-                source=source,
-            )
+        if self.noise == "secure":
+            self._oqr = secure_sparse_vector(calibration, source=source)
         else:
-            if generator is None:
-                raise TypeError("generator is required with noise='seeded'")
             self._oqr = OnlineQueryRelease(
                 noise_scale=calibration.noise_scale,
                 threshold=calibration.threshold,
                 max_unstable=calibration.max_unstable,
-                generator=generator,
+                generator=check_generator(generator),
             )
-        self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism)
+        secure = self._oqr if isinstance(self._oqr, SecureSparseVector) else None
+        self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism, noise_summary(secure))
 
     @property
     def halted(self) -> bool:
@@ -219,11 +258,10 @@ class StabilityReleaser:
 
     def summary(self) -> dict[str, Any]:
         """Counters and the certified privacy, as plain values."""
-        summary = {"mechanism": self.mechanism, "noise": self.noise, **calibration_summary(self.calibration)}
-        if isinstance(self._oqr, SecureSparseVector):
-            summary["threshold"] = self._oqr.threshold  # the integer threshold actually used
         return {
-            **summary,
+            "mechanism": self.mechanism,
+            **calibration_summary(self.calibration),
+            **self._spend.noise,  # secure mode: the integer threshold and exact λ actually used
             "queries_seen": self.queries_seen,
             "answered": self._oqr.num_passed,
             "abstained": self._oqr.num_failed,

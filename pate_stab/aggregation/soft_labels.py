@@ -12,6 +12,13 @@ exact-leak threshold (Alg 6's w = λ log(4m/δ) misses the bound: DESIGN fact 3)
 
 Distances use the sensitivity-1 definition of DESIGN fact 2 on both histograms.
 
+Noise. ``noise="seeded"`` draws float64 Laplace noise from the generator (reproducible
+research); ``noise="secure"`` runs the same tests as exact integer comparisons with discrete
+Laplace noise from the OS's CSPRNG (:func:`~pate_stab.aggregation.releaser.secure_sparse_vector`,
+shared with the hard-label releaser): the distances of both histograms are integers, the
+cutoff is the same 2T failed tests, and the integer threshold keeps each of the 2m tests'
+leak within the calibration's ``leak_per_test``, so the certified (ε, δ) is unchanged.
+
 Multi-class soft labels are not supported by this releaser: scores must be one probability per
 teacher and query (shape (k, m)). For C classes, release each class's score as its own query
 sequence with its own releaser and calibration; the runs compose (record each in the ledger).
@@ -23,8 +30,15 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_tensor
-from pate_stab.aggregation.releaser import ReleaseResult, _LedgerSpend, calibration_summary
+from pate_stab._validation import check_generator, check_tensor
+from pate_stab.aggregation.releaser import (
+    ReleaseResult,
+    _LedgerSpend,
+    calibration_summary,
+    check_noise_mode,
+    noise_summary,
+    secure_sparse_vector,
+)
 from pate_stab.aggregation.votes import (
     bin_midpoints,
     distance_to_instability,
@@ -35,6 +49,7 @@ from pate_stab.aggregation.votes import (
 )
 from pate_stab.privacy.calibration import Calibration
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.secure_noise import RandomSource, SecureSparseVector
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, SparseVector
 
 __all__ = ["SoftLabelReleaser", "PLAIN", "SHIFTED", "BOTTOM"]
@@ -49,8 +64,9 @@ class SoftLabelReleaser:
     Args:
         calibration: from ``calibrate(..., soft_labels=True)``.
         gamma: the discretisation γ, with 1/γ an integer (Def 5.1).
-        generator: randomness.
-        ledger, spend_id: as for :class:`~pate_stab.aggregation.releaser.StabilityReleaser`.
+        generator: randomness for ``noise="seeded"`` (not used in secure mode).
+        ledger, spend_id, noise, source: as for
+            :class:`~pate_stab.aggregation.releaser.StabilityReleaser`.
 
     :meth:`release` returns a :class:`ReleaseResult` whose ``labels`` are float64 scores (NaN for
     ⊥ and after halting) and whose ``status`` is 1 (plain histogram), 2 (½-shifted), 0 (⊥) or
@@ -64,25 +80,33 @@ class SoftLabelReleaser:
         calibration: Calibration,
         *,
         gamma: float,
-        generator: torch.Generator,
+        generator: torch.Generator | None,
         ledger: PrivacyLedger | None = None,
         spend_id: str | None = None,
+        noise: str = "seeded",
+        source: RandomSource | None = None,
     ) -> None:
         if not isinstance(calibration, Calibration):
             raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
         if not calibration.soft_labels:
             raise ValueError("this calibration is for hard labels; use calibrate(..., soft_labels=True)")
         self.calibration = calibration
+        self.noise = check_noise_mode(noise, generator)
         self.plain_values = bin_midpoints(gamma)  # validates γ
         self.shifted_values = shifted_bin_values(gamma)
         self.gamma = float(gamma)
-        self._svt = SparseVector(
-            threshold=calibration.threshold,
-            noise_scale=calibration.noise_scale,
-            max_unstable=calibration.num_segments,
-            generator=generator,
-        )
-        self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism)
+        self._svt: SparseVector | SecureSparseVector
+        if self.noise == "secure":
+            self._svt = secure_sparse_vector(calibration, source=source)
+        else:
+            self._svt = SparseVector(
+                threshold=calibration.threshold,
+                noise_scale=calibration.noise_scale,
+                max_unstable=calibration.num_segments,
+                generator=check_generator(generator),
+            )
+        secure = self._svt if isinstance(self._svt, SecureSparseVector) else None
+        self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism, noise_summary(secure))
         self.answered_plain = 0
         self.answered_shifted = 0
         self.abstained = 0
@@ -112,8 +136,8 @@ class SoftLabelReleaser:
         shifted_hist = shifted_gamma_histogram(scores, self.gamma)  # (m, 1/γ − 1)
         m = plain_hist.shape[0]
         self._spend.admit(m)
-        plain_dist = distance_to_instability(plain_hist).to(torch.float64)
-        shifted_dist = distance_to_instability(shifted_hist).to(torch.float64)
+        plain_dist = distance_to_instability(plain_hist)  # (m,) int64, exact in both noise modes
+        shifted_dist = distance_to_instability(shifted_hist)
         plain_out = self.plain_values[top_label(plain_hist)]
         shifted_out = self.shifted_values[top_label(shifted_hist)]
 
@@ -134,7 +158,7 @@ class SoftLabelReleaser:
                 status[j] = BOTTOM
                 self.abstained += 1
                 break
-            if self._svt.process(float(shifted_dist[j])):
+            if self._svt.process(int(shifted_dist[j])):
                 out[j] = shifted_out[j]
                 status[j] = SHIFTED
                 self.answered_shifted += 1
@@ -154,6 +178,7 @@ class SoftLabelReleaser:
             "mechanism": self.mechanism,
             "gamma": self.gamma,
             **calibration_summary(self.calibration),
+            **self._spend.noise,  # secure mode: the integer threshold and exact λ actually used
             "failed_tests": self._svt.num_failed,
             "answered_plain": self.answered_plain,
             "answered_shifted": self.answered_shifted,

@@ -27,7 +27,13 @@ from pate_stab._validation import (
 from pate_stab.erm.validation import stability_constants_histogram, stability_validate
 from pate_stab.privacy.noise import laplace
 
-__all__ = ["PrivateHistogram", "private_histogram", "histogram_score", "private_histogram_density"]
+__all__ = [
+    "PrivateHistogram",
+    "private_histogram",
+    "private_histogram_samples",
+    "histogram_score",
+    "private_histogram_density",
+]
 
 _DTYPE = torch.float64
 
@@ -75,13 +81,26 @@ def private_histogram(
     x: object, *, num_bins: int, epsilon: float, generator: torch.Generator, clip: bool = False
 ) -> PrivateHistogram:
     """Chaudhuri & Vinterbo 2013, Alg 5: epsilon-DP noisy histogram of data in [0, 1]."""
+    noisy = private_histogram_samples(x, num_bins=num_bins, epsilon=epsilon, num_samples=1, generator=generator,
+                                      clip=clip)
+    return PrivateHistogram(counts=noisy[0], num_bins=noisy.shape[1])
+
+
+def private_histogram_samples(
+    x: object, *, num_bins: int, epsilon: float, num_samples: int, generator: torch.Generator, clip: bool = False
+) -> torch.Tensor:
+    """The noisy counts of ``num_samples`` independent runs of :func:`private_histogram`, (num_samples, num_bins).
+
+    The vectorised form used by the statistical DP tests; one run draws exactly what
+    :func:`private_histogram` draws: n~_i = max(0, n_i + Lap(2/epsilon)).
+    """
     xt = _check_unit("x", x, clip)
     k = check_int("num_bins", num_bins, minimum=1)
     eps = check_epsilon(epsilon)
+    runs = check_int("num_samples", num_samples, minimum=1)
     gen = check_generator(generator)
     counts = torch.bincount(_bin_index(xt, k).cpu(), minlength=k).to(_DTYPE)
-    noisy = torch.clamp(counts + laplace(2.0 / eps, (k,), generator=gen).cpu(), min=0.0)
-    return PrivateHistogram(counts=noisy, num_bins=k)
+    return torch.clamp(counts + laplace(2.0 / eps, (runs, k), generator=gen).cpu(), min=0.0)
 
 
 def histogram_score(hist: PrivateHistogram, v: object) -> float:

@@ -35,8 +35,10 @@ __all__ = [
     "stability_constants_linear",
     "stability_constants_histogram",
     "stability_select",
+    "stability_select_samples",
     "stability_validate",
     "exponential_mechanism",
+    "exponential_mechanism_samples",
     "alpha_split",
     "data_split",
     "random_choice",
@@ -125,14 +127,35 @@ def stability_select(
 
     ``scores`` are q(h_i, V) (larger is better); beta = max(beta1 / n, beta2 / m).
     """
+    return int(stability_select_samples(scores, beta1=beta1, beta2=beta2, n=n, m=m, epsilon=epsilon,
+                                        num_samples=1, generator=generator)[0])
+
+
+def stability_select_samples(
+    scores: Sequence[float] | torch.Tensor,
+    *,
+    beta1: float,
+    beta2: float,
+    n: int,
+    m: int,
+    epsilon: float,
+    num_samples: int,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """``num_samples`` independent runs of :func:`stability_select` (int64, shape (num_samples,)).
+
+    The vectorised form used by the statistical DP tests; one run draws exactly what
+    :func:`stability_select` draws.
+    """
     q = torch.as_tensor(scores, dtype=_DTYPE).reshape(-1).cpu()
     if q.numel() == 0 or not bool(torch.isfinite(q).all()):
         raise ValueError("scores must be a non-empty sequence of finite values")
     beta = max(check_positive("beta1", beta1) / check_int("n", n, minimum=1),
                check_positive("beta2", beta2) / check_int("m", m, minimum=1))
     eps = check_epsilon(epsilon)
-    z = exponential(1.0 / eps, (q.numel(),), generator=check_generator(generator)).cpu()
-    return int(torch.argmax(q + 2.0 * beta * z))
+    runs = check_int("num_samples", num_samples, minimum=1)
+    z = exponential(1.0 / eps, (runs, q.numel()), generator=check_generator(generator)).cpu()
+    return torch.argmax(q + 2.0 * beta * z, dim=1)
 
 
 def stability_validate(
@@ -185,15 +208,33 @@ def exponential_mechanism(
     Sampled exactly by the Gumbel-max trick. epsilon-DP when each u_i changes by at most
     ``sensitivity`` between neighbours.
     """
+    return int(exponential_mechanism_samples(utilities, epsilon=epsilon, sensitivity=sensitivity, num_samples=1,
+                                             generator=generator)[0])
+
+
+def exponential_mechanism_samples(
+    utilities: Sequence[float] | torch.Tensor,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    num_samples: int,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """``num_samples`` independent draws of :func:`exponential_mechanism` (int64, shape (num_samples,)).
+
+    The vectorised form used by the statistical DP tests; one draw uses exactly the random
+    numbers :func:`exponential_mechanism` uses.
+    """
     u = torch.as_tensor(utilities, dtype=_DTYPE).reshape(-1).cpu()
     if u.numel() == 0 or not bool(torch.isfinite(u).all()):
         raise ValueError("utilities must be a non-empty sequence of finite values")
     eps = check_epsilon(epsilon)
     sens = check_positive("sensitivity", sensitivity)
+    runs = check_int("num_samples", num_samples, minimum=1)
     gen = check_generator(generator)
-    uniform = torch.rand((u.numel(),), generator=gen, dtype=_DTYPE, device=gen.device).cpu()
+    uniform = torch.rand((runs, u.numel()), generator=gen, dtype=_DTYPE, device=gen.device).cpu()
     gumbel = -torch.log(-torch.log(uniform.clamp(min=1e-300)))
-    return int(torch.argmax(eps * u / (2.0 * sens) + gumbel))
+    return torch.argmax(eps * u / (2.0 * sens) + gumbel, dim=1)
 
 
 TrainFn = Callable[[Any, torch.Tensor, torch.Tensor, float, torch.Generator], Any]

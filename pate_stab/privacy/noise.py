@@ -8,6 +8,18 @@ Def 3.3, is exactly that difference). Gaussian noise comes from ``torch.randn``.
 :class:`UnitLaplaceStream` hands out unit-scale Laplace values in a fixed order from blocks of a
 fixed size, so that an online mechanism taking one value at a time and a batch mechanism taking
 many consume identical noise for the same generator.
+
+Floating point (what the seeded, reproducible mode releases). These samplers compute in float64
+and are subject to Mironov 2012's attack: the set of doubles ``f(D) + laplace(b)`` can take
+depends on f(D). For example every output of ``1 + z`` in (0, 1/2) is a multiple of 2^-53
+(Sterbenz), while ``0 + z`` returns the sampler's double z itself; with b = 1 about 7 % of the
+outputs of ``0 + laplace(1)`` are off that grid and so name their input with certainty
+(measured in ``tests/reliability/test_secure_noise.py``, also on the noisy counts of
+:func:`pate_stab.erm.density.private_histogram`). The uniforms lie on a 2^-53 grid, so the
+support is also bounded: |laplace(b)| <= 53·ln 2·b ≈ 36.7b. Mechanisms that release a noisy
+value computed here (noise reduction, histograms, covariance and output perturbation) inherit
+this; the stability releasers release only the outcomes of noisy comparisons. Where it matters
+use :mod:`pate_stab.privacy.secure_noise` (exact discrete Laplace, snapping).
 """
 
 from __future__ import annotations

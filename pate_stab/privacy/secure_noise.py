@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import os
 from fractions import Fraction
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -48,6 +49,7 @@ __all__ = [
     "SystemRandomSource",
     "SeededRandomSource",
     "exact_scale",
+    "exact_scale_at_least",
     "discrete_laplace",
     "discrete_laplace_pmf",
     "discrete_laplace_tail",
@@ -144,6 +146,20 @@ def exact_scale(scale: float | Fraction | int) -> Fraction:
     return value
 
 
+def exact_scale_at_least(scale: float | Fraction | int) -> Fraction:
+    """The smallest multiple of 2^-20 that is >= ``scale``: an exact rational never below it.
+
+    For a noise scale that a calibration certified: a sparse-vector segment is (2/λ)-DP, so
+    rounding λ up keeps the certified ε, where the nearest fraction (:func:`exact_scale`) may
+    round down by less than 2^-20. (The leak grows with λ: compute the threshold at the rounded
+    value, as the releasers do.) Example: 0.1 → 52429/524288.
+    """
+    if isinstance(scale, Fraction):
+        return exact_scale(scale)
+    value = Fraction(check_positive("scale", scale))  # the float's exact binary value
+    return exact_scale(Fraction(math.ceil(value * _MAX_DENOMINATOR), _MAX_DENOMINATOR))
+
+
 def discrete_laplace(
     scale: float | Fraction | int, size: int, *, source: RandomSource | None = None
 ) -> torch.Tensor:
@@ -221,8 +237,12 @@ def secure_leak_probability(*, threshold: int, noise_scale: float | Fraction | i
     return total
 
 
+@lru_cache(maxsize=256)
 def secure_threshold_for_leak(*, probability: float, noise_scale: float | Fraction | int) -> int:
-    """The smallest integer threshold w with ``secure_leak_probability(w, λ) <= probability``."""
+    """The smallest integer threshold w with ``secure_leak_probability(w, λ) <= probability``.
+
+    A pure function of its arguments, cached: releasers built on the same calibration reuse it.
+    """
     probability = check_real("probability", probability, low=0.0, high=1.0, low_inclusive=False)
     lam = float(exact_scale(noise_scale))
     lo, hi = 0, max(1, int(math.ceil(2 * lam * (math.log(1.0 / probability) + 2))))
@@ -291,14 +311,24 @@ class SecureSparseVector:
             self._threshold_noise = self._draw(self.noise_scale)
         return False
 
-    def process_many(self, values: torch.Tensor) -> torch.Tensor:
-        """Integer values (m,) → int8 codes (1 ⊤, 0 ⊥, −1 not processed after halting)."""
+    def process_many(self, values: torch.Tensor, *, stop_after_failures: int | None = None) -> torch.Tensor:
+        """Integer values (m,) → int8 codes (1 ⊤, 0 ⊥, −1 not processed).
+
+        Identical to calling :meth:`process` on each value in order, stopping at the cutoff or,
+        with ``stop_after_failures``, after that many ⊥ in this call (the rest are left
+        unprocessed and draw no noise), as :meth:`SparseVector.process_many
+        <pate_stab.privacy.sparse_vector.SparseVector.process_many>` does.
+        """
         values = check_tensor("values", values, ndim=1, floating=False, nonempty=False)
+        stop = None if stop_after_failures is None else check_int("stop_after_failures", stop_after_failures, minimum=1)
         out = torch.full((values.numel(),), -1, dtype=torch.int8)
+        failed = 0
         for i, v in enumerate(values.tolist()):
-            if self.halted:
+            if self.halted or (stop is not None and failed >= stop):
                 break
-            out[i] = 1 if self.process(int(v)) else 0
+            passed = self.process(int(v))
+            out[i] = 1 if passed else 0
+            failed += not passed
         return out
 
 

@@ -292,3 +292,19 @@ def test_secure_noise_mode():
         StabilityReleaser(CAL, generator=None, noise="fast")
     with pytest.raises(TypeError, match="generator"):
         StabilityReleaser(CAL, generator=None)
+
+
+def test_secure_threshold_keeps_the_certified_delta_in_paper_mode():
+    """Paper mode: the float threshold leaks less than its δ share (leak_per_test = 2/3 of it), and the
+    certified δ — the ledger's record — counts that smaller leak; the integer threshold must not leak more."""
+    from pate_stab.privacy.secure_noise import secure_leak_probability
+
+    cal = calibrate(epsilon=3, delta=1e-5, num_queries=1000, max_unstable=10, mode="paper")
+    assert cal.leak_per_test < cal.delta_leak / cal.num_tests
+    rel = StabilityReleaser(cal, generator=None, noise="secure")
+    w, lam = rel._oqr.threshold, rel._oqr.noise_scale
+    assert lam >= cal.noise_scale
+    leak = secure_leak_probability(threshold=w, noise_scale=lam)
+    assert leak <= cal.leak_per_test
+    assert cal.delta_sparse_vector + cal.num_tests * leak <= cal.certified_delta
+    assert rel.summary()["threshold"] == w and rel.summary()["delta"] == cal.certified_delta

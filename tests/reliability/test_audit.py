@@ -47,3 +47,20 @@ def test_correct_head_is_not_refuted_and_broken_head_is():
     # over seeds, a correct head's 95% bound exceeds its claim with probability <= 5%; this seed is fixed
     assert _audit(claim, seed=1).epsilon_lower_bound <= claim
     assert _audit(1000 * claim, seed=2).epsilon_lower_bound > claim  # 1000× too little noise
+
+
+def test_bound_with_delta():
+    """Steinke et al. 2023, Thm 3 with δ > 0: at the bound the p-value is β; δ → 0 gives the pure bound."""
+    from pate_stab.audit import _p_value
+
+    kw = {"num_guesses": 400, "num_correct": 300, "confidence": 0.95}
+    pure = one_run_epsilon_lower_bound(**kw)
+    tiny = one_run_epsilon_lower_bound(**kw, delta=1e-12, num_canaries=1000)
+    some = one_run_epsilon_lower_bound(**kw, delta=1e-5, num_canaries=1000)
+    more = one_run_epsilon_lower_bound(**kw, delta=1e-4, num_canaries=1000)
+    assert tiny == pytest.approx(pure, abs=1e-6) and pure > some > more > 0
+    assert _p_value(some, 400, 300, 1e-5, 1000) == pytest.approx(0.05, rel=1e-6)
+    # the δ term grows with the number of canaries
+    assert one_run_epsilon_lower_bound(**kw, delta=1e-4, num_canaries=4000) < more
+    with pytest.raises(ValueError, match="num_canaries"):
+        one_run_epsilon_lower_bound(**kw, delta=1e-5)
