@@ -61,7 +61,13 @@ from pate_stab.data import (
 from pate_stab.privacy.calibration import Calibration, calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.rng import child_seed, seeded_generator
-from pate_stab.selection import QUERY_SELECTIONS, SELECTION_PRIVACY, check_query_selection, release_in_rounds
+from pate_stab.selection import (
+    QUERY_SELECTIONS,
+    SELECTION_PRIVACY,
+    ConfidenceFn,
+    check_query_selection,
+    release_in_rounds,
+)
 from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets, train_student
 from pate_stab.teachers import (
     ModelSpec,
@@ -586,7 +592,7 @@ def _targets(
     return hard_targets(labels, num_classes=num_classes, bottom=bottom, generator=generator)  # type: ignore[arg-type]
 
 
-def _confidence(prep: Prepared, generator: torch.Generator):
+def _confidence(prep: Prepared, generator: torch.Generator) -> ConfidenceFn:
     """The selector of ``"student-confidence"``: the student's architecture, fitted on the answered
     queries (⊥ dropped) and their released labels, scores the candidate pool points.
 
