@@ -694,7 +694,7 @@ def release_labels(
         halted=halted,
         confidence=None if selection_generator is None else _confidence(prep, selection_generator),
         round_size=config.selection_round_size,
-        max_unstable=config.max_unstable,
+        max_unstable=config.max_unstable if aggregator.startswith("stability") else None,  # the baselines never halt
         generator=selection_generator,
     )
     labels, offered = selected.labels, int(selected.index.numel())

@@ -15,9 +15,11 @@ strategies:
     student's architecture, trained by the student trainer — is fitted on the queries answered
     so far and their released labels, and the next round takes the not-yet-queried pool points
     it is most confident about, the most confident of each predicted class in turn (so the
-    labelled set does not collapse onto the easiest class). Round sizes follow the ⊥ released so
-    far: a round is sized so that, at the last round's ⊥ rate, it is expected to use at most half
-    of the ⊥ the stability releaser has left before halting (never smaller than
+    labelled set does not collapse onto the easiest class). For an aggregator that halts after
+    T ⊥ (the stability releasers), round sizes follow the ⊥ released so far: a round is sized so
+    that, at the last round's ⊥ rate, it is expected to use at most half of the ⊥ left before
+    halting (never smaller than ``round_size``). For one that never halts (the PATE baselines)
+    each round offers as many queries as all earlier rounds together (never fewer than
     ``round_size``). Selection stops after m queries, when the releaser halts, or when the pool
     is exhausted; a halted stability releaser answers nothing more, so no further query is
     offered to it.
@@ -28,10 +30,12 @@ and ⊥). The teachers' votes are never an input: :func:`release_in_rounds` rece
 callable that takes pool positions and returns released outputs, and the votes on a point are
 computed inside that callable, immediately before the releaser processes the point. Each query
 is therefore chosen adaptively from previous outputs of the mechanism, which the releasers'
-analyses allow: the sparse-vector test is private for adaptively chosen sensitivity-1 queries
-(Dwork & Roth 2014, Thm 3.23; BTT18 Alg 3 and 4 take "queries chosen online", Thm 3.6), the
-distance-to-instability leak is bounded for each test conditionally on the past, so the union
-bound over at most m tests still holds (DESIGN fact 3), and the PATE baselines are
+analyses allow: each sparse-vector segment is an AboveThreshold instance, private for
+adaptively chosen sensitivity-1 queries (Dwork & Roth 2014, Thm 3.23; BTT18 Alg 3 and 4 take
+"queries chosen online", Thm 3.6), and both the advanced composition of the paper calibration
+and the optimal composition of the tight one hold for adaptively composed segments (Kairouz, Oh,
+Viswanath 2015); the distance-to-instability leak is bounded for each test conditionally on the
+past, so the union bound over at most m tests still holds (DESIGN fact 3); and the PATE baselines are
 data-independent self-compositions of m per-query mechanisms, which hold under adaptive
 composition. No more than m queries are offered, and all of them go through one aggregator
 instance whose (ε, δ) is spent once: the certified guarantee is exactly that of the same
@@ -188,7 +192,7 @@ def release_in_rounds(
     halted: Callable[[], bool],
     confidence: ConfidenceFn | None = None,
     round_size: int = 20,
-    max_unstable: int = 10,
+    max_unstable: int | None = None,
     generator: torch.Generator | None = None,
 ) -> SelectionResult:
     """Choose up to ``num_queries`` pool points and have them released, round by round.
@@ -206,7 +210,8 @@ def release_in_rounds(
             positions) → class probabilities of the candidates, from a model fitted on the
             answered queries only.
         round_size: size of round 0 and the smallest later round.
-        max_unstable: T, the ⊥ the releaser allows before halting (sizes the rounds).
+        max_unstable: T, the ⊥ the releaser allows before halting (paces the rounds); None for
+            an aggregator that never halts (each round then doubles the queries offered).
         generator: randomness of the k-means initialisation ("student-confidence").
 
     Returns:
@@ -228,7 +233,8 @@ def release_in_rounds(
         record = {"criterion": "pool order", "size": m, "answered": answered, "unanswered": m - answered}
         return SelectionResult(index, labels, [record])
     round_size = check_int("round_size", round_size, minimum=1)
-    max_unstable = check_int("max_unstable", max_unstable, minimum=1)
+    if max_unstable is not None:
+        max_unstable = check_int("max_unstable", max_unstable, minimum=1)
     gen = check_generator(generator)
     if confidence is None:
         raise TypeError("strategy 'student-confidence' needs a confidence function")
@@ -265,13 +271,15 @@ def release_in_rounds(
         answered = int(answered_mask(labels).sum())
         size = int(pick.numel())
         rounds.append({"criterion": criterion, "size": size, "answered": answered, "unanswered": size - answered})
-        unanswered = sum(r["unanswered"] for r in rounds)
-        size = next_round_size(
-            round_size=round_size,
-            bottom_left=max_unstable - unanswered,
-            last_bottom=rounds[-1]["unanswered"],
-            last_size=rounds[-1]["size"],
-        )
+        if max_unstable is None:
+            size = max(round_size, sum(r["size"] for r in rounds))
+        else:
+            size = next_round_size(
+                round_size=round_size,
+                bottom_left=max_unstable - sum(r["unanswered"] for r in rounds),
+                last_bottom=rounds[-1]["unanswered"],
+                last_size=rounds[-1]["size"],
+            )
     if not index_parts:
         return SelectionResult(torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64), rounds)
     return SelectionResult(torch.cat(index_parts), torch.cat(label_parts), rounds)

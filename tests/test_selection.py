@@ -138,6 +138,16 @@ def test_halting_stops_selection():
     assert len(out.rounds) == 1 and len(offered) == 10  # round 0 exhausted T = 6; nothing offered after
 
 
+def test_rounds_double_for_an_aggregator_that_never_halts():
+    x, votes = _pool()
+    out = release_in_rounds(
+        x, num_queries=M, strategy="student-confidence", release=lambda i: votes[i].argmax(1), halted=lambda: False,
+        confidence=_nearest_centroid(x), round_size=10, max_unstable=None, generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    assert [r["size"] for r in out.rounds] == [10, 10, 20, 40, 70]
+    assert out.index.unique().numel() == M
+
+
 def test_first_strategy_is_one_batch_in_pool_order():
     x, votes = _pool()
     calls = []
