@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,6 +113,7 @@ THREAT_MODELS = {
         "labelled part); the features of the pool records are not protected."
     ),
 }
+SELECTOR_MIN_STEPS = 300  # optimiser steps of the student-confidence selector, at least
 # stages whose config fields must match for a run folder to be reused
 _WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
 _NOT_IDENTITY = ("checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable")
@@ -596,16 +597,20 @@ def _confidence(prep: Prepared, generator: torch.Generator) -> ConfidenceFn:
     """The selector of ``"student-confidence"``: the student's architecture, fitted on the answered
     queries (⊥ dropped) and their released labels, scores the candidate pool points.
 
-    Post-processing: public inputs and released outputs only; no pseudo-labelling.
+    It trains with the student's hyper-parameters, but for at least ``SELECTOR_MIN_STEPS``
+    optimiser steps (a few dozen labels make one batch per epoch). Post-processing: public
+    inputs and released outputs only; no pseudo-labelling.
     """
     config, task = prep.config, prep.task
     spec = _student_spec(config, task)
-    cheap = _student_config(config, pseudo_labels=False)
+    base = _student_config(config, pseudo_labels=False)
 
     def confidence(index: Tensor, labels: Tensor, candidates: Tensor) -> Tensor:
         targets = _targets(
             labels, soft=labels.is_floating_point(), num_classes=task.num_classes, bottom="drop", generator=None
         )
+        batches = math.ceil(targets.index.numel() / base.batch_size)
+        cheap = replace(base, epochs=max(base.epochs, math.ceil(SELECTOR_MIN_STEPS / batches)))
         model = train_student(
             task.public_x[index],
             targets,

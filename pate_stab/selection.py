@@ -9,13 +9,17 @@ strategies:
     behaviour).
 
 ``"student-confidence"``
-    release in rounds through ONE aggregator instance (one calibrated spend). Round 0 takes the
-    pool points nearest to the centroids of a k-means clustering of the public pool (typical
-    points, spread over the pool; public data only). After each round a cheap model — the
-    student's architecture, trained by the student trainer — is fitted on the queries answered
-    so far and their released labels, and the next round takes the not-yet-queried pool points
-    it is most confident about, the most confident of each predicted class in turn (so the
-    labelled set does not collapse onto the easiest class). For an aggregator that halts after
+    release in rounds through ONE aggregator instance (one calibrated spend). A k-means
+    clustering of the public pool (``5·round_size`` clusters, k-means++ start) gives a list of
+    representatives — the pool point nearest to each centroid: typical points, spread over the
+    pool; public data only. Round 0 takes the first ``round_size`` of them. After each round a
+    cheap model — the student's architecture, trained by the student trainer — is fitted on the
+    queries answered so far and their released labels, and the next round takes the
+    not-yet-queried pool points it is most confident about, the most confident of each predicted
+    class in turn (so the labelled set does not collapse onto the easiest class). A class with
+    no answered query yet cannot be predicted by that model, so while u of the C classes are
+    unseen, a share u/C of the round goes to the representatives farthest from every answered
+    query (class discovery). For an aggregator that halts after
     T ⊥ (the stability releasers), round sizes follow the ⊥ released so far: a round is sized so
     that, at the last round's ⊥ rate, it is expected to use at most half of the ⊥ left before
     halting (never smaller than ``round_size``). For one that never halts (the PATE baselines)
@@ -66,6 +70,7 @@ __all__ = [
 ]
 
 QUERY_SELECTIONS = ("first", "student-confidence")
+REPRESENTATIVES_PER_ROUND = 5  # k-means representatives computed: this many times round_size
 SELECTION_PRIVACY = (
     "post-processing: queries are chosen from the public pool and the outputs already released; "
     "the teachers' votes on a point are computed only when the releaser processes it; one "
@@ -92,7 +97,8 @@ class SelectionResult:
         index: int64 (n,) positions in the public pool, n ≤ m, no repeats.
         labels: the released outputs for ``index`` (int64 with −1 for ⊥, or float64 with NaN).
         rounds: one record per round: ``criterion``, ``size``, ``answered`` and ``unanswered``
-            (⊥, or not processed because the releaser halted during the round).
+            (⊥, or not processed because the releaser halted during the round), and for the
+            confidence rounds how many representatives were ``explored``.
     """
 
     index: Tensor
@@ -239,6 +245,8 @@ def release_in_rounds(
     if confidence is None:
         raise TypeError("strategy 'student-confidence' needs a confidence function")
     flat = pool_x.flatten(1)
+    # typical points spread over the pool, in k-means++ order (public data only)
+    representatives = kmeans_representatives(flat, REPRESENTATIVES_PER_ROUND * round_size, generator=gen)
     queried = torch.zeros(n, dtype=torch.bool)
     index_parts: list[Tensor] = []
     label_parts: list[Tensor] = []
@@ -250,27 +258,38 @@ def release_in_rounds(
         size = min(size, m - offered, candidates.numel())
         if size < 1:
             break
-        answered_so_far = [answered_mask(p) for p in label_parts]
-        if not any(bool(a.any()) for a in answered_so_far):
-            # nothing answered yet: typical points of the unqueried pool (public data only)
-            pick = candidates[kmeans_representatives(flat[candidates], size, generator=gen)]
-            criterion = "k-means representatives"
+        free = representatives[~queried[representatives]]
+        answered = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
+        answered_index = torch.cat(answered) if answered else torch.empty(0, dtype=torch.int64)
+        if answered_index.numel() == 0:
+            pick = torch.cat([free, candidates[~torch.isin(candidates, free)]])[:size]
+            record: dict[str, Any] = {"criterion": "k-means representatives"}
         else:
             index_so_far, labels_so_far = torch.cat(index_parts), torch.cat(label_parts)
             proba = confidence(index_so_far, labels_so_far, candidates)  # (n_candidates, C)
             if proba.shape[0] != candidates.numel():
                 raise ValueError(f"confidence returned {proba.shape[0]} rows for {candidates.numel()} candidates")
-            pick = candidates[confident_per_class(proba, size)]
-            criterion = "confidence per class"
+            # classes without an answered query cannot be predicted: look for them among the
+            # representatives farthest from every answered query, a share of the round per class
+            answered_labels = labels_so_far[answered_mask(labels_so_far)]
+            if answered_labels.is_floating_point():
+                answered_labels = (answered_labels >= 0.5).long()
+            unseen = proba.shape[1] - int(answered_labels.unique().numel())
+            explore = min(math.ceil(size * unseen / proba.shape[1]), free.numel())
+            novelty = torch.cdist(flat[free].double(), flat[answered_index].double()).min(1).values
+            explored = free[novelty.argsort(descending=True, stable=True)[:explore]]
+            rest = ~torch.isin(candidates, explored)
+            pick = torch.cat([explored, candidates[rest][confident_per_class(proba[rest], size - explore)]])
+            record = {"criterion": "confidence per class", "explored": int(explore)}
         labels = release(pick)
         if labels.shape != pick.shape:
             raise ValueError(f"release returned shape {tuple(labels.shape)} for {pick.numel()} queries")
         queried[pick] = True
         index_parts.append(pick)
         label_parts.append(labels)
-        answered = int(answered_mask(labels).sum())
+        count = int(answered_mask(labels).sum())
         size = int(pick.numel())
-        rounds.append({"criterion": criterion, "size": size, "answered": answered, "unanswered": size - answered})
+        rounds.append({**record, "size": size, "answered": count, "unanswered": size - count})
         if max_unstable is None:
             size = max(round_size, sum(r["size"] for r in rounds))
         else:

@@ -5,6 +5,8 @@ negative control)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -127,6 +129,34 @@ def test_counterfactual_check_catches_a_selector_that_peeks_at_votes():
 
     first, second = _counterfactual(x, votes, peeking)
     assert not torch.equal(first.index, second.index)
+
+
+def test_unseen_classes_are_looked_for_among_far_representatives():
+    """While classes have no answered query, a share of each round goes to the representatives
+    farthest from every answered query; with every class seen, none does."""
+    x, votes = _pool()
+    blob = votes.argmax(1)
+
+    def only_blob_0(index):  # a release that answers blob-0 points only, with their class
+        return torch.where(blob[index] == 0, blob[index], torch.full_like(index, -1))
+
+    out = release_in_rounds(
+        x, num_queries=60, strategy="student-confidence", release=only_blob_0, halted=lambda: False,
+        confidence=_nearest_centroid(x), round_size=10, max_unstable=None, generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    reps = kmeans_representatives(x, 50, generator=torch.Generator().manual_seed(0))  # the same clustering
+    first, second = out.rounds[0]["size"], out.rounds[1]
+    assert second["explored"] == math.ceil(second["size"] * 2 / 3)  # classes 1 and 2 unseen
+    explored = out.index[first : first + second["explored"]]
+    answered = out.index[:first][out.labels[:first] != -1]
+    far = torch.cdist(x[explored], x[answered]).min(1).values
+    assert set(explored.tolist()) <= set(reps.tolist()) and bool((far[:-1] >= far[1:]).all())
+    everything = release_in_rounds(
+        x, num_queries=60, strategy="student-confidence", release=lambda i: blob[i], halted=lambda: False,
+        confidence=_nearest_centroid(x), round_size=10, max_unstable=None, generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    assert len(set(blob[everything.index[:10]].tolist())) == C  # round 0 saw every class
+    assert all(r["explored"] == 0 for r in everything.rounds[1:])
 
 
 def test_halting_stops_selection():
