@@ -3,6 +3,7 @@
     pate-stab demo                                   # synthetic task, no data, under a minute
     pate-stab transfer --config recipes/mnist_quick.yaml [--epsilon 4 ...]
     pate-stab compare --config recipes/mnist_quick.yaml --epsilons 2 4 8
+    pate-stab compare --config recipes/mnist_quick.yaml --query-selection student-confidence
     pate-stab calibrate --epsilon 8 --delta 1e-5 --num-queries 300 --max-unstable 10
 
 Every run writes ``<checkpoints-dir>/<run-name>/`` (config.json, teachers/, ledger.jsonl,
