@@ -235,9 +235,10 @@ def release_in_rounds(
     if strategy == "first":
         index = torch.arange(m)
         labels = release(index)
-        answered = int(answered_mask(labels).sum())
-        record = {"criterion": "pool order", "size": m, "answered": answered, "unanswered": m - answered}
-        return SelectionResult(index, labels, [record])
+        count = int(answered_mask(labels).sum())
+        return SelectionResult(
+            index, labels, [{"criterion": "pool order", "size": m, "answered": count, "unanswered": m - count}]
+        )
     round_size = check_int("round_size", round_size, minimum=1)
     if max_unstable is not None:
         max_unstable = check_int("max_unstable", max_unstable, minimum=1)
@@ -259,8 +260,8 @@ def release_in_rounds(
         if size < 1:
             break
         free = representatives[~queried[representatives]]
-        answered = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
-        answered_index = torch.cat(answered) if answered else torch.empty(0, dtype=torch.int64)
+        answered_parts = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
+        answered_index = torch.cat(answered_parts) if answered_parts else torch.empty(0, dtype=torch.int64)
         if answered_index.numel() == 0:
             pick = torch.cat([free, candidates[~torch.isin(candidates, free)]])[:size]
             record: dict[str, Any] = {"criterion": "k-means representatives"}
