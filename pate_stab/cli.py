@@ -3,6 +3,7 @@
     pate-stab demo                                   # synthetic task, no data, under a minute
     pate-stab transfer --config recipes/mnist_quick.yaml [--epsilon 4 ...]
     pate-stab compare --config recipes/mnist_quick.yaml --epsilons 2 4 8
+    pate-stab compare --config recipes/mnist_quick.yaml --query-selection student-confidence
     pate-stab calibrate --epsilon 8 --delta 1e-5 --num-queries 300 --max-unstable 10
 
 Every run writes ``<checkpoints-dir>/<run-name>/`` (config.json, teachers/, ledger.jsonl,
@@ -64,6 +65,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
     ("--num-queries", "num_queries", int, "m, public queries to label"),
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
+    ("--query-selection", "query_selection", str, "first (pool order) or student-confidence (see selection.py)"),
+    ("--selection-round-size", "selection_round_size", int, "student-confidence: first and smallest round"),
     ("--bottom", "bottom", str, "drop or random: what the student does with ⊥"),
     ("--pseudo-label-rounds", "pseudo_label_rounds", int, "semi-supervised rounds on the unlabelled pool"),
     ("--student-model", "student_model", str, "logistic, mlp or cnn"),
@@ -176,6 +179,7 @@ def _print_report(r: dict[str, Any]) -> None:
         ("teachers", f"k={r['num_teachers']} {r['teacher_model']['kind']}"),
         ("mean teacher / plurality acc", f"{_fmt(t['mean_accuracy'])} / {_fmt(t['plurality_accuracy'])}"),
         ("aggregator", f"{r['aggregator']}"),
+        ("query selection", _selection_line(r["query_selection"])),
         ("certified (ε, δ)", f"({r['epsilon']:.4g}, {r['delta']:.3g})"),
         ("queries seen / answered / ⊥", f"{q['seen']} / {q['answered']} / {q['abstained']}{halted}"),
         ("label accuracy (answered)", _fmt(r["label_accuracy_answered"])),
@@ -187,6 +191,13 @@ def _print_report(r: dict[str, Any]) -> None:
     width = max(len(k) for k, _ in lines)
     for k, v in lines:
         print(f"{k:<{width}}  {v}")
+
+
+def _selection_line(sel: dict[str, Any]) -> str:
+    rounds = sel.get("rounds", [])
+    if sel["strategy"] == "first":
+        return "first (pool order)"
+    return f"{sel['strategy']} ({len(rounds)} rounds: {'/'.join(str(r['size']) for r in rounds)} queries)"
 
 
 def _quiet() -> None:
@@ -246,8 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             aggregators = args.aggregators or compare_opts.get("aggregators")
             out = run_compare(config, epsilons=epsilons, aggregators=aggregators)
             print(
-                f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries, "
-                f"δ={config.delta:g}; mean teacher acc {_fmt(out['teachers']['mean_accuracy'])}, "
+                f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
+                f"(query selection: {config.query_selection}), δ={config.delta:g}; "
+                f"mean teacher acc {_fmt(out['teachers']['mean_accuracy'])}, "
                 f"plurality acc {_fmt(out['teachers']['plurality_accuracy'])}"
             )
             print(out["table"])

@@ -2,9 +2,13 @@
 
 One set of teachers is trained (or reloaded) for the run; for each target ε and each aggregator
 — the stability releaser (hard labels; soft labels on binary tasks) and PATE's LNMax, GNMax and
-Confident-GNMax with data-independent accounting — the same vote histograms are released at
-that (ε, δ) for the same m queries, a student is trained on what was released, and the row
-records queries answered, label accuracy and the student's test accuracy. Each release is a
+Confident-GNMax with data-independent accounting — the teachers' votes are released at that
+(ε, δ) for m queries, a student is trained on what was released, and the row records queries
+answered, label accuracy and the student's test accuracy. Every row chooses its queries by the
+run's ``query_selection``: with ``"first"`` all rows release the same m pool points; with
+``"student-confidence"`` each release runs the same selection procedure on its own released
+outputs (one aggregator instance, one spend, at most m queries), so each aggregator is compared
+at the same budget with the same procedure, on the points that procedure chose for it. Each release is a
 separate spend in the run's ledger (the ledger's budget is their basic-composition sum), with a
 deterministic spend id, so a rerun reuses them.
 
@@ -37,6 +41,7 @@ from pate_stab.pipeline import (
     teacher_accuracies,
 )
 from pate_stab.rng import spawn_generators
+from pate_stab.selection import SELECTION_PRIVACY
 
 __all__ = ["run_compare", "format_rows", "plot_rows"]
 
@@ -113,11 +118,12 @@ def run_compare(
     bad = [a for a in aggregators if a not in AGGREGATORS or (a == "stability-soft" and not binary)]
     if bad:
         raise ValueError(f"aggregators not available for this task: {bad} (stability-soft needs a binary task)")
-    k, m = prep.predictions.shape
+    k, m = config.num_teachers, config.num_queries
     plan = [(float(e), a) for e in epsilons for a in aggregators]
     release_gens = spawn_generators(prep.generators["release"], len(plan))
     student_gens = spawn_generators(prep.generators["student"], len(plan))
     bottom_gens = spawn_generators(prep.generators["bottom"], len(plan))
+    selection_gens = spawn_generators(prep.generators["selection"], len(plan))
     # each release is (ε, δ)-DP on its own; the ledger counts their basic composition
     ledger = open_ledger(
         prep.run_dir,
@@ -155,8 +161,15 @@ def run_compare(
                     )
                     needed["epsilon_needed"] = e_need
                     note = f"needs k≈{need} at this ε, or ε≥{e_need:.3g} with k={k}"
-            release = release_labels(prep, ledger, aggregator=agg, epsilon=eps, generator=release_gens[i])
-            acc_answered, acc_all = label_accuracy(release, prep.query_y)
+            release = release_labels(
+                prep,
+                ledger,
+                aggregator=agg,
+                epsilon=eps,
+                generator=release_gens[i],
+                selection_generator=selection_gens[i],
+            )
+            acc_answered, acc_all = label_accuracy(release, prep.task.public_y[release.index])
             student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
             s = release.summary
             rows.append(
@@ -166,6 +179,9 @@ def run_compare(
                     "target_epsilon": eps,
                     "epsilon": s["epsilon"],
                     "delta": s["delta"],
+                    "query_selection": config.query_selection,
+                    "offered": int(release.index.numel()),
+                    "selection_rounds": len(release.selection.get("rounds", [])),
                     "seen": int(s.get("queries_seen", m)),
                     "answered": int(s["answered"]),
                     "label_acc": acc_answered,
@@ -182,7 +198,8 @@ def run_compare(
         plot = plot_rows(
             rows,
             prep.run_dir / "compare.png",
-            title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m}, δ={config.delta:g}",
+            title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m} ({config.query_selection}), "
+            f"δ={config.delta:g}",
             reference=plurality,
         )
         out = {
@@ -192,6 +209,11 @@ def run_compare(
             "num_queries": m,
             "max_unstable": config.max_unstable,
             "calibration": config.calibration,
+            "query_selection": {
+                "strategy": config.query_selection,
+                "round_size": config.selection_round_size,
+                "privacy": SELECTION_PRIVACY,
+            },
             "delta": config.delta,
             "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality},
             "rows": rows,

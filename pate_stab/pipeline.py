@@ -7,10 +7,13 @@
    ``threat_model="label-only"`` (scenario (ii)), part of the training set has its labels
    discarded and becomes the public pool;
 2. a record-keyed partition into k shards and k teachers (vectorised Lightning training);
-3. the teachers' votes on the first ``num_queries`` public inputs;
-4. one aggregator — the stability releaser (hard labels, BTT18 Alg 4; soft labels, Alg 6/8) or
-   PATE's LNMax / GNMax / Confident-GNMax — spending through the run's privacy ledger;
-5. the student (BTT18 Alg 5) on the released labels (post-processing);
+3. one aggregator — the stability releaser (hard labels, BTT18 Alg 4; soft labels, Alg 6/8) or
+   PATE's LNMax / GNMax / Confident-GNMax — spending through the run's privacy ledger, asked
+   about ``num_queries`` public inputs: the first ones in pool order (``query_selection="first"``)
+   or, with ``"student-confidence"``, ones chosen round by round from public data and the
+   outputs released so far (:mod:`pate_stab.selection`); the teachers' votes on an input are
+   computed only when the releaser processes it;
+5. the student (BTT18 Alg 5) on the queried inputs and their released labels (post-processing);
 6. evaluation on the held-out split, and ``report.json``.
 
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
@@ -18,11 +21,12 @@ on the public pool, if used), ``teachers/``, ``ledger.jsonl``, ``student.pt`` an
 
 Resume. Rerunning the same run folder reuses the trained teachers (``teachers/weights.pt``, or
 Lightning's ``last.ckpt`` of an interrupted fit) and the recorded releases: every release has a
-deterministic ledger ``spend_id`` (run, aggregator, ε), the released labels are stored in the
-ledger with ``record_result`` before the student sees them, and a rerun reads them back instead
-of drawing fresh noise — no second spend. A rerun that changes only the student's settings reuses
-the teachers and the releases and refits the student (post-processing: no privacy cost); a rerun
-that changes anything upstream of the student is refused.
+deterministic ledger ``spend_id`` (run, aggregator, ε), the released labels — and, with query
+selection, the pool positions they belong to and the rounds — are stored in the ledger with
+``record_result`` before the student sees them, and a rerun reads them back instead of selecting
+and drawing noise again — no second spend. A rerun that changes only the student's settings
+reuses the teachers and the releases and refits the student (post-processing: no privacy cost);
+a rerun that changes anything upstream of the student is refused.
 With the same seed, two runs give the same report (wall times, paths and resume flags aside).
 
 The pipeline's :func:`prepare` / :func:`release_labels` / :func:`fit_student` stages are reused
@@ -34,7 +38,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,9 +63,17 @@ from pate_stab.data import (
 from pate_stab.privacy.calibration import Calibration, calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.rng import child_seed, seeded_generator
-from pate_stab.student import StudentConfig, hard_targets, soft_targets, train_student
+from pate_stab.selection import (
+    QUERY_SELECTIONS,
+    SELECTION_PRIVACY,
+    ConfidenceFn,
+    check_query_selection,
+    release_in_rounds,
+)
+from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets, train_student
 from pate_stab.teachers import (
     ModelSpec,
+    PoolVotes,
     PublicFeatures,
     TeacherEnsemble,
     TrainConfig,
@@ -74,6 +86,7 @@ from pate_stab.theory import teachers_for_unanimous_answer
 __all__ = [
     "AGGREGATORS",
     "DATASETS",
+    "QUERY_SELECTIONS",
     "BudgetTooSmallError",
     "Task",
     "TransferConfig",
@@ -102,6 +115,7 @@ THREAT_MODELS = {
         "labelled part); the features of the pool records are not protected."
     ),
 }
+SELECTOR_MIN_STEPS = 300  # optimiser steps of the student-confidence selector, at least
 # stages whose config fields must match for a run folder to be reused
 _WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
 # the student is post-processing of the release: a rerun may change these and only refits the student
@@ -169,6 +183,10 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
+    # which public inputs are queried: "first" (pool order) or "student-confidence" (rounds chosen
+    # from public data and released labels; see pate_stab.selection)
+    query_selection: str = "first"
+    selection_round_size: int = 20  # student-confidence: first round's size and smallest round
     # student
     student_model: Literal["logistic", "mlp", "cnn"] = "mlp"
     student_hidden: tuple[int, ...] = (64,)
@@ -199,7 +217,8 @@ class TransferConfig:
             raise ValueError(f"stop_after must be None, 'teachers' or 'release', got {self.stop_after!r}")
         if not self.run_name or "/" in self.run_name or self.run_name in (".", ".."):
             raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
-        for name in ("num_teachers", "num_queries", "max_unstable", "pca_dim"):
+        check_query_selection(self.query_selection)
+        for name in ("num_teachers", "num_queries", "max_unstable", "pca_dim", "selection_round_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         for name in ("epsilon", "delta"):
@@ -406,16 +425,17 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
 
 @dataclass
 class Prepared:
-    """Everything up to the votes; reused by every release of a run."""
+    """Everything up to the teachers; reused by every release of a run.
+
+    ``votes`` computes the teachers' votes on a public pool point only when a release asks for
+    it (:class:`~pate_stab.teachers.PoolVotes`).
+    """
 
     config: TransferConfig
     run_dir: Path
     task: Task
     teachers: TeacherEnsemble
-    query_x: Tensor
-    query_y: Tensor
-    predictions: Tensor  # (k, m) int64
-    scores: Tensor | None  # (k, m) float32 probability of class 1 (binary tasks), else None
+    votes: PoolVotes
     timings: dict[str, float]
     resumed_teachers: bool
     generators: dict[str, torch.Generator]
@@ -426,7 +446,11 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
     mine = {k: v for k, v in config.to_dict().items() if k not in _NOT_IDENTITY}
     if path.is_file():
         saved = json.loads(path.read_text())
-        saved = {k: v for k, v in saved.items() if k not in _NOT_IDENTITY}
+        # a key added to TransferConfig after the folder was made had its default value then
+        defaults = TransferConfig().to_dict()
+        saved = {k: saved.get(k, defaults[k]) for k in defaults if k not in _NOT_IDENTITY} | {
+            k: v for k, v in saved.items() if k not in _NOT_IDENTITY and k not in defaults
+        }
         diff = sorted(k for k in set(mine) | set(saved) if mine.get(k) != saved.get(k))
         if diff:
             raise ValueError(
@@ -438,10 +462,11 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
 
 
 def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
-    """Stages 1–3: data, partition, teachers (trained or reloaded), votes on the queries."""
+    """Stages 1–2: data, partition, teachers (trained or reloaded); votes are computed on demand."""
     timings: dict[str, float] = {}
     run_dir = config.run_dir
-    names = ("data", "partition", "teachers", "release", "student", "bottom")
+    # appended names get new seeds; the earlier ones keep theirs
+    names = ("data", "partition", "teachers", "release", "student", "bottom", "selection")
     root = seeded_generator(config.seed)
     gens = {n: torch.Generator().manual_seed(child_seed(root)) for n in names}
 
@@ -497,14 +522,8 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
             progress_bar=config.progress,
         )
     timings["teachers"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    m = config.num_queries
-    query_x, query_y = task.public_x[:m], task.public_y[:m]
-    predictions = teachers.predict_votes(query_x)  # (k, m)
-    scores = teachers.predict_scores(query_x, binary=True) if task.num_classes == 2 else None
-    timings["votes"] = time.perf_counter() - t0
-    return Prepared(config, run_dir, task, teachers, query_x, query_y, predictions, scores, timings, resumed, gens)
+    votes = PoolVotes(teachers, task.public_x, task.num_classes)
+    return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens)
 
 
 # --------------------------------------------------------------------------- release
@@ -512,7 +531,11 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
 
 @dataclass
 class Release:
-    """One aggregator's output on the queries: labels (int64, −1 ⊥) or scores (float, NaN ⊥)."""
+    """One aggregator's output on its queries: labels (int64, −1 ⊥) or scores (float, NaN ⊥).
+
+    ``index`` holds the queries' positions in the public pool, in release order (``labels[i]``
+    belongs to pool point ``index[i]``); ``selection`` says how they were chosen.
+    """
 
     aggregator: str
     labels: Tensor
@@ -520,6 +543,8 @@ class Release:
     summary: dict[str, Any]
     spend_id: str
     reused: bool
+    index: Tensor
+    selection: dict[str, Any]
 
 
 def _make_aggregator(name: str, config: TransferConfig, epsilon: float, m: int, k: int, soft: bool) -> Any:
@@ -537,6 +562,83 @@ def _make_aggregator(name: str, config: TransferConfig, epsilon: float, m: int, 
     )
 
 
+def _replay(prep: Prepared, aggregator: str, soft: bool, spend_id: str, payload: dict[str, Any]) -> Release:
+    """The release recorded with ``spend_id``: labels, summary and which pool points they label."""
+    if soft:
+        labels = torch.tensor([math.nan if v is None else v for v in payload["labels"]], dtype=torch.float64)
+    else:
+        labels = torch.tensor(payload["labels"], dtype=torch.int64)
+    # a release recorded before query selection existed queried the pool in order
+    selection = payload.get("selection", {"strategy": "first"})
+    if selection["strategy"] != prep.config.query_selection:
+        raise ValueError(
+            f"{spend_id} was released with query_selection={selection['strategy']!r}, "
+            f"not {prep.config.query_selection!r}"
+        )
+    index = torch.tensor(selection["index"], dtype=torch.int64) if "index" in selection else torch.arange(len(labels))
+    return Release(aggregator, labels, soft, payload["summary"], spend_id, True, index, selection)
+
+
+def _student_spec(config: TransferConfig, task: Task) -> ModelSpec:
+    return ModelSpec(
+        config.student_model,
+        tuple(task.public_x.shape[1:]),
+        task.num_classes,
+        hidden=config.student_hidden,
+        channels=config.student_channels,
+    )
+
+
+def _student_config(config: TransferConfig, *, pseudo_labels: bool) -> StudentConfig:
+    return StudentConfig(
+        epochs=config.student_epochs,
+        batch_size=config.student_batch_size,
+        lr=config.student_lr,
+        pseudo_label_rounds=config.pseudo_label_rounds if pseudo_labels else 0,
+        pseudo_label_threshold=config.pseudo_label_threshold,
+    )
+
+
+def _targets(
+    labels: Tensor, *, soft: bool, num_classes: int, bottom: str, generator: torch.Generator | None
+) -> StudentTargets:
+    if soft:
+        return soft_targets(labels, bottom=bottom, generator=generator)  # type: ignore[arg-type]
+    return hard_targets(labels, num_classes=num_classes, bottom=bottom, generator=generator)  # type: ignore[arg-type]
+
+
+def _confidence(prep: Prepared, generator: torch.Generator) -> ConfidenceFn:
+    """The selector of ``"student-confidence"``: the student's architecture, fitted on the answered
+    queries (⊥ dropped) and their released labels, scores the candidate pool points.
+
+    It trains with the student's hyper-parameters, but for at least ``SELECTOR_MIN_STEPS``
+    optimiser steps (a few dozen labels make one batch per epoch). Post-processing: public
+    inputs and released outputs only; no pseudo-labelling.
+    """
+    config, task = prep.config, prep.task
+    spec = _student_spec(config, task)
+    base = _student_config(config, pseudo_labels=False)
+
+    def confidence(index: Tensor, labels: Tensor, candidates: Tensor) -> Tensor:
+        targets = _targets(
+            labels, soft=labels.is_floating_point(), num_classes=task.num_classes, bottom="drop", generator=None
+        )
+        batches = math.ceil(targets.index.numel() / base.batch_size)
+        cheap = replace(base, epochs=max(base.epochs, math.ceil(SELECTOR_MIN_STEPS / batches)))
+        model = train_student(
+            task.public_x[index],
+            targets,
+            spec=spec,
+            config=cheap,
+            generator=generator,
+            accelerator=config.accelerator,
+            progress_bar=False,
+        )
+        return model.predict_proba(task.public_x[candidates])  # (n_candidates, C)
+
+    return confidence
+
+
 def release_labels(
     prep: Prepared,
     ledger: PrivacyLedger,
@@ -544,39 +646,52 @@ def release_labels(
     aggregator: str,
     epsilon: float,
     generator: torch.Generator,
+    selection_generator: torch.Generator | None = None,
 ) -> Release:
-    """Run one aggregator on the prepared votes, spending through ``ledger`` (or reuse its record).
+    """Run one aggregator on the run's queries, spending through ``ledger`` (or reuse its record).
 
-    The spend id is ``<run>:<aggregator>:eps=<ε>``; the released labels are stored with the
-    spend (``record_result``) before they are returned, so a rerun reuses them: no fresh noise,
-    no second spend.
+    The queries are chosen by ``config.query_selection`` (:func:`pate_stab.selection.release_in_rounds`):
+    one aggregator instance, one calibrated spend for ``num_queries`` queries, however many rounds.
+    The teachers' votes on a pool point are computed (``prep.votes``) only inside the release
+    call that hands the point to the aggregator, so selection never sees the votes of a point
+    it has not had released.
+
+    The spend id is ``<run>:<aggregator>:eps=<ε>``; the released labels — with the queried pool
+    positions and the rounds when selection is on — are stored with the spend (``record_result``)
+    before they are returned, so a rerun reuses them: no fresh selection or noise, no second spend.
+
+    Args:
+        selection_generator: randomness of the selection (k-means start, selector training);
+            required unless ``query_selection == "first"``.
     """
     config = prep.config
     soft = aggregator == "stability-soft"
-    if soft and prep.scores is None:
+    if soft and prep.task.num_classes != 2:
         raise ValueError("the soft-label releaser needs a binary task")
     spend_id = f"{config.run_name}:{aggregator}:eps={epsilon:g}"
     recorded = {e.spend_id: e for e in ledger.entries()}.get(spend_id)
     if recorded is not None and recorded.has_result:
-        payload = recorded.result
-        if soft:
-            labels = torch.tensor([math.nan if v is None else v for v in payload["labels"]], dtype=torch.float64)
-        else:
-            labels = torch.tensor(payload["labels"], dtype=torch.int64)
-        return Release(aggregator, labels, soft, payload["summary"], spend_id, reused=True)
+        return _replay(prep, aggregator, soft, spend_id, recorded.result)
+    if config.query_selection != "first" and selection_generator is None:
+        raise TypeError(f"query_selection={config.query_selection!r} needs a selection_generator")
 
-    k, m = prep.predictions.shape
+    k, m = config.num_teachers, config.num_queries
+    votes = prep.votes
     agg = _make_aggregator(aggregator, config, epsilon, m, k, soft)
     if aggregator == "stability":
         rel = StabilityReleaser(agg, generator=generator, ledger=ledger, spend_id=spend_id)
-        labels = rel.release(vote_histogram(prep.predictions, prep.task.num_classes)).labels
-        summary = rel.summary()
+
+        def release(index: Tensor) -> Tensor:
+            return rel.release(votes.histograms(index)).labels
+
+        halted, summarize = (lambda: rel.halted), rel.summary
     elif soft:
         srel = SoftLabelReleaser(agg, gamma=config.gamma, generator=generator, ledger=ledger, spend_id=spend_id)
-        labels = srel.release(prep.scores).labels
-        summary = srel.summary()
-        summary["queries_seen"] = m
-        summary["answered"] = summary["answered_plain"] + summary["answered_shifted"]
+
+        def release(index: Tensor) -> Tensor:
+            return srel.release(votes.scores(index)).labels
+
+        halted, summarize = (lambda: srel.halted), srel.summary
     else:
         ledger.spend(
             spend_id,
@@ -585,18 +700,50 @@ def release_labels(
             mechanism=agg.name,
             metadata={k_: v for k_, v in agg.summary().items() if k_ not in ("queries_seen", "answered", "abstained")},
         )
-        labels = agg.release(vote_histogram(prep.predictions, prep.task.num_classes), generator=generator)
-        summary = agg.summary()
+
+        def release(index: Tensor) -> Tensor:
+            return agg.release(votes.histograms(index), generator=generator)
+
+        halted, summarize = (lambda: False), agg.summary
+    selected = release_in_rounds(
+        prep.task.public_x,
+        num_queries=m,
+        strategy=config.query_selection,
+        release=release,
+        halted=halted,
+        confidence=None if selection_generator is None else _confidence(prep, selection_generator),
+        round_size=config.selection_round_size,
+        max_unstable=config.max_unstable if aggregator.startswith("stability") else None,  # the baselines never halt
+        generator=selection_generator,
+    )
+    labels, offered = selected.labels, int(selected.index.numel())
+    summary = summarize()
+    if soft:
+        summary["queries_seen"] = offered
+        summary["answered"] = summary["answered_plain"] + summary["answered_shifted"]
     if aggregator.startswith("stability"):
         summary["calibration_detail"] = agg.to_dict()
-    summary["abstained"] = m - int(summary["answered"])
+    summary["abstained"] = offered - int(summary["answered"])
+    selection: dict[str, Any] = {"strategy": config.query_selection, "offered": offered, "rounds": selected.rounds}
+    if config.query_selection != "first":
+        selection["round_size"] = config.selection_round_size
+        selection["index"] = selected.index.tolist()
     stored = [None if math.isnan(v) else v for v in labels.tolist()] if soft else labels.tolist()
-    ledger.record_result(spend_id, {"labels": stored, "summary": summary})
-    return Release(aggregator, labels, soft, summary, spend_id, reused=False)
+    ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
+    return Release(aggregator, labels, soft, summary, spend_id, False, selected.index, selection)
+
+
+def selection_report(release: Release) -> dict[str, Any]:
+    """How the release's queries were chosen (the pool positions stay in the ledger)."""
+    return {**{k: v for k, v in release.selection.items() if k != "index"}, "privacy": SELECTION_PRIVACY}
 
 
 def label_accuracy(release: Release, truth: Tensor) -> tuple[float | None, float]:
-    """Accuracy on answered queries (None if none) and over all queries (⊥ counts as wrong)."""
+    """Accuracy on answered queries (None if none) and over all queries (⊥ counts as wrong).
+
+    ``truth`` holds the true labels of the release's queries, in release order
+    (``task.public_y[release.index]``; for evaluation only).
+    """
     if release.soft:
         answered = ~torch.isnan(release.labels)
         guess = (release.labels >= 0.5).long()
@@ -612,37 +759,30 @@ def label_accuracy(release: Release, truth: Tensor) -> tuple[float | None, float
 
 
 def fit_student(prep: Prepared, release: Release, *, generator: torch.Generator, bottom_generator: torch.Generator):
-    """Train the student on the public queries and their released labels (BTT18 Alg 5).
+    """Train the student on the queried public inputs and their released labels (BTT18 Alg 5).
 
     Only public tensors are passed on: the queries, the released labels and (semi-supervised
-    mode) the unlabelled rest of the public pool plus the ⊥ queries.
+    mode) the unlabelled rest of the public pool: the ⊥ queries, then the pool points never
+    queried.
     """
     config, task = prep.config, prep.task
-    if release.soft:
-        targets = soft_targets(release.labels, bottom=config.bottom, generator=bottom_generator)
-    else:
-        targets = hard_targets(
-            release.labels, num_classes=task.num_classes, bottom=config.bottom, generator=bottom_generator
-        )
-    unused = torch.ones(prep.query_x.shape[0], dtype=torch.bool)
+    targets = _targets(
+        release.labels,
+        soft=release.soft,
+        num_classes=task.num_classes,
+        bottom=config.bottom,
+        generator=bottom_generator,
+    )
+    query_x = task.public_x[release.index]
+    unused = torch.ones(query_x.shape[0], dtype=torch.bool)
     unused[targets.index] = False
-    unlabelled = torch.cat([prep.query_x[unused], task.public_x[config.num_queries :]])
-    spec = ModelSpec(
-        config.student_model,
-        tuple(prep.query_x.shape[1:]),
-        task.num_classes,
-        hidden=config.student_hidden,
-        channels=config.student_channels,
-    )
-    student_config = StudentConfig(
-        epochs=config.student_epochs,
-        batch_size=config.student_batch_size,
-        lr=config.student_lr,
-        pseudo_label_rounds=config.pseudo_label_rounds,
-        pseudo_label_threshold=config.pseudo_label_threshold,
-    )
+    never_queried = torch.ones(task.public_x.shape[0], dtype=torch.bool)
+    never_queried[release.index] = False
+    unlabelled = torch.cat([query_x[unused], task.public_x[never_queried]])
+    spec = _student_spec(config, task)
+    student_config = _student_config(config, pseudo_labels=True)
     student = train_student(
-        prep.query_x,
+        query_x,
         targets,
         spec=spec,
         config=student_config,
@@ -702,9 +842,15 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         release = release_labels(
-            prep, ledger, aggregator=config.aggregator, epsilon=config.epsilon, generator=prep.generators["release"]
+            prep,
+            ledger,
+            aggregator=config.aggregator,
+            epsilon=config.epsilon,
+            generator=prep.generators["release"],
+            selection_generator=prep.generators["selection"],
         )
         prep.timings["release"] = time.perf_counter() - t0
+        prep.timings["votes"] = prep.votes.seconds  # part of the release time
         if config.stop_after == "release":
             report["status"] = "released"
             return report
@@ -717,7 +863,7 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
 
         t0 = time.perf_counter()
         task = prep.task
-        acc_answered, acc_all = label_accuracy(release, prep.query_y)
+        acc_answered, acc_all = label_accuracy(release, task.public_y[release.index])
         teacher_mean, plurality = teacher_accuracies(prep.teachers, task.eval_x, task.eval_y, task.num_classes)
         student_acc = student.accuracy(task.eval_x, task.eval_y)
         prep.timings["evaluation"] = time.perf_counter() - t0
@@ -751,6 +897,7 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
                 "abstained": int(s["abstained"]),
                 "halted": bool(s.get("halted", False)),
             },
+            "query_selection": selection_report(release),
             "label_accuracy_answered": acc_answered,
             "label_accuracy_all_queries": acc_all,
             "student": {

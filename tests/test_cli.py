@@ -51,6 +51,25 @@ def test_compare_writes_table_and_plot(tmp_path, capsys):
     assert "teachers_needed" in data["rows"][0]
 
 
+def test_compare_with_query_selection(tmp_path, capsys):
+    """Every row chooses its queries with the same procedure; one spend per row, at most m queries."""
+    args = ["compare", "--checkpoints-dir", str(tmp_path), "--run-name", "sel", "--epsilons", "8",
+            "--aggregators", "stability", "gnmax", "--query-selection", "student-confidence", *FAST]  # fmt: skip
+    code, out = run_cli(args, capsys)
+    assert code == 0 and "query selection: student-confidence" in out.out
+    data = json.loads((tmp_path / "sel" / "compare.json").read_text())
+    assert data["query_selection"]["strategy"] == "student-confidence"
+    assert data["ledger"]["num_spends"] == 2
+    for row in data["rows"]:
+        assert row["query_selection"] == "student-confidence" and row["selection_rounds"] >= 1
+        assert row["answered"] <= row["offered"] <= 100
+
+
+def test_unknown_query_selection(tmp_path, capsys):
+    err = exits_2(["demo", "--checkpoints-dir", str(tmp_path), "--query-selection", "oracle"], capsys)
+    assert "query_selection must be one of first, student-confidence" in err
+
+
 def test_calibrate_prints_both_modes(capsys):
     code, out = run_cli(["calibrate", "--epsilon", "3", "--num-queries", "1000", "--max-unstable", "10"], capsys)
     assert code == 0

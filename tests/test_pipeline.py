@@ -1,5 +1,6 @@
 """run_transfer end to end: report fields vs the ledger, reproducibility, resume without
-retraining or spending twice, label-only threat model, budget errors, baselines."""
+retraining or spending twice, label-only threat model, budget errors, baselines, query selection
+(default unchanged, votes read only when released, same spend, resume)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 import pate_stab.pipeline as pipeline
+from pate_stab.aggregation.releaser import StabilityReleaser
+from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.pipeline import BudgetTooSmallError, TransferConfig, run_transfer
+from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.teachers import TeacherEnsemble
 
 VOLATILE = ("wall_time_s", "run", "run_dir", "ledger", "resumed")
 
@@ -207,3 +213,110 @@ def test_cnn_widths_reach_the_teachers_and_the_student(tmp_path, monkeypatch):
     run_transfer(cfg)
     assert built[0].channels == (3, 5)
     assert json.loads((cfg.run_dir / "config.json").read_text())["student_channels"] == [7, 9]
+
+
+# --------------------------------------------------------------------------- query selection
+
+SELECT = dict(query_selection="student-confidence", selection_round_size=20)
+
+
+def test_default_selection_releases_the_first_queries_in_one_batch(first):
+    """query_selection="first": the labels are those of one releaser run on the first m pool points."""
+    cfg, report = first
+    assert cfg.query_selection == "first" and report["query_selection"]["strategy"] == "first"
+    assert report["query_selection"]["offered"] == cfg.num_queries
+    prep = pipeline.prepare(cfg)  # same seed: same split and release generator; teachers reloaded
+    counts = vote_histogram(prep.teachers.predict_votes(prep.task.public_x[: cfg.num_queries]), prep.task.num_classes)
+    cal = calibrate(epsilon=cfg.epsilon, delta=cfg.delta, num_queries=cfg.num_queries,
+                    max_unstable=cfg.max_unstable, mode=cfg.calibration)  # fmt: skip
+    expected = StabilityReleaser(cal, generator=prep.generators["release"]).release(counts).labels
+    with ledger_of(cfg) as ledger:
+        (entry,) = ledger.entries()
+    assert entry.result["labels"] == expected.tolist()
+    assert "index" not in entry.result["selection"]
+
+
+@pytest.fixture(scope="module")
+def selected(tmp_path_factory):
+    """A selection run stopped after its release, with every teacher vote and every release call
+    recorded, then resumed with selection disabled (a resume must replay the ledger)."""
+    cfg = small(tmp_path_factory.mktemp("sel"), "sel", **SELECT)
+    events: list[tuple] = []
+    real_votes, real_release = TeacherEnsemble.predict_votes, StabilityReleaser.release
+
+    def spy_votes(self, x, **kwargs):
+        out = real_votes(self, x, **kwargs)
+        events.append(("votes", x.clone(), out))
+        return out
+
+    def spy_release(self, counts):
+        events.append(("release", counts.clone()))
+        return real_release(self, counts)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("called on resume")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TeacherEnsemble, "predict_votes", spy_votes)
+        mp.setattr(TeacherEnsemble, "predict_scores", refuse)
+        mp.setattr(StabilityReleaser, "release", spy_release)
+        assert run_transfer(replace(cfg, stop_after="release"))["status"] == "released"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "release_in_rounds", refuse)
+        report = run_transfer(cfg)
+    return cfg, events, report
+
+
+def test_selection_reads_votes_only_of_points_the_releaser_processes_next(selected):
+    cfg, events, report = selected
+    prep = pipeline.prepare(cfg)
+    position = {tuple(row): i for i, row in enumerate(prep.task.public_x.tolist())}
+    kinds = [e[0] for e in events]
+    assert kinds == ["votes", "release"] * (len(events) // 2) and len(events) >= 4  # ≥ 2 rounds
+    queried: list[int] = []
+    for (_, x, votes), (_, counts) in zip(events[::2], events[1::2], strict=True):
+        rows = [position[tuple(r)] for r in x.tolist()]  # pool points only
+        assert not set(rows) & set(queried)  # each point's votes computed once
+        assert torch.equal(counts, vote_histogram(votes, prep.task.num_classes))  # and released at once
+        queried += rows
+    with ledger_of(cfg) as ledger:
+        (entry,) = ledger.entries()
+    assert queried == entry.result["selection"]["index"] and len(queried) <= cfg.num_queries
+    rounds = report["query_selection"]["rounds"]
+    assert [r["size"] for r in rounds] == [len(x) for _, x, _ in events[::2]]
+    assert rounds[0]["criterion"] == "k-means representatives" and rounds[1]["criterion"] == "confidence per class"
+
+
+def test_selection_spends_exactly_what_the_default_spends(selected, first):
+    (cfg, _, report), (cfg0, report0) = selected, first
+    with ledger_of(cfg) as ledger, ledger_of(cfg0) as ledger0:
+        (entry,), (entry0,) = ledger.entries(), ledger0.entries()
+    assert (entry.epsilon, entry.delta, entry.mechanism, entry.event, entry.metadata) == (
+        entry0.epsilon, entry0.delta, entry0.mechanism, entry0.event, entry0.metadata
+    )  # fmt: skip
+    assert report["epsilon"] == report0["epsilon"] and report["delta"] == report0["delta"]
+
+
+def test_selection_resume_replays_the_ledger_and_matches_an_uninterrupted_run(selected, tmp_path):
+    cfg, _, resumed = selected
+    assert resumed["resumed"] == {"teachers": True, "release": True}
+    with ledger_of(cfg) as ledger:
+        assert len(ledger.entries()) == 1
+    q = resumed["queries"]
+    assert resumed["student"]["trained_on"] == q["answered"] and q["answered"] + q["abstained"] <= cfg.num_queries
+    assert resumed["query_selection"]["strategy"] == "student-confidence"
+    assert "post-processing" in resumed["query_selection"]["privacy"]
+    fresh = run_transfer(replace(cfg, checkpoints_dir=str(tmp_path)))
+    assert stable(fresh) == stable(resumed)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("query_selection", "random", "query_selection must be one of first, student-confidence, got 'random'"),
+        ("selection_round_size", 0, "selection_round_size must be a positive integer"),
+    ],
+)
+def test_bad_selection_values(tmp_path, field, value, message):
+    with pytest.raises(ValueError, match=message):
+        small(tmp_path, **{field: value})

@@ -26,6 +26,7 @@ from pate_stab.teachers.partition import (
     record_keys_from_tensors,
     shard_of_records,
 )
+from pate_stab.teachers.pool_votes import PoolVotes
 from pate_stab.teachers.training import (
     TeacherEnsembleModule,
     TrainConfig,
@@ -36,6 +37,7 @@ from pate_stab.teachers.training import (
 __all__ = [
     "ModelSpec",
     "PateCNN",
+    "PoolVotes",
     "PublicFeatures",
     "StackedAdam",
     "StackedSGD",

@@ -1,0 +1,305 @@
+"""Which public pool points to query, chosen from public information and released outputs only.
+
+The releaser is calibrated for ``num_queries`` (m) queries; which m points of the public pool it
+is asked about is free to choose, as long as the choice does not look at the private data. Two
+strategies:
+
+``"first"``
+    the first m pool points in pool order, released in one batch (the pipeline's historical
+    behaviour).
+
+``"student-confidence"``
+    release in rounds through ONE aggregator instance (one calibrated spend). A k-means
+    clustering of the public pool (``5·round_size`` clusters, k-means++ start) gives a list of
+    representatives — the pool point nearest to each centroid: typical points, spread over the
+    pool; public data only. Round 0 takes the first ``round_size`` of them. After each round a
+    cheap model — the student's architecture, trained by the student trainer — is fitted on the
+    queries answered so far and their released labels, and the next round takes the
+    not-yet-queried pool points it is most confident about, the most confident of each predicted
+    class in turn (so the labelled set does not collapse onto the easiest class). A class with
+    no answered query yet cannot be predicted by that model, so while u of the C classes are
+    unseen, a share u/C of the round goes to the representatives farthest from every answered
+    query (class discovery). For an aggregator that halts after
+    T ⊥ (the stability releasers), round sizes follow the ⊥ released so far: a round is sized so
+    that, at the last round's ⊥ rate, it is expected to use at most half of the ⊥ left before
+    halting (never smaller than ``round_size``). For one that never halts (the PATE baselines)
+    each round offers as many queries as all earlier rounds together (never fewer than
+    ``round_size``). Selection stops after m queries, when the releaser halts, or when the pool
+    is exhausted; a halted stability releaser answers nothing more, so no further query is
+    offered to it.
+
+Privacy. The selection is post-processing. Its only inputs are the public pool, the generator
+(independent of the data) and the releaser's outputs on the queries already processed (labels
+and ⊥). The teachers' votes are never an input: :func:`release_in_rounds` receives a ``release``
+callable that takes pool positions and returns released outputs, and the votes on a point are
+computed inside that callable, immediately before the releaser processes the point. Each query
+is therefore chosen adaptively from previous outputs of the mechanism, which the releasers'
+analyses allow: each sparse-vector segment is an AboveThreshold instance, private for
+adaptively chosen sensitivity-1 queries (Dwork & Roth 2014, Thm 3.23; BTT18 Alg 3 and 4 take
+"queries chosen online", Thm 3.6), and both the advanced composition of the paper calibration
+and the optimal composition of the tight one hold for adaptively composed segments (Kairouz, Oh,
+Viswanath 2015); the distance-to-instability leak is bounded for each test conditionally on the
+past, so the union bound over at most m tests still holds (DESIGN fact 3); and the PATE baselines are
+data-independent self-compositions of m per-query mechanisms, which hold under adaptive
+composition. No more than m queries are offered, and all of them go through one aggregator
+instance whose (ε, δ) is spent once: the certified guarantee is exactly that of the same
+aggregator on m queries in pool order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pate_stab._validation import check_generator, check_int, check_tensor
+
+__all__ = [
+    "QUERY_SELECTIONS",
+    "SELECTION_PRIVACY",
+    "SelectionResult",
+    "check_query_selection",
+    "confident_per_class",
+    "kmeans_representatives",
+    "next_round_size",
+    "release_in_rounds",
+]
+
+QUERY_SELECTIONS = ("first", "student-confidence")
+REPRESENTATIVES_PER_ROUND = 5  # k-means representatives computed: this many times round_size
+SELECTION_PRIVACY = (
+    "post-processing: queries are chosen from the public pool and the outputs already released; "
+    "the teachers' votes on a point are computed only when the releaser processes it; one "
+    "aggregator instance and one spend, calibrated for num_queries queries, answers every round "
+    "(adaptively chosen queries are covered by the sparse-vector and composition analyses)"
+)
+
+# (queried positions, their released outputs, candidate positions) → (n_candidates, C) probabilities
+ConfidenceFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+def check_query_selection(name: Any) -> str:
+    """Raises ValueError unless ``name`` is one of :data:`QUERY_SELECTIONS`."""
+    if not isinstance(name, str) or name not in QUERY_SELECTIONS:
+        raise ValueError(f"query_selection must be one of {', '.join(QUERY_SELECTIONS)}, got {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class SelectionResult:
+    """The queries offered to the releaser, in release order, and what it released for them.
+
+    Attributes:
+        index: int64 (n,) positions in the public pool, n ≤ m, no repeats.
+        labels: the released outputs for ``index`` (int64 with −1 for ⊥, or float64 with NaN).
+        rounds: one record per round: ``criterion``, ``size``, ``answered`` and ``unanswered``
+            (⊥, or not processed because the releaser halted during the round), and for the
+            confidence rounds how many representatives were ``explored``.
+    """
+
+    index: Tensor
+    labels: Tensor
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+
+def answered_mask(labels: Tensor) -> Tensor:
+    """True where a release answered (hard: label ≠ −1; soft: score not NaN)."""
+    return ~torch.isnan(labels) if labels.is_floating_point() else labels != -1
+
+
+def kmeans_representatives(x: Tensor, num: int, *, generator: torch.Generator, iterations: int = 20) -> Tensor:
+    """Positions of ``num`` distinct rows of ``x`` nearest to the centroids of a k-means clustering.
+
+    Lloyd's algorithm from a k-means++ start (Arthur & Vassilvitskii 2007: each initial centroid
+    is a row drawn with probability ∝ its squared distance to the nearest one already chosen);
+    each centroid is represented by its nearest row not already taken, so the result has
+    ``min(num, len(x))`` distinct positions. Public data only.
+
+    Args:
+        x: (n, d) float features.
+        num: number of clusters / representatives, ≥ 1.
+        generator: draws the k-means++ start.
+        iterations: Lloyd iterations.
+
+    Returns:
+        int64 positions into ``x``, in centroid order.
+    """
+    x = check_tensor("x", x, ndim=2, floating=True).double()
+    num = min(check_int("num", num, minimum=1), x.shape[0])
+    check_generator(generator)
+    first = int(torch.randint(x.shape[0], (1,), generator=generator))
+    centroids = x[first : first + 1].clone()  # (1, d), grows to (num, d)
+    nearest = torch.cdist(x, centroids).squeeze(1) ** 2  # (n,) squared distance to the nearest centroid
+    for _ in range(1, num):
+        weights = nearest if bool((nearest > 0).any()) else torch.ones_like(nearest)
+        pick = int(torch.multinomial(weights, 1, generator=generator))
+        centroids = torch.cat([centroids, x[pick : pick + 1]])
+        nearest = torch.minimum(nearest, ((x - x[pick]) ** 2).sum(1))
+    for _ in range(iterations):
+        assign = torch.cdist(x, centroids).argmin(1)  # (n,)
+        sums = torch.zeros_like(centroids).index_add_(0, assign, x)
+        counts = torch.bincount(assign, minlength=num).unsqueeze(1).double()
+        centroids = torch.where(counts > 0, sums / counts.clamp(min=1), centroids)
+    order = torch.cdist(centroids, x).argsort(dim=1, stable=True)  # (num, n) nearest rows first
+    taken: set[int] = set()
+    picks = []
+    for row in order.tolist():
+        pick = next(i for i in row if i not in taken)
+        taken.add(pick)
+        picks.append(pick)
+    return torch.tensor(picks, dtype=torch.int64)
+
+
+def confident_per_class(proba: Tensor, size: int) -> Tensor:
+    """Positions of ``size`` rows of ``proba`` (n, C): the most confident of each predicted class in turn.
+
+    Confidence is the top class probability. Classes take turns (class 0's most confident row,
+    class 1's, …, then each class's second, …); a class with no rows left is skipped. Ties keep
+    row order.
+    """
+    proba = check_tensor("proba", proba, ndim=2, floating=True, nonempty=False)
+    size = min(check_int("size", size, minimum=0), proba.shape[0])
+    confidence, guess = proba.max(1)
+    queues = []
+    for c in range(proba.shape[1]):
+        rows = torch.nonzero(guess == c).flatten()
+        queues.append(rows[confidence[rows].argsort(descending=True, stable=True)].tolist())
+    picks: list[int] = []
+    depth = 0
+    while len(picks) < size:
+        for queue in queues:
+            if depth < len(queue) and len(picks) < size:
+                picks.append(queue[depth])
+        depth += 1
+    return torch.tensor(picks, dtype=torch.int64)
+
+
+def next_round_size(*, round_size: int, bottom_left: int, last_bottom: int, last_size: int) -> int:
+    """Size of the next round: at the last round's ⊥ rate, expect at most half the ⊥ left.
+
+    The rate is estimated as (⊥ + 1) / (size + 2) (add-one smoothing); the size is
+    ⌊bottom_left / (2·rate)⌋, and at least ``round_size``. Example: 20 ⊥ allowed, 4 used, last
+    round 2 ⊥ in 20 → rate 3/22, size ⌊16 / (6/22)⌋ = 58.
+    """
+    rate = (last_bottom + 1) / (last_size + 2)
+    return max(round_size, math.floor(max(bottom_left, 0) / (2 * rate)))
+
+
+def release_in_rounds(
+    pool_x: Tensor,
+    *,
+    num_queries: int,
+    strategy: str,
+    release: Callable[[Tensor], Tensor],
+    halted: Callable[[], bool],
+    confidence: ConfidenceFn | None = None,
+    round_size: int = 20,
+    max_unstable: int | None = None,
+    generator: torch.Generator | None = None,
+) -> SelectionResult:
+    """Choose up to ``num_queries`` pool points and have them released, round by round.
+
+    Args:
+        pool_x: (n, …) the public pool (flattened for k-means).
+        num_queries: m, the number of queries the aggregator is calibrated for; never exceeded.
+        strategy: one of :data:`QUERY_SELECTIONS`.
+        release: pool positions (int64, (b,)) → released outputs for them, in that order; the
+            only way selection learns anything about the private data. Called once per round,
+            always on points never offered before.
+        halted: True once the releaser answers nothing more (the stability releaser after its
+            T-th ⊥); selection then stops.
+        confidence: for "student-confidence": (queried positions, released outputs, candidate
+            positions) → class probabilities of the candidates, from a model fitted on the
+            answered queries only.
+        round_size: size of round 0 and the smallest later round.
+        max_unstable: T, the ⊥ the releaser allows before halting (paces the rounds); None for
+            an aggregator that never halts (each round then doubles the queries offered).
+        generator: randomness of the k-means initialisation ("student-confidence").
+
+    Returns:
+        A :class:`SelectionResult`.
+
+    Raises:
+        ValueError: unknown strategy, or m larger than the pool.
+    """
+    strategy = check_query_selection(strategy)
+    pool_x = check_tensor("pool_x", pool_x, floating=True)
+    n = pool_x.shape[0]
+    m = check_int("num_queries", num_queries, minimum=1)
+    if m > n:
+        raise ValueError(f"num_queries={m} exceeds the public pool ({n} inputs)")
+    if strategy == "first":
+        index = torch.arange(m)
+        labels = release(index)
+        count = int(answered_mask(labels).sum())
+        return SelectionResult(
+            index, labels, [{"criterion": "pool order", "size": m, "answered": count, "unanswered": m - count}]
+        )
+    round_size = check_int("round_size", round_size, minimum=1)
+    if max_unstable is not None:
+        max_unstable = check_int("max_unstable", max_unstable, minimum=1)
+    gen = check_generator(generator)
+    if confidence is None:
+        raise TypeError("strategy 'student-confidence' needs a confidence function")
+    flat = pool_x.flatten(1)
+    # typical points spread over the pool, in k-means++ order (public data only)
+    representatives = kmeans_representatives(flat, REPRESENTATIVES_PER_ROUND * round_size, generator=gen)
+    queried = torch.zeros(n, dtype=torch.bool)
+    index_parts: list[Tensor] = []
+    label_parts: list[Tensor] = []
+    rounds: list[dict[str, Any]] = []
+    size = round_size
+    while not halted():
+        offered = sum(p.numel() for p in index_parts)
+        candidates = torch.nonzero(~queried).flatten()
+        size = min(size, m - offered, candidates.numel())
+        if size < 1:
+            break
+        free = representatives[~queried[representatives]]
+        answered_parts = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
+        answered_index = torch.cat(answered_parts) if answered_parts else torch.empty(0, dtype=torch.int64)
+        if answered_index.numel() == 0:
+            pick = torch.cat([free, candidates[~torch.isin(candidates, free)]])[:size]
+            record: dict[str, Any] = {"criterion": "k-means representatives"}
+        else:
+            index_so_far, labels_so_far = torch.cat(index_parts), torch.cat(label_parts)
+            proba = confidence(index_so_far, labels_so_far, candidates)  # (n_candidates, C)
+            if proba.shape[0] != candidates.numel():
+                raise ValueError(f"confidence returned {proba.shape[0]} rows for {candidates.numel()} candidates")
+            # classes without an answered query cannot be predicted: look for them among the
+            # representatives farthest from every answered query, a share of the round per class
+            answered_labels = labels_so_far[answered_mask(labels_so_far)]
+            if answered_labels.is_floating_point():
+                answered_labels = (answered_labels >= 0.5).long()
+            unseen = proba.shape[1] - int(answered_labels.unique().numel())
+            explore = min(math.ceil(size * unseen / proba.shape[1]), free.numel())
+            novelty = torch.cdist(flat[free].double(), flat[answered_index].double()).min(1).values
+            explored = free[novelty.argsort(descending=True, stable=True)[:explore]]
+            rest = ~torch.isin(candidates, explored)
+            pick = torch.cat([explored, candidates[rest][confident_per_class(proba[rest], size - explore)]])
+            record = {"criterion": "confidence per class", "explored": int(explore)}
+        labels = release(pick)
+        if labels.shape != pick.shape:
+            raise ValueError(f"release returned shape {tuple(labels.shape)} for {pick.numel()} queries")
+        queried[pick] = True
+        index_parts.append(pick)
+        label_parts.append(labels)
+        count = int(answered_mask(labels).sum())
+        size = int(pick.numel())
+        rounds.append({**record, "size": size, "answered": count, "unanswered": size - count})
+        if max_unstable is None:
+            size = max(round_size, sum(r["size"] for r in rounds))
+        else:
+            size = next_round_size(
+                round_size=round_size,
+                bottom_left=max_unstable - sum(r["unanswered"] for r in rounds),
+                last_bottom=rounds[-1]["unanswered"],
+                last_size=rounds[-1]["size"],
+            )
+    if not index_parts:
+        return SelectionResult(torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64), rounds)
+    return SelectionResult(torch.cat(index_parts), torch.cat(label_parts), rounds)
