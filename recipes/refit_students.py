@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
                 "aggregator": agg,
                 "epsilon": release.summary["epsilon"],
                 "answered": int(release.summary["answered"]),
-                "label_acc": label_accuracy(release, prep.query_y)[0],
+                "label_acc": label_accuracy(release, prep.task.public_y[release.index])[0],
                 "student_trained_on": int(targets.index.numel()),
                 "student_acc": student.accuracy(prep.task.eval_x, prep.task.eval_y),
                 "student_history": student.history,
