@@ -1,3 +1,5 @@
+import functools
+
 import pytest
 import torch
 
@@ -21,16 +23,24 @@ def _masks(k, steps, seed=1):
     return masks
 
 
+# StackedAdam has two implementations (whole-tensor, per-teacher fused kernel); both are tested
+_ADAM_PATHS = [{"fused": False}, {"fused": True}]
+
+
 @pytest.mark.parametrize(
     "stacked_cls, torch_cls, kw",
     [
-        (StackedAdam, torch.optim.Adam, {"lr": 1e-2}),
-        (StackedAdam, torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.1}),
+        *((StackedAdam, torch.optim.Adam, {"lr": 1e-2, **path}) for path in _ADAM_PATHS),
+        *(
+            (StackedAdam, torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.1, **path})
+            for path in _ADAM_PATHS
+        ),
         (StackedSGD, torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
         (StackedSGD, torch.optim.SGD, {"lr": 0.1, "weight_decay": 0.1}),
     ],
 )
 def test_stacked_optimizer_is_per_teacher_torch_optimizer(stacked_cls, torch_cls, kw):
+    ref_kw = {key: value for key, value in kw.items() if key != "fused"}
     k, shape, steps = 5, (3, 4), 12
     init = torch.randn(k, *shape, generator=seeded_generator(2))
     grads, masks = _grads(k, shape, steps), _masks(k, steps)
@@ -42,7 +52,7 @@ def test_stacked_optimizer_is_per_teacher_torch_optimizer(stacked_cls, torch_cls
         opt.step()
     for j in range(k):
         alone = torch.nn.Parameter(init[j].clone())
-        ref = torch_cls([alone], **kw)
+        ref = torch_cls([alone], **ref_kw)
         for grad, mask in zip(grads, masks, strict=True):
             if mask[j]:  # teacher j alone takes only its active steps
                 alone.grad = grad[j].clone()
@@ -51,7 +61,15 @@ def test_stacked_optimizer_is_per_teacher_torch_optimizer(stacked_cls, torch_cls
     assert torch.equal(stacked.detach()[1], init[1])  # never active: bit-for-bit untouched
 
 
-@pytest.mark.parametrize("stacked_cls", [StackedAdam, StackedSGD])
+@pytest.mark.parametrize(
+    "stacked_cls",
+    [
+        functools.partial(StackedAdam, fused=False),
+        functools.partial(StackedAdam, fused=True),
+        StackedAdam,
+        StackedSGD,
+    ],
+)
 def test_teacher_update_ignores_other_teachers(stacked_cls):
     # teacher 0 gets the same gradients in both runs; the others' gradients and activity differ
     k, shape, steps = 4, (6,), 8
@@ -72,11 +90,43 @@ def test_teacher_update_ignores_other_teachers(stacked_cls):
     assert not torch.equal(finals[0][2:], finals[1][2:])
 
 
-def test_zero_learning_rate_moves_nobody():
+@pytest.mark.parametrize("fused", [False, True])
+def test_zero_learning_rate_moves_nobody(fused):
     p = torch.nn.Parameter(torch.randn(3, 5, generator=seeded_generator(0)))
     before = p.detach().clone()
-    opt = StackedAdam([p], num_teachers=3, lr=0.0)
+    opt = StackedAdam([p], num_teachers=3, lr=0.0, fused=fused)
     for _ in range(3):
         p.grad = torch.randn(3, 5, generator=seeded_generator(1))
         opt.step()
     assert torch.equal(p.detach(), before)
+
+
+def test_adam_paths_agree_and_automatic_choice_depends_on_shape_only():
+    # large slices (a big layer) or few teachers: fused; many small slices: whole-tensor
+    big = torch.nn.Parameter(torch.zeros(20, StackedAdam.fused_min_slice))
+    small = torch.nn.Parameter(torch.zeros(20, 7))
+    few = torch.nn.Parameter(torch.zeros(2, 7))
+    assert StackedAdam([big], num_teachers=20)._use_fused(big)
+    assert not StackedAdam([small], num_teachers=20)._use_fused(small)
+    assert StackedAdam([few], num_teachers=2)._use_fused(few)
+    # the two paths give the same trajectory up to rounding, inactive teachers included
+    k, shape, steps = 6, (40,), 15
+    init = torch.randn(k, *shape, generator=seeded_generator(4))
+    grads, masks = _grads(k, shape, steps, seed=11), _masks(k, steps, seed=12)
+    finals = []
+    for fused in (False, True):
+        p = torch.nn.Parameter(init.clone())
+        opt = StackedAdam([p], num_teachers=k, lr=0.03, weight_decay=0.01, fused=fused)
+        for grad, mask in zip(grads, masks, strict=True):
+            p.grad = grad.clone()
+            opt.active = mask
+            opt.step()
+        finals.append(p.detach().clone())
+    torch.testing.assert_close(finals[0], finals[1], rtol=1e-5, atol=1e-6)
+    assert torch.equal(finals[1][1], init[1])
+
+
+def test_fused_argument_is_checked():
+    p = torch.nn.Parameter(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="fused"):
+        StackedAdam([p], num_teachers=2, fused="yes")
