@@ -18,8 +18,9 @@ the first label leaves the releaser.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -41,6 +42,8 @@ __all__ = ["ABSTAIN", "NOISE_MODES", "ReleaseResult", "StabilityReleaser", "rele
 
 ABSTAIN = -1
 NOISE_MODES = ("seeded", "secure")
+
+_SeededSparseVector = TypeVar("_SeededSparseVector")
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,40 @@ class _LedgerSpend:
             self.ledger.record_progress(spend_id=self.spend_id, **fields)
 
 
+def releaser_noise(
+    calibration: Calibration,
+    *,
+    soft_labels: bool,
+    noise: Any,
+    generator: torch.Generator | None,
+    source: RandomSource | None,
+    ledger: PrivacyLedger | None,
+    spend_id: str | None,
+    mechanism: str,
+    seeded: Callable[[torch.Generator], _SeededSparseVector],
+) -> tuple[str, _SeededSparseVector | SecureSparseVector, _LedgerSpend]:
+    """A releaser's noise mode, sparse vector and ledger spend (both releasers build them so).
+
+    Checks that ``calibration`` is a :class:`Calibration` for the releaser's kind of labels,
+    builds the sparse vector — :func:`secure_sparse_vector` in secure mode, ``seeded(generator)``
+    otherwise — and the spend whose metadata records the noise actually used.
+    """
+    if not isinstance(calibration, Calibration):
+        raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
+    if calibration.soft_labels and not soft_labels:
+        raise ValueError("this calibration is for the soft-label releaser (soft_labels=True)")
+    if soft_labels and not calibration.soft_labels:
+        raise ValueError("this calibration is for hard labels; use calibrate(..., soft_labels=True)")
+    mode = check_noise_mode(noise, generator)
+    svt: _SeededSparseVector | SecureSparseVector
+    if mode == "secure":
+        svt = secure_sparse_vector(calibration, source=source)
+    else:
+        svt = seeded(check_generator(generator))
+    secure = svt if isinstance(svt, SecureSparseVector) else None
+    return mode, svt, _LedgerSpend(calibration, ledger, spend_id, mechanism, noise_summary(secure))
+
+
 class StabilityReleaser:
     """BTT18 Alg 4, multi-class, online (:meth:`release_one`) and batch (:meth:`release`).
 
@@ -197,24 +234,23 @@ class StabilityReleaser:
         noise: str = "seeded",
         source: RandomSource | None = None,
     ) -> None:
-        if not isinstance(calibration, Calibration):
-            raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
-        if calibration.soft_labels:
-            raise ValueError("this calibration is for the soft-label releaser (soft_labels=True)")
-        self.calibration = calibration
-        self.noise = check_noise_mode(noise, generator)
-        self._oqr: OnlineQueryRelease | SecureSparseVector
-        if self.noise == "secure":
-            self._oqr = secure_sparse_vector(calibration, source=source)
-        else:
-            self._oqr = OnlineQueryRelease(
+        self.noise, self._oqr, self._spend = releaser_noise(
+            calibration,
+            soft_labels=False,
+            noise=noise,
+            generator=generator,
+            source=source,
+            ledger=ledger,
+            spend_id=spend_id,
+            mechanism=self.mechanism,
+            seeded=lambda gen: OnlineQueryRelease(
                 noise_scale=calibration.noise_scale,
                 threshold=calibration.threshold,
                 max_unstable=calibration.max_unstable,
-                generator=check_generator(generator),
-            )
-        secure = self._oqr if isinstance(self._oqr, SecureSparseVector) else None
-        self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism, noise_summary(secure))
+                generator=gen,
+            ),
+        )
+        self.calibration = calibration
 
     @property
     def halted(self) -> bool:

@@ -30,14 +30,11 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_generator, check_tensor
+from pate_stab._validation import check_tensor
 from pate_stab.aggregation.releaser import (
     ReleaseResult,
-    _LedgerSpend,
     calibration_summary,
-    check_noise_mode,
-    noise_summary,
-    secure_sparse_vector,
+    releaser_noise,
 )
 from pate_stab.aggregation.votes import (
     bin_midpoints,
@@ -49,7 +46,7 @@ from pate_stab.aggregation.votes import (
 )
 from pate_stab.privacy.calibration import Calibration
 from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.secure_noise import RandomSource, SecureSparseVector
+from pate_stab.privacy.secure_noise import RandomSource
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, SparseVector
 
 __all__ = ["SoftLabelReleaser", "PLAIN", "SHIFTED", "BOTTOM"]
@@ -86,27 +83,26 @@ class SoftLabelReleaser:
         noise: str = "seeded",
         source: RandomSource | None = None,
     ) -> None:
-        if not isinstance(calibration, Calibration):
-            raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
-        if not calibration.soft_labels:
-            raise ValueError("this calibration is for hard labels; use calibrate(..., soft_labels=True)")
-        self.calibration = calibration
-        self.noise = check_noise_mode(noise, generator)
-        self.plain_values = bin_midpoints(gamma)  # validates γ
-        self.shifted_values = shifted_bin_values(gamma)
-        self.gamma = float(gamma)
-        self._svt: SparseVector | SecureSparseVector
-        if self.noise == "secure":
-            self._svt = secure_sparse_vector(calibration, source=source)
-        else:
-            self._svt = SparseVector(
+        self.noise, self._svt, self._spend = releaser_noise(
+            calibration,
+            soft_labels=True,
+            noise=noise,
+            generator=generator,
+            source=source,
+            ledger=ledger,
+            spend_id=spend_id,
+            mechanism=self.mechanism,
+            seeded=lambda gen: SparseVector(
                 threshold=calibration.threshold,
                 noise_scale=calibration.noise_scale,
                 max_unstable=calibration.num_segments,
-                generator=check_generator(generator),
-            )
-        secure = self._svt if isinstance(self._svt, SecureSparseVector) else None
-        self._spend = _LedgerSpend(calibration, ledger, spend_id, self.mechanism, noise_summary(secure))
+                generator=gen,
+            ),
+        )
+        self.calibration = calibration
+        self.plain_values = bin_midpoints(gamma)  # validates γ
+        self.shifted_values = shifted_bin_values(gamma)
+        self.gamma = float(gamma)
         self.answered_plain = 0
         self.answered_shifted = 0
         self.abstained = 0
