@@ -236,51 +236,41 @@ def _case(*args: Any, **kwargs: Any) -> Any:
     return MechanismCase(*args, **kwargs)
 
 
+def _dataset_case(name: str, mechanism: Any, relation: str, **kwargs: Any) -> Any:
+    """A case run on the mechanism's own neighbouring data sets "D" and "D'" at claim ε = 1."""
+    return _case(name, mechanism, "D", "D'", 1.0, relation=relation, **kwargs)
+
+
 def erm_mechanism_cases() -> list[Any]:
     """The ERM, selection and density mechanisms at their claims (see the module docstring)."""
     replace = "replace one record"
     ea, eb = _selection_pair(20, 1.0)
     ha, hb = _histogram_pair()
     return [
-        _case(
+        _dataset_case(
             "objective perturbation (logistic 1-D, n=10, λ=1e-3: Δ > 0)",
             _objective_perturbation(epsilon=1.0, lam=1e-3, n=10),
-            "D",
-            "D'",
-            1.0,
-            relation=f"{replace} (x = 1 vs x = 0)",
+            f"{replace} (x = 1 vs x = 0)",
         ),
-        _case(
+        _dataset_case(
             "objective perturbation (logistic 1-D, n=10, λ=0.1: ε' > 0)",
             _objective_perturbation(epsilon=1.0, lam=0.1, n=10),
-            "D",
-            "D'",
-            1.0,
-            relation=f"{replace} (x = 1 vs x = 0)",
+            f"{replace} (x = 1 vs x = 0)",
         ),
-        _case(
+        _dataset_case(
             "rls-out (Wu Alg 4, n=20, λ=100, R=0.05)",
             _rls_out(epsilon=1.0, lam=100.0, radius=0.05, n=20),
-            "D",
-            "D'",
-            1.0,
-            relation=f"{replace} (target flipped)",
+            f"{replace} (target flipped)",
         ),
-        _case(
+        _dataset_case(
             "covariance perturbation (Ligett Thm 3.1, p=1)",
             _covariance_perturbation(epsilon=1.0, n=20, lam=1.0),
-            "D",
-            "D'",
-            1.0,
-            relation=f"{replace} (target flipped)",
+            f"{replace} (target flipped)",
         ),
-        _case(
+        _dataset_case(
             "logistic output perturbation (Ligett Thm 3.3, p=1)",
             _logistic_output_perturbation(epsilon=1.0, n=20, lam=1.0),
-            "D",
-            "D'",
-            1.0,
-            relation=f"{replace} (label flipped)",
+            f"{replace} (label flipped)",
         ),
         _case(
             "exponential mechanism (20 candidates, Δu=1)",
@@ -315,37 +305,25 @@ def erm_mutation_cases() -> list[Any]:
     ea, eb = _selection_pair(20, 1.0)
     ha, hb = _histogram_pair()
     return [
-        _case(
+        _dataset_case(
             "objective perturbation without the extra regularisation Δ",
             _objective_perturbation(epsilon=1.0, lam=1e-3, n=10, drop_extra_lam=True),
-            "D",
-            "D'",
-            1.0,
-            relation="replace one record (x = 1 vs x = 0)",
+            "replace one record (x = 1 vs x = 0)",
         ),
-        _case(
+        _dataset_case(
             "rls-out, noise scale ρ/(λnε) (one-sided sensitivity)",
             _rls_out(epsilon=1.0, lam=100.0, radius=0.05, n=20, scale_factor=0.5),
-            "D",
-            "D'",
-            1.0,
-            relation="replace one record (target flipped)",
+            "replace one record (target flipped)",
         ),
-        _case(
+        _dataset_case(
             "covariance perturbation, per-entry sensitivity 1 not 4",
             _covariance_perturbation(epsilon=1.0, n=20, lam=1.0, noise_sensitivity=1.0),
-            "D",
-            "D'",
-            1.0,
-            relation="replace one record (target flipped)",
+            "replace one record (target flipped)",
         ),
-        _case(
+        _dataset_case(
             "logistic output perturbation, noise for 4ε",
             _logistic_output_perturbation(epsilon=1.0, n=20, lam=1.0, scale_factor=0.25),
-            "D",
-            "D'",
-            1.0,
-            relation="replace one record (label flipped)",
+            "replace one record (label flipped)",
         ),
         _case(
             "exponential mechanism, exp(εu/Δu) (factor 1/2 dropped)",

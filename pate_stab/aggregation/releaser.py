@@ -169,22 +169,24 @@ class _LedgerSpend:
 
 
 def releaser_noise(
+    releaser: Any,
     calibration: Calibration,
     *,
     soft_labels: bool,
+    seeded: Callable[..., _SeededSparseVector],
     noise: Any,
     generator: torch.Generator | None,
     source: RandomSource | None,
     ledger: PrivacyLedger | None,
     spend_id: str | None,
-    mechanism: str,
-    seeded: Callable[[torch.Generator], _SeededSparseVector],
 ) -> tuple[str, _SeededSparseVector | SecureSparseVector, _LedgerSpend]:
     """A releaser's noise mode, sparse vector and ledger spend (both releasers build them so).
 
-    Checks that ``calibration`` is a :class:`Calibration` for the releaser's kind of labels,
-    builds the sparse vector — :func:`secure_sparse_vector` in secure mode, ``seeded(generator)``
-    otherwise — and the spend whose metadata records the noise actually used.
+    Checks that ``calibration`` is a :class:`Calibration` for the releaser's kind of labels and
+    builds the sparse vector with the calibration's scale, threshold and cutoff
+    (``num_segments``: T failed tests for hard labels, 2T for soft) — :func:`secure_sparse_vector`
+    in secure mode, the ``seeded`` class on ``generator`` otherwise — and the spend, named after
+    ``releaser.mechanism``, whose metadata records the noise actually used.
     """
     if not isinstance(calibration, Calibration):
         raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
@@ -197,9 +199,15 @@ def releaser_noise(
     if mode == "secure":
         svt = secure_sparse_vector(calibration, source=source)
     else:
-        svt = seeded(check_generator(generator))
+        svt = seeded(
+            noise_scale=calibration.noise_scale,
+            threshold=calibration.threshold,
+            max_unstable=calibration.num_segments,
+            generator=check_generator(generator),
+        )
     secure = svt if isinstance(svt, SecureSparseVector) else None
-    return mode, svt, _LedgerSpend(calibration, ledger, spend_id, mechanism, noise_summary(secure))
+    spend = _LedgerSpend(calibration, ledger, spend_id, releaser.mechanism, noise_summary(secure))
+    return mode, svt, spend
 
 
 class StabilityReleaser:
@@ -235,21 +243,9 @@ class StabilityReleaser:
         source: RandomSource | None = None,
     ) -> None:
         self.noise, self._oqr, self._spend = releaser_noise(
-            calibration,
-            soft_labels=False,
-            noise=noise,
-            generator=generator,
-            source=source,
-            ledger=ledger,
-            spend_id=spend_id,
-            mechanism=self.mechanism,
-            seeded=lambda gen: OnlineQueryRelease(
-                noise_scale=calibration.noise_scale,
-                threshold=calibration.threshold,
-                max_unstable=calibration.max_unstable,
-                generator=gen,
-            ),
-        )
+            self, calibration, soft_labels=False, seeded=OnlineQueryRelease, noise=noise,
+            generator=generator, source=source, ledger=ledger, spend_id=spend_id,
+        )  # fmt: skip
         self.calibration = calibration
 
     @property

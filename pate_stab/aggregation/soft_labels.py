@@ -84,21 +84,9 @@ class SoftLabelReleaser:
         source: RandomSource | None = None,
     ) -> None:
         self.noise, self._svt, self._spend = releaser_noise(
-            calibration,
-            soft_labels=True,
-            noise=noise,
-            generator=generator,
-            source=source,
-            ledger=ledger,
-            spend_id=spend_id,
-            mechanism=self.mechanism,
-            seeded=lambda gen: SparseVector(
-                threshold=calibration.threshold,
-                noise_scale=calibration.noise_scale,
-                max_unstable=calibration.num_segments,
-                generator=gen,
-            ),
-        )
+            self, calibration, soft_labels=True, seeded=SparseVector, noise=noise,
+            generator=generator, source=source, ledger=ledger, spend_id=spend_id,
+        )  # fmt: skip
         self.calibration = calibration
         self.plain_values = bin_midpoints(gamma)  # validates γ
         self.shifted_values = shifted_bin_values(gamma)
