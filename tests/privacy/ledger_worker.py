@@ -20,10 +20,10 @@ a fresh child process for every ledger user (each child opens its own ``PrivacyL
 from __future__ import annotations
 
 import os
-import sys
 
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.accounting import PrivacyLedger, PureDpEvent
+from tests.fork_worker import fork_call, serve
 
 KILL_BUDGET_EPSILON = 1.0e6
 KILL_SPEND_EPSILON = 0.001
@@ -69,45 +69,21 @@ def _hammer(
     return succeeded
 
 
-def _fork(target, *args: object) -> int:  # type: ignore[no-untyped-def]
-    pid = os.fork()
-    if pid == 0:
-        code = 255
-        try:
-            code = target(*args)
-        finally:
-            os._exit(code if isinstance(code, int) else 254)
-    return pid
+def _hammer_all(path: str, prefix: str, num_procs: str, attempts: str, epsilon: str, budget: str) -> str:
+    read_end, write_end = os.pipe()
+    barrier = (read_end, write_end)
+    pids = [
+        fork_call(_hammer, path, f"{prefix}{p}", barrier, int(attempts), float(epsilon), float(budget))
+        for p in range(int(num_procs))
+    ]
+    os.close(read_end)
+    os.close(write_end)
+    counts = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+    return " ".join(["succeeded", *map(str, counts)])
 
 
-def serve() -> None:
-    print("ready", flush=True)
-    for line in sys.stdin:
-        command, *args = line.split()
-        if command == "kill-spawn":
-            print(_fork(_spend_loop, *args), flush=True)
-        elif command == "reap":
-            print(os.waitpid(int(args[0]), 0)[1], flush=True)
-        elif command == "hammer":
-            path, prefix, num_procs, attempts, epsilon, budget = args
-            read_end, write_end = os.pipe()
-            barrier = (read_end, write_end)
-            pids = [
-                _fork(_hammer, path, f"{prefix}{p}", barrier, int(attempts), float(epsilon), float(budget))
-                for p in range(int(num_procs))
-            ]
-            os.close(read_end)
-            os.close(write_end)
-            counts = []
-            for pid in pids:
-                status = os.waitpid(pid, 0)[1]
-                counts.append(os.waitstatus_to_exitcode(status))
-            print("succeeded", *counts, flush=True)
-        elif command == "quit":
-            return
-        else:
-            raise SystemExit(f"unknown command {command!r}")
+COMMANDS = {"kill-spawn": lambda *args: fork_call(_spend_loop, *args), "hammer": _hammer_all}
 
 
 if __name__ == "__main__":
-    serve()
+    serve(COMMANDS)

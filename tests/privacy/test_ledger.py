@@ -8,7 +8,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,8 +25,8 @@ from pate_stab.privacy.accounting import (
     PureDpEvent,
     SparseVectorEvent,
 )
+from tests.fork_worker import ask, worker_process
 
-ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("ledger_worker.py")
 KILL_BUDGET_EPSILON = 1.0e6  # as in ledger_worker.py
 
@@ -336,32 +335,8 @@ def test_threads_sharing_one_ledger_cannot_exceed_the_budget(path: Path) -> None
 @pytest.fixture(scope="module")
 def worker() -> Iterator[subprocess.Popen[str]]:
     """One helper process (imports once) that forks the ledger users of the tests below."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, str(WORKER)], cwd=ROOT, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        assert _ask(proc, None) == "ready"
+    with worker_process(WORKER) as proc:
         yield proc
-        _ask(proc, "quit", expect_reply=False)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-def _ask(proc: subprocess.Popen[str], command: str | None, *, expect_reply: bool = True) -> str:
-    assert proc.stdin is not None and proc.stdout is not None
-    if command is not None:
-        proc.stdin.write(command + "\n")
-        proc.stdin.flush()
-    if not expect_reply:
-        return ""
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"ledger worker exited with {proc.wait()}")
-    return line.strip()
 
 
 def test_two_processes_cannot_exceed_the_budget(path: Path, worker: subprocess.Popen[str]) -> None:
@@ -369,7 +344,7 @@ def test_two_processes_cannot_exceed_the_budget(path: Path, worker: subprocess.P
     budget = num_allowed * epsilon  # the float sum of 40 spends of 0.1 is 4.000000000000001: slack needed
     PrivacyLedger(path, budget_epsilon=budget, budget_delta=0.0).close()
     # each process alone tries to spend the whole budget
-    reply = _ask(worker, f"hammer {path} p {num_procs} {num_allowed} {epsilon!r} {budget!r}").split()
+    reply = ask(worker, f"hammer {path} p {num_procs} {num_allowed} {epsilon!r} {budget!r}").split()
     assert reply[0] == "succeeded"
     counts = [int(c) for c in reply[1:]]
     print(f"hammer: successes per process {counts}")
@@ -387,10 +362,10 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
     rng = random.Random(seed)
     stats = {"trials": 0, "violations": 0, "released": 0, "recorded": 0, "refused_to_open": 0}
     for trial in range(trials):
-        child = int(_ask(worker, f"kill-spawn {ledger_path} {released_path} {mode} t{trial}"))
+        child = int(ask(worker, f"kill-spawn {ledger_path} {released_path} {mode} t{trial}"))
         time.sleep(rng.uniform(0.0, 0.1))
         os.kill(child, signal.SIGKILL)
-        status = int(_ask(worker, f"reap {child}"))
+        status = int(ask(worker, f"reap {child}"))
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
         stats["trials"] += 1
         try:

@@ -15,13 +15,13 @@ Imports the package once, prints ``ready``, then serves one command per stdin li
 from __future__ import annotations
 
 import os
-import sys
 
 import torch
 
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
+from tests.fork_worker import fork_call, serve
 
 CAL = calibrate(epsilon=1.0, delta=1e-6, num_queries=64, max_unstable=2, mode="tight")
 BUDGET_EPSILON = 1.0e9
@@ -47,29 +47,8 @@ def _loop(ledger_path: str, released_path: str, trial: str) -> int:
         j += 1
 
 
-def _fork(*args: str) -> int:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _loop(*args)
-        finally:
-            os._exit(254)
-    return pid
-
-
-def serve() -> None:
-    print("ready", flush=True)
-    for line in sys.stdin:
-        command, *args = line.split()
-        if command == "spawn":
-            print(_fork(*args), flush=True)
-        elif command == "reap":
-            print(os.waitpid(int(args[0]), 0)[1], flush=True)
-        elif command == "quit":
-            return
-        else:
-            raise SystemExit(f"unknown command {command!r}")
+COMMANDS = {"spawn": lambda *args: fork_call(_loop, *args)}
 
 
 if __name__ == "__main__":
-    serve()
+    serve(COMMANDS)

@@ -7,7 +7,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,38 +15,15 @@ import pytest
 
 from pate_stab.errors import LedgerError
 from pate_stab.privacy.ledger import PrivacyLedger
+from tests.fork_worker import ask, worker_process
 
 WORKER = Path(__file__).with_name("releaser_kill_worker.py")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def worker() -> Iterator[subprocess.Popen[str]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, str(WORKER)], cwd=ROOT, env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert _ask(proc, None) == "ready"
+    with worker_process(WORKER) as proc:
         yield proc
-        _ask(proc, "quit", expect_reply=False)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-def _ask(proc: subprocess.Popen[str], command: str | None, *, expect_reply: bool = True) -> str:
-    assert proc.stdin is not None and proc.stdout is not None
-    if command is not None:
-        proc.stdin.write(command + "\n")
-        proc.stdin.flush()
-    if not expect_reply:
-        return ""
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"worker exited with {proc.wait()}")
-    return line.strip()
 
 
 def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, seed: int) -> dict[str, int]:
@@ -58,10 +34,10 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
     stats = {"trials": 0, "violations": 0, "released_runs": 0, "recorded_runs": 0, "refused_to_open": 0,
              "torn_tail_repaired": 0}
     for trial in range(trials):
-        child = int(_ask(worker, f"spawn {ledger_path} {released_path} t{trial}"))
+        child = int(ask(worker, f"spawn {ledger_path} {released_path} t{trial}"))
         time.sleep(rng.uniform(0.0, 0.15))
         os.kill(child, signal.SIGKILL)
-        status = int(_ask(worker, f"reap {child}"))
+        status = int(ask(worker, f"reap {child}"))
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
         stats["trials"] += 1
         try:
