@@ -65,6 +65,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
     ("--num-queries", "num_queries", int, "m, public queries to label"),
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
+    ("--releaser-noise", "releaser_noise", str, "seeded (reproducible) or secure (OS randomness; stability releasers)"),
     ("--query-selection", "query_selection", str, "first (pool order) or student-confidence (see selection.py)"),
     ("--selection-round-size", "selection_round_size", int, "student-confidence: first and smallest round"),
     ("--bottom", "bottom", str, "drop or random: what the student does with ⊥"),

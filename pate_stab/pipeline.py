@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 
 from pate_stab.aggregation.compare import make_aggregator
-from pate_stab.aggregation.releaser import StabilityReleaser
+from pate_stab.aggregation.releaser import NOISE_MODES, StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.data import (
@@ -183,6 +183,10 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
+    # the stability releasers' noise: "seeded" (float Laplace from the run's seed: reproducible
+    # research) or "secure" (exact discrete Laplace from the OS's CSPRNG, immune to the
+    # floating-point attack; see StabilityReleaser). The baselines always draw float noise.
+    releaser_noise: Literal["seeded", "secure"] = "seeded"
     # which public inputs are queried: "first" (pool order) or "student-confidence" (rounds chosen
     # from public data and released labels; see pate_stab.selection)
     query_selection: str = "first"
@@ -211,6 +215,8 @@ class TransferConfig:
             raise ValueError(f"threat_model must be one of {', '.join(THREAT_MODELS)}, got {self.threat_model!r}")
         if self.calibration not in ("paper", "tight"):
             raise ValueError(f"calibration must be 'paper' or 'tight', got {self.calibration!r}")
+        if self.releaser_noise not in NOISE_MODES:
+            raise ValueError(f"releaser_noise must be one of {', '.join(NOISE_MODES)}, got {self.releaser_noise!r}")
         if self.features not in ("raw", "pca"):
             raise ValueError(f"features must be 'raw' or 'pca', got {self.features!r}")
         if self.stop_after not in (None, "teachers", "release"):
@@ -678,15 +684,18 @@ def release_labels(
     k, m = config.num_teachers, config.num_queries
     votes = prep.votes
     agg = _make_aggregator(aggregator, config, epsilon, m, k, soft)
+    # the stability releasers' noise: seeded from ``generator``, or secure (OS randomness)
+    secure = config.releaser_noise == "secure"
+    noise_kw: dict[str, Any] = {"noise": config.releaser_noise, "generator": None if secure else generator}
     if aggregator == "stability":
-        rel = StabilityReleaser(agg, generator=generator, ledger=ledger, spend_id=spend_id)
+        rel = StabilityReleaser(agg, ledger=ledger, spend_id=spend_id, **noise_kw)
 
         def release(index: Tensor) -> Tensor:
             return rel.release(votes.histograms(index)).labels
 
         halted, summarize = (lambda: rel.halted), rel.summary
     elif soft:
-        srel = SoftLabelReleaser(agg, gamma=config.gamma, generator=generator, ledger=ledger, spend_id=spend_id)
+        srel = SoftLabelReleaser(agg, gamma=config.gamma, ledger=ledger, spend_id=spend_id, **noise_kw)
 
         def release(index: Tensor) -> Tensor:
             return srel.release(votes.scores(index)).labels
@@ -731,6 +740,13 @@ def release_labels(
     stored = [None if math.isnan(v) else v for v in labels.tolist()] if soft else labels.tolist()
     ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
     return Release(aggregator, labels, soft, summary, spend_id, False, selected.index, selection)
+
+
+def _noise_report(summary: dict[str, Any]) -> dict[str, Any]:
+    """The release's noise: seeded floats, or secure with the integer threshold and exact λ' used."""
+    if summary.get("noise") != "secure":
+        return {"noise": "seeded"}
+    return {key: summary[key] for key in ("noise", "threshold", "noise_scale_exact")}
 
 
 def selection_report(release: Release) -> dict[str, Any]:
@@ -887,6 +903,7 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
             "calibration": s.get(
                 "calibration_detail", {k: v for k, v in s.items() if k not in ("queries_seen", "answered", "abstained")}
             ),
+            "noise": _noise_report(s),
             "target_epsilon": config.epsilon,
             "target_delta": config.delta,
             "epsilon": s["epsilon"],

@@ -184,6 +184,34 @@ def test_soft_label_releaser_on_a_binary_task(tmp_path):
     assert report["calibration"]["soft_labels"] is True
 
 
+def test_secure_releaser_noise_end_to_end(tmp_path, first):
+    """releaser_noise="secure": exact discrete Laplace from the OS, recorded in the ledger, replayed on rerun."""
+    cfg = small(tmp_path, releaser_noise="secure")
+    report = run_transfer(cfg)
+    with ledger_of(cfg) as ledger:
+        (entry,) = ledger.entries()
+        spent = ledger.spent()
+    assert entry.metadata["noise"] == "secure"
+    assert isinstance(entry.metadata["threshold"], int)  # the integer threshold actually used
+    assert "/" in entry.metadata["noise_scale_exact"]  # the exact rational λ' >= λ
+    assert entry.epsilon <= cfg.epsilon and entry.delta <= cfg.delta
+    assert report["noise"] == {key: entry.metadata[key] for key in ("noise", "threshold", "noise_scale_exact")}
+    _, seeded = first  # same teachers and queries, seeded noise: both answer the easy synthetic queries
+    assert seeded["noise"] == {"noise": "seeded"}
+    assert report["queries"]["answered"] > 0.8 * seeded["queries"]["answered"]
+    assert report["label_accuracy_answered"] > 0.9
+    again = run_transfer(cfg)  # OS randomness cannot be redrawn: the rerun replays the recorded labels
+    assert again["resumed"]["release"] is True
+    assert again["queries"] == report["queries"]
+    with ledger_of(cfg) as ledger:
+        assert len(ledger.entries()) == 1 and ledger.spent() == spent
+
+
+def test_releaser_noise_is_checked(tmp_path):
+    with pytest.raises(ValueError, match="releaser_noise must be one of seeded, secure"):
+        small(tmp_path, releaser_noise="os")
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [
