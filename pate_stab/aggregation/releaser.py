@@ -169,9 +169,9 @@ class _LedgerSpend:
 
 
 def releaser_noise(
-    releaser: Any,
     calibration: Calibration,
     *,
+    mechanism: str,
     soft_labels: bool,
     seeded: Callable[..., _SeededSparseVector],
     noise: Any,
@@ -185,8 +185,8 @@ def releaser_noise(
     Checks that ``calibration`` is a :class:`Calibration` for the releaser's kind of labels and
     builds the sparse vector with the calibration's scale, threshold and cutoff
     (``num_segments``: T failed tests for hard labels, 2T for soft) — :func:`secure_sparse_vector`
-    in secure mode, the ``seeded`` class on ``generator`` otherwise — and the spend, named after
-    ``releaser.mechanism``, whose metadata records the noise actually used.
+    in secure mode, the ``seeded`` class on ``generator`` otherwise — and the ``mechanism``'s
+    spend, whose metadata records the noise actually used.
     """
     if not isinstance(calibration, Calibration):
         raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
@@ -206,7 +206,7 @@ def releaser_noise(
             generator=check_generator(generator),
         )
     secure = svt if isinstance(svt, SecureSparseVector) else None
-    spend = _LedgerSpend(calibration, ledger, spend_id, releaser.mechanism, noise_summary(secure))
+    spend = _LedgerSpend(calibration, ledger, spend_id, mechanism, noise_summary(secure))
     return mode, svt, spend
 
 
@@ -243,7 +243,7 @@ class StabilityReleaser:
         source: RandomSource | None = None,
     ) -> None:
         self.noise, self._oqr, self._spend = releaser_noise(
-            self, calibration, soft_labels=False, seeded=OnlineQueryRelease, noise=noise,
+            calibration, mechanism=self.mechanism, soft_labels=False, seeded=OnlineQueryRelease, noise=noise,
             generator=generator, source=source, ledger=ledger, spend_id=spend_id,
         )  # fmt: skip
         self.calibration = calibration

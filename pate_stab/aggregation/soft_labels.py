@@ -84,7 +84,7 @@ class SoftLabelReleaser:
         source: RandomSource | None = None,
     ) -> None:
         self.noise, self._svt, self._spend = releaser_noise(
-            self, calibration, soft_labels=True, seeded=SparseVector, noise=noise,
+            calibration, mechanism=self.mechanism, soft_labels=True, seeded=SparseVector, noise=noise,
             generator=generator, source=source, ledger=ledger, spend_id=spend_id,
         )  # fmt: skip
         self.calibration = calibration

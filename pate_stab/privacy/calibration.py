@@ -199,7 +199,7 @@ def _tight_noise_scale(epsilon: float, delta_sv: float, segments: int) -> float:
     raise RuntimeError("PLD accounting did not confirm the optimal-composition λ")  # pragma: no cover
 
 
-def _threshold_within_delta(w: float, *, noise_scale: float, delta_sv: float, tests: int, delta: float) -> float:
+def threshold_within_delta(w: float, *, noise_scale: float, delta_sv: float, tests: int, delta: float) -> float:
     """``w``, raised by the least float steps needed so that δ_sv + tests · leak(w) <= δ holds as
     computed (the exact inverse and the δ split each round, and the sum may land a few ulps
     above δ; the certificate must not)."""
@@ -284,7 +284,7 @@ def calibrate(
         composition = "optimal composition (PLD)"
         w_paper = paper_threshold(noise_scale=lam, delta=d, num_queries=m, soft_labels=soft_labels)
         w, corrected = threshold_for_leak(probability=per_test, noise_scale=lam), True
-    w = _threshold_within_delta(w, noise_scale=lam, delta_sv=delta_sv, tests=tests, delta=d)
+    w = threshold_within_delta(w, noise_scale=lam, delta_sv=delta_sv, tests=tests, delta=d)
     corrected = corrected or w != w_paper
     leak = leak_probability(threshold=w, noise_scale=lam)
     return Calibration(

@@ -27,11 +27,11 @@ import torch
 from pate_stab._validation import check_delta, check_epsilon, check_int, check_probability, check_real
 from pate_stab.privacy.calibration import (
     Calibration,
-    _threshold_within_delta,
     calibrate,
     leak_probability,
     paper_threshold,
     threshold_for_leak,
+    threshold_within_delta,
 )
 from pate_stab.theory import corollary_max_unstable, paper_num_teachers
 
@@ -188,7 +188,7 @@ def tight_calibration(*, epsilon: float, delta: float, num_queries: int, max_uns
     lam = base.noise_scale
     per_test = base.delta_leak / m
     w = threshold_for_leak(probability=per_test, noise_scale=lam)
-    w = _threshold_within_delta(
+    w = threshold_within_delta(
         w, noise_scale=lam, delta_sv=base.delta_sparse_vector, tests=m, delta=base.delta
     )
     leak = leak_probability(threshold=w, noise_scale=lam)
