@@ -8,6 +8,7 @@ __all__ = [
     "LedgerError",
     "ConvergenceError",
     "HaltedError",
+    "ReplayedSpendError",
 ]
 
 
@@ -29,3 +30,11 @@ class ConvergenceError(PateStabError):
 
 class HaltedError(PateStabError):
     """A sparse-vector mechanism was asked for more answers after it halted at its cutoff."""
+
+
+class ReplayedSpendError(PateStabError):
+    """A release under a spend id that already bought its noise asked for outputs that were not recorded.
+
+    A spend id buys exactly one draw of noise (DESIGN.md fact 7): a replay returns the outputs
+    recorded for it, or refuses with this error; it never draws again.
+    """

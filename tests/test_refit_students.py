@@ -46,7 +46,8 @@ def test_refit_replays_the_release_and_spends_nothing(run):
     assert row["answered"] == report["queries"]["answered"]
     assert row["label_acc"] == report["label_accuracy_answered"]
     assert result["student"]["student_epochs"] == 1 and result["student"]["student_hidden"] == [8]
-    with PrivacyLedger(cfg.run_dir / "ledger.jsonl", budget_epsilon=cfg.epsilon, budget_delta=cfg.delta) as ledger:
+    path = cfg.run_dir / "ledger.jsonl"
+    with PrivacyLedger(path, run_id=cfg.run_name, budget_epsilon=cfg.epsilon, budget_delta=cfg.delta) as ledger:
         assert list(ledger.spent()) == result["spent"]
 
 

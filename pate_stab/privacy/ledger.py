@@ -6,13 +6,23 @@ after ``spend`` returns. A crash can therefore leave a spend recorded whose rele
 (over-count) but never a release without its spend (under-count).
 
 File format (``checkpoints/<run>/ledger.jsonl`` in a run): line 1 is a header with the budget,
-the neighbouring relation and the run id; every later line is one record (``spend``,
-``result``, ``ex_post`` or ``progress``). Each line is canonical JSON (sorted keys) carrying a
-consecutive ``seq``, the ``sha256`` of the previous line (``prev``) and its own ``sha256`` over
-the rest of the record. Opening a ledger verifies every line and raises
-:class:`pate_stab.errors.LedgerError` — which line, what is wrong — on any corrupted, edited,
-reordered or truncated line, or on a header that does not match the budget given; the library
-then refuses to run. (A whole final line removed cleanly cannot be detected from the file alone.)
+the neighbouring relation, the integrity mode and the run id; every later line is one record
+(``spend``, ``output``, ``result``, ``ex_post`` or ``progress``). Each line is canonical JSON
+(sorted keys) carrying a consecutive ``seq``, the digest of the previous line (``prev``) and its
+own digest over the rest of the record.
+
+Integrity: what opening a ledger detects. Every line is verified on open and before each
+spend, and :class:`pate_stab.errors.LedgerError` names the line and what is wrong.
+
+* Plain ledgers (the default; digest field ``sha256``) detect *accidental* damage: a corrupted
+  or partly written line, reordered or removed lines (except a whole final line removed
+  cleanly, which the file alone cannot show), and a header that does not match the budget,
+  relation or run it is opened for. They do **not** detect a deliberate edit: anyone who can
+  write the file can change a line and recompute the SHA-256 chain.
+* Keyed ledgers (``mac_key=...``; digest field ``hmac``, HMAC-SHA256 under that key) also detect
+  deliberate edits by anyone who lacks the key, provided the key is kept outside the ledger's
+  folder (it is never written to the file). A keyed ledger refuses to open without its key, and
+  a key refuses a plain ledger.
 
 Budget rule: the spent total is the *basic composition* of the recorded spends, (Σ ε_i, Σ δ_i)
 (Dwork & Roth 2014, Thm 3.16). It is valid for any adaptive sequence of (ε_i, δ_i)-DP
@@ -26,15 +36,20 @@ Concurrency: read-check-append runs under an exclusive ``fcntl.flock`` on the le
 file systems), so processes sharing one ledger cannot together exceed the budget; a thread lock
 does the same within a process, and a ledger object used in a forked child reopens the file.
 
-A repeated ``spend_id`` returns the recorded entry, with the payload stored by
-:meth:`PrivacyLedger.record_result` if any, instead of spending again — a retried request does
-not draw fresh noise. Record the result before releasing it for retries to be idempotent.
+One spend id, one draw of noise (DESIGN.md fact 7). A release's outputs are stored with its
+spend: :meth:`PrivacyLedger.spend` takes the first ``output`` in the same line (one durable
+write: the spend and what it released are recorded together, or neither is), and
+:meth:`PrivacyLedger.record_output` appends the outputs of later calls of an online release,
+each before it leaves the releaser. A repeated ``spend_id`` returns the recorded entry with its
+outputs instead of spending again; the caller returns those outputs and must never draw fresh
+noise under the old charge (:class:`pate_stab.aggregation.spend.LedgerRelease` enforces this).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
 import json
 import math
 import os
@@ -53,11 +68,14 @@ from pate_stab.errors import BudgetExhaustedError, LedgerError
 if TYPE_CHECKING:
     from pate_stab.privacy.accounting import ExPostEvent, PrivacyEvent
 
-__all__ = ["PrivacyLedger", "LedgerEntry", "NEIGHBOURING_RELATIONS"]
+__all__ = ["PrivacyLedger", "LedgerEntry", "NEIGHBOURING_RELATIONS", "DEFAULT_NEIGHBOURING"]
 
 FORMAT = "pate_stab.ledger"
 VERSION = 1
-NEIGHBOURING_RELATIONS = ("replace_one", "add_remove")
+NEIGHBOURING_RELATIONS = ("add_remove", "replace_one")
+DEFAULT_NEIGHBOURING = "add_remove"
+"""What the library's releases guarantee by default: content-keyed shards move one teacher per
+added or removed record (DESIGN.md fact 1); replace-one needs record-id keys or group privacy."""
 _RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
 
 
@@ -74,6 +92,8 @@ class LedgerEntry:
         metadata: free JSON data given with the spend.
         time: Unix time of the spend.
         result: payload recorded with :meth:`PrivacyLedger.record_result` (``has_result``).
+        outputs: the released outputs, one payload per release call, in order (the first one
+            stored with the spend itself, see :meth:`PrivacyLedger.spend`).
         ex_post: realised ex-post loss, if recorded.
         replayed: True when ``spend`` returned this earlier record instead of spending.
     """
@@ -88,6 +108,7 @@ class LedgerEntry:
     time: float
     result: Any = None
     has_result: bool = False
+    outputs: tuple[Any, ...] = ()
     ex_post: ExPostEvent | None = None
     replayed: bool = field(default=False, compare=False)
 
@@ -96,8 +117,11 @@ def _canonical(record: Mapping[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
-def _digest(record: Mapping[str, Any]) -> str:
-    return hashlib.sha256(_canonical(record).encode("ascii")).hexdigest()
+def _digest(record: Mapping[str, Any], key: bytes | None = None) -> str:
+    data = _canonical(record).encode("ascii")
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def _json_value(name: str, value: Any) -> Any:
@@ -114,14 +138,20 @@ class PrivacyLedger:
         path: the ledger file (created with its parent folders if absent).
         budget_epsilon: total ε of the run, > 0.
         budget_delta: total δ of the run, in [0, 1).
-        run_id: checked against the header of an existing file; a new file gets this id (or a
-            random one when None).
-        neighbouring: the neighbouring relation the recorded guarantees hold under,
-            ``"replace_one"`` (default, as in PATE's code) or ``"add_remove"`` (the papers).
+        run_id: a new file gets this id (or a random one when None); an existing file must
+            carry it. Reopening an existing file needs its run id: None is refused, so that one
+            run never spends from another run's ledger by accident.
+        neighbouring: the neighbouring relation the recorded guarantees hold under:
+            ``"add_remove"`` (default: what releases over content-keyed shards guarantee,
+            DESIGN.md fact 1) or ``"replace_one"`` (only where it is true: record-id partition
+            keys, or calibrations that cover two changed teachers).
+        mac_key: optional secret (≥ 16 bytes) for HMAC-SHA256 line digests, so that deliberate
+            edits are detected by whoever holds the key (module docstring, "Integrity"). Never
+            stored in the file.
 
     Raises:
-        LedgerError: the file exists but is corrupted, truncated or was made for another
-            budget, relation or run.
+        LedgerError: the file exists but is corrupted, truncated, was made for another budget,
+            relation, run or integrity mode, or was reopened without its run id.
         ValueError / TypeError: invalid arguments.
     """
 
@@ -132,7 +162,8 @@ class PrivacyLedger:
         budget_epsilon: float,
         budget_delta: float,
         run_id: str | None = None,
-        neighbouring: str = "replace_one",
+        neighbouring: str = DEFAULT_NEIGHBOURING,
+        mac_key: bytes | None = None,
     ) -> None:
         self._budget = (
             check_epsilon(budget_epsilon, "budget_epsilon"),
@@ -142,8 +173,12 @@ class PrivacyLedger:
             raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise TypeError("run_id must be a non-empty str or None")
+        if mac_key is not None and (not isinstance(mac_key, bytes) or len(mac_key) < 16):
+            raise TypeError("mac_key must be bytes of length >= 16 (or None for a plain SHA-256 chain)")
         self._neighbouring = neighbouring
         self._requested_run_id = run_id
+        self._mac_key = mac_key
+        self._digest_field = "sha256" if mac_key is None else "hmac"
         self._path = Path(path)
         self._path.parent.mkdir(parents=True, exist_ok=True)
         self._thread_lock = threading.RLock()
@@ -179,6 +214,7 @@ class PrivacyLedger:
                     "budget_epsilon": self._budget[0],
                     "budget_delta": self._budget[1],
                     "neighbouring": self._neighbouring,
+                    "integrity": "sha256" if self._mac_key is None else "hmac-sha256",
                     "accounting": "basic composition of the recorded (epsilon, delta)",
                     "created": time.time(),
                 }
@@ -189,7 +225,14 @@ class PrivacyLedger:
                 finally:
                     os.close(dir_fd)
             else:
+                if self._requested_run_id is None:
+                    raise LedgerError(
+                        f"ledger {self._path} already exists: pass its run_id to reopen it (a ledger opened "
+                        "without one could be another run's, whose spends would then be mixed with this run's)"
+                    )
                 self._sync()
+            # a forked child reopens the file: it must accept the same run
+            self._requested_run_id = str(self._header["run_id"]) if self._header else self._requested_run_id
 
     @contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[None]:
@@ -208,7 +251,7 @@ class PrivacyLedger:
     def _append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record as a line, fsync it, and apply it. Caller holds the exclusive lock."""
         record = {**record, "seq": self._seq + 1, "prev": self._prev}
-        record["sha256"] = _digest(record)
+        record[self._digest_field] = _digest(record, self._mac_key)
         data = (_canonical(record) + "\n").encode("ascii")
         view = memoryview(data)
         while view:
@@ -250,13 +293,20 @@ class PrivacyLedger:
         where = f"ledger {self._path}, line {line_no}"
         if not isinstance(record, dict):
             raise LedgerError(f"{where}: not a JSON object")
-        body = {k: v for k, v in record.items() if k != "sha256"}
+        field_name = self._digest_field
+        other = "hmac" if field_name == "sha256" else "sha256"
+        if other in record:
+            if other == "hmac":
+                raise LedgerError(f"{where}: the ledger is keyed (HMAC-SHA256); open it with its mac_key")
+            raise LedgerError(f"{where}: the ledger is not keyed (plain SHA-256) but a mac_key was given")
+        body = {k: v for k, v in record.items() if k != field_name}
         try:
-            digest = _digest(body)
+            digest = _digest(body, self._mac_key)
         except ValueError as exc:
             raise LedgerError(f"{where}: invalid value ({exc})") from exc
-        if record.get("sha256") != digest:
-            raise LedgerError(f"{where}: checksum mismatch (the line was edited or corrupted)")
+        if not isinstance(record.get(field_name), str) or not hmac.compare_digest(record[field_name], digest):
+            what = "MAC mismatch (the line was edited, corrupted, or the key is wrong)"
+            raise LedgerError(f"{where}: {what if self._mac_key else 'checksum mismatch (the line was corrupted)'}")
         if record.get("seq") != self._seq + 1:
             raise LedgerError(f"{where}: sequence number {record.get('seq')!r}, expected {self._seq + 1}")
         if record.get("prev") != self._prev:
@@ -269,7 +319,7 @@ class PrivacyLedger:
                 self._check_header(record, where)
             elif kind == "spend":
                 self._apply_spend(record, where)
-            elif kind in ("result", "ex_post"):
+            elif kind in ("result", "ex_post", "output"):
                 self._apply_attachment(record, where)
             elif kind == "progress":
                 self._progress.append(dict(record["info"]))
@@ -278,7 +328,7 @@ class PrivacyLedger:
         except (KeyError, TypeError, ValueError) as exc:
             raise LedgerError(f"{where}: malformed {kind} record ({exc!r})") from exc
         self._seq += 1
-        self._prev = record["sha256"]
+        self._prev = record[field_name]
 
     def _check_header(self, header: dict[str, Any], where: str) -> None:
         if header.get("format") != FORMAT or header.get("version") != VERSION:
@@ -316,6 +366,7 @@ class PrivacyLedger:
             event=event,
             metadata=dict(record["metadata"]),
             time=float(record["time"]),
+            outputs=(record["output"],) if "output" in record else (),
             ex_post=event if isinstance(event, ExPostEvent) else None,
         )
         eps, delta = self._totals([entry])
@@ -334,6 +385,13 @@ class PrivacyLedger:
             if entry.has_result:
                 raise LedgerError(f"{where}: second result for spend_id {spend_id!r}")
             new = {"result": record["payload"], "has_result": True}
+        elif record["kind"] == "output":
+            if record["index"] != len(entry.outputs):
+                raise LedgerError(
+                    f"{where}: output {record['index']!r} of {spend_id!r} out of order "
+                    f"({len(entry.outputs)} recorded before it)"
+                )
+            new = {"outputs": (*entry.outputs, record["payload"])}
         else:
             event = event_from_dict(record["event"])
             if not isinstance(event, ExPostEvent) or entry.ex_post is not None:
@@ -361,11 +419,15 @@ class PrivacyLedger:
         mechanism: str = "unspecified",
         metadata: Mapping[str, Any] | None = None,
         check_event: bool = True,
+        output: Any = None,
     ) -> LedgerEntry:
         """Record a spend of (``epsilon``, ``delta``) durably, then return its entry.
 
-        Release only after this returns. If ``spend_id`` was recorded before, nothing is spent
-        and the recorded entry (``replayed=True``, with its stored ``result``) is returned.
+        Release only after this returns, and release what the returned entry records. If
+        ``spend_id`` was recorded before, nothing is spent and the recorded entry
+        (``replayed=True``, with its stored ``outputs`` and ``result``) is returned; the
+        ``output`` passed in is then *not* stored and must not be released (it came from a
+        second draw of noise under the same charge).
 
         Args:
             spend_id: the caller's unique id for this request (retries reuse it).
@@ -376,6 +438,9 @@ class PrivacyLedger:
                 the ex-ante (ε, δ), and with δ = 0 it must not exceed ε.
             mechanism: short name for the record.
             metadata: JSON data stored with the spend.
+            output: the first output of the release this spend pays for (JSON data), written in
+                the same line as the spend, so that the charge and what it bought are durable
+                together (``outputs[0]`` of the entry).
 
         Raises:
             BudgetExhaustedError: the spend would exceed the budget; nothing was written.
@@ -396,6 +461,7 @@ class PrivacyLedger:
         if event is not None and not isinstance(event, PrivacyEvent):
             raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
         meta = _json_value("metadata", dict(metadata or {}))
+        out = None if output is None else _json_value("output", output)
         event_dict: dict[str, Any] | None = None
         if event is not None:
             event_dict = _json_value("event", event.to_dict())
@@ -439,19 +505,69 @@ class PrivacyLedger:
                     f"(epsilon={self._budget[0]}, delta={self._budget[1]}) is already spent; "
                     "nothing was recorded or released"
                 )
-            self._append(
-                {
-                    "kind": "spend",
-                    "spend_id": spend_id,
-                    "epsilon": epsilon,
-                    "delta": delta,
-                    "mechanism": mechanism,
-                    "event": event_dict,
-                    "metadata": meta,
-                    "time": time.time(),
-                }
-            )
+            record: dict[str, Any] = {
+                "kind": "spend",
+                "spend_id": spend_id,
+                "epsilon": epsilon,
+                "delta": delta,
+                "mechanism": mechanism,
+                "event": event_dict,
+                "metadata": meta,
+                "time": time.time(),
+            }
+            if out is not None:
+                record["output"] = out
+            self._append(record)
             return self._spends[spend_id]
+
+    def check_budget(self, *, epsilon: float, delta: float, spend_id: str | None = None) -> None:
+        """Raise :class:`BudgetExhaustedError` now if a spend of (ε, δ) would not fit.
+
+        For refusing before any noise is drawn; :meth:`spend` checks again under the lock. A
+        ``spend_id`` that is already recorded fits (its retry spends nothing).
+        """
+        epsilon = check_nonnegative("epsilon", epsilon)
+        delta = check_delta(delta, allow_zero=True)
+        with self._locked(exclusive=False):
+            self._sync()
+            if spend_id is not None and spend_id in self._spends:
+                return
+            spent_eps, spent_delta = self._totals()
+            if not self._within_budget(math.fsum([spent_eps, epsilon]), math.fsum([spent_delta, delta])):
+                raise BudgetExhaustedError(
+                    f"a spend of (epsilon={epsilon}, delta={delta}) does not fit: (epsilon={spent_eps}, "
+                    f"delta={spent_delta}) of the budget (epsilon={self._budget[0]}, delta={self._budget[1]}) "
+                    "is already spent; nothing was drawn, recorded or released"
+                )
+
+    def record_output(self, spend_id: str, index: int, payload: Any) -> Any:
+        """Durably store output number ``index`` of a spend's release; return the stored output.
+
+        Outputs are numbered from 0 (output 0 is usually stored with the spend itself). If
+        output ``index`` is already recorded — another releaser under the same spend id got
+        there first — nothing is written and the recorded one is returned: release that, never
+        ``payload``.
+
+        Raises:
+            KeyError: no spend with this id.
+            ValueError: ``index`` would leave a gap, or the payload is not JSON data.
+        """
+        payload = _json_value("payload", payload)
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise ValueError(f"index must be a non-negative int, got {index!r}")
+        with self._locked(exclusive=True):
+            self._sync()
+            entry = self._spends.get(spend_id)
+            if entry is None:
+                raise KeyError(f"no spend recorded with spend_id {spend_id!r}")
+            if index < len(entry.outputs):
+                return entry.outputs[index]
+            if index > len(entry.outputs):
+                raise ValueError(
+                    f"output {index} of {spend_id!r} would leave a gap: {len(entry.outputs)} outputs are recorded"
+                )
+            self._append({"kind": "output", "spend_id": spend_id, "index": index, "payload": payload})
+            return self._spends[spend_id].outputs[index]
 
     def record_result(self, spend_id: str, payload: Any) -> None:
         """Durably store the released payload of a spend, so a retry returns it unchanged.
@@ -533,6 +649,7 @@ class PrivacyLedger:
             "path": str(self._path),
             "run_id": self.run_id,
             "neighbouring": self._neighbouring,
+            "integrity": "sha256" if self._mac_key is None else "hmac-sha256",
             "budget": {"epsilon": self._budget[0], "delta": self._budget[1]},
             "spent_basic_composition": {"epsilon": eps, "delta": delta},
             "num_spends": len(entries),

@@ -17,7 +17,7 @@ def _votes(k=900, m=200, c=4, p=0.95, seed=0):
 
 def test_every_aggregator_same_target(tmp_path):
     preds, truth = _votes()
-    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", budget_epsilon=100.0, budget_delta=1e-3)
+    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=100.0, budget_delta=1e-3)
     rows = compare_aggregators(
         preds,
         truth,

@@ -54,13 +54,13 @@ def test_more_queries_than_calibrated_is_refused():
 
 
 def test_spend_recorded_before_release(tmp_path):
-    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", budget_epsilon=10.0, budget_delta=1e-4)
+    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=10.0, budget_delta=1e-4)
     rel = StabilityReleaser(CAL, generator=torch.Generator().manual_seed(0), ledger=ledger, spend_id="run-1")
     assert ledger.spent() == (0.0, 0.0)
     rel.release(_hist([[900, 0]]))
     eps, delta = ledger.spent()
     assert eps == pytest.approx(CAL.certified_epsilon) and delta == pytest.approx(CAL.certified_delta)
-    small = PrivacyLedger(tmp_path / "small.jsonl", budget_epsilon=1.0, budget_delta=1e-4)
+    small = PrivacyLedger(tmp_path / "small.jsonl", run_id="t", budget_epsilon=1.0, budget_delta=1e-4)
     rel2 = StabilityReleaser(CAL, generator=torch.Generator().manual_seed(0), ledger=small)
     with pytest.raises(BudgetExhaustedError):
         rel2.release(_hist([[900, 0]]))

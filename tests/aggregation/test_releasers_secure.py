@@ -84,7 +84,7 @@ def test_secure_threshold_and_scale_keep_the_calibration():
 
 def test_summary_and_ledger_fields_match_the_hard_releaser(tmp_path):
     hard_cal = calibrate(epsilon=8, delta=1e-5, num_queries=500, max_unstable=2, mode="tight")
-    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", budget_epsilon=100.0, budget_delta=1e-3)
+    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=100.0, budget_delta=1e-3)
     soft = _secure(ledger=ledger, spend_id="soft")
     hard = StabilityReleaser(
         hard_cal, generator=None, noise="secure", source=SeededRandomSource(1), ledger=ledger, spend_id="hard"

@@ -387,7 +387,7 @@ def test_exhaustion_modes(ridge: RidgeProblem) -> None:
 
 
 def test_ledger_records_ex_ante_and_ex_post(ridge: RidgeProblem, tmp_path: Path) -> None:
-    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", budget_epsilon=1e6, budget_delta=1e-6)
+    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=1e6, budget_delta=1e-6)
     alpha = 0.1
     levels = geometric_levels(1e-2, 4 * theory_epsilon(ridge, alpha=alpha), 50)
     with pytest.raises(ValueError, match="refuse"):

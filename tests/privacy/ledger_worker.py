@@ -35,7 +35,7 @@ def _release(fd: int, spend_id: str, epsilon: float) -> None:
 
 
 def _spend_loop(ledger_path: str, released_path: str, mode: str, trial: str) -> None:
-    ledger = PrivacyLedger(ledger_path, budget_epsilon=KILL_BUDGET_EPSILON, budget_delta=0.0)
+    ledger = PrivacyLedger(ledger_path, run_id="t", budget_epsilon=KILL_BUDGET_EPSILON, budget_delta=0.0)
     released = os.open(released_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     event = PureDpEvent(KILL_SPEND_EPSILON)
     i = 0
@@ -56,7 +56,7 @@ def _spend_loop(ledger_path: str, released_path: str, mode: str, trial: str) -> 
 def _hammer(
     ledger_path: str, prefix: str, barrier: tuple[int, int], attempts: int, epsilon: float, budget: float
 ) -> int:
-    ledger = PrivacyLedger(ledger_path, budget_epsilon=budget, budget_delta=0.0)
+    ledger = PrivacyLedger(ledger_path, run_id="t", budget_epsilon=budget, budget_delta=0.0)
     os.close(barrier[1])
     os.read(barrier[0], 1)  # returns (EOF) when the parent closes the write end: all start together
     succeeded = 0

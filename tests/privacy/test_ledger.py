@@ -32,7 +32,7 @@ KILL_BUDGET_EPSILON = 1.0e6  # as in ledger_worker.py
 
 
 def _ledger(path: Path, **kwargs: object) -> PrivacyLedger:
-    args: dict[str, object] = {"budget_epsilon": 1.0, "budget_delta": 1e-5}
+    args: dict[str, object] = {"budget_epsilon": 1.0, "budget_delta": 1e-5, "run_id": "t"}
     args.update(kwargs)
     return PrivacyLedger(path, **args)  # type: ignore[arg-type]
 
@@ -115,7 +115,7 @@ def test_over_budget_raises_and_writes_nothing(path: Path) -> None:
 
 
 def test_budget_split_into_equal_parts_is_spendable_exactly(path: Path) -> None:
-    ledger = PrivacyLedger(path, budget_epsilon=3.0, budget_delta=0.0)
+    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=3.0, budget_delta=0.0)
     part = 3.0 / 7  # 7 · fl(3/7) is not exactly 3.0 in floating point
     for i in range(7):
         ledger.spend(f"s{i}", epsilon=part, delta=0.0)
@@ -124,7 +124,7 @@ def test_budget_split_into_equal_parts_is_spendable_exactly(path: Path) -> None:
 
 
 def test_pure_budget_refuses_any_delta(path: Path) -> None:
-    ledger = PrivacyLedger(path, budget_epsilon=1.0, budget_delta=0.0)
+    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=0.0)
     with pytest.raises(BudgetExhaustedError):
         ledger.spend("d", epsilon=0.1, delta=1e-12)
 
@@ -281,9 +281,9 @@ def test_corrupted_ledger_refuses_to_open(path: Path, corruption: str) -> None:
 def test_header_mismatch_refuses_to_open(path: Path) -> None:
     _ledger(path, run_id="r1").close()
     with pytest.raises(LedgerError, match="budget"):
-        PrivacyLedger(path, budget_epsilon=2.0, budget_delta=1e-5)
+        PrivacyLedger(path, run_id="r1", budget_epsilon=2.0, budget_delta=1e-5)
     with pytest.raises(LedgerError, match="neighbouring"):
-        _ledger(path, neighbouring="add_remove")
+        _ledger(path, run_id="r1", neighbouring="replace_one")
     with pytest.raises(LedgerError, match="run"):
         _ledger(path, run_id="r2")
     _ledger(path, run_id="r1").close()
@@ -301,8 +301,8 @@ def test_live_ledger_notices_corruption_before_spending(path: Path) -> None:
 
 
 def test_two_ledger_objects_on_one_file_share_the_budget(path: Path) -> None:
-    first = PrivacyLedger(path, budget_epsilon=1.0, budget_delta=0.0)
-    second = PrivacyLedger(path, budget_epsilon=1.0, budget_delta=0.0)
+    first = PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=0.0)
+    second = PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=0.0)
     first.spend("a", epsilon=0.5, delta=0.0)
     second.spend("b", epsilon=0.5, delta=0.0)
     assert first.spent() == (1.0, 0.0)
@@ -312,7 +312,7 @@ def test_two_ledger_objects_on_one_file_share_the_budget(path: Path) -> None:
 
 
 def test_threads_sharing_one_ledger_cannot_exceed_the_budget(path: Path) -> None:
-    ledger = PrivacyLedger(path, budget_epsilon=2.0, budget_delta=0.0)
+    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=0.0)
     outcomes: list[bool] = []
 
     def work(thread: int) -> None:
@@ -329,7 +329,7 @@ def test_threads_sharing_one_ledger_cannot_exceed_the_budget(path: Path) -> None
     for t in threads:
         t.join()
     assert outcomes.count(True) == 16  # 2.0 / 0.125
-    assert len(PrivacyLedger(path, budget_epsilon=2.0, budget_delta=0.0).entries()) == 16
+    assert len(PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=0.0).entries()) == 16
 
 
 @pytest.fixture(scope="module")
@@ -342,14 +342,14 @@ def worker() -> Iterator[subprocess.Popen[str]]:
 def test_two_processes_cannot_exceed_the_budget(path: Path, worker: subprocess.Popen[str]) -> None:
     num_allowed, epsilon, num_procs = 40, 0.1, 2
     budget = num_allowed * epsilon  # the float sum of 40 spends of 0.1 is 4.000000000000001: slack needed
-    PrivacyLedger(path, budget_epsilon=budget, budget_delta=0.0).close()
+    PrivacyLedger(path, run_id="t", budget_epsilon=budget, budget_delta=0.0).close()
     # each process alone tries to spend the whole budget
     reply = ask(worker, f"hammer {path} p {num_procs} {num_allowed} {epsilon!r} {budget!r}").split()
     assert reply[0] == "succeeded"
     counts = [int(c) for c in reply[1:]]
     print(f"hammer: successes per process {counts}")
     assert sum(counts) == num_allowed
-    ledger = PrivacyLedger(path, budget_epsilon=budget, budget_delta=0.0)
+    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=budget, budget_delta=0.0)
     assert len(ledger.entries()) == num_allowed
     assert math.isclose(ledger.spent()[0], budget, rel_tol=1e-12)
     with pytest.raises(BudgetExhaustedError):
@@ -369,7 +369,7 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
         stats["trials"] += 1
         try:
-            ledger = PrivacyLedger(ledger_path, budget_epsilon=KILL_BUDGET_EPSILON, budget_delta=0.0)
+            ledger = PrivacyLedger(ledger_path, run_id="t", budget_epsilon=KILL_BUDGET_EPSILON, budget_delta=0.0)
         except LedgerError:
             stats["refused_to_open"] += 1
             break
@@ -412,3 +412,97 @@ def test_kill_never_leaves_released_spend_unrecorded_many(tmp_path: Path, worker
     print(f"kill test (slow tier): {stats}")
     assert stats["refused_to_open"] == 0 and stats["trials"] == 300
     assert stats["violations"] == 0
+
+
+# -- audit defects: relation, run id, integrity, outputs --------------------------------------------
+
+
+def test_default_relation_is_add_remove(path: Path) -> None:
+    # content-keyed shards move one teacher per added or removed record, two per replaced one
+    _ledger(path).close()
+    assert json.loads(path.read_text().splitlines()[0])["neighbouring"] == "add_remove"
+    assert _ledger(path).report()["neighbouring"] == "add_remove"
+
+
+def test_reopening_without_run_id_is_refused(path: Path) -> None:
+    _ledger(path, run_id="run-a").close()
+    with pytest.raises(LedgerError, match="run_id"):
+        PrivacyLedger(path, budget_epsilon=1.0, budget_delta=1e-5)  # run_id=None
+    with pytest.raises(LedgerError, match="run-a"):
+        _ledger(path, run_id="run-b")
+    _ledger(path, run_id="run-a").close()
+
+
+def _forge(path: Path) -> None:
+    """Lower a spend's ε and recompute the plain SHA-256 chain, as someone editing the file would."""
+    from pate_stab.privacy.ledger import _digest
+
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    prev = ""
+    for rec in records:
+        rec.pop("sha256", None)
+        if rec.get("kind") == "spend":
+            rec["epsilon"] = 0.0001
+        rec["prev"] = prev
+        rec["sha256"] = _digest(rec)
+        prev = rec["sha256"]
+    path.write_text("".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
+
+
+def test_plain_chain_detects_corruption_but_not_a_recomputed_edit(path: Path) -> None:
+    # what the module docstring claims for plain ledgers, shown both ways
+    ledger = _ledger(path)
+    ledger.spend("q1", epsilon=0.5, delta=0.0, mechanism="svt")
+    ledger.close()
+    _forge(path)
+    assert _ledger(path).spent() == (0.0001, 0.0)  # a deliberate edit is NOT detected without a key
+
+
+def test_keyed_ledger_detects_a_recomputed_edit(path: Path) -> None:
+    key = b"k" * 32
+    ledger = _ledger(path, mac_key=key)
+    ledger.spend("q1", epsilon=0.5, delta=0.0, mechanism="svt")
+    ledger.close()
+    assert key not in path.read_bytes()
+    assert _ledger(path, mac_key=key).spent() == (0.5, 0.0)
+    with pytest.raises(LedgerError, match="mac_key"):
+        _ledger(path)  # a keyed ledger needs its key
+    with pytest.raises(LedgerError, match="MAC mismatch"):
+        _ledger(path, mac_key=b"x" * 32)
+    text = path.read_text().replace('"hmac"', '"sha256"')
+    path.write_text(text)
+    _forge(path)  # stripped to a plain chain and re-hashed: the key holder refuses it
+    with pytest.raises(LedgerError, match="not keyed"):
+        _ledger(path, mac_key=key)
+
+
+def test_mac_key_must_be_long_bytes(path: Path) -> None:
+    with pytest.raises(TypeError, match="mac_key"):
+        _ledger(path, mac_key="secret")
+    with pytest.raises(TypeError, match="mac_key"):
+        _ledger(path, mac_key=b"short")
+
+
+def test_outputs_are_recorded_in_order_and_replayed(path: Path) -> None:
+    ledger = _ledger(path)
+    entry = ledger.spend("r", epsilon=0.5, delta=0.0, mechanism="svt", output={"labels": [1, 2]})
+    assert entry.outputs == ({"labels": [1, 2]},)
+    assert ledger.record_output("r", 1, {"labels": [3]}) == {"labels": [3]}
+    assert ledger.record_output("r", 1, {"labels": [9]}) == {"labels": [3]}  # first one stays
+    with pytest.raises(ValueError, match="gap"):
+        ledger.record_output("r", 5, {"labels": []})
+    with pytest.raises(KeyError):
+        ledger.record_output("nope", 0, {})
+    ledger.close()
+    again = _ledger(path).spend("r", epsilon=0.5, delta=0.0, mechanism="svt", output={"labels": [7, 7]})
+    assert again.replayed and again.outputs == ({"labels": [1, 2]}, {"labels": [3]})
+
+
+def test_check_budget_refuses_without_writing(path: Path) -> None:
+    ledger = _ledger(path)
+    ledger.spend("a", epsilon=0.9, delta=0.0, mechanism="svt")
+    before = path.read_bytes()
+    with pytest.raises(BudgetExhaustedError, match="nothing was drawn"):
+        ledger.check_budget(epsilon=0.2, delta=0.0)
+    ledger.check_budget(epsilon=0.9, delta=0.0, spend_id="a")  # a retry of a recorded spend fits
+    assert path.read_bytes() == before

@@ -30,7 +30,7 @@ BUDGET_DELTA = 0.999
 
 def _loop(ledger_path: str, released_path: str, trial: str) -> int:
     torch.set_num_threads(1)
-    ledger = PrivacyLedger(ledger_path, budget_epsilon=BUDGET_EPSILON, budget_delta=BUDGET_DELTA)
+    ledger = PrivacyLedger(ledger_path, run_id="t", budget_epsilon=BUDGET_EPSILON, budget_delta=BUDGET_DELTA)
     released = os.open(released_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     gen = torch.Generator().manual_seed(len(trial))
     k = int(2 * CAL.threshold) + 200

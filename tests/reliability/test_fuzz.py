@@ -114,7 +114,8 @@ bad_counts = st.one_of(
 @FUZZ
 @given(counts=bad_counts)
 def test_stability_releaser_bad_counts(counts, tmp_path_factory):
-    ledger = PrivacyLedger(tmp_path_factory.mktemp("l") / "ledger.jsonl", budget_epsilon=100.0, budget_delta=0.1)
+    path = tmp_path_factory.mktemp("l") / "ledger.jsonl"
+    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=100.0, budget_delta=0.1)
     rel = StabilityReleaser(HARD_CAL, generator=_gen(), ledger=ledger)
     with pytest.raises(CLEAR):
         rel.release(counts)
@@ -137,7 +138,7 @@ def test_stability_releaser_empty_is_refused():
 
 
 def test_stability_releaser_empty_spends_nothing(tmp_path):
-    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", budget_epsilon=100.0, budget_delta=0.1)
+    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=100.0, budget_delta=0.1)
     rel = StabilityReleaser(HARD_CAL, generator=_gen(), ledger=ledger)
     with pytest.raises(ValueError):
         rel.release(torch.zeros((0, 3), dtype=torch.int64))
@@ -258,7 +259,7 @@ def test_secure_samplers_bad_scale(scale):
 @given(field=st.sampled_from(["epsilon", "delta"]), value=st.one_of(bad_real, st.sampled_from([-1.0, -1e-300])))
 def test_ledger_spend_bad_values(field, value, tmp_path_factory):
     path: Path = tmp_path_factory.mktemp("l") / "ledger.jsonl"
-    ledger = PrivacyLedger(path, budget_epsilon=10.0, budget_delta=1e-3)
+    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=10.0, budget_delta=1e-3)
     kwargs = dict(epsilon=0.1, delta=0.0)
     kwargs[field] = value
     with pytest.raises(CLEAR):
@@ -269,7 +270,7 @@ def test_ledger_spend_bad_values(field, value, tmp_path_factory):
 @pytest.mark.parametrize("kwargs", [dict(epsilon=1e308, delta=0.0), dict(epsilon=0.1, delta=1.0),
                                     dict(epsilon=0.1, delta=0.5)])
 def test_ledger_spend_huge_values(kwargs, tmp_path):
-    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", budget_epsilon=10.0, budget_delta=1e-3)
+    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=10.0, budget_delta=1e-3)
     with pytest.raises(CLEAR + (BudgetExhaustedError,)):
         ledger.spend("id-1", **kwargs)
     assert ledger.spent() == (0.0, 0.0)

@@ -41,7 +41,7 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
         stats["trials"] += 1
         try:
-            ledger = PrivacyLedger(ledger_path, budget_epsilon=BUDGET_EPSILON, budget_delta=BUDGET_DELTA)
+            ledger = PrivacyLedger(ledger_path, run_id="t", budget_epsilon=BUDGET_EPSILON, budget_delta=BUDGET_DELTA)
         except LedgerError as exc:
             # SIGKILL can cut a write that straddles a page boundary: the ledger then refuses to
             # open (fail-safe). The torn line is the last one and its spend never returned, so
@@ -52,7 +52,7 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
             data = ledger_path.read_bytes()
             ledger_path.write_bytes(data[: data.rfind(b"\n") + 1])
             stats["torn_tail_repaired"] += 1
-            ledger = PrivacyLedger(ledger_path, budget_epsilon=BUDGET_EPSILON, budget_delta=BUDGET_DELTA)
+            ledger = PrivacyLedger(ledger_path, run_id="t", budget_epsilon=BUDGET_EPSILON, budget_delta=BUDGET_DELTA)
         recorded = {e.spend_id: e.epsilon for e in ledger.entries()}
         recorded_epsilon = ledger.spent()[0]
         ledger.close()
