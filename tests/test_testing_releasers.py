@@ -8,8 +8,6 @@ and the outputs must be identical. This is what lets the statistical DP tests ru
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -23,16 +21,16 @@ from pate_stab.privacy.sparse_vector import above_threshold_scan
 from pate_stab.rng import spawn_generators
 from pate_stab.testing_releasers import soft_release_scan
 
-LAM, W, T = 1.0, 3.0, 2
+T = 2
 
 
-def _calibration(soft: bool, *, leak_per_test: float = 0.05):
-    """A real calibration with a small λ and threshold, so that tests pass and fail often."""
-    cal = calibrate(epsilon=8, delta=1e-5, num_queries=40, max_unstable=T, mode="tight", soft_labels=soft)
-    return dataclasses.replace(cal, noise_scale=LAM, threshold=W, leak_per_test=leak_per_test)
+def _calibration(soft: bool):
+    """A certified calibration with a small λ (ε = 8: λ ≈ 1 soft, 0.5 hard) and its threshold (w ≈ 32 soft,
+    15.5 hard); the votes below put distances on both sides of w, so tests pass and fail often."""
+    return calibrate(epsilon=8, delta=1e-5, num_queries=40, max_unstable=T, mode="tight", soft_labels=soft)
 
 
-def _scores(seed: int, k: int = 11, m: int = 8) -> torch.Tensor:
+def _scores(seed: int, k: int = 75, m: int = 8) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     centre = torch.rand(m, generator=gen, dtype=torch.float64)
     spread = 0.3 * torch.rand(m, generator=gen, dtype=torch.float64)
@@ -48,6 +46,7 @@ def _pad(values: list, length: int, dtype: torch.dtype) -> torch.Tensor:
 @pytest.mark.parametrize("gamma", [0.5, 0.25, 0.1])
 def test_soft_scan_equals_seeded_releaser(gamma):
     cal = _calibration(True)
+    lam, w = cal.noise_scale, cal.threshold
     seen = set()
     for seed in range(25):
         scores = _scores(seed)
@@ -55,11 +54,11 @@ def test_soft_scan_equals_seeded_releaser(gamma):
         real = rel.release(scores).status
         t_gen, q_gen = spawn_generators(torch.Generator().manual_seed(seed), 2)  # as SparseVector does
         m = scores.shape[1]
-        tn = LAM * UnitLaplaceStream(t_gen).take(2 * T).unsqueeze(0)
-        qn = 2 * LAM * UnitLaplaceStream(q_gen).take(2 * m).unsqueeze(0)
+        tn = lam * UnitLaplaceStream(t_gen).take(2 * T).unsqueeze(0)
+        qn = 2 * lam * UnitLaplaceStream(q_gen).take(2 * m).unsqueeze(0)
         pd = distance_to_instability(gamma_histogram(scores, gamma))
         sd = distance_to_instability(shifted_gamma_histogram(scores, gamma))
-        scan = soft_release_scan(pd, sd, qn, tn, threshold=W, max_failures=2 * T)[0]
+        scan = soft_release_scan(pd, sd, qn, tn, threshold=w, max_failures=2 * T)[0]
         assert torch.equal(scan, real), (seed, scan, real)
         seen.update(real.tolist())
     assert seen == {-1, 0, 1, 2}, seen  # passes on both histograms, failures and halting
@@ -101,11 +100,12 @@ def test_soft_scan_equals_secure_releaser(gamma, monkeypatch):
 
 def test_hard_scan_equals_secure_releaser(monkeypatch):
     cal = _calibration(False)
+    seen = set()
     for seed in range(25):
         draws = _recorded_draws(monkeypatch)
         gen = torch.Generator().manual_seed(seed)
-        top = torch.randint(3, 12, (10,), generator=gen)
-        counts = torch.stack([top, 12 - top], dim=1)
+        top = torch.randint(20, 41, (10,), generator=gen)  # distances 0 … 19 around w ≈ 15.5
+        counts = torch.stack([top, 40 - top], dim=1)
         rel = StabilityReleaser(cal, generator=None, noise="secure", source=SeededRandomSource(seed))
         real = rel.release(counts).status
         lam = rel._oqr.noise_scale
@@ -115,6 +115,8 @@ def test_hard_scan_equals_secure_releaser(monkeypatch):
             distance_to_instability(counts).double()[None], qn, tn, threshold=float(rel._oqr.threshold), max_failures=T
         ).outputs[0]
         assert torch.equal(scan, real), (seed, scan, real)
+        seen.update(real.tolist())
+    assert {0, 1} <= seen, seen  # both passes and failures
 
 
 def test_scan_rejects_short_noise():

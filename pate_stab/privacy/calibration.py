@@ -48,6 +48,8 @@ __all__ = [
     "sparse_vector_pld_epsilon",
     "paper_noise_scale",
     "paper_threshold",
+    "calibration_leak",
+    "check_calibration",
 ]
 
 Mode = Literal["paper", "tight"]
@@ -157,6 +159,9 @@ class Calibration:
     certified_delta: float
     composition: str
 
+    def __post_init__(self) -> None:
+        check_calibration(self)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -167,6 +172,58 @@ class Calibration:
             f"λ={self.noise_scale:.4g}, w={self.threshold:.4g}"
             f"{' (corrected; paper ' + format(self.paper_threshold, '.4g') + ')' if self.threshold_corrected else ''}, "
             f"certifies ε={self.certified_epsilon:.4g} ({self.composition}), δ={self.certified_delta:.3g})"
+        )
+
+
+def calibration_leak(calibration: Calibration) -> tuple[int, float]:
+    """(tests, leak per test) recomputed from the calibration's (m, soft_labels, λ, w) alone.
+
+    Nothing stored in the calibration is trusted: a test can leak with probability
+    P[Lap(2λ) − Lap(λ) > w] (DESIGN fact 3), and m (hard) or 2m (soft) tests can run.
+    """
+    tests = 2 * calibration.num_queries if calibration.soft_labels else calibration.num_queries
+    return tests, leak_probability(threshold=calibration.threshold, noise_scale=calibration.noise_scale)
+
+
+def check_calibration(calibration: Calibration) -> None:
+    """Raise ValueError unless (λ, w, T, m) really certify the calibration's (ε, δ).
+
+    Run whenever a :class:`Calibration` is made (including ``dataclasses.replace``), so a
+    calibration edited after :func:`calibrate` — a lowered threshold or noise scale, a changed
+    cutoff — is refused instead of recorded with a δ or ε it does not have. Recomputes the
+    cutoff and number of tests from (T, m, soft_labels), the leak from (λ, w), the certified δ
+    from them, and the sparse vector's ε (optimal composition by dp-accounting's PLD, or in
+    paper mode the better of that and advanced composition).
+    """
+    c = calibration
+    lam = check_positive("noise_scale", c.noise_scale)
+    check_real("threshold", c.threshold, low=0.0)
+    t = check_int("max_unstable", c.max_unstable, minimum=1)
+    m = check_int("num_queries", c.num_queries, minimum=1)
+    d = check_delta(c.delta)
+    segments = 2 * t if c.soft_labels else t
+    if c.num_segments != segments:
+        raise ValueError(f"calibration cutoff num_segments={c.num_segments} but T={t} needs {segments}")
+    tests, leak = calibration_leak(c)
+    if c.num_tests != tests:
+        raise ValueError(f"calibration num_tests={c.num_tests} but m={m} gives {tests} tests")
+    delta_sv = check_delta(c.delta_sparse_vector, "delta_sparse_vector")
+    total_delta = delta_sv + tests * leak
+    slack = 1 + 1e-12
+    if total_delta > c.certified_delta * slack or c.certified_delta > d * slack:
+        raise ValueError(
+            f"calibration does not hold: λ={lam:.6g}, w={c.threshold:.6g} leak {leak:.3g} per test, so "
+            f"δ = {delta_sv:.3g} + {tests}·leak = {total_delta:.3g}, not the recorded certified δ "
+            f"{c.certified_delta:.3g} (target {d:.3g}); use calibrate()"
+        )
+    eps_sv = sparse_vector_pld_epsilon(noise_scale=lam, num_segments=segments, delta=delta_sv)
+    if c.mode == "paper":
+        eps_sv = min(eps_sv, advanced_composition_epsilon(epsilon0=2.0 / lam, num=segments, delta_prime=delta_sv))
+    if eps_sv > c.certified_epsilon * slack or c.certified_epsilon > check_epsilon(c.epsilon) * slack:
+        raise ValueError(
+            f"calibration does not hold: {segments} sparse-vector segments at λ={lam:.6g} are "
+            f"ε = {eps_sv:.6g}-DP at δ = {delta_sv:.3g}, not the recorded certified ε "
+            f"{c.certified_epsilon:.6g} (target {c.epsilon:.6g}); use calibrate()"
         )
 
 

@@ -1,5 +1,6 @@
 """Calibration: pinned values, the exact leak bound (closed form and Monte Carlo), tight < paper."""
 
+import copy
 import math
 
 import pytest
@@ -167,3 +168,35 @@ def test_certified_delta_never_exceeds_the_target_as_computed(eps, delta, m, t, 
         threshold=cal.threshold, noise_scale=cal.noise_scale
     ) <= delta
     assert cal.certified_epsilon <= eps
+
+
+# -- a calibration is checked wherever it is made or accepted (audit defect D5) ---------------------
+
+
+def test_edited_calibration_is_refused():
+    import dataclasses
+
+    cal = calibrate(epsilon=1.0, delta=1e-5, num_queries=100, max_unstable=5, mode="tight")
+    with pytest.raises(ValueError, match="leak"):
+        dataclasses.replace(cal, threshold=0.0)  # true leak 0.5 per test
+    with pytest.raises(ValueError, match="sparse-vector"):
+        dataclasses.replace(cal, noise_scale=cal.noise_scale / 2, threshold=cal.threshold * 2)
+    with pytest.raises(ValueError, match="cutoff"):
+        dataclasses.replace(cal, num_segments=cal.num_segments - 1)
+    with pytest.raises(ValueError, match="tests"):
+        dataclasses.replace(cal, num_tests=1)
+
+
+def test_releaser_recomputes_the_leak_of_a_forged_calibration(tmp_path):
+    from pate_stab.aggregation.releaser import StabilityReleaser, releaser_event
+    from pate_stab.privacy.ledger import PrivacyLedger
+
+    cal = calibrate(epsilon=1.0, delta=1e-5, num_queries=100, max_unstable=5, mode="tight")
+    forged = copy.copy(cal)
+    object.__setattr__(forged, "threshold", 0.0)  # bypasses the constructor's check
+    with pytest.raises(ValueError, match="calibration does not hold"):
+        releaser_event(forged)
+    ledger = PrivacyLedger(tmp_path / "l.jsonl", run_id="t", budget_epsilon=10.0, budget_delta=1e-3)
+    with pytest.raises(ValueError):
+        StabilityReleaser(forged, generator=torch.Generator().manual_seed(0), ledger=ledger)
+    assert ledger.entries() == []
