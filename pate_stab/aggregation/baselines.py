@@ -7,10 +7,13 @@ aggregator describes one query as a ``DpEvent``, the whole run as that event sel
 target δ. No ε is summed by hand; :meth:`calibrate` searches the noise scale with
 ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism``.
 
-Sensitivity (DESIGN.md facts 1–2). With a record-keyed partition, one changed record — under
-either the replace-one or the add/remove-one relation between datasets — changes one shard,
-hence one teacher's vote: the histogram changes by −1 in one class and +1 in another. So the
-count vector has ℓ1 sensitivity 2 and ℓ2 sensitivity √2, and the largest count moves by at most 1.
+Sensitivity (DESIGN.md facts 1–2). With a record-keyed partition, adding or removing one record
+changes one shard, hence one teacher's vote (so does replacing one record when the keys are
+record ids): the histogram changes by −1 in one class and +1 in another. So the count vector has
+ℓ1 sensitivity 2 and ℓ2 sensitivity √2, and the largest count moves by at most 1. Replacing a
+record under content keys can change two teachers (``teachers_changed=2``): every sensitivity
+doubles (ℓ1 4, ℓ2 2√2, largest count 2), and each aggregator's noise, expressed per unit of
+sensitivity, is divided by 2 in its event (calibration doubles the noise).
 Each aggregator releases a post-processing of noisy counts (the noisy argmax of a noisy
 histogram, the outcome of a noisy comparison of the largest count), so its event is the
 Laplace / Gaussian mechanism on those counts with the noise divided by the sensitivity. The
@@ -49,13 +52,12 @@ from pate_stab._validation import (
     check_real,
     check_tensor,
 )
+from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult
 from pate_stab.errors import BudgetExhaustedError
+from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.noise import gaussian, laplace
 
-__all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
-
-ABSTAIN = -1
-"""The label that encodes ⊥ (no answer)."""
+__all__ = ["LNMax", "GNMax", "ConfidentGNMax", "BaselineReleaser", "ABSTAIN"]
 
 AccountantName = Literal["pld", "rdp"]
 _NEIGHBOURS = privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -175,7 +177,12 @@ class _Aggregator:
 
     name = "aggregator"
 
-    def __init__(self, *, num_queries: int, delta: float, accountant: AccountantName) -> None:
+    def __init__(
+        self, *, num_queries: int, delta: float, accountant: AccountantName, teachers_changed: int = 1
+    ) -> None:
+        self.teachers_changed = check_int("teachers_changed", teachers_changed, minimum=1)
+        if self.teachers_changed > 2:
+            raise ValueError(f"teachers_changed must be 1 or 2, got {self.teachers_changed}")
         self.num_queries = check_int("num_queries", num_queries, minimum=1)
         self.delta = check_delta(delta)
         self.accountant = _check_accountant(accountant)
@@ -268,7 +275,12 @@ class _Aggregator:
             "delta": self.certified_delta,
             "accountant": self.accountant,
             "accounting": "data-independent",
-            "sensitivity": "one record moves one vote (ℓ1 2, ℓ2 √2, max count 1)",
+            "teachers_changed": self.teachers_changed,
+            "sensitivity": (
+                "one record moves one vote (ℓ1 2, ℓ2 √2, max count 1)"
+                if self.teachers_changed == 1
+                else "one record moves two votes (ℓ1 4, ℓ2 2√2, max count 2)"
+            ),
             "queries_seen": self.queries_seen,
             "answered": self.answered,
             "abstained": self.queries_seen - self.answered,
@@ -292,9 +304,8 @@ class LNMax(_Aggregator):
     Laplace mechanism on it with scale b is (2/b)-DP; the argmax is post-processing. One query
     is ``LaplaceDpEvent(noise_multiplier=b/2)`` (PATE 2017's per-query 2γ with γ = 1/b, as in
     tensorflow/privacy ``research/pate_2017/analysis.py``: ``logmgf_exact(q, 2.0 * noise_eps, l)``); the
-    run composes it ``num_queries`` times in the accountant. Holds for the replace-one and the
-    add/remove-one relations between datasets when the partition is record-keyed (DESIGN.md
-    fact 1).
+    run composes it ``num_queries`` times in the accountant. Holds for neighbours that change
+    ``teachers_changed`` teachers (module docstring, DESIGN.md fact 1).
 
     Args:
         noise_scale: Laplace scale b > 0 on every count.
@@ -306,13 +317,27 @@ class LNMax(_Aggregator):
     name = "LNMax"
 
     def __init__(
-        self, *, noise_scale: float, num_queries: int, delta: float, accountant: AccountantName = "pld"
+        self,
+        *,
+        noise_scale: float,
+        num_queries: int,
+        delta: float,
+        accountant: AccountantName = "pld",
+        teachers_changed: int = 1,
     ) -> None:
         self.noise_scale = check_positive("noise_scale", noise_scale)
-        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
+        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed)
 
     @classmethod
-    def calibrate(cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld") -> LNMax:
+    def calibrate(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        num_queries: int,
+        accountant: AccountantName = "pld",
+        teachers_changed: int = 1,
+    ) -> LNMax:
         """The smallest Laplace scale b whose ``num_queries`` queries are (ε, δ)-DP.
 
         Example:
@@ -332,15 +357,19 @@ class LNMax(_Aggregator):
             guess=guess,
             accountant=accountant_name,
         )
-        return cls(noise_scale=scale, num_queries=num_queries, delta=delta, accountant=accountant)
+        # g changed teachers multiply the sensitivity by g: the same event needs g times the noise
+        g = check_int("teachers_changed", teachers_changed, minimum=1)
+        return cls(
+            noise_scale=g * scale, num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=g
+        )
 
     @property
     def per_query_pure_epsilon(self) -> float:
-        """ε₀ = 2/b: one query is (ε₀, 0)-DP (Laplace mechanism, ℓ1 sensitivity 2)."""
-        return 2.0 / self.noise_scale
+        """ε₀ = 2g/b: one query is (ε₀, 0)-DP (Laplace mechanism, ℓ1 sensitivity 2g)."""
+        return 2.0 * self.teachers_changed / self.noise_scale
 
     def per_query_event(self) -> dp_event.DpEvent:
-        return dp_event.LaplaceDpEvent(noise_multiplier=self.noise_scale / 2.0)
+        return dp_event.LaplaceDpEvent(noise_multiplier=self.noise_scale / (2.0 * self.teachers_changed))
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         noisy = counts + laplace(self.noise_scale, counts.shape, generator=generator)  # (m, C)
@@ -359,8 +388,8 @@ class GNMax(_Aggregator):
     Sensitivity: one record moves one vote, so the count vector has ℓ2 sensitivity √2; one
     query is the Gaussian mechanism ``GaussianDpEvent(noise_multiplier=σ/√2)`` (the argmax is
     post-processing), composed ``num_queries`` times in the accountant (data-independent:
-    PATE 2018's data-dependent analysis is not used). Holds for replace-one and add/remove-one
-    datasets with a record-keyed partition (DESIGN.md fact 1).
+    PATE 2018's data-dependent analysis is not used). Holds for neighbours that change
+    ``teachers_changed`` teachers (module docstring, DESIGN.md fact 1).
 
     Args:
         sigma: Gaussian standard deviation σ > 0 on every count.
@@ -371,12 +400,28 @@ class GNMax(_Aggregator):
 
     name = "GNMax"
 
-    def __init__(self, *, sigma: float, num_queries: int, delta: float, accountant: AccountantName = "pld") -> None:
+    def __init__(
+        self,
+        *,
+        sigma: float,
+        num_queries: int,
+        delta: float,
+        accountant: AccountantName = "pld",
+        teachers_changed: int = 1,
+    ) -> None:
         self.sigma = check_positive("sigma", sigma)
-        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
+        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed)
 
     @classmethod
-    def calibrate(cls, *, epsilon: float, delta: float, num_queries: int, accountant: AccountantName = "pld") -> GNMax:
+    def calibrate(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        num_queries: int,
+        accountant: AccountantName = "pld",
+        teachers_changed: int = 1,
+    ) -> GNMax:
         """The smallest σ whose ``num_queries`` queries are (ε, δ)-DP.
 
         m Gaussian queries compose to one Gaussian mechanism with μ = √(2m)/σ, so the answer
@@ -396,10 +441,11 @@ class GNMax(_Aggregator):
             guess=guess,
             accountant=accountant_name,
         )
-        return cls(sigma=sigma, num_queries=num_queries, delta=delta, accountant=accountant)
+        g = check_int("teachers_changed", teachers_changed, minimum=1)
+        return cls(sigma=g * sigma, num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=g)
 
     def per_query_event(self) -> dp_event.DpEvent:
-        return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / _SQRT2)
+        return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / (_SQRT2 * self.teachers_changed))
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         noisy = counts + gaussian(self.sigma, counts.shape, generator=generator)  # (m, C)
@@ -425,8 +471,8 @@ class ConfidentGNMax(_Aggregator):
     accounting is data-independent, so every query is also charged the GNMax answer — one query
     is ``ComposedDpEvent([GaussianDpEvent(σ1), GaussianDpEvent(σ2/√2)])``, composed
     ``num_queries`` times. (Releasing ⊥ or not and the noisy argmax are post-processing of
-    those two Gaussian releases.) Holds for replace-one and add/remove-one datasets with a
-    record-keyed partition (DESIGN.md fact 1).
+    those two Gaussian releases.) Holds for neighbours that change ``teachers_changed``
+    teachers (module docstring, DESIGN.md fact 1).
 
     Args:
         threshold: T, compared with the noisy largest count (a vote count, e.g. 0.6·k).
@@ -448,11 +494,12 @@ class ConfidentGNMax(_Aggregator):
         num_queries: int,
         delta: float,
         accountant: AccountantName = "pld",
+        teachers_changed: int = 1,
     ) -> None:
         self.threshold = check_real("threshold", threshold)
         self.sigma1 = check_positive("sigma1", sigma1)
         self.sigma2 = check_positive("sigma2", sigma2)
-        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant)
+        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed)
 
     @classmethod
     def calibrate(
@@ -464,6 +511,7 @@ class ConfidentGNMax(_Aggregator):
         threshold: float,
         sigma_ratio: float = 2.0,
         accountant: AccountantName = "pld",
+        teachers_changed: int = 1,
     ) -> ConfidentGNMax:
         """The smallest σ2 (with σ1 = sigma_ratio · σ2) whose ``num_queries`` queries are (ε, δ)-DP.
 
@@ -490,18 +538,21 @@ class ConfidentGNMax(_Aggregator):
         rho_unit = num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
         guess = _zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=rho_unit)
         sigma2 = _calibrate_scale(event, epsilon=epsilon, delta=delta, guess=guess, accountant=accountant_name)
+        g = check_int("teachers_changed", teachers_changed, minimum=1)
         return cls(
             threshold=threshold,
-            sigma1=sigma_ratio * sigma2,
-            sigma2=sigma2,
+            sigma1=g * sigma_ratio * sigma2,
+            sigma2=g * sigma2,
             num_queries=num_queries,
             delta=delta,
             accountant=accountant,
+            teachers_changed=g,
         )
 
     def per_query_event(self) -> dp_event.DpEvent:
+        g = self.teachers_changed
         return dp_event.ComposedDpEvent(
-            [dp_event.GaussianDpEvent(self.sigma1), dp_event.GaussianDpEvent(self.sigma2 / _SQRT2)]
+            [dp_event.GaussianDpEvent(self.sigma1 / g), dp_event.GaussianDpEvent(self.sigma2 / (_SQRT2 * g))]
         )
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -512,3 +563,81 @@ class ConfidentGNMax(_Aggregator):
 
     def _parameters(self) -> dict[str, float]:
         return {"threshold": self.threshold, "sigma1": self.sigma1, "sigma2": self.sigma2}
+
+
+# --------------------------------------------------------------------------- with a ledger
+
+
+class BaselineReleaser:
+    """A PATE aggregator with its noise generator and its one ledger spend.
+
+    The same surface as the stability releasers (``release`` → :class:`ReleaseResult`,
+    ``halted``, ``queries_seen``, ``summary``), and the same spend rules
+    (:class:`~pate_stab.aggregation.base.LedgerRelease`): the aggregator's data-independent
+    (ε, δ) for ``num_queries`` queries is spent with the first call's labels in one durable
+    ledger line; later calls' labels are recorded before they leave; a releaser built again
+    under a recorded spend id replays the recorded labels and never draws again.
+
+    Args:
+        aggregator: a calibrated :class:`LNMax`, :class:`GNMax` or :class:`ConfidentGNMax`.
+        generator: the noise (float64, never reused).
+        ledger: optional :class:`~pate_stab.privacy.ledger.PrivacyLedger`.
+        spend_id: the release's ledger id (None: a fresh one).
+    """
+
+    def __init__(
+        self,
+        aggregator: LNMax | GNMax | ConfidentGNMax,
+        *,
+        generator: torch.Generator,
+        ledger: PrivacyLedger | None = None,
+        spend_id: str | None = None,
+    ) -> None:
+        if not isinstance(aggregator, _Aggregator):
+            raise TypeError(f"aggregator must be LNMax, GNMax or ConfidentGNMax, got {type(aggregator).__name__}")
+        self.aggregator = aggregator
+        self.mechanism = aggregator.name
+        self._generator = check_generator(generator)
+        counters = ("queries_seen", "answered", "abstained")
+        self._spend = LedgerRelease(
+            ledger=ledger,
+            spend_id=spend_id,
+            mechanism=aggregator.name,
+            epsilon=aggregator.certified_epsilon,
+            delta=aggregator.certified_delta,
+            event=None,
+            metadata={k: v for k, v in aggregator.summary().items() if k not in counters},
+            num_queries=aggregator.num_queries,
+        )
+
+    @property
+    def halted(self) -> bool:
+        """PATE's aggregators answer every query they are certified for: never halted."""
+        return False
+
+    @property
+    def queries_seen(self) -> int:
+        return self.aggregator.queries_seen
+
+    def release(self, counts: Any) -> ReleaseResult:
+        """Vote histograms (m, C) → labels (m,), −1 for ⊥ (Confident-GNMax); status 1 answered, 0 ⊥."""
+        _check_counts(counts)
+        counts = torch.as_tensor(counts).to(torch.int64)
+        agg = self.aggregator
+
+        def draw() -> tuple[ReleaseResult, dict[str, Any]]:
+            labels = agg.release(counts, generator=self._generator)
+            status = (labels != ABSTAIN).to(torch.int8)
+            return ReleaseResult(labels, status), {"queries_seen": agg.queries_seen, "answered": agg.answered}
+
+        result, state, replayed = self._spend.run(counts, draw)
+        if replayed:
+            agg.queries_seen, agg.answered = int(state["queries_seen"]), int(state["answered"])
+        return result
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            **self.aggregator.summary(),
+            "replayed_calls": self._spend.replayed_calls,
+            "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
+        }

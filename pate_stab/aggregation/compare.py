@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from pate_stab._validation import check_delta, check_epsilon, check_generator, check_int, check_tensor
-from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.baselines import BaselineReleaser, ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.releaser import ABSTAIN, StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.privacy.calibration import Calibration, calibrate
@@ -74,6 +74,7 @@ def make_aggregator(
     soft_labels: bool = False,
     confident_threshold: float | None = None,
     sigma_ratio: float = 2.0,
+    teachers_changed: int = 1,
 ) -> Calibration | LNMax | GNMax | ConfidentGNMax:
     """An aggregator calibrated to (ε, δ) for ``num_queries`` queries.
 
@@ -81,7 +82,9 @@ def make_aggregator(
     "stability-tight", "stability-soft" (soft labels, calibration ``mode``), "lnmax", "gnmax",
     "confident-gnmax". For the stability releasers the :class:`Calibration` is returned (build
     the releaser from it); the baselines come back ready to ``release``. Confident-GNMax's
-    threshold on the max count defaults to 0.6·k.
+    threshold on the max count defaults to 0.6·k. ``teachers_changed`` = 2 calibrates the
+    baselines for two changed teachers (doubled sensitivity); the stability releasers take it
+    at construction instead (their calibration does not change).
     """
     if name.startswith("stability"):
         suffix = name.partition("-")[2]
@@ -100,13 +103,22 @@ def make_aggregator(
             soft_labels=soft_labels,
         )
     if name == "lnmax":
-        return LNMax.calibrate(epsilon=epsilon, delta=delta, num_queries=num_queries)
+        return LNMax.calibrate(
+            epsilon=epsilon, delta=delta, num_queries=num_queries, teachers_changed=teachers_changed
+        )
     if name == "gnmax":
-        return GNMax.calibrate(epsilon=epsilon, delta=delta, num_queries=num_queries)
+        return GNMax.calibrate(
+            epsilon=epsilon, delta=delta, num_queries=num_queries, teachers_changed=teachers_changed
+        )
     if name == "confident-gnmax":
         thr = 0.6 * num_teachers if confident_threshold is None else float(confident_threshold)
         return ConfidentGNMax.calibrate(
-            epsilon=epsilon, delta=delta, num_queries=num_queries, threshold=thr, sigma_ratio=sigma_ratio
+            epsilon=epsilon,
+            delta=delta,
+            num_queries=num_queries,
+            threshold=thr,
+            sigma_ratio=sigma_ratio,
+            teachers_changed=teachers_changed,
         )
     raise ValueError(f"unknown aggregator {name!r}")
 
@@ -136,8 +148,10 @@ def compare_aggregators(
         generator: randomness; one child generator per aggregator.
         aggregators: which to run (names in :data:`AGGREGATORS`).
         confident_threshold: Confident-GNMax's threshold on the max count (default 0.6·k).
-        ledger: optional; every aggregator's spend is recorded there before its labels are
-            used (each run is a separate release of the same votes, so they compose).
+        ledger: optional; every aggregator's spend is recorded there with its labels before they
+            are used (each run is a separate release of the same votes, so they compose). A
+            second call on the same ledger and ``run_id`` replays the recorded labels (same
+            rows, nothing spent or drawn again), whatever ``generator``.
         run_id: prefix of the ledger spend ids.
 
     Returns:
@@ -177,9 +191,7 @@ def compare_aggregators(
                 _row(name, agg.mode, agg.certified_epsilon, agg.certified_delta, labels, rel.queries_seen, truth)
             )
             continue
-        if ledger is not None:
-            ledger.spend(spend_id, epsilon=agg.certified_epsilon, delta=agg.certified_delta, mechanism=name)
-        labels = agg.release(counts, generator=gen)
+        labels = BaselineReleaser(agg, generator=gen, ledger=ledger, spend_id=spend_id).release(counts).labels
         rows.append(_row(name, "data-independent", agg.certified_epsilon, agg.certified_delta, labels, m, truth))
     return rows
 

@@ -6,29 +6,35 @@ threshold, and ⊥ (−1) otherwise. The distance is the sensitivity-1 ``max(0, 
 DESIGN.md fact 2, not Alg 4 line 5's ``max(0, gap − 1)`` (sensitivity 2). The mechanism halts
 after the T-th ⊥ (see :mod:`pate_stab.privacy.sparse_vector`) and releases nothing afterwards.
 
-Neighbouring relation: one record changes one shard (record-keyed partition, DESIGN fact 1),
-hence one teacher's vote, hence moves one vote in each query's histogram.
+Neighbouring relation (DESIGN fact 1). With ``teachers_changed=1`` (default) the guarantee
+holds for neighbouring data sets that differ in one teacher's shard: add/remove one record with a
+record-keyed partition, or replace one record when the partition keys are record ids (a
+replacement keeps its id, hence its shard). Replacing a record under content keys can move it
+to another shard and change two teachers; ``teachers_changed=2`` then covers it by group privacy
+at the level of the distance (:func:`~pate_stab.aggregation.votes.distance_to_instability` with
+``group_size=2``: sensitivity 1 when two votes move, 0 whenever two moved votes can change the
+argmax), so the calibration's (ε, δ) holds unchanged for the two-teacher relation.
 
 Privacy: the whole run — up to ``num_queries`` queries and T ⊥ — is (ε, δ)-DP with the
 calibration's certified values (BTT18 Cor 3.10 with the corrections of DESIGN facts 2–4). The
-spend is known before the first query, and with a ledger it is recorded (flushed to disk) before
-the first label leaves the releaser.
+spend and the first call's labels are recorded in one durable ledger line before those labels
+leave the releaser; every later call's labels are recorded before they leave; a releaser built
+again under a recorded spend id replays them and never draws again
+(:class:`~pate_stab.aggregation.base.LedgerRelease`).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 
-from pate_stab._validation import check_generator, check_tensor
+from pate_stab._validation import check_generator, check_int, check_tensor
+from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult
 from pate_stab.aggregation.votes import distance_to_instability, top_label
-from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.accounting import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
-from pate_stab.privacy.calibration import Calibration
+from pate_stab.privacy.calibration import Calibration, calibration_leak, check_calibration
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.secure_noise import (
     RandomSource,
@@ -40,23 +46,21 @@ from pate_stab.privacy.stability import OnlineQueryRelease
 
 __all__ = ["ABSTAIN", "NOISE_MODES", "ReleaseResult", "StabilityReleaser", "releaser_event", "secure_sparse_vector"]
 
-ABSTAIN = -1
 NOISE_MODES = ("seeded", "secure")
 
 _SeededSparseVector = TypeVar("_SeededSparseVector")
 
 
-@dataclass(frozen=True)
-class ReleaseResult:
-    """Labels (int64, −1 for ⊥ and for queries after halting) and sparse-vector codes (int8)."""
-
-    labels: torch.Tensor
-    status: torch.Tensor
-
-
 def releaser_event(calibration: Calibration) -> PrivacyEvent:
-    """What a stability releaser run does: the sparse-vector segments plus the leak's δ."""
-    leak = calibration.num_tests * calibration.leak_per_test
+    """What a stability releaser run does: the sparse-vector segments plus the leak's δ.
+
+    The leak is recomputed from (λ, w) and the number of tests (:func:`calibration_leak`),
+    never read from the calibration's stored ``leak_per_test``; the ledger then checks that the
+    event implies the certified (ε, δ) it records.
+    """
+    check_calibration(calibration)
+    tests, per_test = calibration_leak(calibration)
+    leak = tests * per_test
     return ComposedEvent(
         events=(
             SparseVectorEvent(noise_scale=calibration.noise_scale, num_segments=calibration.num_segments),
@@ -101,7 +105,8 @@ def secure_sparse_vector(calibration: Calibration, *, source: RandomSource | Non
       ledger records, bounds the secure run too.
     """
     noise_scale = exact_scale_at_least(calibration.noise_scale)
-    threshold = secure_threshold_for_leak(probability=calibration.leak_per_test, noise_scale=noise_scale)
+    _, leak = calibration_leak(calibration)  # the float threshold's leak, recomputed from (λ, w)
+    threshold = secure_threshold_for_leak(probability=leak, noise_scale=noise_scale)
     return SecureSparseVector(
         threshold=threshold, noise_scale=noise_scale, max_unstable=calibration.num_segments, source=source
     )
@@ -115,59 +120,6 @@ def noise_summary(svt: SecureSparseVector | None) -> dict[str, Any]:
     return {"noise": "secure", "threshold": svt.threshold, "noise_scale_exact": f"{lam.numerator}/{lam.denominator}"}
 
 
-class _LedgerSpend:
-    """A releaser run's budget: the queries its calibration covers and its one ledger spend."""
-
-    def __init__(
-        self,
-        calibration: Calibration,
-        ledger: PrivacyLedger | None,
-        spend_id: str | None,
-        mechanism: str,
-        noise: dict[str, Any] | None = None,
-    ):
-        self.calibration = calibration
-        self.ledger = ledger
-        self.spend_id = spend_id or f"{mechanism}-{uuid.uuid4().hex}"
-        self.mechanism = mechanism
-        self.noise = noise or {"noise": "seeded"}
-        self.recorded = ledger is None
-        self.queries_offered = 0
-
-    def admit(self, m: int) -> None:
-        """Admit ``m`` more queries: refuse past the calibrated number, record the spend first.
-
-        Raises:
-            BudgetExhaustedError: more queries than the calibration covers, or the ledger's
-                budget would be exceeded; nothing is admitted.
-        """
-        if self.queries_offered + m > self.calibration.num_queries:
-            raise BudgetExhaustedError(
-                f"the releaser is calibrated for {self.calibration.num_queries} queries; "
-                f"{self.queries_offered} offered so far, {m} more requested"
-            )
-        self.ensure()
-        self.queries_offered += m
-
-    def ensure(self) -> None:
-        if self.recorded or self.ledger is None:
-            return
-        cal = self.calibration
-        self.ledger.spend(
-            self.spend_id,
-            epsilon=cal.certified_epsilon,
-            delta=cal.certified_delta,
-            event=releaser_event(cal),
-            mechanism=self.mechanism,
-            metadata={"calibration": cal.to_dict(), **self.noise},
-        )
-        self.recorded = True
-
-    def progress(self, **fields: Any) -> None:
-        if self.ledger is not None:
-            self.ledger.record_progress(spend_id=self.spend_id, **fields)
-
-
 def releaser_noise(
     calibration: Calibration,
     *,
@@ -179,14 +131,16 @@ def releaser_noise(
     source: RandomSource | None,
     ledger: PrivacyLedger | None,
     spend_id: str | None,
-) -> tuple[str, _SeededSparseVector | SecureSparseVector, _LedgerSpend]:
+    teachers_changed: int = 1,
+) -> tuple[str, _SeededSparseVector | SecureSparseVector, LedgerRelease]:
     """A releaser's noise mode, sparse vector and ledger spend (both releasers build them so).
 
     Checks that ``calibration`` is a :class:`Calibration` for the releaser's kind of labels and
     builds the sparse vector with the calibration's scale, threshold and cutoff
     (``num_segments``: T failed tests for hard labels, 2T for soft) — :func:`secure_sparse_vector`
     in secure mode, the ``seeded`` class on ``generator`` otherwise — and the ``mechanism``'s
-    spend, whose metadata records the noise actually used.
+    spend, whose metadata records the noise actually used and the teachers one neighbouring
+    data set may change (``teachers_changed``).
     """
     if not isinstance(calibration, Calibration):
         raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
@@ -206,8 +160,25 @@ def releaser_noise(
             generator=check_generator(generator),
         )
     secure = svt if isinstance(svt, SecureSparseVector) else None
-    spend = _LedgerSpend(calibration, ledger, spend_id, mechanism, noise_summary(secure))
+    spend = LedgerRelease(
+        ledger=ledger,
+        spend_id=spend_id,
+        mechanism=mechanism,
+        epsilon=calibration.certified_epsilon,
+        delta=calibration.certified_delta,
+        event=releaser_event(calibration),
+        metadata={"calibration": calibration.to_dict(), **noise_summary(secure), "teachers_changed": teachers_changed},
+        num_queries=calibration.num_queries,
+    )
     return mode, svt, spend
+
+
+def check_teachers_changed(value: Any) -> int:
+    """How many teachers one neighbouring data set may change: 1, or 2 (replace-one over content keys)."""
+    value = check_int("teachers_changed", value, minimum=1)
+    if value > 2:
+        raise ValueError(f"teachers_changed must be 1 or 2, got {value}")
+    return value
 
 
 class StabilityReleaser:
@@ -216,15 +187,19 @@ class StabilityReleaser:
     Args:
         calibration: from ``calibrate(..., soft_labels=False)`` in either mode.
         generator: randomness (two child generators are spawned from it).
-        ledger: optional :class:`PrivacyLedger`; the whole run's certified (ε, δ) is spent
-            before the first label is returned.
-        spend_id: the ledger id of this run (a retry with the same id is not charged twice).
+        ledger: optional :class:`PrivacyLedger`; the whole run's certified (ε, δ) is spent, with
+            the first call's labels, before those labels are returned.
+        spend_id: the ledger id of this run. A releaser built again with a recorded id returns
+            the recorded labels call by call and refuses (``ReplayedSpendError``) any call that
+            was not recorded: it is never charged twice and never draws twice.
         noise: ``"seeded"`` (float64 Laplace from ``generator``: reproducible research) or
             ``"secure"`` (exact discrete Laplace on the integer distances, random bits from the
             OS's CSPRNG or ``source``; immune to the floating-point attack on Laplace noise,
             Mironov 2012), set up by :func:`secure_sparse_vector` so that the calibration's
             (ε, δ) still holds; ``generator`` is not used.
         source: random bits for secure mode (default: the OS).
+        teachers_changed: teachers one neighbouring data set may change (1, or 2 for replace-one
+            over content-keyed shards; module docstring).
 
     Batch and online forms give identical labels for the same generator, however the queries
     are split into calls.
@@ -241,20 +216,34 @@ class StabilityReleaser:
         spend_id: str | None = None,
         noise: str = "seeded",
         source: RandomSource | None = None,
+        teachers_changed: int = 1,
     ) -> None:
+        self.teachers_changed = check_teachers_changed(teachers_changed)
         self.noise, self._oqr, self._spend = releaser_noise(
             calibration, mechanism=self.mechanism, soft_labels=False, seeded=OnlineQueryRelease, noise=noise,
             generator=generator, source=source, ledger=ledger, spend_id=spend_id,
+            teachers_changed=self.teachers_changed,
         )  # fmt: skip
         self.calibration = calibration
+        self._replayed: dict[str, Any] | None = None  # counters of the last replayed call
+
+    def _counters(self) -> dict[str, Any]:
+        if self._replayed is not None:
+            return self._replayed
+        return {
+            "queries_seen": self._oqr.num_seen,
+            "answered": self._oqr.num_passed,
+            "abstained": self._oqr.num_failed,
+            "halted": self._oqr.halted,
+        }
 
     @property
     def halted(self) -> bool:
-        return self._oqr.halted
+        return bool(self._counters()["halted"])
 
     @property
     def queries_seen(self) -> int:
-        return self._oqr.num_seen
+        return int(self._counters()["queries_seen"])
 
     def release_one(self, counts: Any) -> int:
         """One query's vote histogram (C,) → its label or −1 (⊥ or halted)."""
@@ -266,6 +255,7 @@ class StabilityReleaser:
 
         Raises:
             BudgetExhaustedError: more queries than the calibration covers; nothing released.
+            ReplayedSpendError: the spend id is recorded but this call is not; nothing released.
             ValueError / TypeError: bad histograms (negative, non-integer, wrong rank).
         """
         counts = check_tensor("counts", counts, ndim=2, floating=False, nonempty=False)
@@ -276,27 +266,38 @@ class StabilityReleaser:
         m = counts.shape[0]
         if m == 0:
             raise ValueError("counts is empty (shape (0, C)): no query to release; nothing was spent")
-        self._spend.admit(m)
-        if self.halted:
+        counts = counts.to(torch.int64)
+        if self.halted:  # nothing is tested after the cutoff: no noise, nothing to record
+            self._spend.admit(m)
+            self._spend.queries_offered += m
             return ReleaseResult(torch.full((m,), ABSTAIN, dtype=torch.int64), torch.full((m,), -1, dtype=torch.int8))
-        dist = distance_to_instability(counts)
-        if isinstance(self._oqr, SecureSparseVector):
-            status = self._oqr.process_many(dist)
-            labels = torch.where(status == 1, top_label(counts), torch.full((m,), ABSTAIN, dtype=torch.int64))
-        else:
-            labels, status = self._oqr.release(top_label(counts), dist.to(torch.float64))
-        self._spend.progress(queries_seen=self.queries_seen, answered=self._oqr.num_passed, halted=self.halted)
-        return ReleaseResult(labels, status)
+
+        def draw() -> tuple[ReleaseResult, dict[str, Any]]:
+            dist = distance_to_instability(counts, group_size=self.teachers_changed)
+            if isinstance(self._oqr, SecureSparseVector):
+                status = self._oqr.process_many(dist)
+                labels = torch.where(status == 1, top_label(counts), torch.full((m,), ABSTAIN, dtype=torch.int64))
+            else:
+                labels, status = self._oqr.release(top_label(counts), dist.to(torch.float64))
+            return ReleaseResult(labels, status), self._counters()
+
+        result, state, replayed = self._spend.run(counts, draw)
+        if replayed:
+            self._replayed = state
+        return result
 
     def summary(self) -> dict[str, Any]:
         """Counters and the certified privacy, as plain values."""
+        counters = self._counters()
         return {
             "mechanism": self.mechanism,
             **calibration_summary(self.calibration),
-            **self._spend.noise,  # secure mode: the integer threshold and exact λ actually used
-            "queries_seen": self.queries_seen,
-            "answered": self._oqr.num_passed,
-            "abstained": self._oqr.num_failed,
-            "halted": self.halted,
+            **self._spend.metadata_noise(),  # secure mode: the integer threshold and exact λ actually used
+            "teachers_changed": self.teachers_changed,
+            "queries_seen": int(counters["queries_seen"]),
+            "answered": int(counters["answered"]),
+            "abstained": int(counters["abstained"]),
+            "halted": bool(counters["halted"]),
+            "replayed_calls": self._spend.replayed_calls,
             "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
         }

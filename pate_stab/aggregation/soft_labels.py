@@ -34,6 +34,7 @@ from pate_stab._validation import check_tensor
 from pate_stab.aggregation.releaser import (
     ReleaseResult,
     calibration_summary,
+    check_teachers_changed,
     releaser_noise,
 )
 from pate_stab.aggregation.votes import (
@@ -82,10 +83,13 @@ class SoftLabelReleaser:
         spend_id: str | None = None,
         noise: str = "seeded",
         source: RandomSource | None = None,
+        teachers_changed: int = 1,
     ) -> None:
+        self.teachers_changed = check_teachers_changed(teachers_changed)
         self.noise, self._svt, self._spend = releaser_noise(
             calibration, mechanism=self.mechanism, soft_labels=True, seeded=SparseVector, noise=noise,
             generator=generator, source=source, ledger=ledger, spend_id=spend_id,
+            teachers_changed=self.teachers_changed,
         )  # fmt: skip
         self.calibration = calibration
         self.plain_values = bin_midpoints(gamma)  # validates γ
@@ -94,10 +98,23 @@ class SoftLabelReleaser:
         self.answered_plain = 0
         self.answered_shifted = 0
         self.abstained = 0
+        self._replayed: dict[str, Any] | None = None  # counters of the last replayed call
+
+    def _counters(self) -> dict[str, Any]:
+        if self._replayed is not None:
+            return self._replayed
+        return {
+            "queries_seen": self._spend.queries_offered,
+            "failed_tests": self._svt.num_failed,
+            "answered_plain": self.answered_plain,
+            "answered_shifted": self.answered_shifted,
+            "abstained": self.abstained,
+            "halted": self._svt.halted,
+        }
 
     @property
     def halted(self) -> bool:
-        return self._svt.halted
+        return bool(self._counters()["halted"])
 
     def release_one(self, scores: Any) -> float:
         """One query's teacher scores (k,) → released score or NaN."""
@@ -119,53 +136,64 @@ class SoftLabelReleaser:
         plain_hist = gamma_histogram(scores, self.gamma)  # (m, 1/γ); validates scores
         shifted_hist = shifted_gamma_histogram(scores, self.gamma)  # (m, 1/γ − 1)
         m = plain_hist.shape[0]
-        self._spend.admit(m)
-        plain_dist = distance_to_instability(plain_hist)  # (m,) int64, exact in both noise modes
-        shifted_dist = distance_to_instability(shifted_hist)
+        if self.halted:  # nothing is tested after the cutoff: no noise, nothing to record
+            self._spend.admit(m)
+            self._spend.queries_offered += m
+            if self._replayed is not None:
+                self._replayed = {**self._replayed, "queries_seen": self._spend.queries_offered}
+            return ReleaseResult(
+                torch.full((m,), float("nan"), dtype=torch.float64), torch.full((m,), NOT_PROCESSED, dtype=torch.int8)
+            )
+        g = self.teachers_changed
+        plain_dist = distance_to_instability(plain_hist, group_size=g)  # (m,) int64, exact in both noise modes
+        shifted_dist = distance_to_instability(shifted_hist, group_size=g)
         plain_out = self.plain_values[top_label(plain_hist)]
         shifted_out = self.shifted_values[top_label(shifted_hist)]
 
-        out = torch.full((m,), float("nan"), dtype=torch.float64)
-        status = torch.full((m,), NOT_PROCESSED, dtype=torch.int8)
-        pos = 0
-        while pos < m and not self.halted:
-            codes = self._svt.process_many(plain_dist[pos:], stop_after_failures=1)
-            passed = int((codes == PASSED).sum())
-            out[pos : pos + passed] = plain_out[pos : pos + passed]
-            status[pos : pos + passed] = PLAIN
-            self.answered_plain += passed
-            j = pos + passed
-            if j >= m or int(codes[passed]) == NOT_PROCESSED:
-                break
-            # test 1 failed for query j: fresh threshold (drawn by the sparse vector), test 2
-            if self.halted:
-                status[j] = BOTTOM
-                self.abstained += 1
-                break
-            if self._svt.process(int(shifted_dist[j])):
-                out[j] = shifted_out[j]
-                status[j] = SHIFTED
-                self.answered_shifted += 1
-            else:
-                status[j] = BOTTOM
-                self.abstained += 1
-            pos = j + 1
-        self._spend.progress(
-            queries_seen=self._spend.queries_offered,
-            answered=self.answered_plain + self.answered_shifted,
-            halted=self.halted,
-        )
-        return ReleaseResult(out, status)
+        def draw() -> tuple[ReleaseResult, dict[str, Any]]:
+            out = torch.full((m,), float("nan"), dtype=torch.float64)
+            status = torch.full((m,), NOT_PROCESSED, dtype=torch.int8)
+            pos = 0
+            while pos < m and not self._svt.halted:
+                codes = self._svt.process_many(plain_dist[pos:], stop_after_failures=1)
+                passed = int((codes == PASSED).sum())
+                out[pos : pos + passed] = plain_out[pos : pos + passed]
+                status[pos : pos + passed] = PLAIN
+                self.answered_plain += passed
+                j = pos + passed
+                if j >= m or int(codes[passed]) == NOT_PROCESSED:
+                    break
+                # test 1 failed for query j: fresh threshold (drawn by the sparse vector), test 2
+                if self._svt.halted:
+                    status[j] = BOTTOM
+                    self.abstained += 1
+                    break
+                if self._svt.process(int(shifted_dist[j])):
+                    out[j] = shifted_out[j]
+                    status[j] = SHIFTED
+                    self.answered_shifted += 1
+                else:
+                    status[j] = BOTTOM
+                    self.abstained += 1
+                pos = j + 1
+            return ReleaseResult(out, status), {**self._counters(), "queries_seen": self._spend.queries_offered + m}
+
+        # the released scores depend on the teachers' scores only through the two histograms
+        inputs = torch.cat([plain_hist, shifted_hist], dim=1)
+        result, state, replayed = self._spend.run(inputs, draw)
+        if replayed:
+            self._replayed = state
+        return result
 
     def summary(self) -> dict[str, Any]:
         return {
             "mechanism": self.mechanism,
             "gamma": self.gamma,
             **calibration_summary(self.calibration),
-            **self._spend.noise,  # secure mode: the integer threshold and exact λ actually used
-            "failed_tests": self._svt.num_failed,
-            "answered_plain": self.answered_plain,
-            "answered_shifted": self.answered_shifted,
-            "abstained": self.abstained,
-            "halted": self.halted,
+            **self._spend.metadata_noise(),  # secure mode: the integer threshold and exact λ actually used
+            "teachers_changed": self.teachers_changed,
+            **{k: v for k, v in self._counters().items() if k != "queries_seen"},
+            "queries_seen": self._spend.queries_offered,
+            "replayed_calls": self._spend.replayed_calls,
+            "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
         }

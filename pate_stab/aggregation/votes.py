@@ -4,8 +4,10 @@ Hard labels: teacher predictions ``(k, m)`` (class indices) become a vote histog
 Soft labels (binary scores in [0, 1]): scores ``(k, m)`` become a γ-histogram ``(m, 1/γ)`` over
 the γ-partition of BTT18 Def 5.1 / 5.2, or a ½-shifted γ-histogram ``(m, 1/γ − 1)``.
 
-Neighbouring datasets (DESIGN.md facts 1–2): with a record-keyed partition, one changed record
-(replace-one or add/remove-one) changes one shard, hence one teacher's output. In a vote
+Neighbouring datasets (DESIGN.md facts 1–2): with a record-keyed partition, adding or removing
+one record changes one shard, hence one teacher's output; so does replacing one record when the
+keys are record ids. Replacing a record under content keys can move it to another shard and
+change two teachers' outputs (``group_size=2`` in :func:`distance_to_instability`). In a vote
 histogram that moves one vote: −1 in one class, +1 in another (ℓ1 change 2). In a γ-histogram
 it moves one score from one bin to another (same). In a ½-shifted histogram a score may also
 move into or out of a dropped half-bin, which changes one count by 1 only.
@@ -244,7 +246,7 @@ def vote_gap(counts: Any) -> torch.Tensor:
     return top2[:, 0] - top2[:, 1]
 
 
-def distance_to_instability(counts: Any) -> torch.Tensor:
+def distance_to_instability(counts: Any, *, group_size: int = 1) -> torch.Tensor:
     """Sensitivity-1 distance to instability ``max(0, ⌈gap/2⌉ − 1)`` (DESIGN.md fact 2).
 
     The number of votes that can move without changing :func:`top_label`: after d single-vote
@@ -253,17 +255,25 @@ def distance_to_instability(counts: Any) -> torch.Tensor:
     whenever one moved vote can change the argmax (gap ≤ 2), as Lemma 3.4 requires. This
     replaces BTT18 Alg 4 line 5 / Alg 8 lines 3, 8 (``max(0, gap − 1)``, sensitivity 2).
 
+    Group privacy (``group_size`` = g teachers changed by one neighbouring data set, e.g. g = 2
+    for replace-one over content-keyed shards, DESIGN.md fact 1): ``⌊d / g⌋`` with d the distance
+    above. g moved votes change d by at most g, hence ``⌊d/g⌋`` by at most 1 (sensitivity 1 again),
+    and ``⌊d/g⌋ = 0`` exactly when d < g, i.e. gap ≤ 2g, which is when g moved votes can change
+    the argmax. The releasers' analysis then holds unchanged for the g-teacher relation.
+
     Args:
         counts: ``(m, C)`` non-negative integer histogram (vote, γ- or ½-shifted histogram).
+        group_size: g ≥ 1, the votes one neighbouring data set may move in each histogram.
 
     Returns:
         ``(m,)`` int64, non-negative. For C = 1 see :func:`vote_gap`.
 
     Example:
-        counts ``[[7, 3, 0]]`` → gap 4 → distance 1.
+        counts ``[[7, 3, 0]]`` → gap 4 → distance 1 (with ``group_size=2``: 0).
     """
+    g = check_int("group_size", group_size, minimum=1)
     gap = vote_gap(counts)
-    return torch.clamp((gap + 1) // 2 - 1, min=0)
+    return torch.div(torch.clamp((gap + 1) // 2 - 1, min=0), g, rounding_mode="floor")
 
 
 def paper_distance_to_instability(counts: Any) -> torch.Tensor:

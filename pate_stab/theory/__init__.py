@@ -58,16 +58,21 @@ def corollary_max_unstable(*, num_queries: int, alpha: float, beta: float, best_
     return math.ceil(3.0 * ((g + a) * m + math.sqrt(m * math.log(m / b) / 2.0)))
 
 
-def teachers_for_unanimous_answer(calibration: Calibration, *, fail_probability: float = 0.05) -> int:
+def teachers_for_unanimous_answer(
+    calibration: Calibration, *, fail_probability: float = 0.05, teachers_changed: int = 1
+) -> int:
     """Smallest k for which a unanimous vote is answered with probability >= 1 − fail_probability.
 
     A unanimous vote of k teachers has gap k and distance ⌈k/2⌉ − 1 (DESIGN fact 2). It passes
     when dist + Lap(2λ) − Lap(λ) > w; the noise difference is symmetric with tail
     P[Lap(2λ) − Lap(λ) > x] (the leak law), so the condition is dist >= w + x_β with x_β the
     β-upper quantile. For the soft-label releaser the first (plain) histogram test is used.
+    With ``teachers_changed`` = g the releaser tests ⌊(⌈k/2⌉ − 1)/g⌋ (group privacy over g
+    teachers), so ⌈k/2⌉ − 1 must reach g times the distance.
     """
+    g = check_int("teachers_changed", teachers_changed, minimum=1)
     b = check_probability("fail_probability", fail_probability, open_interval=True)
     margin = threshold_for_leak(probability=b, noise_scale=calibration.noise_scale)
     need = calibration.threshold + margin  # dist must be >= need (continuous noise: > is a.s. the same)
     dist = math.ceil(need)
-    return 2 * (dist + 1) - 1 if dist > 0 else 1  # smallest k with ⌈k/2⌉ − 1 >= dist
+    return 2 * (g * dist + 1) - 1 if dist > 0 else 1  # smallest k with ⌊(⌈k/2⌉ − 1)/g⌋ >= dist

@@ -1,0 +1,221 @@
+"""What every aggregator shares: its result type and its one ledger spend.
+
+A release is paid for once, before its first output leaves, and a spend id buys exactly one
+draw of noise (DESIGN.md fact 7). :class:`LedgerRelease` is the one place that enforces it, for
+the stability releasers and the PATE baselines alike:
+
+* the first call of a release draws its outputs, then writes the spend **and** those outputs in
+  one durable ledger line (:meth:`PrivacyLedger.spend` with ``output=``), and only then returns
+  them; every later call of an online release appends its outputs
+  (:meth:`PrivacyLedger.record_output`) before returning them. A crash can therefore lose only
+  outputs that never left, never outputs whose charge is recorded without them;
+* a releaser built again under a recorded spend id (a rerun, a retry) returns the recorded
+  outputs call by call, after checking that each call asks about the same inputs (SHA-256 of
+  the input tensor), and raises :class:`~pate_stab.errors.ReplayedSpendError` as soon as a call
+  was not recorded: it never draws again under the old charge;
+* two releasers racing on one spend id get the same outputs: the ledger stores one per call,
+  and a releaser that returned outputs it did not draw itself never draws afterwards (its own
+  noise state no longer matches what was released).
+
+Each output carries the releaser's counters after the call (``state``), so a replayed releaser
+reports the same summary as the one that drew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
+from pate_stab.privacy.accounting import PrivacyEvent
+from pate_stab.privacy.ledger import LedgerEntry, PrivacyLedger
+
+__all__ = ["ABSTAIN", "ReleaseResult", "LedgerRelease", "inputs_digest"]
+
+ABSTAIN = -1
+"""The label that encodes ⊥ (no answer) for hard labels; soft labels use NaN."""
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    """Labels (int64 with −1 for ⊥ and unprocessed queries, or float64 scores with NaN) and status codes (int8)."""
+
+    labels: torch.Tensor
+    status: torch.Tensor
+
+
+def inputs_digest(inputs: torch.Tensor) -> str:
+    """SHA-256 of a tensor's dtype, shape and values: identifies what a release call was asked."""
+    t = inputs.detach().cpu().contiguous()
+    h = hashlib.sha256(f"{t.dtype}|{tuple(t.shape)}|".encode("ascii"))
+    h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+def _labels_to_json(labels: torch.Tensor) -> list[Any]:
+    if labels.is_floating_point():
+        return [None if v != v else float(v) for v in labels.tolist()]
+    return [int(v) for v in labels.tolist()]
+
+
+def _labels_from_json(values: list[Any], dtype: torch.dtype) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.tensor([float("nan") if v is None else float(v) for v in values], dtype=dtype)
+    return torch.tensor(values, dtype=dtype)
+
+
+class LedgerRelease:
+    """One release's spend: admits queries, records each call's outputs before they leave, replays.
+
+    Args:
+        ledger: the run's ledger, or None (no recording; nothing to replay).
+        spend_id: the ledger id of this release (None: a fresh random id).
+        mechanism: short name recorded with the spend.
+        epsilon, delta: what the whole release costs (counted once, at the first call).
+        event: the privacy event recorded with the spend (checked by the ledger to imply (ε, δ)).
+        metadata: JSON data recorded with the spend (calibration, noise mode, …).
+        num_queries: the most queries the spend covers; more are refused.
+    """
+
+    def __init__(
+        self,
+        *,
+        ledger: PrivacyLedger | None,
+        spend_id: str | None,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        event: PrivacyEvent | None,
+        metadata: dict[str, Any],
+        num_queries: int,
+    ) -> None:
+        if ledger is not None and not isinstance(ledger, PrivacyLedger):
+            raise TypeError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}")
+        self.ledger = ledger
+        self.spend_id = spend_id or f"{mechanism}-{uuid.uuid4().hex}"
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.delta = delta
+        self.event = event
+        self.metadata = metadata
+        self.num_queries = num_queries
+        self.queries_offered = 0
+        self.calls = 0
+        self.replayed_calls = 0
+        self._owner = False  # this object recorded the spend: its noise state is what was released
+        self._may_draw = True
+
+    def metadata_noise(self) -> dict[str, Any]:
+        """The noise fields of the spend's metadata (what the releaser really draws)."""
+        return {k: v for k, v in self.metadata.items() if k in ("noise", "threshold", "noise_scale_exact")}
+
+    def admit(self, m: int) -> None:
+        """Refuse (nothing released) a call that would go past the queries the spend covers."""
+        if self.queries_offered + m > self.num_queries:
+            raise BudgetExhaustedError(
+                f"{self.mechanism} is calibrated for {self.num_queries} queries; "
+                f"{self.queries_offered} offered so far, {m} more requested"
+            )
+
+    def _recorded(self) -> LedgerEntry | None:
+        assert self.ledger is not None
+        for entry in self.ledger.entries():
+            if entry.spend_id == self.spend_id:
+                return entry
+        return None
+
+    def _refuse(self, why: str) -> ReplayedSpendError:
+        return ReplayedSpendError(
+            f"spend {self.spend_id!r} ({self.mechanism}) is already paid for and its noise drawn; {why}. A spend id "
+            "buys one draw of noise: nothing was drawn or released now. Replay exactly the recorded calls, or "
+            "start a new run (new run name or ledger) with its own budget."
+        )
+
+    def _replay(self, output: Any, digest: str) -> Any:
+        if not isinstance(output, dict) or output.get("inputs") != digest:
+            raise self._refuse(f"call {self.calls} was recorded for other inputs than this call's")
+        return output
+
+    def run(self, inputs: torch.Tensor, draw: Callable[[], tuple[ReleaseResult, dict[str, Any]]]) -> tuple[
+        ReleaseResult, dict[str, Any], bool
+    ]:
+        """The outputs of one release call on ``inputs``: drawn and recorded, or replayed.
+
+        Args:
+            inputs: what the call releases outputs for (its digest is recorded and checked).
+            draw: draws the noise and returns (result, the releaser's counters after it).
+
+        Returns:
+            (result, counters, replayed): ``replayed`` is True when the outputs came from the
+            ledger; the caller then adopts ``counters`` instead of its own.
+
+        Raises:
+            BudgetExhaustedError: more queries than the spend covers, or the ledger's budget
+                is spent; nothing drawn or released.
+            ReplayedSpendError: the spend is recorded but this call's outputs are not (or were
+                recorded for other inputs); nothing drawn or released.
+        """
+        m = int(inputs.shape[0]) if inputs.dim() else 1
+        self.admit(m)
+        if self.ledger is None:
+            result, state = draw()
+            self.queries_offered += m
+            self.calls += 1
+            return result, state, False
+        digest = inputs_digest(inputs)
+        entry = self._recorded()
+        index = self.calls
+        if entry is not None and index < len(entry.outputs):
+            output = self._replay(entry.outputs[index], digest)
+            if not self._owner:
+                self._may_draw = False
+            return self._adopt(output, m, replayed=True)
+        if entry is not None and not (self._owner and self._may_draw):
+            raise self._refuse(f"the ledger records {len(entry.outputs)} release call(s) and this is call {index}")
+        if entry is None:
+            self.ledger.check_budget(epsilon=self.epsilon, delta=self.delta, spend_id=self.spend_id)
+        result, state = draw()
+        output = {
+            "inputs": digest,
+            "labels": _labels_to_json(result.labels),
+            "dtype": str(result.labels.dtype).removeprefix("torch."),
+            "status": [int(v) for v in result.status.tolist()],
+            "state": state,
+        }
+        if entry is None:
+            recorded = self.ledger.spend(
+                self.spend_id,
+                epsilon=self.epsilon,
+                delta=self.delta,
+                event=self.event,
+                mechanism=self.mechanism,
+                metadata=self.metadata,
+                output=output,
+            )
+            if recorded.replayed:  # another releaser recorded this spend first: release its outputs
+                self._may_draw = False
+                return self._adopt(self._replay(recorded.outputs[0] if recorded.outputs else None, digest), m, True)
+            self._owner = True
+        else:
+            stored = self.ledger.record_output(self.spend_id, index, output)
+            if stored != output:
+                self._may_draw = False
+                return self._adopt(self._replay(stored, digest), m, True)
+        self.queries_offered += m
+        self.calls += 1
+        return result, state, False
+
+    def _adopt(self, output: dict[str, Any], m: int, replayed: bool) -> tuple[ReleaseResult, dict[str, Any], bool]:
+        result = ReleaseResult(
+            _labels_from_json(output["labels"], getattr(torch, output["dtype"])),
+            torch.tensor(output["status"], dtype=torch.int8),
+        )
+        self.queries_offered += m
+        self.calls += 1
+        self.replayed_calls += int(replayed)
+        return result, dict(output["state"]), replayed
