@@ -66,6 +66,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--num-queries", "num_queries", int, "m, public queries to label"),
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
     ("--releaser-noise", "releaser_noise", str, "seeded (reproducible) or secure (OS randomness; stability releasers)"),
+    ("--neighbouring", "neighbouring", str, "add_remove (default) or replace_one: the guarantee's relation"),
+    ("--partition-key", "partition_key", str, "content (default) or record_id; replace_one + content = 2 teachers"),
     ("--query-selection", "query_selection", str, "first (pool order) or student-confidence (see selection.py)"),
     ("--selection-round-size", "selection_round_size", int, "student-confidence: first and smallest round"),
     ("--bottom", "bottom", str, "drop or random: what the student does with ⊥"),
@@ -172,9 +174,20 @@ def _fmt(v: Any, spec: str = ".4f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _relation_line(privacy: dict[str, Any] | None) -> str:
+    if not privacy:
+        return "-"
+    teachers = privacy["teachers_changed_per_neighbour"]
+    return (
+        f"{privacy['neighbouring'].replace('_', '/')} ({privacy['partition_key']} partition keys; "
+        f"{teachers} teacher{'s' if teachers > 1 else ''} per neighbour)"
+    )
+
+
 def _print_report(r: dict[str, Any]) -> None:
     q, t = r["queries"], r["teachers"]
-    halted = " (halted)" if q["halted"] else ""
+    not_asked = q.get("not_asked", 0)
+    halted = f" (halted: {not_asked} not asked)" if q["halted"] else ""
     lines = [
         ("dataset", f"{r['dataset']} ({r['threat_model']['name']})"),
         ("teachers", f"k={r['num_teachers']} {r['teacher_model']['kind']}"),
@@ -183,6 +196,7 @@ def _print_report(r: dict[str, Any]) -> None:
         ("query selection", _selection_line(r["query_selection"])),
         ("certified (ε, δ)", f"({r['epsilon']:.4g}, {r['delta']:.3g})"),
         ("queries seen / answered / ⊥", f"{q['seen']} / {q['answered']} / {q['abstained']}{halted}"),
+        ("privacy relation", _relation_line(r.get("privacy"))),
         ("label accuracy (answered)", _fmt(r["label_accuracy_answered"])),
         ("student test accuracy", _fmt(r["student"]["test_accuracy"])),
         ("wall time (s)", " ".join(f"{k}={v:.1f}" for k, v in r["wall_time_s"].items())),

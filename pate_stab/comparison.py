@@ -130,6 +130,7 @@ def run_compare(
         run_name=config.run_name,
         budget_epsilon=math.fsum(e for e, _ in plan),
         budget_delta=config.delta * len(plan),
+        neighbouring=config.neighbouring,
     )
     teacher_mean, plurality = teacher_accuracies(
         prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
@@ -148,6 +149,7 @@ def run_compare(
                     max_unstable=config.max_unstable,
                     mode=config.calibration,
                     soft_labels=soft,
+                    teachers_changed=config.teachers_changed,
                 )
                 needed["teachers_needed"] = need
                 if need > k:
@@ -158,6 +160,7 @@ def run_compare(
                         max_unstable=config.max_unstable,
                         mode=config.calibration,
                         soft_labels=soft,
+                        teachers_changed=config.teachers_changed,
                     )
                     needed["epsilon_needed"] = e_need
                     note = f"needs k≈{need} at this ε, or ε≥{e_need:.3g} with k={k}"
@@ -215,6 +218,7 @@ def run_compare(
                 "privacy": SELECTION_PRIVACY,
             },
             "delta": config.delta,
+            "privacy": config.privacy_relation(),
             "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality},
             "rows": rows,
             "ledger": ledger.report(),

@@ -45,6 +45,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from pate_stab.aggregation.baselines import BaselineReleaser
 from pate_stab.aggregation.compare import make_aggregator
 from pate_stab.aggregation.releaser import NOISE_MODES, StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
@@ -61,7 +62,7 @@ from pate_stab.data import (
     standardize,
 )
 from pate_stab.privacy.calibration import Calibration, calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger import NEIGHBOURING_RELATIONS, PrivacyLedger
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.selection import (
     QUERY_SELECTIONS,
@@ -115,6 +116,10 @@ THREAT_MODELS = {
         "labelled part); the features of the pool records are not protected."
     ),
 }
+PARTITION_KEYS = {
+    "content": "the record's own bytes (features and label): a replaced record may move to another shard",
+    "record_id": "the record's row number in the private split, kept by a replacement (a stable record id)",
+}
 SELECTOR_MIN_STEPS = 300  # optimiser steps of the student-confidence selector, at least
 # stages whose config fields must match for a run folder to be reused
 _WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
@@ -160,6 +165,10 @@ class TransferConfig:
     dim: int = 10  # synthetic only
     separation: float = 4.0  # synthetic only
     label_noise: float = 0.0  # synthetic only
+    # privacy: the neighbouring relation the run's guarantee is stated for, and the partition key
+    # (see teachers_changed): content keys + replace_one need group privacy over two teachers
+    neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
+    partition_key: Literal["content", "record_id"] = "content"
     features: Literal["raw", "pca"] = "raw"
     pca_dim: int = 50
     whiten: bool = True
@@ -217,6 +226,11 @@ class TransferConfig:
             raise ValueError(f"calibration must be 'paper' or 'tight', got {self.calibration!r}")
         if self.releaser_noise not in NOISE_MODES:
             raise ValueError(f"releaser_noise must be one of {', '.join(NOISE_MODES)}, got {self.releaser_noise!r}")
+        if self.neighbouring not in NEIGHBOURING_RELATIONS:
+            choices = ", ".join(NEIGHBOURING_RELATIONS)
+            raise ValueError(f"neighbouring must be one of {choices}, got {self.neighbouring!r}")
+        if self.partition_key not in PARTITION_KEYS:
+            raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {self.partition_key!r}")
         if self.features not in ("raw", "pca"):
             raise ValueError(f"features must be 'raw' or 'pca', got {self.features!r}")
         if self.stop_after not in (None, "teachers", "release"):
@@ -257,6 +271,27 @@ class TransferConfig:
     @property
     def run_dir(self) -> Path:
         return Path(self.checkpoints_dir) / self.run_name
+
+    @property
+    def teachers_changed(self) -> int:
+        """Teachers one neighbouring data set can change (DESIGN.md fact 1).
+
+        Add/remove one record changes one shard with either key. Replace-one changes one shard
+        when the key is a record id (the replacement keeps it) and up to two under content keys
+        (the replacement may hash elsewhere); the aggregators then use group privacy over two
+        teachers (:func:`~pate_stab.aggregation.votes.distance_to_instability` with
+        ``group_size=2``, doubled sensitivities for the PATE baselines).
+        """
+        return 2 if (self.neighbouring, self.partition_key) == ("replace_one", "content") else 1
+
+    def privacy_relation(self) -> dict[str, Any]:
+        """The guarantee's relation, as the report and the ledger state it."""
+        return {
+            "neighbouring": self.neighbouring,
+            "partition_key": self.partition_key,
+            "partition_key_description": PARTITION_KEYS[self.partition_key],
+            "teachers_changed_per_neighbour": self.teachers_changed,
+        }
 
 
 # --------------------------------------------------------------------------- data
@@ -347,7 +382,14 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
 
 
 def stability_requirement(
-    *, epsilon: float, delta: float, num_queries: int, max_unstable: int, mode: str, soft_labels: bool
+    *,
+    epsilon: float,
+    delta: float,
+    num_queries: int,
+    max_unstable: int,
+    mode: str,
+    soft_labels: bool,
+    teachers_changed: int = 1,
 ) -> tuple[Calibration, int]:
     """The calibration and the k a unanimous vote needs to be answered w.p. 0.95."""
     cal = calibrate(
@@ -358,11 +400,18 @@ def stability_requirement(
         mode=mode,  # type: ignore[arg-type]
         soft_labels=soft_labels,
     )
-    return cal, teachers_for_unanimous_answer(cal)
+    return cal, teachers_for_unanimous_answer(cal, teachers_changed=teachers_changed)
 
 
 def epsilon_needed(
-    *, num_teachers: int, delta: float, num_queries: int, max_unstable: int, mode: str, soft_labels: bool
+    *,
+    num_teachers: int,
+    delta: float,
+    num_queries: int,
+    max_unstable: int,
+    mode: str,
+    soft_labels: bool,
+    teachers_changed: int = 1,
 ) -> float:
     """Smallest ε (to 1 %) at which ``num_teachers`` unanimous teachers are answered w.p. 0.95."""
 
@@ -375,6 +424,7 @@ def epsilon_needed(
                 max_unstable=max_unstable,
                 mode=mode,
                 soft_labels=soft_labels,
+                teachers_changed=teachers_changed,
             )[1]
             <= num_teachers
         )
@@ -405,6 +455,7 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
         max_unstable=config.max_unstable,
         mode=config.calibration,
         soft_labels=soft,
+        teachers_changed=config.teachers_changed,
     )
     info = {"teachers_needed_for_unanimous_answer": need}
     if need > config.num_teachers and not config.allow_unanswerable:
@@ -415,6 +466,7 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
             max_unstable=config.max_unstable,
             mode=config.calibration,
             soft_labels=soft,
+            teachers_changed=config.teachers_changed,
         )
         raise BudgetTooSmallError(
             f"budget too small to answer anything: with ε={config.epsilon:g}, δ={config.delta:g}, "
@@ -488,9 +540,11 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
 
     t0 = time.perf_counter()
-    shards = partition_indices(
-        record_keys_from_tensors(task.private_x, task.private_y), config.num_teachers, generator=gens["partition"]
-    )
+    if config.partition_key == "record_id":
+        keys: Any = torch.arange(task.private_x.shape[0], dtype=torch.int64)
+    else:
+        keys = record_keys_from_tensors(task.private_x, task.private_y)
+    shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
     timings["partition"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -565,6 +619,7 @@ def _make_aggregator(name: str, config: TransferConfig, epsilon: float, m: int, 
         soft_labels=soft,
         confident_threshold=config.confident_threshold * k,
         sigma_ratio=config.sigma_ratio,
+        teachers_changed=config.teachers_changed,
     )
 
 
@@ -687,33 +742,25 @@ def release_labels(
     # the stability releasers' noise: seeded from ``generator``, or secure (OS randomness)
     secure = config.releaser_noise == "secure"
     noise_kw: dict[str, Any] = {"noise": config.releaser_noise, "generator": None if secure else generator}
+    # every aggregator spends through the ledger itself: the spend and each call's outputs are
+    # recorded before the outputs leave; a rerun under the same spend id replays them
+    rel: StabilityReleaser | SoftLabelReleaser | BaselineReleaser
     if aggregator == "stability":
-        rel = StabilityReleaser(agg, ledger=ledger, spend_id=spend_id, **noise_kw)
-
-        def release(index: Tensor) -> Tensor:
-            return rel.release(votes.histograms(index)).labels
-
-        halted, summarize = (lambda: rel.halted), rel.summary
-    elif soft:
-        srel = SoftLabelReleaser(agg, gamma=config.gamma, ledger=ledger, spend_id=spend_id, **noise_kw)
-
-        def release(index: Tensor) -> Tensor:
-            return srel.release(votes.scores(index)).labels
-
-        halted, summarize = (lambda: srel.halted), srel.summary
-    else:
-        ledger.spend(
-            spend_id,
-            epsilon=agg.certified_epsilon,
-            delta=agg.certified_delta,
-            mechanism=agg.name,
-            metadata={k_: v for k_, v in agg.summary().items() if k_ not in ("queries_seen", "answered", "abstained")},
+        rel = StabilityReleaser(
+            agg, ledger=ledger, spend_id=spend_id, teachers_changed=config.teachers_changed, **noise_kw
         )
+    elif soft:
+        rel = SoftLabelReleaser(
+            agg, gamma=config.gamma, ledger=ledger, spend_id=spend_id, teachers_changed=config.teachers_changed,
+            **noise_kw,
+        )  # fmt: skip
+    else:
+        rel = BaselineReleaser(agg, generator=generator, ledger=ledger, spend_id=spend_id)
 
-        def release(index: Tensor) -> Tensor:
-            return agg.release(votes.histograms(index), generator=generator)
+    def release(index: Tensor) -> Tensor:
+        return rel.release(votes.scores(index) if soft else votes.histograms(index)).labels
 
-        halted, summarize = (lambda: False), agg.summary
+    halted, summarize = (lambda: rel.halted), rel.summary
     selected = release_in_rounds(
         prep.task.public_x,
         num_queries=m,
@@ -728,11 +775,18 @@ def release_labels(
     labels, offered = selected.labels, int(selected.index.numel())
     summary = summarize()
     if soft:
-        summary["queries_seen"] = offered
         summary["answered"] = summary["answered_plain"] + summary["answered_shifted"]
     if aggregator.startswith("stability"):
         summary["calibration_detail"] = agg.to_dict()
-    summary["abstained"] = offered - int(summary["answered"])
+    # offered = asked; of those, the ones the releaser processed and refused are ⊥, and the
+    # ones it never processed (after halting) were not asked
+    if soft:  # the soft releaser counts the queries it processed as answered (plain or ½-shifted) or ⊥
+        seen = int(summary["answered"]) + int(summary["abstained"])
+    else:
+        seen = int(summary.get("queries_seen", offered))
+    summary["queries_seen"] = seen
+    summary["abstained"] = seen - int(summary["answered"])
+    summary["not_asked"] = offered - seen
     selection: dict[str, Any] = {"strategy": config.query_selection, "offered": offered, "rounds": selected.rounds}
     if config.query_selection != "first":
         selection["round_size"] = config.selection_round_size
@@ -817,9 +871,16 @@ def teacher_accuracies(teachers: TeacherEnsemble, x: Tensor, y: Tensor, num_clas
     return float((votes == y).double().mean()), float((plurality == y).double().mean())
 
 
-def open_ledger(run_dir: Path, *, run_name: str, budget_epsilon: float, budget_delta: float) -> PrivacyLedger:
+def open_ledger(
+    run_dir: Path, *, run_name: str, budget_epsilon: float, budget_delta: float, neighbouring: str
+) -> PrivacyLedger:
+    """The run's ledger; its header states the neighbouring relation the run's releases hold under."""
     return PrivacyLedger(
-        run_dir / "ledger.jsonl", budget_epsilon=budget_epsilon, budget_delta=budget_delta, run_id=run_name
+        run_dir / "ledger.jsonl",
+        budget_epsilon=budget_epsilon,
+        budget_delta=budget_delta,
+        run_id=run_name,
+        neighbouring=neighbouring,
     )
 
 
@@ -853,7 +914,11 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
     if config.stop_after == "teachers":
         return report
     ledger = open_ledger(
-        prep.run_dir, run_name=config.run_name, budget_epsilon=config.epsilon, budget_delta=config.delta
+        prep.run_dir,
+        run_name=config.run_name,
+        budget_epsilon=config.epsilon,
+        budget_delta=config.delta,
+        neighbouring=config.neighbouring,
     )
     try:
         t0 = time.perf_counter()
@@ -912,8 +977,10 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
                 "seen": int(s.get("queries_seen", config.num_queries)),
                 "answered": int(s["answered"]),
                 "abstained": int(s["abstained"]),
+                "not_asked": int(s.get("not_asked", 0)),
                 "halted": bool(s.get("halted", False)),
             },
+            "privacy": config.privacy_relation(),
             "query_selection": selection_report(release),
             "label_accuracy_answered": acc_answered,
             "label_accuracy_all_queries": acc_all,

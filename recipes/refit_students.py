@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         budget_epsilon=header["budget_epsilon"],
         budget_delta=header["budget_delta"],
         run_id=config.run_name,
+        neighbouring=header.get("neighbouring", "replace_one"),
     ) as ledger:
         recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}
         plan = [(a, e) for a in args.aggregators for e in args.epsilons]

@@ -118,3 +118,17 @@ def test_recipes_parse():
         data = yaml.safe_load(path.read_text())
         data.pop("compare", None)
         TransferConfig.from_dict(data)
+
+
+def test_transfer_summary_separates_bottom_from_not_asked(tmp_path, capsys):
+    """A releaser that halts after T ⊥ reports those ⊥ apart from the queries it never processed."""
+    args = ["transfer", "--checkpoints-dir", str(tmp_path), "--run-name", "halt", "--epsilon", "1",
+            "--max-unstable", "2", "--allow-unanswerable", *FAST, "--num-teachers", "20",
+            "--teacher-epochs", "1", "--student-epochs", "1"]  # fmt: skip
+    code, out = run_cli(args, capsys)
+    assert code == 0
+    q = json.loads((tmp_path / "halt" / "report.json").read_text())["queries"]
+    assert q["halted"] and q["abstained"] == 2
+    assert q["seen"] == q["answered"] + 2 and q["not_asked"] == 100 - q["seen"] > 0
+    assert f"{q['seen']} / {q['answered']} / 2 (halted: {q['not_asked']} not asked)" in out.out
+    assert "add/remove (content partition keys; 1 teacher per neighbour)" in out.out

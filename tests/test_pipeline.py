@@ -36,7 +36,8 @@ def stable(report: dict) -> dict:
 
 
 def ledger_of(cfg: TransferConfig) -> PrivacyLedger:
-    return PrivacyLedger(cfg.run_dir / "ledger.jsonl", budget_epsilon=cfg.epsilon, budget_delta=cfg.delta)
+    path = cfg.run_dir / "ledger.jsonl"
+    return PrivacyLedger(path, run_id=cfg.run_name, budget_epsilon=cfg.epsilon, budget_delta=cfg.delta)
 
 
 @pytest.fixture(scope="module")
@@ -348,3 +349,43 @@ def test_selection_resume_replays_the_ledger_and_matches_an_uninterrupted_run(se
 def test_bad_selection_values(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message):
         small(tmp_path, **{field: value})
+
+
+@pytest.mark.parametrize("aggregator", ["stability", "gnmax"])
+def test_crash_between_release_and_result_replays_without_drawing(tmp_path, monkeypatch, aggregator):
+    """Audit defect D1: a spend recorded without its result must not buy a second draw of noise."""
+    from pate_stab.privacy.secure_noise import SecureSparseVector
+
+    cfg = small(tmp_path, aggregator=aggregator, releaser_noise="secure", stop_after="release")
+
+    def crash(self, spend_id, payload):
+        raise RuntimeError("simulated crash after the release, before record_result")
+
+    monkeypatch.setattr(PrivacyLedger, "record_result", crash)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_transfer(cfg)
+    monkeypatch.undo()
+    with ledger_of(cfg) as ledger:
+        (entry,) = ledger.entries()
+        assert not entry.has_result and len(entry.outputs) == 1  # paid, and what it bought is on disk
+        first_labels = entry.outputs[0]["labels"]
+        spent = ledger.spent()
+
+    draws = []
+    real_process = SecureSparseVector.process_many
+
+    def counting_process(self, *args, **kwargs):
+        draws.append("svt")
+        return real_process(self, *args, **kwargs)
+
+    monkeypatch.setattr(SecureSparseVector, "process_many", counting_process)
+    monkeypatch.setattr(
+        "pate_stab.aggregation.baselines.gaussian", lambda *a, **k: draws.append("gauss") or torch.zeros(a[1])
+    )
+    resumed = run_transfer(replace(cfg, stop_after=None))
+    assert draws == []  # replayed: no noise drawn at all
+    assert resumed["resumed"]["release"] is False  # the release call itself replayed the recorded outputs
+    with ledger_of(cfg) as ledger:
+        (entry,) = ledger.entries()
+        assert entry.has_result and entry.result["labels"] == first_labels
+        assert ledger.spent() == spent
