@@ -37,6 +37,23 @@ The data-dependent ε is a function of the private votes: it is *not* differenti
 must not be published as is. :func:`data_dependent_summary` publishes it through GNSS, whose own
 RDP cost is added.
 
+Where this module departs from the reference implementation (the first three give values at
+least as large as the reference's):
+
+- The smooth sensitivity of a sum over queries uses, for each query, the running maximum over
+  distances ≤ d of its local-sensitivity bounds (a dataset at distance d may move some
+  histograms by fewer than d votes); the reference's script sums the per-distance arrays as they
+  are. The two agree when every array is non-decreasing.
+- The threshold check's local-sensitivity array also covers distance max(v0, k − v0) (the last
+  reachable value of the largest count), which the reference's loop stops one short of.
+- The value sanitised for a GNMax step is β_σ (:func:`gnmax_rdp_smooth`), the function whose
+  local sensitivity Algs 3–5 bound; the reference adds :func:`gnmax_rdp`'s value, which can be
+  smaller than β_σ for small σ and α.
+- Conditions C5–C6 are checked on a grid (:func:`check_smooth_sensitivity_conditions`) rather
+  than by a symbolic derivative; the summary refuses to sanitise when they fail.
+- The sanitisation order, β and σ_ss are arguments fixed in advance; the reference's scripts
+  choose them by looking at the votes, which its own comments say cannot be released.
+
 References:
     [PAE+17] Papernot, Abadi, Erlingsson, Goodfellow, Talwar. Semi-supervised knowledge transfer
         for deep learning from private training data. ICLR 2017 (arXiv:1610.05755).
@@ -163,7 +180,10 @@ def _check_conversion(conversion: Any) -> str:
 
 
 def _check_log_q(log_q: Any) -> FloatArray:
-    array = np.atleast_1d(np.asarray(log_q, dtype=np.float64))
+    try:
+        array = np.atleast_1d(np.asarray(log_q, dtype=np.float64))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"log_q must be a real scalar or 1-D array, got {type(log_q).__name__}") from exc
     if array.ndim != 1 or np.isnan(array).any() or (array > 0).any():
         raise ValueError("log_q must be a scalar or 1-D array of log-probabilities (<= 0, not NaN)")
     return array
@@ -802,7 +822,10 @@ class DataDependentSummary:
     delta: float
     conversion: str
     data_independent_epsilon: float
-    """ε of the same run with every per-query RDP at its data-independent value."""
+    """ε of the same run with every per-query RDP at its data-independent value. For
+    Confident-GNMax: the check on every query, GNMax on the answered ones only (the
+    ``baselines.ConfidentGNMax`` certificate is fixed before the run, charges GNMax on every
+    query and uses PLD accounting, so it is larger)."""
     data_independent_order: float
     data_dependent_epsilon: float
     """Raw: ε from the data-dependent RDP, minimised over ``orders``."""
@@ -825,6 +848,7 @@ class DataDependentSummary:
     """Released: ε at ``ss_order`` of ``sanitised_rdp + sanitisation_rdp``."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
