@@ -263,8 +263,10 @@ def gnmax_log_q(*, counts: Any, sigma: float) -> FloatArray:
     Returns:
         ``(n,)`` float64 natural logarithms.
     """
-    array = _check_counts(counts)
-    sigma = check_positive("sigma", sigma)
+    return _gnmax_log_q(_check_counts(counts), check_positive("sigma", sigma))
+
+
+def _gnmax_log_q(array: npt.NDArray[np.int64], sigma: float) -> FloatArray:
     gaps = _gaps_without_plurality(array)
     return _log_q_from_gaps(special.log_ndtr(-gaps / (math.sqrt(2.0) * sigma)), array.shape[1])
 
@@ -606,7 +608,7 @@ def _gnmax_ls_at(log_q: float, sigma: float, num_classes: int, order: float) -> 
 
 
 def _row_log_q(votes: npt.NDArray[np.int64], sigma: float) -> float:
-    return float(gnmax_log_q(counts=votes[None, :], sigma=sigma)[0])
+    return float(_gnmax_log_q(votes[None, :], sigma)[0])
 
 
 @lru_cache(maxsize=65536)
