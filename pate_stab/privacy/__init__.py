@@ -8,6 +8,8 @@ This subpackage imports neither Lightning nor any model code (a test checks it).
 - ``noise_reduction``: gradual release (Ligett et al. Alg 1, after Koufogiannis et al.).
 - ``calibration``: noise scale, threshold and δ split from (ε, δ, m, T).
 - ``accounting``: privacy events, composition through dp-accounting, the persistent ledger.
+- ``pate_data_dependent``: PATE's data-dependent RDP of LNMax / GNMax / Confident-GNMax runs, its
+  smooth sensitivity and sanitised release (``data_dependent_summary``).
 """
 
-__all__ = ["noise", "sparse_vector", "stability", "noise_reduction", "calibration", "accounting"]
+__all__ = ["noise", "sparse_vector", "stability", "noise_reduction", "calibration", "accounting", "pate_data_dependent"]
