@@ -150,7 +150,7 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
 
 
 def _make_config(parser: argparse.ArgumentParser, data: dict[str, Any]):
-    from pate_stab.pipeline import DATASETS, TransferConfig
+    from pate_stab.run.config import DATASETS, TransferConfig
 
     data = {k: v for k, v in data.items() if k != "_compare"}
     dataset = data.get("dataset", "synthetic")
@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = _make_config(parser, data)
     try:
         if args.command == "compare":
-            from pate_stab.comparison import run_compare
+            from pate_stab.run.compare import run_compare
 
             epsilons = args.epsilons or compare_opts.get("epsilons") or [config.epsilon]
             aggregators = args.aggregators or compare_opts.get("aggregators")
@@ -280,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(out["table"])
             print(f"plot: {out['plot']}")
             return 0
-        from pate_stab.pipeline import run_transfer
+        from pate_stab.run.transfer import run_transfer
 
         report = run_transfer(config)
         if report["status"] != "complete":

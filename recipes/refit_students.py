@@ -8,7 +8,7 @@ recorded: it never spends), trains one student per release with the overridden s
 prints and writes ``refit_students.json`` with the original and the new student accuracy.
 
 Only student settings may be overridden (the keys a rerun may change, see
-:mod:`pate_stab.pipeline`); the teachers are reloaded, never retrained.
+:data:`pate_stab.run.config.STUDENT_FIELDS`); the teachers are reloaded, never retrained.
 
 Usage (from the project root)::
 
@@ -26,17 +26,17 @@ from pathlib import Path
 
 import yaml
 
-from pate_stab.pipeline import (
-    _STUDENT_FIELDS,
-    TransferConfig,
-    _clean,
-    fit_student,
-    label_accuracy,
-    prepare,
-    release_labels,
-)
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.rng import seeded_generator, spawn_generators
+from pate_stab.run import (
+    STUDENT_FIELDS,
+    TransferConfig,
+    clean_json,
+    fit_student,
+    label_accuracy,
+    release_labels,
+)
+from pate_stab.run.prepare import prepare
 
 
 def overrides_from(pairs: list[str]) -> dict:
@@ -45,8 +45,8 @@ def overrides_from(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep:
             raise SystemExit(f"--set takes KEY=VALUE, got {pair!r}")
-        if key not in _STUDENT_FIELDS:
-            raise SystemExit(f"only student settings can be refit ({', '.join(_STUDENT_FIELDS)}); got {key!r}")
+        if key not in STUDENT_FIELDS:
+            raise SystemExit(f"only student settings can be refit ({', '.join(STUDENT_FIELDS)}); got {key!r}")
         value = yaml.safe_load(value)
         out[key] = tuple(value) if isinstance(value, list) else value
     return out
@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"{row['student_acc']:.4f} (trained on {row['student_trained_on']}, {row['fit_s']:.0f} s)",
                 flush=True,
             )
-    student_settings = {k: getattr(new, k) for k in _STUDENT_FIELDS}
-    out = _clean({"run": config.run_name, "student": student_settings, "rows": rows, "spent": list(spent_before)})
+    student_settings = {k: getattr(new, k) for k in STUDENT_FIELDS}
+    out = clean_json({"run": config.run_name, "student": student_settings, "rows": rows, "spent": list(spent_before)})
     (run_dir / "refit_students.json").write_text(json.dumps(out, indent=2, sort_keys=True))
     print(f"written {run_dir / 'refit_students.json'}; privacy spent unchanged: {spent_before}")
 

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from pate_stab.comparison import run_compare
-from pate_stab.pipeline import TransferConfig
+from pate_stab.run import TransferConfig, run_compare
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -109,7 +109,7 @@ def test_recipes_parse():
 
     import yaml
 
-    from pate_stab.pipeline import TransferConfig
+    from pate_stab.run import TransferConfig
 
     recipes = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
     assert {p.stem for p in recipes} >= {"mnist_quick", "mnist_gpu", "fashion_mnist_quick", "svhn_gpu",

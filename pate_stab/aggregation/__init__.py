@@ -7,9 +7,11 @@ Example::
     labels = StabilityReleaser(cal, generator=gen).release(counts).labels  # −1 for ⊥
 """
 
-from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
-from pate_stab.aggregation.compare import AGGREGATORS, AggregatorRow, compare_aggregators, format_table
-from pate_stab.aggregation.releaser import ABSTAIN, ReleaseResult, StabilityReleaser
+from pate_stab.aggregation.base import ABSTAIN, ReleaseResult
+from pate_stab.aggregation.baselines import BaselineReleaser, ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.label_table import TABLE_AGGREGATORS, AggregatorRow, compare_aggregators, format_table
+from pate_stab.aggregation.registry import AGGREGATORS, AggregatorSettings, AggregatorSpec, Releaser, make_releaser
+from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.aggregation.votes import (
     bin_midpoints,
@@ -28,6 +30,11 @@ __all__ = [
     "ABSTAIN",
     "AGGREGATORS",
     "AggregatorRow",
+    "AggregatorSettings",
+    "AggregatorSpec",
+    "BaselineReleaser",
+    "Releaser",
+    "TABLE_AGGREGATORS",
     "ConfidentGNMax",
     "GNMax",
     "LNMax",
@@ -36,6 +43,7 @@ __all__ = [
     "StabilityReleaser",
     "bin_midpoints",
     "compare_aggregators",
+    "make_releaser",
     "distance_to_instability",
     "format_table",
     "gamma_histogram",

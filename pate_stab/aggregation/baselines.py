@@ -638,6 +638,7 @@ class BaselineReleaser:
     def summary(self) -> dict[str, Any]:
         return {
             **self.aggregator.summary(),
+            "halted": False,
             "replayed_calls": self._spend.replayed_calls,
             "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
         }

@@ -298,6 +298,7 @@ class StabilityReleaser:
             "answered": int(counters["answered"]),
             "abstained": int(counters["abstained"]),
             "halted": bool(counters["halted"]),
+            "calibration_detail": self.calibration.to_dict(),
             "replayed_calls": self._spend.replayed_calls,
             "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
         }

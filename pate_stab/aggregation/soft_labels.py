@@ -193,7 +193,12 @@ class SoftLabelReleaser:
             **self._spend.metadata_noise(),  # secure mode: the integer threshold and exact λ actually used
             "teachers_changed": self.teachers_changed,
             **{k: v for k, v in self._counters().items() if k != "queries_seen"},
-            "queries_seen": self._spend.queries_offered,
+            "answered": int(self._counters()["answered_plain"]) + int(self._counters()["answered_shifted"]),
+            # processed queries (answered on either histogram, or ⊥); those offered after halting are not
+            "queries_seen": int(self._counters()["answered_plain"])
+            + int(self._counters()["answered_shifted"])
+            + int(self._counters()["abstained"]),
+            "calibration_detail": self.calibration.to_dict(),
             "replayed_calls": self._spend.replayed_calls,
             "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
         }

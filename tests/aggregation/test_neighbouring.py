@@ -156,7 +156,7 @@ def test_baselines_double_their_noise_for_two_teachers(cls, kwargs, scales):
     [("add_remove", "content", 1), ("replace_one", "content", 2), ("replace_one", "record_id", 1)],
 )
 def test_config_relation(neighbouring, key, teachers):
-    from pate_stab.pipeline import TransferConfig
+    from pate_stab.run import TransferConfig
 
     cfg = TransferConfig(neighbouring=neighbouring, partition_key=key)
     assert cfg.teachers_changed == teachers
@@ -164,7 +164,7 @@ def test_config_relation(neighbouring, key, teachers):
 
 
 def test_default_run_states_add_remove_in_report_and_ledger(tmp_path):
-    from pate_stab.pipeline import TransferConfig, run_transfer
+    from pate_stab.run import TransferConfig, run_transfer
 
     cfg = TransferConfig(
         run_name="rel", checkpoints_dir=str(tmp_path), num_private=3000, num_public=200, num_eval=200,

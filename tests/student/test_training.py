@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import torch
 
-import pate_stab.pipeline as pipeline
+import pate_stab.run.student as run_student
 from pate_stab.data import make_gaussian_mixture
 from pate_stab.rng import seeded_generator
+from pate_stab.run import TransferConfig, run_transfer
+from pate_stab.run.prepare import prepare
 from pate_stab.student import StudentConfig, hard_targets, soft_targets, train_student
 from pate_stab.teachers import ModelSpec
 
@@ -51,21 +53,21 @@ def test_pipeline_student_sees_public_data_only(tmp_path, monkeypatch):
     """Sentinel: every tensor the student receives is made of public-pool rows, never of
     private or evaluation rows (the synthetic rows are continuous, hence all distinct)."""
     seen: dict[str, torch.Tensor] = {}
-    real = pipeline.train_student
+    real = run_student.train_student
 
     def spy(query_x, released, *, unlabelled_x=None, **kwargs):
         seen["query_x"], seen["unlabelled_x"] = query_x, unlabelled_x
         return real(query_x, released, unlabelled_x=unlabelled_x, **kwargs)
 
-    monkeypatch.setattr(pipeline, "train_student", spy)
-    cfg = pipeline.TransferConfig(
+    monkeypatch.setattr(run_student, "train_student", spy)
+    cfg = TransferConfig(
         run_name="sentinel", checkpoints_dir=str(tmp_path), num_teachers=300, num_private=6000, num_public=400,
         num_eval=300, separation=6.0, num_queries=100, epsilon=8.0, max_unstable=10, teacher_epochs=5, teacher_lr=0.05,
         student_epochs=2, pseudo_label_rounds=1, pseudo_label_threshold=0.5, accelerator="cpu",
     )  # fmt: skip
-    report = pipeline.run_transfer(cfg)
+    report = run_transfer(cfg)
     assert report["status"] == "complete"
-    prep = pipeline.prepare(cfg)  # the same split, rebuilt from the seed (teachers reloaded)
+    prep = prepare(cfg)  # the same split, rebuilt from the seed (teachers reloaded)
     public = {tuple(r) for r in prep.task.public_x.tolist()}
     private = {tuple(r) for r in prep.task.private_x.tolist()}
     evaluation = {tuple(r) for r in prep.task.eval_x.tolist()}

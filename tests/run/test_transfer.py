@@ -10,12 +10,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-import pate_stab.pipeline as pipeline
+import pate_stab.run.prepare as run_prepare
+import pate_stab.run.release as run_release
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
-from pate_stab.pipeline import BudgetTooSmallError, TransferConfig, run_transfer
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.run import BudgetTooSmallError, TransferConfig, run_transfer
+from pate_stab.run.prepare import prepare
 from pate_stab.teachers import TeacherEnsemble
 
 VOLATILE = ("wall_time_s", "run", "run_dir", "ledger", "resumed")
@@ -105,7 +107,7 @@ def test_interrupted_after_teachers_resumes_without_retraining_or_double_spend(t
     def no_training(*args, **kwargs):
         raise AssertionError("teachers were retrained")
 
-    monkeypatch.setattr(pipeline, "train_teachers", no_training)
+    monkeypatch.setattr(run_prepare, "train_teachers", no_training)
     out = run_transfer(replace(cfg, stop_after="release"))
     assert out["status"] == "released"
     with ledger_of(cfg) as ledger:
@@ -130,7 +132,7 @@ def test_changed_student_settings_refit_only_the_student(tmp_path, monkeypatch):
     def no_training(*args, **kwargs):
         raise AssertionError("teachers were retrained")
 
-    monkeypatch.setattr(pipeline, "train_teachers", no_training)
+    monkeypatch.setattr(run_prepare, "train_teachers", no_training)
     changed = replace(cfg, student_epochs=1, student_hidden=(8,), bottom="random")
     report = run_transfer(changed)
     assert report["resumed"] == {"teachers": True, "release": True}
@@ -229,14 +231,14 @@ def test_model_widths_are_checked(tmp_path, field, value, message):
 def test_cnn_widths_reach_the_teachers_and_the_student(tmp_path, monkeypatch):
     """teacher_channels / student_channels are the convolution widths of the specs actually built."""
     built = []
-    real = pipeline.ModelSpec
+    real = run_prepare.ModelSpec
 
     def spy(*args, **kwargs):
         spec = real(*args, **kwargs)
         built.append(spec)
         return spec
 
-    monkeypatch.setattr(pipeline, "ModelSpec", spy)
+    monkeypatch.setattr(run_prepare, "ModelSpec", spy)
     cfg = small(tmp_path, teacher_model="mlp", teacher_channels=(3, 5), student_channels=(7, 9),
                 stop_after="release")  # fmt: skip
     run_transfer(cfg)
@@ -254,7 +256,7 @@ def test_default_selection_releases_the_first_queries_in_one_batch(first):
     cfg, report = first
     assert cfg.query_selection == "first" and report["query_selection"]["strategy"] == "first"
     assert report["query_selection"]["offered"] == cfg.num_queries
-    prep = pipeline.prepare(cfg)  # same seed: same split and release generator; teachers reloaded
+    prep = prepare(cfg)  # same seed: same split and release generator; teachers reloaded
     counts = vote_histogram(prep.teachers.predict_votes(prep.task.public_x[: cfg.num_queries]), prep.task.num_classes)
     cal = calibrate(epsilon=cfg.epsilon, delta=cfg.delta, num_queries=cfg.num_queries,
                     max_unstable=cfg.max_unstable, mode=cfg.calibration)  # fmt: skip
@@ -291,14 +293,14 @@ def selected(tmp_path_factory):
         mp.setattr(StabilityReleaser, "release", spy_release)
         assert run_transfer(replace(cfg, stop_after="release"))["status"] == "released"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pipeline, "release_in_rounds", refuse)
+        mp.setattr(run_release, "release_in_rounds", refuse)
         report = run_transfer(cfg)
     return cfg, events, report
 
 
 def test_selection_reads_votes_only_of_points_the_releaser_processes_next(selected):
     cfg, events, report = selected
-    prep = pipeline.prepare(cfg)
+    prep = prepare(cfg)
     position = {tuple(row): i for i, row in enumerate(prep.task.public_x.tolist())}
     kinds = [e[0] for e in events]
     assert kinds == ["votes", "release"] * (len(events) // 2) and len(events) >= 4  # ≥ 2 rounds

@@ -27,21 +27,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pate_stab.pipeline import (
-    AGGREGATORS,
-    TransferConfig,
-    _clean,
-    epsilon_needed,
-    fit_student,
-    label_accuracy,
-    open_ledger,
-    prepare,
-    release_labels,
-    stability_requirement,
-    teacher_accuracies,
-)
+from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.rng import spawn_generators
-from pate_stab.selection import SELECTION_PRIVACY
+from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
+from pate_stab.run.prepare import prepare
+from pate_stab.run.release import label_accuracy, release_labels
+from pate_stab.run.report import clean_json, open_ledger
+from pate_stab.run.selection import SELECTION_PRIVACY
+from pate_stab.run.student import fit_student, teacher_accuracies
 
 __all__ = ["run_compare", "format_rows", "plot_rows"]
 
@@ -114,10 +107,13 @@ def run_compare(
     prep = prepare(config, check_budget=False)
     binary = prep.task.num_classes == 2
     if aggregators is None:
-        aggregators = [a for a in AGGREGATORS if binary or a != "stability-soft"]
-    bad = [a for a in aggregators if a not in AGGREGATORS or (a == "stability-soft" and not binary)]
+        aggregators = [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
+    bad = [a for a in aggregators if a not in RUN_AGGREGATORS or (aggregator_spec(a).binary_only and not binary)]
     if bad:
-        raise ValueError(f"aggregators not available for this task: {bad} (stability-soft needs a binary task)")
+        raise ValueError(
+            f"aggregators not available for this task: {bad} (choose from {', '.join(RUN_AGGREGATORS)}; "
+            "stability-soft needs a binary task)"
+        )
     k, m = config.num_teachers, config.num_queries
     plan = [(float(e), a) for e in epsilons for a in aggregators]
     release_gens = spawn_generators(prep.generators["release"], len(plan))
@@ -140,30 +136,12 @@ def run_compare(
         for i, (eps, agg) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
             note = ""
             needed: dict[str, Any] = {}
-            if agg.startswith("stability"):
-                soft = agg == "stability-soft"
-                _, need = stability_requirement(
-                    epsilon=eps,
-                    delta=config.delta,
-                    num_queries=m,
-                    max_unstable=config.max_unstable,
-                    mode=config.calibration,
-                    soft_labels=soft,
-                    teachers_changed=config.teachers_changed,
-                )
-                needed["teachers_needed"] = need
-                if need > k:
-                    e_need = epsilon_needed(
-                        num_teachers=k,
-                        delta=config.delta,
-                        num_queries=m,
-                        max_unstable=config.max_unstable,
-                        mode=config.calibration,
-                        soft_labels=soft,
-                        teachers_changed=config.teachers_changed,
-                    )
-                    needed["epsilon_needed"] = e_need
-                    note = f"needs k≈{need} at this ε, or ε≥{e_need:.3g} with k={k}"
+            status = answerability(agg, config.aggregator_settings(eps))
+            if status is not None:
+                needed["teachers_needed"] = status.teachers_needed
+                if not status.answerable:
+                    needed["epsilon_needed"] = status.epsilon_needed
+                    note = f"needs k≈{status.teachers_needed} at this ε, or ε≥{status.epsilon_needed:.3g} with k={k}"
             release = release_labels(
                 prep,
                 ledger,
@@ -178,7 +156,7 @@ def run_compare(
             rows.append(
                 {
                     "aggregator": agg,
-                    "calibration": config.calibration if agg.startswith("stability") else "data-independent",
+                    "calibration": s.get("calibration", "data-independent"),
                     "target_epsilon": eps,
                     "epsilon": s["epsilon"],
                     "delta": s["delta"],
@@ -225,7 +203,7 @@ def run_compare(
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
             "plot": str(plot),
         }
-        out = _clean(out)
+        out = clean_json(out)
         (prep.run_dir / "compare.json").write_text(json.dumps(out, indent=2, sort_keys=True))
         (prep.run_dir / "compare.txt").write_text(table + "\n")
         out["table"] = table

@@ -16,16 +16,16 @@ from typing import Any
 import torch
 
 from pate_stab._validation import check_delta, check_epsilon, check_generator, check_int, check_tensor
-from pate_stab.aggregation.baselines import BaselineReleaser, ConfidentGNMax, GNMax, LNMax
-from pate_stab.aggregation.releaser import ABSTAIN, StabilityReleaser
+from pate_stab.aggregation.base import ABSTAIN
+from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, make_releaser
 from pate_stab.aggregation.votes import vote_histogram
-from pate_stab.privacy.calibration import Calibration, calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.rng import spawn_generators
 
-__all__ = ["AggregatorRow", "compare_aggregators", "make_aggregator", "AGGREGATORS", "format_table"]
+__all__ = ["AggregatorRow", "compare_aggregators", "TABLE_AGGREGATORS", "format_table"]
 
-AGGREGATORS = ("stability-paper", "stability-tight", "lnmax", "gnmax", "confident-gnmax")
+TABLE_AGGREGATORS = ("stability-paper", "stability-tight", "lnmax", "gnmax", "confident-gnmax")
+"""The default rows: every aggregator that takes vote histograms, both stability calibrations."""
 
 
 @dataclass(frozen=True)
@@ -62,67 +62,6 @@ def _row(name: str, calibration: str, eps: float, delta: float, labels: torch.Te
     )
 
 
-def make_aggregator(
-    name: str,
-    *,
-    epsilon: float,
-    delta: float,
-    num_queries: int,
-    num_teachers: int,
-    max_unstable: int,
-    mode: str = "tight",
-    soft_labels: bool = False,
-    confident_threshold: float | None = None,
-    sigma_ratio: float = 2.0,
-    teachers_changed: int = 1,
-) -> Calibration | LNMax | GNMax | ConfidentGNMax:
-    """An aggregator calibrated to (ε, δ) for ``num_queries`` queries.
-
-    ``name`` is one of "stability" (calibration ``mode``), "stability-paper",
-    "stability-tight", "stability-soft" (soft labels, calibration ``mode``), "lnmax", "gnmax",
-    "confident-gnmax". For the stability releasers the :class:`Calibration` is returned (build
-    the releaser from it); the baselines come back ready to ``release``. Confident-GNMax's
-    threshold on the max count defaults to 0.6·k. ``teachers_changed`` = 2 calibrates the
-    baselines for two changed teachers (doubled sensitivity); the stability releasers take it
-    at construction instead (their calibration does not change).
-    """
-    if name.startswith("stability"):
-        suffix = name.partition("-")[2]
-        if suffix in ("paper", "tight"):
-            mode = suffix
-        elif suffix == "soft":
-            soft_labels = True
-        elif suffix:
-            raise ValueError(f"unknown aggregator {name!r}")
-        return calibrate(
-            epsilon=epsilon,
-            delta=delta,
-            num_queries=num_queries,
-            max_unstable=max_unstable,
-            mode=mode,  # type: ignore[arg-type]
-            soft_labels=soft_labels,
-        )
-    if name == "lnmax":
-        return LNMax.calibrate(
-            epsilon=epsilon, delta=delta, num_queries=num_queries, teachers_changed=teachers_changed
-        )
-    if name == "gnmax":
-        return GNMax.calibrate(
-            epsilon=epsilon, delta=delta, num_queries=num_queries, teachers_changed=teachers_changed
-        )
-    if name == "confident-gnmax":
-        thr = 0.6 * num_teachers if confident_threshold is None else float(confident_threshold)
-        return ConfidentGNMax.calibrate(
-            epsilon=epsilon,
-            delta=delta,
-            num_queries=num_queries,
-            threshold=thr,
-            sigma_ratio=sigma_ratio,
-            teachers_changed=teachers_changed,
-        )
-    raise ValueError(f"unknown aggregator {name!r}")
-
-
 def compare_aggregators(
     predictions: Any,
     true_labels: Any,
@@ -132,7 +71,7 @@ def compare_aggregators(
     delta: float,
     max_unstable: int,
     generator: torch.Generator,
-    aggregators: Sequence[str] = AGGREGATORS,
+    aggregators: Sequence[str] = TABLE_AGGREGATORS,
     confident_threshold: float | None = None,
     ledger: PrivacyLedger | None = None,
     run_id: str = "compare",
@@ -146,7 +85,8 @@ def compare_aggregators(
         epsilon, delta: the target each aggregator is calibrated to for m queries.
         max_unstable: T for the stability releaser.
         generator: randomness; one child generator per aggregator.
-        aggregators: which to run (names in :data:`AGGREGATORS`).
+        aggregators: which to run (registry names taking vote histograms; see
+            :data:`~pate_stab.aggregation.registry.AGGREGATORS`).
         confident_threshold: Confident-GNMax's threshold on the max count (default 0.6·k).
         ledger: optional; every aggregator's spend is recorded there with its labels before they
             are used (each run is a separate release of the same votes, so they compose). A
@@ -166,33 +106,27 @@ def compare_aggregators(
     d = check_delta(delta)
     t = check_int("max_unstable", max_unstable, minimum=1)
     check_generator(generator)
-    unknown = [a for a in aggregators if a not in AGGREGATORS]
-    if unknown:
-        raise ValueError(f"unknown aggregators {unknown}; choose from {AGGREGATORS}")
+    for name in aggregators:
+        if aggregator_spec(name).votes != "histogram":
+            raise ValueError(f"{name} does not take vote histograms; choose from {TABLE_AGGREGATORS}")
     k, m = preds.shape
     counts = vote_histogram(preds, num_classes)
     gens = spawn_generators(generator, len(aggregators))
-    rows = []
+    rows: list[AggregatorRow] = []
+    settings = AggregatorSettings(
+        epsilon=eps,
+        delta=d,
+        num_queries=m,
+        num_teachers=k,
+        max_unstable=t,
+        confident_fraction=0.6 if confident_threshold is None else float(confident_threshold) / k,
+    )
     for name, gen in zip(aggregators, gens, strict=True):
-        spend_id = f"{run_id}-{name}"
-        agg = make_aggregator(
-            name,
-            epsilon=eps,
-            delta=d,
-            num_queries=m,
-            num_teachers=k,
-            max_unstable=t,
-            confident_threshold=confident_threshold,
-        )
-        if isinstance(agg, Calibration):
-            rel = StabilityReleaser(agg, generator=gen, ledger=ledger, spend_id=spend_id)
-            labels = rel.release(counts).labels
-            rows.append(
-                _row(name, agg.mode, agg.certified_epsilon, agg.certified_delta, labels, rel.queries_seen, truth)
-            )
-            continue
-        labels = BaselineReleaser(agg, generator=gen, ledger=ledger, spend_id=spend_id).release(counts).labels
-        rows.append(_row(name, "data-independent", agg.certified_epsilon, agg.certified_delta, labels, m, truth))
+        rel = make_releaser(name, settings, generator=gen, ledger=ledger, spend_id=f"{run_id}-{name}")
+        labels = rel.release(counts).labels
+        s = rel.summary()
+        calibration = s.get("calibration", "data-independent")
+        rows.append(_row(name, calibration, s["epsilon"], s["delta"], labels, rel.queries_seen, truth))
     return rows
 
 

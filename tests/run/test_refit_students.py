@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pate_stab.pipeline import TransferConfig, run_transfer
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.run import TransferConfig, run_transfer
 
-SCRIPT = Path(__file__).resolve().parents[1] / "recipes" / "refit_students.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "refit_students.py"
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from pate_stab.aggregation import AGGREGATORS, compare_aggregators, format_table
+from pate_stab.aggregation import TABLE_AGGREGATORS, compare_aggregators, format_table
 from pate_stab.privacy.ledger import PrivacyLedger
 
 
@@ -28,7 +28,7 @@ def test_every_aggregator_same_target(tmp_path):
         generator=torch.Generator().manual_seed(1),
         ledger=ledger,
     )
-    assert [r.mechanism for r in rows] == list(AGGREGATORS)
+    assert [r.mechanism for r in rows] == list(TABLE_AGGREGATORS)
     for r in rows:
         assert r.epsilon <= 8.0 * (1 + 1e-6) and r.delta <= 1e-5 * (1 + 1e-9)
         assert 0 <= r.answered <= r.queries_seen <= 200

@@ -1,0 +1,266 @@
+"""Every aggregator from one registry, behind one interface.
+
+:func:`make_releaser` builds any aggregator — the stability releasers (hard labels, BTT18 Alg 4;
+soft labels, Alg 6/8) and PATE's LNMax, GNMax and Confident-GNMax — calibrated to (ε, δ) for
+``num_queries`` queries, with its generator, ledger and spend id. Every one of them is a
+:class:`Releaser`: ``release(votes) → ReleaseResult``, ``halted``, ``queries_seen``,
+``summary()``, and each spends through the ledger itself
+(:class:`~pate_stab.aggregation.base.LedgerRelease`). What a caller needs to know about an
+aggregator — which votes it takes, whether it halts, whether it needs a binary task — is in its
+:class:`AggregatorSpec`, so no caller branches on a name.
+
+:func:`answerability` is the one place that says whether a stability releaser can answer
+anything at a setting (the k a unanimous vote needs, or the ε the run's k would need).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
+
+import torch
+
+from pate_stab.aggregation.base import ReleaseResult
+from pate_stab.aggregation.baselines import BaselineReleaser, ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.releaser import StabilityReleaser
+from pate_stab.aggregation.soft_labels import SoftLabelReleaser
+from pate_stab.privacy.calibration import calibrate
+from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.secure_noise import RandomSource
+from pate_stab.theory import teachers_for_unanimous_answer
+
+__all__ = [
+    "AGGREGATORS",
+    "AggregatorSettings",
+    "AggregatorSpec",
+    "Releaser",
+    "aggregator_spec",
+    "answerability",
+    "make_releaser",
+]
+
+
+class Releaser(Protocol):
+    """What every aggregator exposes."""
+
+    mechanism: str
+
+    @property
+    def halted(self) -> bool: ...
+
+    @property
+    def queries_seen(self) -> int: ...
+
+    def release(self, votes: Any) -> ReleaseResult: ...
+
+    def summary(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class AggregatorSettings:
+    """The target and the knobs every aggregator is built from.
+
+    Attributes:
+        epsilon, delta: the target (ε, δ) for ``num_queries`` queries.
+        num_queries: m.
+        num_teachers: k (Confident-GNMax's threshold is a fraction of it).
+        max_unstable: T, the ⊥ the stability releasers allow before halting.
+        calibration: "paper" or "tight" (stability releasers; overridden by the name's suffix).
+        gamma: the soft-label releaser's discretisation γ.
+        confident_fraction: Confident-GNMax's threshold on the largest count, as a fraction of k.
+        sigma_ratio: Confident-GNMax's σ1/σ2.
+        teachers_changed: teachers one neighbouring data set may change (1, or 2 for replace-one
+            over content-keyed shards: group privacy).
+        noise: the stability releasers' noise, "seeded" or "secure" (the baselines draw seeded
+            float noise).
+    """
+
+    epsilon: float
+    delta: float
+    num_queries: int
+    num_teachers: int
+    max_unstable: int
+    calibration: Literal["paper", "tight"] = "tight"
+    gamma: float = 0.1
+    confident_fraction: float = 0.6
+    sigma_ratio: float = 2.0
+    teachers_changed: int = 1
+    noise: str = "seeded"
+
+
+Builder = Callable[..., Releaser]
+
+
+@dataclass(frozen=True)
+class AggregatorSpec:
+    """One registered aggregator.
+
+    Attributes:
+        name: the registry name.
+        votes: what ``release`` takes: ``"histogram"`` ((m, C) vote counts) or ``"scores"``
+            ((k, m) binary teacher scores in [0, 1]).
+        soft: True when the released labels are scores (float, NaN for ⊥).
+        halts: True when it stops answering after T ⊥ (the stability releasers).
+        binary_only: True when it needs a two-class task.
+        accounting: how its ε is certified.
+    """
+
+    name: str
+    votes: Literal["histogram", "scores"]
+    soft: bool
+    halts: bool
+    binary_only: bool
+    accounting: str
+    build: Builder
+
+
+def _calibration(s: AggregatorSettings, mode: str | None, soft: bool) -> Any:
+    return calibrate(
+        epsilon=s.epsilon,
+        delta=s.delta,
+        num_queries=s.num_queries,
+        max_unstable=s.max_unstable,
+        mode=mode or s.calibration,  # type: ignore[arg-type]
+        soft_labels=soft,
+    )
+
+
+def _stability(mode: str | None) -> Builder:
+    def build(s: AggregatorSettings, *, generator, ledger, spend_id, source=None) -> Releaser:  # type: ignore[no-untyped-def]
+        secure = s.noise == "secure"
+        return StabilityReleaser(
+            _calibration(s, mode, soft=False), generator=None if secure else generator, ledger=ledger,
+            spend_id=spend_id, noise=s.noise, source=source, teachers_changed=s.teachers_changed,
+        )  # fmt: skip
+
+    return build
+
+
+def _soft(s: AggregatorSettings, *, generator, ledger, spend_id, source=None) -> Releaser:  # type: ignore[no-untyped-def]
+    secure = s.noise == "secure"
+    return SoftLabelReleaser(
+        _calibration(s, None, soft=True), gamma=s.gamma, generator=None if secure else generator, ledger=ledger,
+        spend_id=spend_id, noise=s.noise, source=source, teachers_changed=s.teachers_changed,
+    )  # fmt: skip
+
+
+def _baseline(make: Callable[[AggregatorSettings], LNMax | GNMax | ConfidentGNMax]) -> Builder:
+    def build(s: AggregatorSettings, *, generator, ledger, spend_id, source=None) -> Releaser:  # type: ignore[no-untyped-def]
+        return BaselineReleaser(make(s), generator=generator, ledger=ledger, spend_id=spend_id)
+
+    return build
+
+
+def _lnmax(s: AggregatorSettings) -> LNMax:
+    return LNMax.calibrate(
+        epsilon=s.epsilon, delta=s.delta, num_queries=s.num_queries, teachers_changed=s.teachers_changed
+    )
+
+
+def _gnmax(s: AggregatorSettings) -> GNMax:
+    return GNMax.calibrate(
+        epsilon=s.epsilon, delta=s.delta, num_queries=s.num_queries, teachers_changed=s.teachers_changed
+    )
+
+
+def _confident_gnmax(s: AggregatorSettings) -> ConfidentGNMax:
+    return ConfidentGNMax.calibrate(
+        epsilon=s.epsilon,
+        delta=s.delta,
+        num_queries=s.num_queries,
+        threshold=s.confident_fraction * s.num_teachers,
+        sigma_ratio=s.sigma_ratio,
+        teachers_changed=s.teachers_changed,
+    )
+
+
+_STABILITY = "data-independent by construction (sparse vector + distance to instability)"
+_PATE = "data-independent (dp-accounting, composed over num_queries)"
+_SPECS = (
+    AggregatorSpec("stability", "histogram", False, True, False, _STABILITY, _stability(None)),
+    AggregatorSpec("stability-paper", "histogram", False, True, False, _STABILITY, _stability("paper")),
+    AggregatorSpec("stability-tight", "histogram", False, True, False, _STABILITY, _stability("tight")),
+    AggregatorSpec("stability-soft", "scores", True, True, True, _STABILITY, _soft),
+    AggregatorSpec("lnmax", "histogram", False, False, False, _PATE, _baseline(_lnmax)),
+    AggregatorSpec("gnmax", "histogram", False, False, False, _PATE, _baseline(_gnmax)),
+    AggregatorSpec("confident-gnmax", "histogram", False, False, False, _PATE, _baseline(_confident_gnmax)),
+)
+_REGISTRY = {spec.name: spec for spec in _SPECS}
+AGGREGATORS = tuple(_REGISTRY)
+"""Every registered name: "stability" (the settings' calibration mode), "stability-paper",
+"stability-tight", "stability-soft", "lnmax", "gnmax", "confident-gnmax"."""
+
+
+def aggregator_spec(name: str) -> AggregatorSpec:
+    """The registered aggregator called ``name`` (ValueError naming the choices otherwise)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown aggregator {name!r}; choose from {', '.join(AGGREGATORS)}")
+    return _REGISTRY[name]
+
+
+def make_releaser(
+    name: str,
+    settings: AggregatorSettings,
+    *,
+    generator: torch.Generator | None,
+    ledger: PrivacyLedger | None = None,
+    spend_id: str | None = None,
+    source: RandomSource | None = None,
+) -> Releaser:
+    """The aggregator ``name`` calibrated to ``settings``, spending through ``ledger`` under ``spend_id``.
+
+    ``generator`` draws the noise (not used by the stability releasers in secure mode, which
+    take OS randomness or ``source``).
+    """
+    return aggregator_spec(name).build(settings, generator=generator, ledger=ledger, spend_id=spend_id, source=source)
+
+
+@dataclass(frozen=True)
+class Answerability:
+    """Whether a stability releaser can answer at a setting.
+
+    Attributes:
+        teachers_needed: the k for which a unanimous vote is answered w.p. ≥ 0.95.
+        epsilon_needed: the smallest ε (to 1 %) at which the settings' k would be (None when k
+            suffices; inf when no ε below 10⁴ does).
+    """
+
+    teachers_needed: int
+    epsilon_needed: float | None
+
+    @property
+    def answerable(self) -> bool:
+        return self.epsilon_needed is None
+
+
+def _teachers_needed(name: str, s: AggregatorSettings) -> int:
+    spec = aggregator_spec(name)
+    mode = name.partition("-")[2] if name in ("stability-paper", "stability-tight") else None
+    return teachers_for_unanimous_answer(_calibration(s, mode, spec.soft), teachers_changed=s.teachers_changed)
+
+
+def answerability(name: str, settings: AggregatorSettings) -> Answerability | None:
+    """For a halting (stability) aggregator: the k a unanimous vote needs, and the ε this k needs.
+
+    None for the PATE baselines, which answer every query they are calibrated for.
+    """
+    if not aggregator_spec(name).halts:
+        return None
+    need = _teachers_needed(name, settings)
+    if need <= settings.num_teachers:
+        return Answerability(need, None)
+
+    def ok(eps: float) -> bool:
+        return _teachers_needed(name, replace(settings, epsilon=eps)) <= settings.num_teachers
+
+    lo, hi = 0.01, 1.0
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > 1e4:
+            return Answerability(need, math.inf)
+    while hi / lo > 1.01:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return Answerability(need, hi)

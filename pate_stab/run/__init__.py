@@ -1,0 +1,50 @@
+"""The main job in steps: configure, prepare, select and release, train the student, report.
+
+The step functions live in their modules (``pate_stab.run.prepare.prepare``, …); the package
+exports the configuration, :func:`run_transfer`, :func:`run_compare` and the types they return.
+
+| module | step |
+|---|---|
+| :mod:`~pate_stab.run.config` | :class:`TransferConfig`: every setting of a run, checked |
+| :mod:`~pate_stab.run.data` | the private set, public pool and evaluation split (features fitted on public data) |
+| :mod:`~pate_stab.run.prepare` | budget check, run folder, record-keyed partition, teachers |
+| :mod:`~pate_stab.run.selection` | which public points to query, from public information and released outputs |
+| :mod:`~pate_stab.run.release` | one registry aggregator releases labels through the run's ledger |
+| :mod:`~pate_stab.run.student` | the student on the released labels (post-processing) |
+| :mod:`~pate_stab.run.report` | ``report.json``: what was trained, released, spent and measured |
+| :mod:`~pate_stab.run.transfer` | :func:`run_transfer`: the steps above in order |
+| :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
+"""
+
+from pate_stab.run.compare import format_rows, plot_rows, run_compare
+from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
+from pate_stab.run.data import Task, load_task
+from pate_stab.run.prepare import BudgetTooSmallError, Prepared
+from pate_stab.run.release import Release, label_accuracy, release_labels
+from pate_stab.run.report import clean_json, open_ledger, transfer_report
+from pate_stab.run.student import fit_student, teacher_accuracies
+from pate_stab.run.transfer import run_transfer
+
+__all__ = [
+    "DATASETS",
+    "RUN_AGGREGATORS",
+    "STUDENT_FIELDS",
+    "THREAT_MODELS",
+    "BudgetTooSmallError",
+    "Prepared",
+    "Release",
+    "Task",
+    "TransferConfig",
+    "clean_json",
+    "fit_student",
+    "format_rows",
+    "label_accuracy",
+    "load_task",
+    "open_ledger",
+    "plot_rows",
+    "release_labels",
+    "run_compare",
+    "run_transfer",
+    "teacher_accuracies",
+    "transfer_report",
+]

@@ -1,0 +1,232 @@
+"""The main job's configuration: every setting of a transfer run, checked on construction.
+
+A recipe YAML holds these keys (``pate-stab transfer --config recipes/mnist_quick.yaml``); the
+command line's flags override them. :data:`STUDENT_FIELDS` are the settings a rerun of a finished
+run folder may change (the student is post-processing); any other change is refused
+(:func:`pate_stab.run.prepare.prepare`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec
+from pate_stab.aggregation.releaser import NOISE_MODES
+from pate_stab.privacy.ledger import NEIGHBOURING_RELATIONS
+from pate_stab.run.selection import check_query_selection
+
+__all__ = [
+    "DATASETS",
+    "PARTITION_KEYS",
+    "RUN_AGGREGATORS",
+    "STUDENT_FIELDS",
+    "THREAT_MODELS",
+    "TransferConfig",
+]
+
+DATASETS = ("synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult")
+RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
+"""The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
+THREAT_MODELS = {
+    "public-pool": (
+        "BTT18 §4.2 scenario (i): the whole training set (features and labels) is private; the "
+        "learner also has an unlabelled public pool from the same distribution. The certified "
+        "(ε, δ) protects every private record."
+    ),
+    "label-only": (
+        "BTT18 §4.2 scenario (ii): only labels are private and there is no public pool. Part of "
+        "the training set had its labels discarded and serves as the public pool; its features "
+        "are treated as public. The certified (ε, δ) protects the labels (every record of the "
+        "labelled part); the features of the pool records are not protected."
+    ),
+}
+PARTITION_KEYS = {
+    "content": "the record's own bytes (features and label): a replaced record may move to another shard",
+    "record_id": "the record's row number in the private split, kept by a replacement (a stable record id)",
+}
+_WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
+# the student is post-processing of the release: a rerun may change these and only refits the student
+STUDENT_FIELDS = (
+    "student_model",
+    "student_hidden",
+    "student_channels",
+    "student_epochs",
+    "student_batch_size",
+    "student_lr",
+    "bottom",
+    "pseudo_label_rounds",
+    "pseudo_label_threshold",
+)
+NOT_IDENTITY = ("checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", *STUDENT_FIELDS)
+
+
+@dataclass(frozen=True)
+class TransferConfig:
+    """Everything a transfer run needs; a recipe YAML holds these keys.
+
+    Defaults describe a small synthetic task; see ``recipes/*.yaml`` for data sets.
+    """
+
+    run_name: str = "transfer"
+    checkpoints_dir: str = "checkpoints"
+    seed: int = 0
+    # data
+    dataset: str = "synthetic"
+    data_dir: str | None = None
+    download: bool = False
+    threat_model: Literal["public-pool", "label-only"] = "public-pool"
+    label_only_pool: int = 10000  # training records whose labels are discarded (label-only)
+    num_private: int = 20000  # synthetic only
+    num_public: int = 2000  # synthetic only; image data sets use PATE's 9,000
+    num_eval: int = 2000  # synthetic only
+    num_classes: int = 3  # synthetic only
+    dim: int = 10  # synthetic only
+    separation: float = 4.0  # synthetic only
+    label_noise: float = 0.0  # synthetic only
+    # privacy: the neighbouring relation the run's guarantee is stated for, and the partition key
+    # (see teachers_changed): content keys + replace_one need group privacy over two teachers
+    neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
+    partition_key: Literal["content", "record_id"] = "content"
+    features: Literal["raw", "pca"] = "raw"
+    pca_dim: int = 50
+    whiten: bool = True
+    # teachers
+    num_teachers: int = 250
+    teacher_model: Literal["logistic", "mlp", "cnn"] = "logistic"
+    teacher_hidden: tuple[int, ...] = (64,)  # MLP widths, or the CNN's fully connected widths
+    teacher_channels: tuple[int, int] = (64, 128)  # CNN only: the two convolution widths (PATE's)
+    teacher_epochs: int = 20
+    teacher_batch_size: int = 8
+    teacher_lr: float = 1e-2
+    teacher_weight_decay: float = 1e-3
+    # release
+    aggregator: str = "stability"
+    epsilon: float = 8.0
+    delta: float = 1e-5
+    max_unstable: int = 10
+    num_queries: int = 500
+    calibration: Literal["paper", "tight"] = "tight"
+    gamma: float = 0.1  # soft labels
+    confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
+    sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
+    allow_unanswerable: bool = False
+    # the stability releasers' noise: "seeded" (float Laplace from the run's seed: reproducible
+    # research) or "secure" (exact discrete Laplace from the OS's CSPRNG, immune to the
+    # floating-point attack; see StabilityReleaser). The baselines always draw float noise.
+    releaser_noise: Literal["seeded", "secure"] = "seeded"
+    # which public inputs are queried: "first" (pool order) or "student-confidence" (rounds chosen
+    # from public data and released labels; see pate_stab.run.selection)
+    query_selection: str = "first"
+    selection_round_size: int = 20  # student-confidence: first round's size and smallest round
+    # student
+    student_model: Literal["logistic", "mlp", "cnn"] = "mlp"
+    student_hidden: tuple[int, ...] = (64,)
+    student_channels: tuple[int, int] = (64, 128)  # CNN student only
+    student_epochs: int = 30
+    student_batch_size: int = 32
+    student_lr: float = 3e-3
+    bottom: Literal["drop", "random"] = "drop"
+    pseudo_label_rounds: int = 0
+    pseudo_label_threshold: float = 0.95
+    # execution
+    accelerator: str = "auto"
+    progress: bool = False
+    stop_after: Literal["teachers", "release"] | None = None
+
+    def __post_init__(self) -> None:
+        if self.dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)}")
+        if self.aggregator not in RUN_AGGREGATORS:
+            raise ValueError(f"unknown aggregator {self.aggregator!r}; choose from {', '.join(RUN_AGGREGATORS)}")
+        aggregator_spec(self.aggregator)
+        if self.threat_model not in THREAT_MODELS:
+            raise ValueError(f"threat_model must be one of {', '.join(THREAT_MODELS)}, got {self.threat_model!r}")
+        if self.calibration not in ("paper", "tight"):
+            raise ValueError(f"calibration must be 'paper' or 'tight', got {self.calibration!r}")
+        if self.releaser_noise not in NOISE_MODES:
+            raise ValueError(f"releaser_noise must be one of {', '.join(NOISE_MODES)}, got {self.releaser_noise!r}")
+        if self.neighbouring not in NEIGHBOURING_RELATIONS:
+            choices = ", ".join(NEIGHBOURING_RELATIONS)
+            raise ValueError(f"neighbouring must be one of {choices}, got {self.neighbouring!r}")
+        if self.partition_key not in PARTITION_KEYS:
+            raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {self.partition_key!r}")
+        if self.features not in ("raw", "pca"):
+            raise ValueError(f"features must be 'raw' or 'pca', got {self.features!r}")
+        if self.stop_after not in (None, "teachers", "release"):
+            raise ValueError(f"stop_after must be None, 'teachers' or 'release', got {self.stop_after!r}")
+        if not self.run_name or "/" in self.run_name or self.run_name in (".", ".."):
+            raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
+        check_query_selection(self.query_selection)
+        for name in ("num_teachers", "num_queries", "max_unstable", "pca_dim", "selection_round_size"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("epsilon", "delta"):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+        if self.delta >= 1:
+            raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
+        for name in _WIDTH_FIELDS:
+            widths = tuple(int(h) for h in getattr(self, name))
+            if any(h < 1 for h in widths) or (name.endswith("channels") and len(widths) != 2):
+                what = "two positive integers" if name.endswith("channels") else "positive integers"
+                raise ValueError(f"{name} must be {what}, got {widths}")
+            object.__setattr__(self, name, widths)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TransferConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown configuration keys: {', '.join(unknown)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for name in _WIDTH_FIELDS:
+            d[name] = list(getattr(self, name))
+        return d
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.checkpoints_dir) / self.run_name
+
+    @property
+    def teachers_changed(self) -> int:
+        """Teachers one neighbouring data set can change (DESIGN.md fact 1).
+
+        Add/remove one record changes one shard with either key. Replace-one changes one shard
+        when the key is a record id (the replacement keeps it) and up to two under content keys
+        (the replacement may hash elsewhere); the aggregators then use group privacy over two
+        teachers (:func:`~pate_stab.aggregation.votes.distance_to_instability` with
+        ``group_size=2``, doubled sensitivities for the PATE baselines).
+        """
+        return 2 if (self.neighbouring, self.partition_key) == ("replace_one", "content") else 1
+
+    def privacy_relation(self) -> dict[str, Any]:
+        """The guarantee's relation, as the report and the ledger state it."""
+        return {
+            "neighbouring": self.neighbouring,
+            "partition_key": self.partition_key,
+            "partition_key_description": PARTITION_KEYS[self.partition_key],
+            "teachers_changed_per_neighbour": self.teachers_changed,
+        }
+
+    def aggregator_settings(self, epsilon: float | None = None) -> AggregatorSettings:
+        """The registry's settings for this run's aggregators at ``epsilon`` (default: the run's)."""
+        return AggregatorSettings(
+            epsilon=self.epsilon if epsilon is None else float(epsilon),
+            delta=self.delta,
+            num_queries=self.num_queries,
+            num_teachers=self.num_teachers,
+            max_unstable=self.max_unstable,
+            calibration=self.calibration,
+            gamma=self.gamma,
+            confident_fraction=self.confident_threshold,
+            sigma_ratio=self.sigma_ratio,
+            teachers_changed=self.teachers_changed,
+            noise=self.releaser_noise,
+        )

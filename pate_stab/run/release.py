@@ -1,0 +1,155 @@
+"""Stage 3 of the main job: one aggregator releases labels for the run's queries.
+
+:func:`release_labels` builds the aggregator from the registry
+(:func:`~pate_stab.aggregation.registry.make_releaser`), chooses the queries by
+``config.query_selection`` (:func:`~pate_stab.run.selection.release_in_rounds`: one aggregator
+instance, one calibrated spend for ``num_queries`` queries, however many rounds), and records the
+result. The teachers' votes on a pool point are computed (``prep.votes``) only inside the release
+call that hands the point to the aggregator, so selection never sees the votes of a point it has
+not had released.
+
+Replay. The spend id is ``<run>:<aggregator>:eps=<ε>``. The aggregator records each call's
+outputs with its spend before they leave; the whole release — labels, the queried pool positions
+and the rounds — is then stored with ``record_result``. A rerun returns the stored release; a
+rerun after a crash before ``record_result`` replays the recorded calls (same selection, no
+fresh noise) and a call that was never recorded is refused (``ReplayedSpendError``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pate_stab.aggregation.registry import aggregator_spec, make_releaser
+from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.run.prepare import Prepared
+from pate_stab.run.selection import SELECTION_PRIVACY, release_in_rounds
+from pate_stab.run.student import selector_confidence
+
+__all__ = ["Release", "label_accuracy", "release_labels", "selection_report"]
+
+
+@dataclass
+class Release:
+    """One aggregator's output on its queries: labels (int64, −1 ⊥) or scores (float, NaN ⊥).
+
+    ``index`` holds the queries' positions in the public pool, in release order (``labels[i]``
+    belongs to pool point ``index[i]``); ``selection`` says how they were chosen.
+    """
+
+    aggregator: str
+    labels: Tensor
+    soft: bool
+    summary: dict[str, Any]
+    spend_id: str
+    reused: bool
+    index: Tensor
+    selection: dict[str, Any]
+
+
+def _replay(prep: Prepared, aggregator: str, soft: bool, spend_id: str, payload: dict[str, Any]) -> Release:
+    """The release recorded with ``spend_id``: labels, summary and which pool points they label."""
+    if soft:
+        labels = torch.tensor([math.nan if v is None else v for v in payload["labels"]], dtype=torch.float64)
+    else:
+        labels = torch.tensor(payload["labels"], dtype=torch.int64)
+    # a release recorded before query selection existed queried the pool in order
+    selection = payload.get("selection", {"strategy": "first"})
+    if selection["strategy"] != prep.config.query_selection:
+        raise ValueError(
+            f"{spend_id} was released with query_selection={selection['strategy']!r}, "
+            f"not {prep.config.query_selection!r}"
+        )
+    index = torch.tensor(selection["index"], dtype=torch.int64) if "index" in selection else torch.arange(len(labels))
+    return Release(aggregator, labels, soft, payload["summary"], spend_id, True, index, selection)
+
+
+def release_labels(
+    prep: Prepared,
+    ledger: PrivacyLedger,
+    *,
+    aggregator: str,
+    epsilon: float,
+    generator: torch.Generator,
+    selection_generator: torch.Generator | None = None,
+) -> Release:
+    """Run one aggregator on the run's queries, spending through ``ledger`` (or replay its record).
+
+    Args:
+        prep: the prepared run (task, teachers, votes on demand).
+        ledger: the run's ledger.
+        aggregator: a registry name offered by runs (:data:`~pate_stab.run.config.RUN_AGGREGATORS`).
+        epsilon: the release's target ε (δ, m, T and the rest from the run's config).
+        generator: the aggregator's noise (the stability releasers ignore it in secure mode).
+        selection_generator: randomness of the selection (k-means start, selector training);
+            required unless ``query_selection == "first"``.
+    """
+    config = prep.config
+    spec = aggregator_spec(aggregator)
+    if spec.binary_only and prep.task.num_classes != 2:
+        raise ValueError(f"{aggregator} needs a binary task")
+    spend_id = f"{config.run_name}:{aggregator}:eps={epsilon:g}"
+    recorded = {e.spend_id: e for e in ledger.entries()}.get(spend_id)
+    if recorded is not None and recorded.has_result:
+        return _replay(prep, aggregator, spec.soft, spend_id, recorded.result)
+    if config.query_selection != "first" and selection_generator is None:
+        raise TypeError(f"query_selection={config.query_selection!r} needs a selection_generator")
+
+    votes = prep.votes
+    rel = make_releaser(aggregator, config.aggregator_settings(epsilon), generator=generator, ledger=ledger,
+                        spend_id=spend_id)  # fmt: skip
+
+    def release(index: Tensor) -> Tensor:
+        return rel.release(votes.scores(index) if spec.votes == "scores" else votes.histograms(index)).labels
+
+    selected = release_in_rounds(
+        prep.task.public_x,
+        num_queries=config.num_queries,
+        strategy=config.query_selection,
+        release=release,
+        halted=lambda: rel.halted,
+        confidence=None if selection_generator is None else selector_confidence(prep, selection_generator),
+        round_size=config.selection_round_size,
+        max_unstable=config.max_unstable if spec.halts else None,  # the baselines never halt
+        generator=selection_generator,
+    )
+    labels, offered = selected.labels, int(selected.index.numel())
+    summary = rel.summary()
+    # of the queries offered, the releaser processed ``queries_seen`` (answered or ⊥); the rest
+    # came after it halted and were not asked
+    seen = int(summary["queries_seen"])
+    summary["abstained"] = seen - int(summary["answered"])
+    summary["not_asked"] = offered - seen
+    selection: dict[str, Any] = {"strategy": config.query_selection, "offered": offered, "rounds": selected.rounds}
+    if config.query_selection != "first":
+        selection["round_size"] = config.selection_round_size
+        selection["index"] = selected.index.tolist()
+    stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
+    ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
+    return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+
+
+def selection_report(release: Release) -> dict[str, Any]:
+    """How the release's queries were chosen (the pool positions stay in the ledger)."""
+    return {**{k: v for k, v in release.selection.items() if k != "index"}, "privacy": SELECTION_PRIVACY}
+
+
+def label_accuracy(release: Release, truth: Tensor) -> tuple[float | None, float]:
+    """Accuracy on answered queries (None if none) and over all queries (⊥ counts as wrong).
+
+    ``truth`` holds the true labels of the release's queries, in release order
+    (``task.public_y[release.index]``; for evaluation only).
+    """
+    if release.soft:
+        answered = ~torch.isnan(release.labels)
+        guess = (release.labels >= 0.5).long()
+    else:
+        answered = release.labels != -1
+        guess = release.labels
+    correct = (guess == truth) & answered
+    n = int(answered.sum())
+    return (float(correct.sum()) / n if n else None), float(correct.sum()) / max(truth.numel(), 1)

@@ -1,0 +1,111 @@
+"""The main job, end to end: private data → teachers → private release → student → report.
+
+:func:`run_transfer` runs the toolkit's pipeline (DESIGN.md, "The pipeline") as its steps, in
+order:
+
+1. :func:`~pate_stab.run.prepare.prepare` — the data (:mod:`pate_stab.run.data`), a record-keyed
+   partition into k shards and the k teachers (vectorised Lightning training, or reloaded);
+2. :func:`~pate_stab.run.release.release_labels` — one aggregator from the registry, spending
+   through the run's ledger, asked about ``num_queries`` public inputs chosen by
+   ``query_selection`` (:mod:`pate_stab.run.selection`);
+3. :func:`~pate_stab.run.student.fit_student` — the student on the released labels
+   (post-processing);
+4. evaluation and :func:`~pate_stab.run.report.transfer_report` → ``report.json``.
+
+A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
+on the public pool, if used), ``teachers/``, ``ledger.jsonl``, ``student.pt`` and ``report.json``.
+
+Resume. Rerunning the same run folder reuses the trained teachers (``teachers/weights.pt``, or
+Lightning's ``last.ckpt`` of an interrupted fit) and the recorded release (the ledger stores the
+released outputs with the spend; a rerun replays them: no fresh selection or noise, no second
+spend). A rerun that changes only the student's settings refits the student (post-processing:
+no privacy cost); a rerun that changes anything upstream of the student is refused. With the
+same seed, two runs give the same report (wall times, paths and resume flags aside).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import torch
+
+from pate_stab.run.config import TransferConfig
+from pate_stab.run.prepare import prepare
+from pate_stab.run.release import label_accuracy, release_labels
+from pate_stab.run.report import open_ledger, transfer_report
+from pate_stab.run.student import fit_student, teacher_accuracies
+
+__all__ = ["run_transfer"]
+
+
+def run_transfer(config: TransferConfig) -> dict[str, Any]:
+    """Run (or resume) one transfer and return its report (also written to ``report.json``).
+
+    Raises:
+        BudgetTooSmallError: the stability releaser would answer nothing (before any training).
+        FileNotFoundError: data directory or files missing.
+        ValueError: bad configuration, or a run folder made with another configuration.
+        ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
+            all recorded; nothing is drawn again (start a new run).
+    """
+    start = time.perf_counter()
+    prep = prepare(config)  # 1. data, partition, teachers
+    report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
+    if config.stop_after == "teachers":
+        return report
+    ledger = open_ledger(
+        prep.run_dir,
+        run_name=config.run_name,
+        budget_epsilon=config.epsilon,
+        budget_delta=config.delta,
+        neighbouring=config.neighbouring,
+    )
+    try:
+        t0 = time.perf_counter()
+        release = release_labels(  # 2. the private release
+            prep,
+            ledger,
+            aggregator=config.aggregator,
+            epsilon=config.epsilon,
+            generator=prep.generators["release"],
+            selection_generator=prep.generators["selection"],
+        )
+        prep.timings["release"] = time.perf_counter() - t0
+        prep.timings["votes"] = prep.votes.seconds  # part of the release time
+        if config.stop_after == "release":
+            report["status"] = "released"
+            return report
+        t0 = time.perf_counter()
+        student, targets = fit_student(  # 3. the student
+            prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"]
+        )
+        torch.save(student.state_dict(), prep.run_dir / "student.pt")
+        prep.timings["student"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()  # 4. evaluation and report
+        task = prep.task
+        label_answered, label_all = label_accuracy(release, task.public_y[release.index])
+        teacher_mean, plurality = teacher_accuracies(prep.teachers, task.eval_x, task.eval_y, task.num_classes)
+        accuracies = {
+            "label_answered": label_answered,
+            "label_all": label_all,
+            "teacher_mean": teacher_mean,
+            "plurality": plurality,
+            "student": student.accuracy(task.eval_x, task.eval_y),
+        }
+        prep.timings["evaluation"] = time.perf_counter() - t0
+        report = transfer_report(
+            prep,
+            ledger,
+            release,
+            student=student,
+            targets=targets,
+            accuracies=accuracies,
+            wall_times={**prep.timings, "total": time.perf_counter() - start},
+        )
+        (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+        return report
+    finally:
+        ledger.close()
