@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
+from pate_stab.audit.harness import clopper_pearson, dp_test, encode_rows
 from pate_stab.privacy.noise import laplace
-from pate_stab.testing import clopper_pearson, dp_test, encode_rows
 
 pytestmark = pytest.mark.statistical
 

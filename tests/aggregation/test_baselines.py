@@ -11,9 +11,9 @@ from dp_accounting.pld import pld_privacy_accountant
 from scipy import optimize, stats
 
 from pate_stab.aggregation.baselines import ABSTAIN, ConfidentGNMax, GNMax, LNMax
+from pate_stab.audit.harness import dp_test
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.noise import gaussian, laplace
-from pate_stab.testing import dp_test
 
 DELTA = 1e-5
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.votes import distance_to_instability, top_label
+from pate_stab.audit.harness import dp_test
 from pate_stab.teachers import partition_indices, record_keys_from_tensors
-from pate_stab.testing import dp_test
 from tests.aggregation.test_releasers import LAM, T, _hard_mechanism
 
 # --------------------------------------------------------------------------- partition keys

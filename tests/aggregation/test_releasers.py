@@ -8,12 +8,12 @@ import torch
 from pate_stab.aggregation.releaser import ABSTAIN, StabilityReleaser
 from pate_stab.aggregation.soft_labels import BOTTOM, PLAIN, SHIFTED, SoftLabelReleaser
 from pate_stab.aggregation.votes import distance_to_instability, paper_distance_to_instability, top_label
+from pate_stab.audit.harness import clopper_pearson, dp_test
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.calibration import calibrate, leak_probability
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.sparse_vector import above_threshold_scan
-from pate_stab.testing import clopper_pearson, dp_test
 
 CAL = calibrate(epsilon=8, delta=1e-5, num_queries=2000, max_unstable=3, mode="tight")
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from scipy import stats
 
+from pate_stab.audit.harness import dp_test
 from pate_stab.erm.losses import HuberHingeLoss
 from pate_stab.erm.output_perturbation import (
     chaudhuri_output_perturbation,
@@ -16,7 +17,6 @@ from pate_stab.erm.output_perturbation import (
 )
 from pate_stab.erm.solver import solve_erm
 from pate_stab.privacy.noise import l2_laplace_vector
-from pate_stab.testing import dp_test
 
 from ._data import classification, neighbour, regression
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 from scipy import stats
 
+from pate_stab.audit.harness import dp_test
 from pate_stab.errors import HaltedError
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.noise_reduction import NoiseReduction, noise_reduction, noise_reduction_samples
 from pate_stab.rng import seeded_generator
-from pate_stab.testing import dp_test
 
 ALPHA = 1e-6
 

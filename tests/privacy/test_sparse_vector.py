@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from pate_stab.audit.harness import dp_test
 from pate_stab.errors import HaltedError
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.sparse_vector import (
@@ -15,7 +16,6 @@ from pate_stab.privacy.sparse_vector import (
     SparseVector,
     above_threshold_scan,
 )
-from pate_stab.testing import dp_test
 
 
 def _online(values, seed, max_unstable=5, split=None):

@@ -6,7 +6,7 @@ with sensitivity-1 noise (tests/aggregation/test_releasers.py); LNMax/GNMax scal
 Confident-GNMax's noiseless check (tests/aggregation/test_baselines.py); output perturbation
 with too little noise (tests/erm/test_output_perturbation.py). This file adds the remaining
 variants of Lyu, Su & Li 2017 and of Ding et al. 2018, and runs every correct mechanism of the
-package through the harness at its claimed ε (the table of :mod:`pate_stab.testing_audit`).
+package through the harness at its claimed ε (the table of :mod:`pate_stab.audit.mechanism_cases`).
 
 Every dp_test here uses α = 1e-6: a correct claim is refuted with probability at most 1e-6.
 """
@@ -16,8 +16,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pate_stab.testing import dp_test
-from pate_stab.testing_audit import _noisy_max, _svt_query_scale, audit_mechanisms, mechanism_cases, mutation_cases
+from pate_stab.audit.harness import dp_test
+from pate_stab.audit.mechanism_cases import (
+    _noisy_max,
+    _svt_query_scale,
+    audit_mechanisms,
+    mechanism_cases,
+    mutation_cases,
+)
 
 ALPHA = 1e-6
 N = 200_000

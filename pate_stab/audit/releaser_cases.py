@@ -1,6 +1,6 @@
 """The stability releasers' computation vectorised over independent runs, for statistical DP tests.
 
-:func:`~pate_stab.testing.dp_test` needs 10^5 runs of a mechanism; the releasers are online
+:func:`~pate_stab.audit.harness.dp_test` needs 10^5 runs of a mechanism; the releasers are online
 objects that run one query (and, in secure mode, one noise draw) at a time. The functions here
 compute what :class:`~pate_stab.aggregation.releaser.StabilityReleaser` and
 :class:`~pate_stab.aggregation.soft_labels.SoftLabelReleaser` compute, for R runs at once, from
@@ -29,10 +29,10 @@ from pate_stab.aggregation.votes import (
     shifted_gamma_histogram,
     top_label,
 )
+from pate_stab.audit.harness import Mechanism
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_laplace, exact_scale_at_least
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, above_threshold_scan
-from pate_stab.testing import Mechanism
 
 __all__ = [
     "releaser_noise",
@@ -258,8 +258,8 @@ def releaser_cases() -> list[Any]:
     changes between neighbours (distance 0 on both soft histograms), covered by δ.
     """
     from pate_stab.aggregation.releaser import secure_sparse_vector
+    from pate_stab.audit.mechanism_cases import MechanismCase
     from pate_stab.privacy.calibration import calibrate
-    from pate_stab.testing_audit import MechanismCase
 
     soft = calibrate(epsilon=4, delta=1e-5, num_queries=5, max_unstable=1, mode="tight", soft_labels=True)
     hard = calibrate(epsilon=2, delta=1e-5, num_queries=5, max_unstable=1, mode="tight")
@@ -328,8 +328,8 @@ def releaser_mutation_cases() -> list[Any]:
     """
     import math
 
+    from pate_stab.audit.mechanism_cases import MechanismCase
     from pate_stab.privacy.calibration import calibrate, paper_threshold
-    from pate_stab.testing_audit import MechanismCase
 
     tie = calibrate(epsilon=1, delta=1e-5, num_queries=1, max_unstable=1, mode="tight", soft_labels=True)
     w = math.floor(paper_threshold(noise_scale=tie.noise_scale, delta=tie.delta, num_queries=1, soft_labels=True))

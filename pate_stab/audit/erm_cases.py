@@ -1,4 +1,4 @@
-"""The convex-ERM and selection mechanisms of :mod:`pate_stab.erm` as :func:`~pate_stab.testing.dp_test` cases.
+"""The convex-ERM and selection mechanisms of :mod:`pate_stab.erm` as :func:`~pate_stab.audit.harness.dp_test` cases.
 
 Every case runs the package's own computation, vectorised over runs:
 
@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
+from pate_stab.audit.harness import Mechanism
 from pate_stab.erm.losses import Loss, get_loss
-from pate_stab.testing import Mechanism
 
 __all__ = [
     "objective_perturbation_1d",
@@ -231,7 +231,7 @@ def _selection_pair(k: int, step: float) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _case(*args: Any, **kwargs: Any) -> Any:
-    from pate_stab.testing_audit import MechanismCase
+    from pate_stab.audit.mechanism_cases import MechanismCase
 
     return MechanismCase(*args, **kwargs)
 

@@ -1,8 +1,8 @@
-"""The package's mechanisms as :func:`pate_stab.testing.dp_test` cases, and a table of results.
+"""The package's mechanisms as :func:`pate_stab.audit.harness.dp_test` cases, and a table of results.
 
 Each :class:`MechanismCase` names one correct mechanism of the package, a pair of neighbouring
 inputs chosen so that its privacy loss is close to the claim, the claimed (ε, δ), and how to
-featurize its outputs. :func:`audit_mechanisms` runs :func:`~pate_stab.testing.dp_test` on each
+featurize its outputs. :func:`audit_mechanisms` runs :func:`~pate_stab.audit.harness.dp_test` on each
 and returns one :class:`AuditRow` per case (claimed ε, samples used, lower bound found). A
 correct claim is refuted with probability at most α per case.
 
@@ -20,17 +20,17 @@ statistical test (``dp_test`` unless said otherwise):
   (``tests/privacy/test_noise_reduction.py``); InteractiveAboveThreshold's ex-post loss
   (``tests/erm/test_accuracy_first.py``, per output cell); Gaussian / l2-Laplace noise laws (KS).
 * aggregation: hard and soft releasers in both noise modes at real calibrations
-  (:func:`pate_stab.testing_releasers.releaser_cases`); LNMax, GNMax, Confident-GNMax
+  (:func:`pate_stab.audit.releaser_cases.releaser_cases`); LNMax, GNMax, Confident-GNMax
   (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``).
 * erm: output perturbation (Chaudhuri et al. Alg 1) and rls-out (Wu et al. Alg 4), objective
   perturbation (both budget branches), Ligett et al.'s covariance and logistic output
   perturbation, the exponential mechanism, Chaudhuri & Vinterbo's noisy selection and private
-  histogram (:func:`pate_stab.testing_erm.erm_mechanism_cases`).
+  histogram (:func:`pate_stab.audit.erm_cases.erm_mechanism_cases`).
 * Composites of these, tested through their parts (their composition is accounting, not a new
   release): private validation (stability_validate, alpha_split, data_split, random_choice),
   Wu et al.'s private tuning, the private histogram density with bin choice, cov_nr / output_nr
   (noise reduction + IAT), the doubling method (fresh hypotheses + Laplace tests), the
-  transfer pipeline (releaser + post-processing; one-run audit in :mod:`pate_stab.audit_transfer`)
+  transfer pipeline (releaser + post-processing; one-run audit in :mod:`pate_stab.audit.transfer_canary`)
   and PrivateLinearHead (output / objective perturbation per class). ``control_choice`` is
   documented as not private.
 """
@@ -44,7 +44,7 @@ from typing import Any
 import torch
 
 from pate_stab._validation import check_int, check_probability
-from pate_stab.testing import Mechanism, dp_test
+from pate_stab.audit.harness import Mechanism, dp_test
 
 __all__ = ["MechanismCase", "AuditRow", "mechanism_cases", "mutation_cases", "audit_mechanisms"]
 
@@ -209,11 +209,11 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
 def mechanism_cases() -> list[MechanismCase]:
     """Every correct mechanism of the package with a tight neighbouring pair and its claim.
 
-    The releasers' cases are separate (:func:`pate_stab.testing_releasers.releaser_cases`).
+    The releasers' cases are separate (:func:`pate_stab.audit.releaser_cases.releaser_cases`).
     """
     from pate_stab.aggregation.baselines import GNMax, LNMax
+    from pate_stab.audit.erm_cases import erm_mechanism_cases
     from pate_stab.privacy.secure_noise import snapping_epsilon
-    from pate_stab.testing_erm import erm_mechanism_cases
 
     delta = 1e-5
     gnmax = GNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1)
@@ -312,9 +312,9 @@ def mutation_cases() -> list[MechanismCase]:
     * Laplace noise of scale ε instead of 1/ε (float sampler, exact integer sampler, and the
       stability test of BTT18 Alg 2).
     * the ERM, selection and density mechanisms with one constant wrong
-      (:func:`pate_stab.testing_erm.erm_mutation_cases`).
+      (:func:`pate_stab.audit.erm_cases.erm_mutation_cases`).
     """
-    from pate_stab.testing_erm import erm_mutation_cases
+    from pate_stab.audit.erm_cases import erm_mutation_cases
 
     eps = 0.5
     return [
