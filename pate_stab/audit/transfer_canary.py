@@ -52,6 +52,8 @@ from pate_stab.audit.one_run import OneRunAudit, best_one_run_audit, one_run_eps
 from pate_stab.data.synthetic import make_gaussian_mixture
 from pate_stab.privacy.noise import laplace
 from pate_stab.rng import spawn_generators
+from pate_stab.student import StudentConfig, hard_targets, train_student
+from pate_stab.teachers.models import ModelSpec
 from pate_stab.teachers.partition import shard_of_records
 
 __all__ = ["CanaryTask", "make_canary_task", "nearest_neighbour_votes", "release", "audit_transfer", "VARIANTS"]
@@ -219,9 +221,6 @@ def release(
 
 
 def _student_scores(task: CanaryTask, labels: torch.Tensor, *, epochs: int, generator: torch.Generator) -> torch.Tensor:
-    from pate_stab.student import StudentConfig, hard_targets, train_student
-    from pate_stab.teachers.models import ModelSpec
-
     targets = hard_targets(labels, num_classes=2, bottom="drop")
     spec = ModelSpec("logistic", (task.query_x.shape[1],), 2)
     student = train_student(
