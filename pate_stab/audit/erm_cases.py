@@ -11,7 +11,7 @@ Every case runs the package's own computation, vectorised over runs:
   increasing in w, so it is found by bisection for every noise draw b, with the noise scale and
   regularisation the public function reports.
 
-Where a case reproduces a computation (the last three items), ``tests/erm/test_dp_cases.py``
+Where a case reproduces a computation (the last three items), ``tests/audit/test_erm_cases.py``
 checks it against the public function on the same noise. Neighbouring relation: replace one
 record (the papers'). The broken variants keep the correct claim and change one constant, as a
 calibration bug would; the harness must flag them.

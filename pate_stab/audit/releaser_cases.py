@@ -6,7 +6,7 @@ compute what :class:`~pate_stab.aggregation.releaser.StabilityReleaser` and
 :class:`~pate_stab.aggregation.soft_labels.SoftLabelReleaser` compute, for R runs at once, from
 noise handed in. They consume the noise in the releasers' own order — the s-th threshold value
 for the s-th sparse-vector segment, the j-th query value for the j-th test that runs — so that
-``tests/test_testing_releasers.py`` can replay the noise a real releaser drew and check that the
+``tests/audit/test_releaser_cases.py`` can replay the noise a real releaser drew and check that the
 outputs agree exactly, in both noise modes. The noise itself comes from the library's samplers:
 float64 Laplace (:func:`pate_stab.privacy.noise.laplace`, ``noise="seeded"``) or exact discrete
 Laplace (:func:`pate_stab.privacy.secure_noise.discrete_laplace` at the rounded-up rational

@@ -2,7 +2,7 @@
 
 Statistical tests state their level: α = 1e-6 (Clopper–Pearson, through pate_stab.audit.harness). The
 vectorised releaser they run 10^5 times (pate_stab.audit.releaser_cases) is checked against the
-real releaser, on the noise the real releaser drew, in tests/test_testing_releasers.py.
+real releaser, on the noise the real releaser drew, in tests/audit/test_releaser_cases.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The vectorised ERM computations of pate_stab.audit.erm_cases agree with the public functions.
 
-The statistical DP tests (tests/reliability/test_mutations.py, through
+The statistical DP tests (tests/audit/test_mechanism_cases.py, through
 pate_stab.audit.mechanism_cases.mechanism_cases) run these computations 10^5 times; here each one is
 compared with the public function on the same noise.
 """
