@@ -42,8 +42,8 @@ from pate_stab.privacy.secure_noise import (
     secure_leak_probability,
 )
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED
+from tests._stats import ALPHA
 
-ALPHA = 1e-6
 GAMMA = 0.25
 SCAL = calibrate(epsilon=8, delta=1e-5, num_queries=500, max_unstable=2, mode="tight", soft_labels=True)
 
