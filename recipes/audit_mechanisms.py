@@ -14,9 +14,9 @@ import csv
 import time
 from pathlib import Path
 
+from pate_stab.audit.mechanism_cases import audit_mechanisms, mechanism_cases, mutation_cases
+from pate_stab.audit.releaser_cases import releaser_cases, releaser_mutation_cases
 from pate_stab.rng import seeded_generator
-from pate_stab.testing_audit import audit_mechanisms, mechanism_cases, mutation_cases
-from pate_stab.testing_releasers import releaser_cases, releaser_mutation_cases
 
 
 def main() -> None:

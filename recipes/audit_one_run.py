@@ -12,7 +12,7 @@ over them at a Bonferroni-corrected confidence, so it holds at the stated confid
 A negative control trains the same head with the noise of a 100× larger ε while still claiming
 ε (a broken calibration): the audit must certify more than the claim there.
 
-Part 2, the knowledge-transfer pipeline (:mod:`pate_stab.audit_transfer`): canaries included with
+Part 2, the knowledge-transfer pipeline (:mod:`pate_stab.audit.transfer_canary`): canaries included with
 probability ½, each breaking a planted tie in the teachers' votes on its own query; 1-NN
 teachers (the guarantee is model-agnostic); the pipeline's partition, aggregators and student.
 The scores are the released labels and the student's log-odds on the canary queries. Correct:
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from pate_stab.audit import best_one_run_audit
-from pate_stab.audit_transfer import VARIANTS, audit_transfer
+from pate_stab.audit.one_run import best_one_run_audit
+from pate_stab.audit.transfer_canary import VARIANTS, audit_transfer
 from pate_stab.erm.heads import PrivateLinearHead
 from pate_stab.rng import seeded_generator, spawn_generators
 

@@ -11,9 +11,10 @@ from dp_accounting.pld import pld_privacy_accountant
 from scipy import optimize, stats
 
 from pate_stab.aggregation.baselines import ABSTAIN, ConfidentGNMax, GNMax, LNMax
+from pate_stab.audit.harness import dp_test
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.noise import gaussian, laplace
-from pate_stab.testing import dp_test
+from tests._stats import ALPHA, assert_not_refuted, assert_refuted
 
 DELTA = 1e-5
 
@@ -232,7 +233,6 @@ def test_release_rejects_bad_counts(generator: torch.Generator) -> None:
 # Each test's false-failure probability for a correct claim is α = 1e-6 (Clopper–Pearson).
 
 NUM_SAMPLES = 200_000
-ALPHA = 1e-6
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +279,7 @@ def test_lnmax_single_query_is_dp(counts: list[int], generator: torch.Generator)
         alpha=ALPHA,
         generator=generator,
     )
-    assert not result.violates, result
+    assert_not_refuted(result)
 
 
 @pytest.mark.statistical
@@ -290,7 +290,7 @@ def test_lnmax_broken_scale_is_flagged(generator: torch.Generator) -> None:
     result = dp_test(
         lnmax_at(epsilon / 2), a, b, epsilon=epsilon, num_samples=NUM_SAMPLES, alpha=ALPHA, generator=generator
     )
-    assert result.violates, result
+    assert_refuted(result)
 
 
 @pytest.mark.statistical
@@ -298,7 +298,7 @@ def test_lnmax_sensitivity_one_analysis_is_flagged(generator: torch.Generator) -
     """Claiming ε₀ = 1/b (ℓ1 sensitivity 1) is wrong when one record moves one vote."""
     a, b = neighbours([4, 0], 0, 1)
     result = dp_test(lnmax_at(2.0), a, b, epsilon=0.5, num_samples=NUM_SAMPLES, alpha=ALPHA, generator=generator)
-    assert result.violates, result
+    assert_refuted(result)
 
 
 @pytest.mark.statistical
@@ -316,7 +316,7 @@ def test_gnmax_single_query_is_dp(counts: list[int], gnmax_one: GNMax, generator
         alpha=ALPHA,
         generator=generator,
     )
-    assert not result.violates, result
+    assert_not_refuted(result)
 
 
 @pytest.mark.statistical
@@ -332,7 +332,7 @@ def test_gnmax_broken_scale_is_flagged(generator: torch.Generator) -> None:
     result = dp_test(
         mech, a, b, epsilon=epsilon, delta=DELTA, num_samples=NUM_SAMPLES, alpha=ALPHA, generator=generator
     )
-    assert result.violates, result
+    assert_refuted(result)
 
 
 @pytest.mark.statistical
@@ -350,7 +350,7 @@ def test_confident_gnmax_single_query_is_dp(counts, move, confident_one, generat
         alpha=ALPHA,
         generator=generator,
     )
-    assert not result.violates, result
+    assert_not_refuted(result)
 
 
 @pytest.mark.statistical
@@ -375,7 +375,7 @@ def test_confident_gnmax_noiseless_check_is_flagged(confident_one: ConfidentGNMa
         alpha=ALPHA,
         generator=generator,
     )
-    assert result.violates, result
+    assert_refuted(result)
 
 
 def test_pld_refuses_vacuous_guarantees() -> None:

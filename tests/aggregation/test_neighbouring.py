@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.votes import distance_to_instability, top_label
+from pate_stab.audit.harness import dp_test
 from pate_stab.teachers import partition_indices, record_keys_from_tensors
-from pate_stab.testing import dp_test
+from tests._stats import assert_not_refuted, assert_refuted
 from tests.aggregation.test_releasers import LAM, T, _hard_mechanism
 
 # --------------------------------------------------------------------------- partition keys
@@ -117,7 +118,7 @@ def test_replace_one_without_group_privacy_is_flagged():
     mech = _hard_mechanism(functools.partial(distance_to_instability, group_size=1))
     gen = torch.Generator().manual_seed(41)
     res = dp_test(mech, TWO_TEACHERS_A, TWO_TEACHERS_B, epsilon=2 * T / LAM, generator=gen)
-    assert res.violates, res
+    assert_refuted(res)
 
 
 @pytest.mark.statistical
@@ -125,7 +126,7 @@ def test_replace_one_with_group_privacy_holds():
     mech = _hard_mechanism(functools.partial(distance_to_instability, group_size=2))
     gen = torch.Generator().manual_seed(42)
     res = dp_test(mech, TWO_TEACHERS_A, TWO_TEACHERS_B, epsilon=2 * T / LAM, generator=gen)
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,13 @@ import torch
 from pate_stab.aggregation.releaser import ABSTAIN, StabilityReleaser
 from pate_stab.aggregation.soft_labels import BOTTOM, PLAIN, SHIFTED, SoftLabelReleaser
 from pate_stab.aggregation.votes import distance_to_instability, paper_distance_to_instability, top_label
+from pate_stab.audit.harness import clopper_pearson, dp_test
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.calibration import calibrate, leak_probability
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.sparse_vector import above_threshold_scan
-from pate_stab.testing import clopper_pearson, dp_test
+from tests._stats import assert_not_refuted, assert_refuted
 
 CAL = calibrate(epsilon=8, delta=1e-5, num_queries=2000, max_unstable=3, mode="tight")
 
@@ -145,7 +146,7 @@ D_B = [[7, 3, 0], [8, 0, 3], [5, 1, 1], [7, 1, 1]]
 @pytest.mark.statistical
 def test_hard_releaser_is_private():
     res = dp_test(_hard_mechanism(), D_A, D_B, epsilon=2 * T / LAM, generator=torch.Generator().manual_seed(31))
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 def _alg2_mechanism(distance, epsilon=1.0, threshold=3.0):
@@ -168,11 +169,11 @@ def test_paper_distance_is_flagged():
     bad = dp_test(
         _alg2_mechanism(paper_distance_to_instability), a, b, epsilon=1.0, generator=torch.Generator().manual_seed(32)
     )
-    assert bad.violates, bad
+    assert_refuted(bad)
     good = dp_test(
         _alg2_mechanism(distance_to_instability), a, b, epsilon=1.0, generator=torch.Generator().manual_seed(33)
     )
-    assert not good.violates, good
+    assert_not_refuted(good)
 
 
 @pytest.mark.statistical
@@ -182,7 +183,7 @@ def test_hard_releaser_dist_zero_within_delta():
     b = [[4, 5]]
     leak = leak_probability(threshold=W, noise_scale=LAM)
     res = dp_test(_hard_mechanism(), a, b, epsilon=2 * T / LAM, delta=leak, generator=torch.Generator().manual_seed(34))
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 # --------------------------------------------------------------------------- soft labels
@@ -274,7 +275,7 @@ def test_soft_releaser_is_private():
     b[9, 0], b[8, 1], b[0, 2] = 0.1, 0.6, 0.6  # one teacher (different per query) moves
     assert a.shape == (k, 3)
     res = dp_test(mech, a, b, epsilon=2 * 2 / LAM, generator=torch.Generator().manual_seed(35), num_samples=200_000)
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 def test_secure_noise_mode():

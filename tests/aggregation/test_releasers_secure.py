@@ -1,8 +1,8 @@
 """The releasers' secure noise mode (exact discrete Laplace, integer threshold), new for soft labels.
 
-Statistical tests state their level: α = 1e-6 (Clopper–Pearson, through pate_stab.testing). The
-vectorised releaser they run 10^5 times (pate_stab.testing_releasers) is checked against the
-real releaser, on the noise the real releaser drew, in tests/test_testing_releasers.py.
+Statistical tests state their level: α = 1e-6 (Clopper–Pearson, through pate_stab.audit.harness). The
+vectorised releaser they run 10^5 times (pate_stab.audit.releaser_cases) is checked against the
+real releaser, on the noise the real releaser drew, in tests/audit/test_releaser_cases.py.
 """
 
 from __future__ import annotations
@@ -23,6 +23,16 @@ from pate_stab.aggregation.votes import (
     shifted_gamma_histogram,
     top_label,
 )
+from pate_stab.audit.harness import clopper_pearson
+from pate_stab.audit.mechanism_cases import audit_mechanisms
+from pate_stab.audit.releaser_cases import (
+    dist_zero_soft_pair,
+    releaser_cases,
+    releaser_mutation_cases,
+    releaser_noise,
+    soft_release_scan,
+    soft_vote_sets,
+)
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.secure_noise import (
@@ -32,18 +42,8 @@ from pate_stab.privacy.secure_noise import (
     secure_leak_probability,
 )
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED
-from pate_stab.testing import clopper_pearson
-from pate_stab.testing_audit import audit_mechanisms
-from pate_stab.testing_releasers import (
-    dist_zero_soft_pair,
-    releaser_cases,
-    releaser_mutation_cases,
-    releaser_noise,
-    soft_release_scan,
-    soft_vote_sets,
-)
+from tests._stats import ALPHA
 
-ALPHA = 1e-6
 GAMMA = 0.25
 SCAL = calibrate(epsilon=8, delta=1e-5, num_queries=500, max_unstable=2, mode="tight", soft_labels=True)
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 from scipy import stats
 
+from pate_stab.audit.harness import clopper_pearson
 from pate_stab.erm.accuracy_first import (
     ball_quadratic_minimise,
     cov_nr,
@@ -32,7 +33,6 @@ from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.noise_reduction import noise_reduction_samples
 from pate_stab.rng import seeded_generator
-from pate_stab.testing import clopper_pearson
 
 ALPHA = 1e-6
 F64 = torch.float64

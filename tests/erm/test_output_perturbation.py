@@ -6,6 +6,7 @@ import pytest
 import torch
 from scipy import stats
 
+from pate_stab.audit.harness import dp_test
 from pate_stab.erm.losses import HuberHingeLoss
 from pate_stab.erm.output_perturbation import (
     chaudhuri_output_perturbation,
@@ -16,7 +17,7 @@ from pate_stab.erm.output_perturbation import (
 )
 from pate_stab.erm.solver import solve_erm
 from pate_stab.privacy.noise import l2_laplace_vector
-from pate_stab.testing import dp_test
+from tests._stats import assert_not_refuted, assert_refuted
 
 from ._data import classification, neighbour, regression
 
@@ -108,7 +109,7 @@ def test_output_perturbation_passes_dp_test():
     g = torch.Generator().manual_seed(11)
     res = dp_test(_op_mechanism(1.0, 1.0), "a", "b", epsilon=1.0, generator=g,
                   featurize=lambda t: t[:, 0])
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 @pytest.mark.statistical
@@ -116,7 +117,7 @@ def test_dp_test_flags_noise_scale_too_small():
     g = torch.Generator().manual_seed(12)
     res = dp_test(_op_mechanism(1.0, 1.0 / 3.0), "a", "b", epsilon=1.0, generator=g,
                   featurize=lambda t: t[:, 0])
-    assert res.violates, res
+    assert_refuted(res)
 
 
 def test_output_perturbation_noise_scale_and_reproducibility():

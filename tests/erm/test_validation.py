@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from pate_stab.audit.harness import clopper_pearson
 from pate_stab.erm.losses import RampLoss
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.validation import (
@@ -18,7 +19,6 @@ from pate_stab.erm.validation import (
     stability_select,
     wu_private_tuning,
 )
-from pate_stab.testing import clopper_pearson
 
 from ._data import classification, neighbour, regression
 

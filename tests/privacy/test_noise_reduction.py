@@ -10,13 +10,12 @@ import pytest
 import torch
 from scipy import stats
 
+from pate_stab.audit.harness import dp_test
 from pate_stab.errors import HaltedError
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.noise_reduction import NoiseReduction, noise_reduction, noise_reduction_samples
 from pate_stab.rng import seeded_generator
-from pate_stab.testing import dp_test
-
-ALPHA = 1e-6
+from tests._stats import ALPHA, assert_not_refuted, assert_refuted
 
 
 def test_marginals_are_laplace_per_coordinate() -> None:
@@ -76,13 +75,13 @@ def _cells(pairs: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("seed", [11])
 def test_prefix_release_costs_last_epsilon(seed: int) -> None:
     res = dp_test(_prefix, 1.0, 0.0, epsilon=1.0, generator=seeded_generator(seed), featurize=_cells)
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 def test_independent_redraws_are_flagged() -> None:
     # Cell "both outputs > 1": ratio exactly e^{0.5 + 1} for inputs 1 vs 0.
     res = dp_test(_independent_prefix, 1.0, 0.0, epsilon=1.0, generator=seeded_generator(12), featurize=_cells)
-    assert res.violates, res
+    assert_refuted(res)
     assert res.epsilon_lower_bound <= 1.5  # a valid lower bound on the true loss 1.5
 
 

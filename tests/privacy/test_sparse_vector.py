@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from pate_stab.audit.harness import dp_test
 from pate_stab.errors import HaltedError
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.sparse_vector import (
@@ -15,7 +16,7 @@ from pate_stab.privacy.sparse_vector import (
     SparseVector,
     above_threshold_scan,
 )
-from pate_stab.testing import dp_test
+from tests._stats import assert_not_refuted, assert_refuted
 
 
 def _online(values, seed, max_unstable=5, split=None):
@@ -144,7 +145,7 @@ def test_sparse_vector_is_private(max_unstable):
     b = [1.0, 0.0, 1.0, 0.0]
     claim = max_unstable * 2.0 / LAMBDA
     res = dp_test(_svt(max_unstable=max_unstable), a, b, epsilon=claim, num_samples=200_000, generator=gen)
-    assert not res.violates, res
+    assert_not_refuted(res)
     assert res.epsilon_lower_bound > 0.3 * claim  # the harness sees real loss, not nothing
 
 
@@ -152,7 +153,7 @@ def test_sparse_vector_is_private(max_unstable):
 def test_no_query_noise_is_flagged():
     gen = torch.Generator().manual_seed(21)
     res = dp_test(_svt("no_query_noise"), [0.0, 1.0], [1.0, 0.0], epsilon=2.0 / LAMBDA, generator=gen)
-    assert res.violates, res
+    assert_refuted(res)
 
 
 def _passes(outputs):
@@ -163,7 +164,7 @@ def _passes(outputs):
 def test_no_cutoff_is_flagged():
     gen = torch.Generator().manual_seed(22)
     res = dp_test(_svt("no_cutoff"), [0.0] * 30, [1.0] * 30, epsilon=2.0 / LAMBDA, generator=gen, featurize=_passes)
-    assert res.violates, res
+    assert_refuted(res)
 
 
 @pytest.mark.statistical
@@ -181,7 +182,7 @@ def test_shared_threshold_within_its_own_bound():
     a = [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
     b = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     res = dp_test(_svt("shared_threshold", max_unstable=t), a, b, epsilon=(t + 1) / LAMBDA, generator=gen)
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 @pytest.mark.statistical
@@ -190,7 +191,7 @@ def test_noisy_value_released_is_flagged():
     a = [0.0] * 20
     b = [1.0] * 20
     res = dp_test(_svt("noisy_value_released", threshold=-60.0), a, b, epsilon=2.0 / LAMBDA, generator=gen)
-    assert res.violates, res
+    assert_refuted(res)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +242,7 @@ def test_iat_stopping_index_is_private():
         p_lib = sum(1 for x in lib if x == k) / len(lib)
         assert abs(p_lib - p_ref) < 5 * math.sqrt(p_ref * (1 - p_ref) / len(lib)) + 1e-3
     res = dp_test(mech, [-1.0, 0.0, 1.0], [0.0, -1.0, 2.0], epsilon=eps, generator=torch.Generator().manual_seed(2))
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -10,6 +10,7 @@ import pytest
 import torch
 from scipy import stats
 
+from pate_stab.audit.harness import clopper_pearson
 from pate_stab.errors import HaltedError
 from pate_stab.privacy.secure_noise import (
     SecureSparseVector,
@@ -25,7 +26,6 @@ from pate_stab.privacy.secure_noise import (
     snapping_epsilon,
     snapping_support_contains,
 )
-from pate_stab.testing import clopper_pearson
 
 ALPHA = 1e-6
 

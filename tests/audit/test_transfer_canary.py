@@ -1,4 +1,4 @@
-"""One-run canary audit of the knowledge-transfer pipeline (pate_stab.audit_transfer).
+"""One-run canary audit of the knowledge-transfer pipeline (pate_stab.audit.transfer_canary).
 
 Fast tier: the canary construction, and on a tiny setting the correct releaser is not refuted
 while the plurality vote released without noise is (from the labels and from the student).
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from pate_stab.aggregation.votes import vote_gap, vote_histogram
-from pate_stab.audit_transfer import audit_transfer, make_canary_task, nearest_neighbour_votes
+from pate_stab.audit.transfer_canary import audit_transfer, make_canary_task, nearest_neighbour_votes
 from pate_stab.teachers.partition import shard_of_records
 
 TINY = {"num_canaries": 40, "num_teachers": 21, "num_private": 600, "num_task_queries": 50}

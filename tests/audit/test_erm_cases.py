@@ -1,7 +1,7 @@
-"""The vectorised ERM computations of pate_stab.testing_erm agree with the public functions.
+"""The vectorised ERM computations of pate_stab.audit.erm_cases agree with the public functions.
 
-The statistical DP tests (tests/reliability/test_mutations.py, through
-pate_stab.testing_audit.mechanism_cases) run these computations 10^5 times; here each one is
+The statistical DP tests (tests/audit/test_mechanism_cases.py, through
+pate_stab.audit.mechanism_cases.mechanism_cases) run these computations 10^5 times; here each one is
 compared with the public function on the same noise.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pate_stab.audit.erm_cases import covariance_perturbation_samples, objective_perturbation_1d
 from pate_stab.erm.accuracy_first import covariance_perturbation, output_perturbation_logistic
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
 from pate_stab.erm.density import private_histogram, private_histogram_samples
@@ -23,7 +24,6 @@ from pate_stab.erm.validation import (
     stability_select_samples,
 )
 from pate_stab.privacy.noise import l2_laplace_vector, laplace
-from pate_stab.testing_erm import covariance_perturbation_samples, objective_perturbation_1d
 
 
 def _gen(seed: int) -> torch.Generator:

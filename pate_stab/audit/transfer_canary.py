@@ -26,7 +26,7 @@ followed by the canary queries.
 
 The score. From what is published only: the released label of q_i (+1 for label 1, −1 for 0,
 0 for ⊥ or after halting), or the student's log-odds of label 1 at q_i. Guess counts are fixed
-in advance and combined by Bonferroni (:func:`~pate_stab.audit.best_one_run_audit`).
+in advance and combined by Bonferroni (:func:`~pate_stab.audit.one_run.best_one_run_audit`).
 
 What it certifies and what it cannot. A bound above the claimed ε refutes the claim (at the
 stated confidence). A bound below it says nothing about tightness: one-run audits are loose,
@@ -48,10 +48,12 @@ from pate_stab._validation import check_generator, check_int, check_positive, ch
 from pate_stab.aggregation.compare import make_aggregator
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.votes import top_label, vote_histogram
-from pate_stab.audit import OneRunAudit, best_one_run_audit, one_run_epsilon_lower_bound
+from pate_stab.audit.one_run import OneRunAudit, best_one_run_audit, one_run_epsilon_lower_bound
 from pate_stab.data.synthetic import make_gaussian_mixture
 from pate_stab.privacy.noise import laplace
 from pate_stab.rng import spawn_generators
+from pate_stab.student import StudentConfig, hard_targets, train_student
+from pate_stab.teachers.models import ModelSpec
 from pate_stab.teachers.partition import shard_of_records
 
 __all__ = ["CanaryTask", "make_canary_task", "nearest_neighbour_votes", "release", "audit_transfer", "VARIANTS"]
@@ -219,9 +221,6 @@ def release(
 
 
 def _student_scores(task: CanaryTask, labels: torch.Tensor, *, epochs: int, generator: torch.Generator) -> torch.Tensor:
-    from pate_stab.student import StudentConfig, hard_targets, train_student
-    from pate_stab.teachers.models import ModelSpec
-
     targets = hard_targets(labels, num_classes=2, bottom="drop")
     spec = ModelSpec("logistic", (task.query_x.shape[1],), 2)
     student = train_student(

@@ -1,4 +1,4 @@
-"""The vectorised releasers of pate_stab.testing_releasers agree exactly with the real releasers.
+"""The vectorised releasers of pate_stab.audit.releaser_cases agree exactly with the real releasers.
 
 The real releaser runs once with its own noise; the same noise values (regenerated from the
 seed in seeded mode, recorded as they are drawn in secure mode) go through the vectorised scan,
@@ -14,12 +14,12 @@ import torch
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.aggregation.votes import distance_to_instability, gamma_histogram, shifted_gamma_histogram
+from pate_stab.audit.releaser_cases import soft_release_scan
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.noise import UnitLaplaceStream
 from pate_stab.privacy.secure_noise import SecureSparseVector, SeededRandomSource
 from pate_stab.privacy.sparse_vector import above_threshold_scan
 from pate_stab.rng import spawn_generators
-from pate_stab.testing_releasers import soft_release_scan
 
 T = 2
 

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
+from pate_stab.audit.harness import clopper_pearson, dp_test, encode_rows
 from pate_stab.privacy.noise import laplace
-from pate_stab.testing import clopper_pearson, dp_test, encode_rows
+from tests._stats import assert_not_refuted, assert_refuted
 
 pytestmark = pytest.mark.statistical
 
@@ -34,7 +35,7 @@ def test_encode_rows_is_injective():
 def test_correct_laplace_passes(generator):
     # Lap(1/ε) on a sensitivity-1 scalar is ε-DP; the lower bound must not exceed ε = 1.
     res = dp_test(_laplace_mech(1.0), 0.0, 1.0, epsilon=1.0, generator=generator)
-    assert not res.violates, res
+    assert_not_refuted(res)
     assert res.epsilon_lower_bound > 0.8  # the harness finds most of the true loss
 
 
@@ -42,5 +43,5 @@ def test_wrong_scale_is_flagged(generator):
     # Scale ε instead of 1/ε (ε = 2 → scale 2 would be right for ε = 0.5; here claim ε = 0.5
     # with scale 1: true loss 1.0).
     res = dp_test(_laplace_mech(1.0), 0.0, 1.0, epsilon=0.5, generator=generator)
-    assert res.violates, res
+    assert_refuted(res)
     assert math.isfinite(res.epsilon_lower_bound)

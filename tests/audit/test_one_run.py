@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
-from pate_stab.audit import one_run_audit, one_run_epsilon_lower_bound
+from pate_stab.audit.one_run import one_run_audit, one_run_epsilon_lower_bound
 from pate_stab.erm.heads import PrivateLinearHead
 
 
@@ -51,7 +51,7 @@ def test_correct_head_is_not_refuted_and_broken_head_is():
 
 def test_bound_with_delta():
     """Steinke et al. 2023, Thm 3 with δ > 0: at the bound the p-value is β; δ → 0 gives the pure bound."""
-    from pate_stab.audit import _p_value
+    from pate_stab.audit.one_run import _p_value
 
     kw = {"num_guesses": 400, "num_correct": 300, "confidence": 0.95}
     pure = one_run_epsilon_lower_bound(**kw)

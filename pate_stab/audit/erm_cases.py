@@ -1,4 +1,4 @@
-"""The convex-ERM and selection mechanisms of :mod:`pate_stab.erm` as :func:`~pate_stab.testing.dp_test` cases.
+"""The convex-ERM and selection mechanisms of :mod:`pate_stab.erm` as :func:`~pate_stab.audit.harness.dp_test` cases.
 
 Every case runs the package's own computation, vectorised over runs:
 
@@ -11,7 +11,7 @@ Every case runs the package's own computation, vectorised over runs:
   increasing in w, so it is found by bisection for every noise draw b, with the noise scale and
   regularisation the public function reports.
 
-Where a case reproduces a computation (the last three items), ``tests/erm/test_dp_cases.py``
+Where a case reproduces a computation (the last three items), ``tests/audit/test_erm_cases.py``
 checks it against the public function on the same noise. Neighbouring relation: replace one
 record (the papers'). The broken variants keep the correct claim and change one constant, as a
 calibration bug would; the harness must flag them.
@@ -23,8 +23,16 @@ from typing import Any
 
 import torch
 
+from pate_stab.audit.harness import Mechanism, MechanismCase
+from pate_stab.erm.accuracy_first import covariance_hypotheses
+from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
+from pate_stab.erm.density import private_histogram_samples
 from pate_stab.erm.losses import Loss, get_loss
-from pate_stab.testing import Mechanism
+from pate_stab.erm.objective_perturbation import objective_perturbation
+from pate_stab.erm.output_perturbation import l2_laplace_vectors, rls_out
+from pate_stab.erm.solver import solve_erm
+from pate_stab.erm.validation import exponential_mechanism_samples, stability_select_samples
+from pate_stab.privacy.noise import laplace
 
 __all__ = [
     "objective_perturbation_1d",
@@ -86,9 +94,6 @@ def _objective_perturbation(*, epsilon: float, lam: float, n: int, drop_extra_la
     The other records have x = 0 (they add nothing to the objective). The changed record moves
     the gradient by |φ'| <= 1 and the curvature by φ'' <= 1/4: both terms of the analysis.
     """
-    from pate_stab.erm.objective_perturbation import objective_perturbation
-    from pate_stab.erm.output_perturbation import l2_laplace_vectors
-
     x_a = torch.zeros((n, 1), dtype=_F64)
     x_a[0, 0] = 1.0
     x_b = torch.zeros((n, 1), dtype=_F64)
@@ -109,9 +114,6 @@ def _objective_perturbation(*, epsilon: float, lam: float, n: int, drop_extra_la
 
 def _rls_out(*, epsilon: float, lam: float, radius: float, n: int, scale_factor: float = 1.0) -> Mechanism:
     """rls-out (Wu et al. 2016, Alg 4) on 1-D neighbours (one target flipped); the constraint does not bind."""
-    from pate_stab.erm.output_perturbation import l2_laplace_vectors, rls_out
-    from pate_stab.erm.solver import solve_erm
-
     x, y, y_flip = _pairs(n)
     model = rls_out(x, y, epsilon=epsilon, lam=lam, radius=radius, generator=torch.Generator().manual_seed(0))
     theta = {
@@ -137,9 +139,6 @@ def covariance_perturbation_samples(
     Lap(noise_sensitivity/ε) on every entry of XᵀX and Xᵀy, then the library's batched minimiser;
     with ``noise_sensitivity = 4`` one run is :func:`pate_stab.erm.accuracy_first.covariance_perturbation`.
     """
-    from pate_stab.erm.accuracy_first import covariance_hypotheses
-    from pate_stab.privacy.noise import laplace
-
     p = problem.p
     z_mat = problem.gram + laplace(noise_sensitivity / epsilon, (num_samples, p, p), generator=generator)
     z_vec = problem.xty + laplace(noise_sensitivity / epsilon, (num_samples, p), generator=generator)
@@ -147,8 +146,6 @@ def covariance_perturbation_samples(
 
 
 def _covariance_perturbation(*, epsilon: float, n: int, lam: float, noise_sensitivity: float = 4.0) -> Mechanism:
-    from pate_stab.erm.accuracy_problems import RidgeProblem
-
     x, y, y_flip = _pairs(n)
     problems = {"D": RidgeProblem(x, y, lam=lam), "D'": RidgeProblem(x, y_flip, lam=lam)}
 
@@ -162,9 +159,6 @@ def _covariance_perturbation(*, epsilon: float, n: int, lam: float, noise_sensit
 
 def _logistic_output_perturbation(*, epsilon: float, n: int, lam: float, scale_factor: float = 1.0) -> Mechanism:
     """θ* + Lap(2√p/(nλε)) per coordinate (Ligett et al. Thm 3.3) on 1-D neighbours (one label flipped)."""
-    from pate_stab.erm.accuracy_problems import LogisticProblem
-    from pate_stab.privacy.noise import laplace
-
     x, y, y_flip = _pairs(n)
     problems = {"D": LogisticProblem(x, y, lam=lam), "D'": LogisticProblem(x, y_flip, lam=lam)}
     scale = problems["D"].minimiser_sensitivity / epsilon * scale_factor
@@ -179,8 +173,6 @@ def _logistic_output_perturbation(*, epsilon: float, n: int, lam: float, scale_f
 
 
 def _exponential_mechanism(*, epsilon: float, sensitivity: float, k: int = 20) -> Mechanism:
-    from pate_stab.erm.validation import exponential_mechanism_samples
-
     def mech(u: Any, num: int, gen: torch.Generator) -> torch.Tensor:
         return exponential_mechanism_samples(
             u, epsilon=epsilon, sensitivity=sensitivity, num_samples=num, generator=gen
@@ -190,8 +182,6 @@ def _exponential_mechanism(*, epsilon: float, sensitivity: float, k: int = 20) -
 
 
 def _stability_select(*, epsilon: float, beta: float) -> Mechanism:
-    from pate_stab.erm.validation import stability_select_samples
-
     def mech(q: Any, num: int, gen: torch.Generator) -> torch.Tensor:
         return stability_select_samples(
             q, beta1=beta, beta2=beta, n=1, m=1, epsilon=epsilon, num_samples=num, generator=gen
@@ -201,8 +191,6 @@ def _stability_select(*, epsilon: float, beta: float) -> Mechanism:
 
 
 def _private_histogram(*, epsilon: float) -> Mechanism:
-    from pate_stab.erm.density import private_histogram_samples
-
     def mech(x: Any, num: int, gen: torch.Generator) -> torch.Tensor:
         return private_histogram_samples(x, num_bins=4, epsilon=epsilon, num_samples=num, generator=gen)
 
@@ -230,18 +218,12 @@ def _selection_pair(k: int, step: float) -> tuple[torch.Tensor, torch.Tensor]:
 # --------------------------------------------------------------------------- the cases
 
 
-def _case(*args: Any, **kwargs: Any) -> Any:
-    from pate_stab.testing_audit import MechanismCase
-
-    return MechanismCase(*args, **kwargs)
-
-
-def _dataset_case(name: str, mechanism: Any, relation: str, **kwargs: Any) -> Any:
+def _dataset_case(name: str, mechanism: Mechanism, relation: str, **kwargs: Any) -> MechanismCase:
     """A case run on the mechanism's own neighbouring data sets "D" and "D'" at claim ε = 1."""
-    return _case(name, mechanism, "D", "D'", 1.0, relation=relation, **kwargs)
+    return MechanismCase(name, mechanism, "D", "D'", 1.0, relation=relation, **kwargs)
 
 
-def erm_mechanism_cases() -> list[Any]:
+def erm_mechanism_cases() -> list[MechanismCase]:
     """The ERM, selection and density mechanisms at their claims (see the module docstring)."""
     replace = "replace one record"
     ea, eb = _selection_pair(20, 1.0)
@@ -272,7 +254,7 @@ def erm_mechanism_cases() -> list[Any]:
             _logistic_output_perturbation(epsilon=1.0, n=20, lam=1.0),
             f"{replace} (label flipped)",
         ),
-        _case(
+        MechanismCase(
             "exponential mechanism (20 candidates, Δu=1)",
             _exponential_mechanism(epsilon=1.0, sensitivity=1.0),
             ea,
@@ -280,7 +262,7 @@ def erm_mechanism_cases() -> list[Any]:
             1.0,
             relation="every utility moves by at most Δu",
         ),
-        _case(
+        MechanismCase(
             "stability_select (Chaudhuri-Vinterbo Alg 1, β=1)",
             _stability_select(epsilon=1.0, beta=1.0),
             ea,
@@ -288,7 +270,7 @@ def erm_mechanism_cases() -> list[Any]:
             1.0,
             relation="every score moves by at most β",
         ),
-        _case(
+        MechanismCase(
             "private histogram (Chaudhuri-Vinterbo Alg 5, 4 bins)",
             _private_histogram(epsilon=1.0),
             ha,
@@ -300,7 +282,7 @@ def erm_mechanism_cases() -> list[Any]:
     ]
 
 
-def erm_mutation_cases() -> list[Any]:
+def erm_mutation_cases() -> list[MechanismCase]:
     """Each mechanism above with one constant wrong and the correct claim kept: all must be flagged."""
     ea, eb = _selection_pair(20, 1.0)
     ha, hb = _histogram_pair()
@@ -325,7 +307,7 @@ def erm_mutation_cases() -> list[Any]:
             _logistic_output_perturbation(epsilon=1.0, n=20, lam=1.0, scale_factor=0.25),
             "replace one record (label flipped)",
         ),
-        _case(
+        MechanismCase(
             "exponential mechanism, exp(εu/Δu) (factor 1/2 dropped)",
             _exponential_mechanism(epsilon=1.0, sensitivity=0.5),
             ea,
@@ -333,7 +315,7 @@ def erm_mutation_cases() -> list[Any]:
             1.0,
             relation="every utility moves by at most Δu",
         ),
-        _case(
+        MechanismCase(
             "stability_select, noise β·Z not 2β·Z",
             _stability_select(epsilon=1.0, beta=0.5),
             ea,
@@ -341,7 +323,7 @@ def erm_mutation_cases() -> list[Any]:
             1.0,
             relation="every score moves by at most β",
         ),
-        _case(
+        MechanismCase(
             "private histogram, Lap(1/ε) (sensitivity 1 not 2)",
             _private_histogram(epsilon=2.0),
             ha,

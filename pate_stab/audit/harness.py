@@ -16,6 +16,8 @@ Mechanisms are vectorised over samples: ``mechanism(x, num_samples, generator)``
 tensor whose first dimension is the sample. ``featurize`` maps that to a 1-D tensor: integer
 codes for discrete outputs (events are single codes) or floats for continuous outputs (events
 are half-lines ``{f > c}`` and ``{f <= c}`` at quantiles of the selection sample).
+A :class:`MechanismCase` bundles what one call takes: the mechanism, a neighbouring pair, the
+claim and the featurization.
 """
 
 from __future__ import annotations
@@ -36,9 +38,24 @@ from pate_stab._validation import (
     check_real,
 )
 
-__all__ = ["DPTestResult", "dp_test", "clopper_pearson", "encode_rows"]
+__all__ = ["Mechanism", "MechanismCase", "DPTestResult", "dp_test", "clopper_pearson", "encode_rows"]
 
 Mechanism = Callable[[Any, int, torch.Generator], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class MechanismCase:
+    """One mechanism with its claim and a neighbouring pair (``relation`` says why they are neighbours)."""
+
+    name: str
+    mechanism: Mechanism
+    input_a: Any
+    input_b: Any
+    epsilon: float
+    delta: float = 0.0
+    featurize: Callable[[torch.Tensor], torch.Tensor] | None = None
+    relation: str = ""
+    sample_factor: float = 1.0  # relative cost: slow samplers run fewer samples
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """The stability releasers' computation vectorised over independent runs, for statistical DP tests.
 
-:func:`~pate_stab.testing.dp_test` needs 10^5 runs of a mechanism; the releasers are online
+:func:`~pate_stab.audit.harness.dp_test` needs 10^5 runs of a mechanism; the releasers are online
 objects that run one query (and, in secure mode, one noise draw) at a time. The functions here
 compute what :class:`~pate_stab.aggregation.releaser.StabilityReleaser` and
 :class:`~pate_stab.aggregation.soft_labels.SoftLabelReleaser` compute, for R runs at once, from
 noise handed in. They consume the noise in the releasers' own order — the s-th threshold value
 for the s-th sparse-vector segment, the j-th query value for the j-th test that runs — so that
-``tests/test_testing_releasers.py`` can replay the noise a real releaser drew and check that the
+``tests/audit/test_releaser_cases.py`` can replay the noise a real releaser drew and check that the
 outputs agree exactly, in both noise modes. The noise itself comes from the library's samplers:
 float64 Laplace (:func:`pate_stab.privacy.noise.laplace`, ``noise="seeded"``) or exact discrete
 Laplace (:func:`pate_stab.privacy.secure_noise.discrete_laplace` at the rounded-up rational
@@ -15,12 +15,14 @@ scale the secure releasers use, ``noise="secure"``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from pate_stab._validation import check_int
+from pate_stab.aggregation.releaser import secure_sparse_vector
 from pate_stab.aggregation.soft_labels import BOTTOM, PLAIN, SHIFTED
 from pate_stab.aggregation.votes import (
     distance_to_instability,
@@ -29,10 +31,11 @@ from pate_stab.aggregation.votes import (
     shifted_gamma_histogram,
     top_label,
 )
+from pate_stab.audit.harness import Mechanism, MechanismCase
+from pate_stab.privacy.calibration import calibrate, paper_threshold
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_laplace, exact_scale_at_least
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, above_threshold_scan
-from pate_stab.testing import Mechanism
 
 __all__ = [
     "releaser_noise",
@@ -250,17 +253,13 @@ def hard_vote_sets(distances: list[int], moves: list[int]) -> tuple[torch.Tensor
     return torch.tensor(rows_a), torch.tensor(rows_b)
 
 
-def releaser_cases() -> list[Any]:
+def releaser_cases() -> list[MechanismCase]:
     """The whole hard and soft releasers at real calibrations' certified (ε, δ), both noise modes.
 
     Pairs: one teacher moves on every query, four queries lose one unit of distance and the last
     gains one, at the threshold (the worst pattern of AboveThreshold); and a tie whose answer
     changes between neighbours (distance 0 on both soft histograms), covered by δ.
     """
-    from pate_stab.aggregation.releaser import secure_sparse_vector
-    from pate_stab.privacy.calibration import calibrate
-    from pate_stab.testing_audit import MechanismCase
-
     soft = calibrate(epsilon=4, delta=1e-5, num_queries=5, max_unstable=1, mode="tight", soft_labels=True)
     hard = calibrate(epsilon=2, delta=1e-5, num_queries=5, max_unstable=1, mode="tight")
     tie = calibrate(epsilon=1, delta=1e-5, num_queries=1, max_unstable=1, mode="tight", soft_labels=True)
@@ -320,17 +319,12 @@ def releaser_cases() -> list[Any]:
     return cases
 
 
-def releaser_mutation_cases() -> list[Any]:
+def releaser_mutation_cases() -> list[MechanismCase]:
     """The secure soft releaser with BTT18 Alg 6's printed threshold w = λ log(4m/δ) (DESIGN fact 3).
 
     That threshold lets a distance-0 query through about √(δ/m) of the time, far above its share
     of δ: on the tie whose answer changes between neighbours the claimed (ε, δ) is refuted.
     """
-    import math
-
-    from pate_stab.privacy.calibration import calibrate, paper_threshold
-    from pate_stab.testing_audit import MechanismCase
-
     tie = calibrate(epsilon=1, delta=1e-5, num_queries=1, max_unstable=1, mode="tight", soft_labels=True)
     w = math.floor(paper_threshold(noise_scale=tie.noise_scale, delta=tie.delta, num_queries=1, soft_labels=True))
     a, b = dist_zero_soft_pair()

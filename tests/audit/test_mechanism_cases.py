@@ -6,7 +6,7 @@ with sensitivity-1 noise (tests/aggregation/test_releasers.py); LNMax/GNMax scal
 Confident-GNMax's noiseless check (tests/aggregation/test_baselines.py); output perturbation
 with too little noise (tests/erm/test_output_perturbation.py). This file adds the remaining
 variants of Lyu, Su & Li 2017 and of Ding et al. 2018, and runs every correct mechanism of the
-package through the harness at its claimed ε (the table of :mod:`pate_stab.testing_audit`).
+package through the harness at its claimed ε (the table of :mod:`pate_stab.audit.mechanism_cases`).
 
 Every dp_test here uses α = 1e-6: a correct claim is refuted with probability at most 1e-6.
 """
@@ -16,10 +16,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pate_stab.testing import dp_test
-from pate_stab.testing_audit import _noisy_max, _svt_query_scale, audit_mechanisms, mechanism_cases, mutation_cases
+from pate_stab.audit.harness import dp_test
+from pate_stab.audit.mechanism_cases import (
+    _noisy_max,
+    _svt_query_scale,
+    audit_mechanisms,
+    mechanism_cases,
+    mutation_cases,
+)
+from tests._stats import ALPHA, assert_not_refuted
 
-ALPHA = 1e-6
 N = 200_000
 
 pytestmark = pytest.mark.statistical
@@ -44,7 +50,7 @@ def test_sparse_vector_right_query_scale_is_not_flagged():
     mech = _svt_query_scale(1.0, 2.0)
     res = dp_test(mech, case.input_a, case.input_b, epsilon=2.0, num_samples=N, alpha=ALPHA,
                   generator=torch.Generator().manual_seed(102))
-    assert not res.violates, res
+    assert_not_refuted(res)
     assert res.epsilon_lower_bound > 1.0, res  # the pair is close to the worst case
 
 
@@ -52,7 +58,7 @@ def test_noisy_max_returning_argmax_is_not_flagged():
     # one added record counted by query 0 only (counting queries move in one direction)
     res = dp_test(_noisy_max(1.0, return_value=False), [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], epsilon=1.0, num_samples=N,
                   alpha=ALPHA, generator=torch.Generator().manual_seed(104))
-    assert not res.violates, res
+    assert_not_refuted(res)
 
 
 # --------------------------------------------------------------------------- every correct mechanism

@@ -1,10 +1,11 @@
-"""The package's mechanisms as :func:`pate_stab.testing.dp_test` cases, and a table of results.
+"""The package's mechanisms as :func:`pate_stab.audit.harness.dp_test` cases, and a table of results.
 
-Each :class:`MechanismCase` names one correct mechanism of the package, a pair of neighbouring
-inputs chosen so that its privacy loss is close to the claim, the claimed (ε, δ), and how to
-featurize its outputs. :func:`audit_mechanisms` runs :func:`~pate_stab.testing.dp_test` on each
-and returns one :class:`AuditRow` per case (claimed ε, samples used, lower bound found). A
-correct claim is refuted with probability at most α per case.
+Each :class:`~pate_stab.audit.harness.MechanismCase` names one correct mechanism of the package,
+a pair of neighbouring inputs chosen so that its privacy loss is close to the claim, the claimed
+(ε, δ), and how to featurize its outputs. :func:`audit_mechanisms` runs
+:func:`~pate_stab.audit.harness.dp_test` on each and returns one :class:`AuditRow` per case
+(claimed ε, samples used, lower bound found). A correct claim is refuted with probability at
+most α per case.
 
 Where a mechanism is an online object that cannot be run 10^5 times cheaply (the releasers, the
 sparse vector), the case runs its computation vectorised over runs with the library's own parts
@@ -20,48 +21,41 @@ statistical test (``dp_test`` unless said otherwise):
   (``tests/privacy/test_noise_reduction.py``); InteractiveAboveThreshold's ex-post loss
   (``tests/erm/test_accuracy_first.py``, per output cell); Gaussian / l2-Laplace noise laws (KS).
 * aggregation: hard and soft releasers in both noise modes at real calibrations
-  (:func:`pate_stab.testing_releasers.releaser_cases`); LNMax, GNMax, Confident-GNMax
+  (:func:`pate_stab.audit.releaser_cases.releaser_cases`); LNMax, GNMax, Confident-GNMax
   (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``).
 * erm: output perturbation (Chaudhuri et al. Alg 1) and rls-out (Wu et al. Alg 4), objective
   perturbation (both budget branches), Ligett et al.'s covariance and logistic output
   perturbation, the exponential mechanism, Chaudhuri & Vinterbo's noisy selection and private
-  histogram (:func:`pate_stab.testing_erm.erm_mechanism_cases`).
+  histogram (:func:`pate_stab.audit.erm_cases.erm_mechanism_cases`).
 * Composites of these, tested through their parts (their composition is accounting, not a new
   release): private validation (stability_validate, alpha_split, data_split, random_choice),
   Wu et al.'s private tuning, the private histogram density with bin choice, cov_nr / output_nr
   (noise reduction + IAT), the doubling method (fresh hypotheses + Laplace tests), the
-  transfer pipeline (releaser + post-processing; one-run audit in :mod:`pate_stab.audit_transfer`)
+  transfer pipeline (releaser + post-processing; one-run audit in :mod:`pate_stab.audit.transfer_canary`)
   and PrivateLinearHead (output / objective perturbation per class). ``control_choice`` is
   documented as not private.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from pate_stab._validation import check_int, check_probability
-from pate_stab.testing import Mechanism, dp_test
+from pate_stab.aggregation.baselines import GNMax, LNMax
+from pate_stab.aggregation.votes import distance_to_instability, top_label
+from pate_stab.audit.erm_cases import erm_mechanism_cases, erm_mutation_cases
+from pate_stab.audit.harness import Mechanism, MechanismCase, dp_test
+from pate_stab.erm.losses import HuberHingeLoss
+from pate_stab.erm.output_perturbation import l2_laplace_vectors, output_perturbation, output_perturbation_sensitivity
+from pate_stab.erm.solver import solve_erm
+from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_laplace, snapping, snapping_epsilon
+from pate_stab.privacy.sparse_vector import above_threshold_scan
 
-__all__ = ["MechanismCase", "AuditRow", "mechanism_cases", "mutation_cases", "audit_mechanisms"]
-
-
-@dataclass(frozen=True)
-class MechanismCase:
-    """One mechanism with its claim and a neighbouring pair (``relation`` says why they are neighbours)."""
-
-    name: str
-    mechanism: Mechanism
-    input_a: Any
-    input_b: Any
-    epsilon: float
-    delta: float = 0.0
-    featurize: Callable[[torch.Tensor], torch.Tensor] | None = None
-    relation: str = ""
-    sample_factor: float = 1.0  # relative cost: slow samplers run fewer samples
+__all__ = ["AuditRow", "mechanism_cases", "mutation_cases", "audit_mechanisms"]
 
 
 @dataclass(frozen=True)
@@ -79,8 +73,6 @@ class AuditRow:
 
 
 def _laplace_count(epsilon: float) -> Mechanism:
-    from pate_stab.privacy.noise import laplace
-
     def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
         return value + laplace(1.0 / epsilon, n, generator=gen)
 
@@ -88,9 +80,6 @@ def _laplace_count(epsilon: float) -> Mechanism:
 
 
 def _sparse_vector(noise_scale: float, max_unstable: int, threshold: float = 0.0) -> Mechanism:
-    from pate_stab.privacy.noise import laplace
-    from pate_stab.privacy.sparse_vector import above_threshold_scan
-
     def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         vals = torch.as_tensor(values, dtype=torch.float64).expand(n, -1)
         m = vals.shape[1]
@@ -103,8 +92,6 @@ def _sparse_vector(noise_scale: float, max_unstable: int, threshold: float = 0.0
 
 def _stability_test(epsilon: float, threshold: float) -> Mechanism:
     """BTT18 Alg 2 on one vote histogram: the argmax if dist + Lap(1/ε) > Γ, else ⊥ (code 0)."""
-    from pate_stab.aggregation.votes import distance_to_instability, top_label
-    from pate_stab.privacy.noise import laplace
 
     def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         c = torch.as_tensor(counts, dtype=torch.int64)
@@ -117,8 +104,6 @@ def _stability_test(epsilon: float, threshold: float) -> Mechanism:
 
 def _hard_releaser(noise_scale: float, threshold: float, max_unstable: int) -> Mechanism:
     """StabilityReleaser's computation: vote histograms → argmax or ⊥ through sparse vector."""
-    from pate_stab.aggregation.votes import distance_to_instability, top_label
-
     scan = _sparse_vector(noise_scale, max_unstable, threshold)
 
     def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -136,14 +121,6 @@ def _aggregator(agg: Any) -> Mechanism:
 
 def _output_perturbation(epsilon: float) -> Mechanism:
     """Output perturbation (Chaudhuri et al. 2011 Alg 1) on worst-case 1-D replace-one neighbours."""
-    from pate_stab.erm.losses import HuberHingeLoss
-    from pate_stab.erm.output_perturbation import (
-        l2_laplace_vectors,
-        output_perturbation,
-        output_perturbation_sensitivity,
-    )
-    from pate_stab.erm.solver import solve_erm
-
     n, lam = 20, 10.0
     x = torch.ones((n, 1), dtype=torch.float64)
     y = torch.ones(n, dtype=torch.float64)
@@ -165,8 +142,6 @@ def _output_perturbation(epsilon: float) -> Mechanism:
 
 
 def _secure_discrete_laplace(scale: float) -> Mechanism:
-    from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_laplace
-
     def mech(value: int, n: int, gen: torch.Generator) -> torch.Tensor:
         seed = int(torch.randint(0, 2**62, (1,), generator=gen))
         return value + discrete_laplace(scale, n, source=SeededRandomSource(seed))
@@ -175,8 +150,6 @@ def _secure_discrete_laplace(scale: float) -> Mechanism:
 
 
 def _secure_snapping(noise_scale: float, bound: float) -> Mechanism:
-    from pate_stab.privacy.secure_noise import SeededRandomSource, snapping
-
     def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
         seed = int(torch.randint(0, 2**62, (1,), generator=gen))
         return snapping(value, noise_scale=noise_scale, bound=bound, size=n, source=SeededRandomSource(seed))
@@ -186,7 +159,6 @@ def _secure_snapping(noise_scale: float, bound: float) -> Mechanism:
 
 def _secure_sparse_vector(noise_scale: int, threshold: int) -> Mechanism:
     """AboveThreshold segment (T = 1) with exact discrete Laplace noise, vectorised over runs."""
-    from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_laplace
 
     def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         src = SeededRandomSource(int(torch.randint(0, 2**62, (1,), generator=gen)))
@@ -209,12 +181,8 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
 def mechanism_cases() -> list[MechanismCase]:
     """Every correct mechanism of the package with a tight neighbouring pair and its claim.
 
-    The releasers' cases are separate (:func:`pate_stab.testing_releasers.releaser_cases`).
+    The releasers' cases are separate (:func:`pate_stab.audit.releaser_cases.releaser_cases`).
     """
-    from pate_stab.aggregation.baselines import GNMax, LNMax
-    from pate_stab.privacy.secure_noise import snapping_epsilon
-    from pate_stab.testing_erm import erm_mechanism_cases
-
     delta = 1e-5
     gnmax = GNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1)
     lnmax = LNMax(noise_scale=2.0, num_queries=1, delta=delta)
@@ -257,9 +225,6 @@ def mechanism_cases() -> list[MechanismCase]:
 
 
 def _svt_query_scale(noise_scale: float, query_scale: float) -> Mechanism:
-    from pate_stab.privacy.noise import laplace
-    from pate_stab.privacy.sparse_vector import above_threshold_scan
-
     def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         vals = torch.as_tensor(values, dtype=torch.float64).expand(n, -1)
         qn = laplace(query_scale, vals.shape, generator=gen)
@@ -271,7 +236,6 @@ def _svt_query_scale(noise_scale: float, query_scale: float) -> Mechanism:
 
 def _noisy_max(epsilon: float, *, return_value: bool) -> Mechanism:
     """Report noisy max over counting queries with Lap(1/ε) (Dwork & Roth 2014, Claim 3.9)."""
-    from pate_stab.privacy.noise import laplace
 
     def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         c = torch.as_tensor(counts, dtype=torch.float64).expand(n, -1)
@@ -282,8 +246,6 @@ def _noisy_max(epsilon: float, *, return_value: bool) -> Mechanism:
 
 
 def _laplace_scale(scale: float) -> Mechanism:
-    from pate_stab.privacy.noise import laplace
-
     def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
         return value + laplace(scale, n, generator=gen)
 
@@ -312,10 +274,8 @@ def mutation_cases() -> list[MechanismCase]:
     * Laplace noise of scale ε instead of 1/ε (float sampler, exact integer sampler, and the
       stability test of BTT18 Alg 2).
     * the ERM, selection and density mechanisms with one constant wrong
-      (:func:`pate_stab.testing_erm.erm_mutation_cases`).
+      (:func:`pate_stab.audit.erm_cases.erm_mutation_cases`).
     """
-    from pate_stab.testing_erm import erm_mutation_cases
-
     eps = 0.5
     return [
         MechanismCase("sparse vector, query noise Lap(λ) not Lap(2λ) (λ=1)", _svt_query_scale(1.0, 1.0),
