@@ -34,11 +34,11 @@ from typing import Any, Literal
 
 from pate_stab._validation import check_delta, check_epsilon, check_int, check_positive, check_probability, check_real
 from pate_stab.privacy.accounting import (
-    SparseVectorEvent,
     advanced_composition_epsilon,
     epsilon_for_delta,
     optimal_homogeneous_composition_delta,
 )
+from pate_stab.privacy.events import SparseVectorEvent
 
 __all__ = [
     "Calibration",
