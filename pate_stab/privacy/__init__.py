@@ -11,8 +11,10 @@ This subpackage imports neither Lightning nor any model code (a test checks it).
 - ``events``: frozen records of what a mechanism did, each with its pessimistic PLD.
 - ``accounting``: composition of events through dp-accounting: ε(δ), δ(ε), guarantees.
 - ``ledger``: the persistent, append-only privacy ledger of a run.
-- ``pate_data_dependent``: PATE's data-dependent RDP of LNMax / GNMax / Confident-GNMax runs, its
-  smooth sensitivity and sanitised release (``data_dependent_summary``).
+- ``pate_rdp``: PATE's data-dependent RDP of one LNMax / GNMax / threshold-check query; RDP → (ε, δ).
+- ``smooth_sensitivity``: local and smooth sensitivity of that RDP, and the GNSS release (PSM+18).
+- ``pate_analysis``: the data-dependent RDP of whole runs and its sanitised release
+  (``data_dependent_summary``).
 """
 
 __all__ = [
@@ -25,5 +27,7 @@ __all__ = [
     "events",
     "accounting",
     "ledger",
-    "pate_data_dependent",
+    "pate_rdp",
+    "smooth_sensitivity",
+    "pate_analysis",
 ]
