@@ -15,7 +15,7 @@ writes ``checkpoints/<run>/accuracy_first.csv``, ``fig1.png`` and ``report.json`
 
 Data and the ℓ1 contract (||x_i||_1 <= 1, fixed public bounds, nothing read from the data):
 
-* ``warfarin`` (ridge, CovNR): :func:`pate_stab.erm.datasets.load_warfarin` rows are
+* ``warfarin`` (ridge, CovNR): :func:`pate_stab.data.tabular.load_warfarin_iwpc` rows are
   raw/3 where the raw encoding has 9 groups each in [0, 1] (bias, age, height, weight, VKORC1,
   CYP2C9, race, inducer, amiodarone), so ||raw||_1 <= 9 and the loaded rows are divided by 3
   more. Targets y = min(dose, 140)/70 − 1 ∈ [−1, 1]. n = 3564, p = 17.
@@ -49,6 +49,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pate_stab.data.tabular import load_warfarin_iwpc  # noqa: E402
 from pate_stab.erm.accuracy_first import (  # noqa: E402
     AccuracyFirstResult,
     cov_nr,
@@ -60,7 +61,6 @@ from pate_stab.erm.accuracy_first import (  # noqa: E402
     theory_method,
 )
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem  # noqa: E402
-from pate_stab.erm.datasets import load_warfarin  # noqa: E402
 from pate_stab.rng import seeded_generator  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -100,7 +100,7 @@ def load_kdd(root: Path, *, num_rows: int, seed: int = 0) -> tuple[torch.Tensor,
 
 
 def load_warfarin_l1(root: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    data = load_warfarin(root)
+    data = load_warfarin_iwpc(Path(root) / "warfarin")
     return data["x"] / 3.0, data["y"]
 
 

@@ -6,8 +6,12 @@ Protocol (their Sec. 5, reduced): 10 folds; in round i fold i is the test set W,
 validation set V, the other 8 the training set T; Theta = {0.001, 0.112, ..., 1}; Stability uses
 delta = 0.01, the negative mean ramp loss, alpha1 = alpha2 = alpha/2 and Thm 4's constants.
 Random reuses the Control models (each is a model trained at alpha on T with theta_i, which is
-exactly Random's output distribution). Rows are scaled to the unit ball by the number of
-feature groups (Adult: sqrt(14), MAGIC: sqrt(10)) after min-max scaling read from the data.
+exactly Random's output distribution). Numeric features are mapped to [0, 1] with fixed public
+bounds (pate_stab.data.bounds.ADULT_NUMERIC_BOUNDS / MAGIC_BOUNDS; values outside are clipped),
+categorical ones one-hot encoded, and rows divided by the square root of the number of feature
+groups (Adult: sqrt(14), MAGIC: sqrt(10)), so every row lies in the unit ball. (The paper scaled
+with min-max ranges read from the data, which is not private.) Adult rows with a missing value
+("?") are dropped, as in the paper.
 
     python recipes/erm_chaudhuri_vinterbo.py --rounds 3
 """
@@ -29,6 +33,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pate_stab.data.bounds import ADULT_NUMERIC_BOUNDS, MAGIC_BOUNDS, scale_to_bounds  # noqa: E402
+from pate_stab.data.tabular import load_adult, load_magic  # noqa: E402
 from pate_stab.erm import (  # noqa: E402
     RampLoss,
     alpha_split,
@@ -39,12 +45,29 @@ from pate_stab.erm import (  # noqa: E402
     stability_constants_linear,
     stability_validate,
 )
-from pate_stab.erm.datasets import load_adult, load_magic  # noqa: E402
 from pate_stab.rng import seeded_generator  # noqa: E402
 
 THETA = [0.001, 0.112, 0.223, 0.334, 0.445, 0.556, 0.667, 0.778, 0.889, 1.0]
 ALPHAS = [0.3, 0.5, 1.0, 2.0, 3.0, 5.0]
 METHODS = ["Stability", "alphaSplit", "dataSplit", "Random", "Control"]
+
+
+def load_unit_ball(name: str, data_root: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """Adult or MAGIC as float64 rows in the unit ball (public bounds, see above) and labels in {-1, 1}."""
+    if name == "Adult":
+        data = load_adult(data_root / "adult", standardize=False, norm=None, label_format="pm1")
+        bounds, groups = ADULT_NUMERIC_BOUNDS, 14
+        missing = [j for j, f in enumerate(data.feature_names) if f.endswith("=?")]
+        keep_rows = data.x[:, missing].sum(dim=1) == 0
+        x, y = data.x[keep_rows].double(), data.y[keep_rows].double()
+        # One-hot columns of categories seen only in the dropped rows are empty: drop them too.
+        x = x[:, [j for j in range(x.shape[1]) if j < len(bounds) or bool(x[:, j].any())]]
+    else:
+        data = load_magic(data_root / "magic", standardize=False, norm=None, label_format="pm1")
+        bounds, groups = MAGIC_BOUNDS, 10
+        x, y = data.x.double(), data.y.double()
+    x[:, : len(bounds)] = scale_to_bounds(x[:, : len(bounds)], bounds=bounds)
+    return x / math.sqrt(groups), y
 
 
 def auc(scores: torch.Tensor, y: torch.Tensor) -> float:
@@ -134,10 +157,9 @@ def main() -> None:
     with open(out / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["dataset", "round", "alpha", "method", "theta", "auc", "mse"])
         writer.writeheader()
-        xa, ya = load_adult(args.data)
-        run_dataset("Adult", xa / math.sqrt(14.0), ya, args, gen, writer, results)
-        xm, ym = load_magic(args.data)
-        run_dataset("Magic", xm / math.sqrt(10.0), ym, args, gen, writer, results)
+        for name in ("Adult", "Magic"):
+            x, y = load_unit_ball(name, Path(args.data))
+            run_dataset(name, x, y, args, gen, writer, results)
     summary = {}
     for ds in ("Adult", "Magic"):
         for method in METHODS:

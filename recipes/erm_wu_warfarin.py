@@ -3,7 +3,7 @@ privately tuned and oracle output perturbation (rls-out), objective perturbation
 regression; model-inversion (VKORC1) accuracy vs epsilon.
 
 Protocol (reduced): random 80/20 train/test splits (``--repeats``); features and dose scaled with
-fixed public ranges (see pate_stab.erm.datasets.load_warfarin); MSE on the scaled dose
+fixed public ranges (see pate_stab.data.tabular.load_warfarin_iwpc); MSE on the scaled dose
 y in [-1, 1] (multiply by 70^2 for (mg/week)^2). rls-out uses Wu et al.'s printed noise constant
 (12R + 8) unless ``--constant tight``.
 * Data-independent: R = 1, lam = sqrt(d / (n eps)) (their Sec. 4.2).
@@ -32,6 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pate_stab.data.tabular import load_warfarin_iwpc  # noqa: E402
 from pate_stab.erm import (  # noqa: E402
     inversion_accuracy,
     invert_attribute,
@@ -40,7 +41,6 @@ from pate_stab.erm import (  # noqa: E402
     solve_erm,
     wu_private_tuning,
 )
-from pate_stab.erm.datasets import load_warfarin  # noqa: E402
 from pate_stab.rng import seeded_generator  # noqa: E402
 
 EPSILONS = [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]
@@ -58,7 +58,7 @@ def main() -> None:
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    data = load_warfarin(args.data)
+    data = load_warfarin_iwpc(Path(args.data) / "warfarin")
     x, y, vk = data["x"], data["y"], data["vkorc1"]
     cols = data["vkorc1_columns"].tolist()
     enc = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64) / 3.0  # same scaling

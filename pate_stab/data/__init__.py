@@ -8,6 +8,7 @@ Example (the embedded default needs no files)::
                                  generator=seeded_generator(0))
 """
 
+from pate_stab.data.bounds import ADULT_NUMERIC_BOUNDS, MAGIC_BOUNDS, bounds_from_data, scale_to_bounds
 from pate_stab.data.images import (
     ImageData,
     PateSplits,
@@ -35,16 +36,20 @@ from pate_stab.data.tabular import (
     load_kddcup99,
     load_magic,
     load_warfarin,
+    load_warfarin_iwpc,
     project_to_unit_ball,
     standardize,
 )
 
 __all__ = [
+    "ADULT_NUMERIC_BOUNDS",
+    "MAGIC_BOUNDS",
     "ImageData",
     "PateSplits",
     "Split",
     "TabularData",
     "apply_label_noise",
+    "bounds_from_data",
     "gaussian_mixture_means",
     "load_adult",
     "load_cifar10",
@@ -54,6 +59,7 @@ __all__ = [
     "load_mnist",
     "load_svhn",
     "load_warfarin",
+    "load_warfarin_iwpc",
     "make_gaussian_mixture",
     "make_halfspace",
     "make_interval",
@@ -62,6 +68,7 @@ __all__ = [
     "project_to_unit_ball",
     "random_split_indices",
     "read_idx",
+    "scale_to_bounds",
     "standardize",
     "to_signed_labels",
 ]

@@ -13,7 +13,10 @@ Preprocessing follows the papers that use them:
   height, weight, race, VKORC1 rs9923231 genotype, CYP2C9 genotype, enzyme-inducer status,
   amiodarone; real target = therapeutic dose (mg/week). Rows without a dose are dropped;
   missing height/weight are imputed with the column mean and missing age with the median
-  decade; unknown genotypes get their own one-hot column.
+  decade; unknown genotypes get their own one-hot column. :func:`load_warfarin_iwpc` is the
+  encoding of the IWPC dosing model used by the ERM reproductions (Wu et al. 2016, Ligett et
+  al. 2017): complete rows only, age / height / weight / dose mapped with public ranges passed
+  as arguments (:mod:`pate_stab.data.bounds`), rows in the unit ball.
 
 Two kinds of preprocessing are kept apart, because only one of them is private:
 
@@ -39,6 +42,7 @@ import torch
 from torch import Tensor
 
 from pate_stab._validation import check_tensor
+from pate_stab.data.bounds import scale_to_bounds
 
 __all__ = [
     "TabularData",
@@ -48,6 +52,8 @@ __all__ = [
     "load_magic",
     "load_kddcup99",
     "load_warfarin",
+    "load_warfarin_iwpc",
+    "WARFARIN_IWPC_FEATURES",
 ]
 
 Norm = Literal["l2", "l1"] | None
@@ -342,3 +348,109 @@ def load_warfarin(
     return TabularData(
         x=x, y=data.y, feature_names=data.feature_names + ["enzyme_inducer", "amiodarone"]
     )
+
+
+WARFARIN_IWPC_FEATURES = [
+    "bias",
+    "age_decade",
+    "height",
+    "weight",
+    "vkorc1_AG",
+    "vkorc1_AA",
+    "cyp_12",
+    "cyp_13",
+    "cyp_22",
+    "cyp_23",
+    "cyp_33",
+    "cyp_unknown",
+    "asian",
+    "black",
+    "race_other",
+    "enzyme_inducer",
+    "amiodarone",
+]
+
+
+def load_warfarin_iwpc(
+    data_dir: str | Path,
+    *,
+    age_decades: tuple[float, float] = (0.0, 9.0),
+    height_cm: tuple[float, float] = (120.0, 210.0),
+    weight_kg: tuple[float, float] = (30.0, 200.0),
+    dose_mg_per_week: tuple[float, float] = (0.0, 140.0),
+) -> dict[str, Tensor]:
+    """IWPC warfarin in the encoding of the IWPC pharmacogenetic dosing model (IWPC 2009), unit ball.
+
+    The encoding of Wu et al. 2016 and Ligett et al. 2017's ridge experiments: patients with a
+    therapeutic dose, age, height, weight and a VKORC1 −1639 consensus genotype (others are
+    dropped: no imputation from the data). Age (decade), height and weight are mapped to [0, 1]
+    with the public ranges passed here, values outside clipped (:func:`scale_to_bounds`); the
+    other features are indicators. The 9 groups (bias, age, height, weight, VKORC1, CYP2C9, race,
+    inducer, amiodarone) contribute at most 1 each to ||x||², so rows are divided by 3 to lie in
+    the unit ℓ2 ball without reading any bound from the data. The dose (mg/week) is mapped from
+    ``dose_mg_per_week`` to y ∈ [−1, 1] (clipped), by default y = min(dose, 140)/70 − 1.
+
+    Returns:
+        dict with ``x`` (n, 17) float64, ``y`` (n,), ``dose`` (n,), ``vkorc1`` (n,) in {0: G/G,
+        1: A/G, 2: A/A}, and ``vkorc1_columns`` (the two VKORC1 indicator columns of ``x``).
+
+    Raises:
+        FileNotFoundError: ``data_dir/warfarin.csv`` is missing.
+        ValueError: a range with upper ≤ lower, or not finite.
+    """
+    path = _require(Path(data_dir) / "warfarin.csv", "IWPC warfarin")
+    with open(path, encoding="utf-8-sig") as f:
+        recs = list(csv.DictReader(f))
+    vk_col = "VKORC1 -1639 consensus"
+    vk_code = {"G/G": 0, "A/G": 1, "A/A": 2}
+    cyp_codes = {"*1/*2": 6, "*1/*3": 7, "*2/*2": 8, "*2/*3": 9, "*3/*3": 10}
+    feats, raw, doses, vks = [], [], [], []
+    for r in recs:
+        try:
+            dose = float(r["Therapeutic Dose of Warfarin"])
+            age = int(r["Age"].strip()[0]) if r["Age"] not in ("", "NA") else None
+            height = float(r["Height (cm)"])
+            weight = float(r["Weight (kg)"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        vk = r.get(vk_col, "NA")
+        if age is None or vk not in vk_code:
+            continue
+        x = [0.0] * len(WARFARIN_IWPC_FEATURES)
+        x[0] = 1.0
+        if vk == "A/G":
+            x[4] = 1.0
+        elif vk == "A/A":
+            x[5] = 1.0
+        cyp = r.get("Cyp2C9 genotypes", "NA")
+        if cyp in cyp_codes:
+            x[cyp_codes[cyp]] = 1.0
+        elif cyp != "*1/*1":
+            x[11] = 1.0
+        race = r.get("Race", "")
+        if race == "Asian":
+            x[12] = 1.0
+        elif race == "Black or African American":
+            x[13] = 1.0
+        elif race != "White":
+            x[14] = 1.0
+        inducers = ("Carbamazepine (Tegretol)", "Phenytoin (Dilantin)", "Rifampin or Rifampicin")
+        x[15] = 1.0 if any(r.get(c) == "1" for c in inducers) else 0.0
+        x[16] = 1.0 if r.get("Amiodarone (Cordarone)") == "1" else 0.0
+        feats.append(x)
+        raw.append([float(age), height, weight])
+        doses.append(dose)
+        vks.append(vk_code[vk])
+    features = torch.tensor(feats, dtype=torch.float64)
+    features[:, 1:4] = scale_to_bounds(
+        torch.tensor(raw, dtype=torch.float64), bounds=[age_decades, height_cm, weight_kg]
+    )
+    dose_t = torch.tensor(doses, dtype=torch.float64)
+    y = 2.0 * scale_to_bounds(dose_t.unsqueeze(1), bounds=[dose_mg_per_week]).squeeze(1) - 1.0
+    return {
+        "x": features / 3.0,
+        "y": y,
+        "dose": dose_t,
+        "vkorc1": torch.tensor(vks),
+        "vkorc1_columns": torch.tensor([4, 5]),
+    }

@@ -5,7 +5,6 @@ validation, Alg 1-5); Wu et al. 2016 (output perturbation and private regression
 Ligett et al. 2017 (accuracy-first ERM: CovNR, OutputNR, doubling, Alg 3-5).
 """
 
-from pate_stab.erm._contract import check_features, check_labels, scale_to_unit_ball
 from pate_stab.erm.accuracy_first import (
     AccuracyFirstResult,
     cov_nr,
@@ -14,6 +13,7 @@ from pate_stab.erm.accuracy_first import (
     theory_method,
 )
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem, check_l1_features
+from pate_stab.erm.contract import check_features, check_labels, scale_to_unit_ball
 from pate_stab.erm.density import (
     PrivateHistogram,
     histogram_score,

@@ -43,7 +43,7 @@ import torch
 
 from pate_stab._validation import check_generator, check_int, check_positive, check_probability
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
-from pate_stab.privacy.accounting import ExPostEvent, PureDpEvent
+from pate_stab.privacy.events import ExPostEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.noise_reduction import check_increasing_epsilons, noise_reduction

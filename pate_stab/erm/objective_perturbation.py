@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from pate_stab._validation import check_epsilon, check_generator, check_int, check_positive
-from pate_stab.erm._contract import check_features, check_labels
+from pate_stab.erm.contract import check_features, check_labels
 from pate_stab.erm.losses import Loss, get_loss
 from pate_stab.erm.output_perturbation import PrivateLinearModel
 from pate_stab.erm.solver import solve_erm

@@ -47,7 +47,7 @@ from pate_stab._validation import (
     check_positive,
     check_real,
 )
-from pate_stab.erm._contract import check_features, check_labels
+from pate_stab.erm.contract import check_features, check_labels
 from pate_stab.erm.losses import Loss, SquaredLoss, get_loss
 from pate_stab.erm.solver import solve_erm
 from pate_stab.privacy.noise import exponential, l2_laplace_vector

@@ -3,13 +3,31 @@
 This subpackage imports neither Lightning nor any model code (a test checks it). Modules:
 
 - ``noise``: Laplace / exponential / Gaussian samplers (float64, explicit generator).
+- ``secure_noise``: exact discrete Laplace and the snapping mechanism from the OS's CSPRNG.
 - ``sparse_vector``: sparse vector with cutoff (BTT18 Alg 1), InteractiveAboveThreshold (Ligett et al. Alg 2).
 - ``stability``: distance-to-instability test (BTT18 Alg 2), online query release (Alg 3).
 - ``noise_reduction``: gradual release (Ligett et al. Alg 1, after Koufogiannis et al.).
 - ``calibration``: noise scale, threshold and δ split from (ε, δ, m, T).
-- ``accounting``: privacy events, composition through dp-accounting, the persistent ledger.
-- ``pate_data_dependent``: PATE's data-dependent RDP of LNMax / GNMax / Confident-GNMax runs, its
-  smooth sensitivity and sanitised release (``data_dependent_summary``).
+- ``events``: frozen records of what a mechanism did, each with its pessimistic PLD.
+- ``accounting``: composition of events through dp-accounting: ε(δ), δ(ε), guarantees.
+- ``ledger``: the persistent, append-only privacy ledger of a run.
+- ``pate_rdp``: PATE's data-dependent RDP of one LNMax / GNMax / threshold-check query; RDP → (ε, δ).
+- ``smooth_sensitivity``: local and smooth sensitivity of that RDP, and the GNSS release (PSM+18).
+- ``pate_analysis``: the data-dependent RDP of whole runs and its sanitised release
+  (``data_dependent_summary``).
 """
 
-__all__ = ["noise", "sparse_vector", "stability", "noise_reduction", "calibration", "accounting", "pate_data_dependent"]
+__all__ = [
+    "noise",
+    "secure_noise",
+    "sparse_vector",
+    "stability",
+    "noise_reduction",
+    "calibration",
+    "events",
+    "accounting",
+    "ledger",
+    "pate_rdp",
+    "smooth_sensitivity",
+    "pate_analysis",
+]

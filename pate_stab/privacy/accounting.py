@@ -1,34 +1,23 @@
-"""Privacy events and their composition.
+"""Composition of privacy events: ε(δ), δ(ε), guarantees, and closed-form composition bounds.
 
-Mechanisms never add up ε themselves: each one describes what it did as a small frozen *event*
-(:class:`SparseVectorEvent`, :class:`LaplaceEvent`, …) and the accountant composes events with
-the privacy-loss-distribution (PLD) accountant of Google's ``dp_accounting``
-(Koskela et al. 2020; Doroshenko et al. 2022). Every PLD built here is the *pessimistic*
-estimate: privacy losses are rounded **up** to a multiple of ``value_discretization_interval``
-(default 1e-4) and mass cut off in the tails goes to the loss +∞, so the ε(δ) and δ(ε) reported
-are upper bounds on the true ones, never optimistic.
-
-Neighbouring relation: events describe a mechanism's sensitivity; the relation under which that
-sensitivity holds (replace-one by default in pate_stab, add/remove in the papers) is stated in
-the ledger header (:class:`pate_stab.privacy.ledger.PrivacyLedger`), not per event.
+The events themselves (:class:`~pate_stab.privacy.events.SparseVectorEvent`,
+:class:`~pate_stab.privacy.events.LaplaceEvent`, …) live in :mod:`pate_stab.privacy.events`;
+this module composes them with the privacy-loss-distribution (PLD) accountant of Google's
+``dp_accounting`` (Koskela et al. 2020; Doroshenko et al. 2022). Every PLD is the *pessimistic*
+estimate (see :mod:`pate_stab.privacy.events`), so the ε(δ) and δ(ε) reported are upper bounds
+on the true ones, never optimistic.
 
 Ex-post privacy (Ligett et al. 2017, Def 2.3) is not an (ε, δ) guarantee and does not compose
-into one: :class:`ExPostEvent` is recorded as what it is and has no PLD.
+into one: an :class:`~pate_stab.privacy.events.ExPostEvent` is refused here.
 
-The persistent ledger lives in :mod:`pate_stab.privacy.ledger` and is re-exported here.
+The persistent ledger is :mod:`pate_stab.privacy.ledger`; it imports this module, never the
+other way round.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar
-
-from dp_accounting.pld import common as _pld_common
-from dp_accounting.pld import privacy_loss_distribution as _pld
-from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
+from collections.abc import Iterable
 
 from pate_stab._validation import (
     check_delta,
@@ -36,313 +25,30 @@ from pate_stab._validation import (
     check_nonnegative,
     check_positive,
 )
+from pate_stab.privacy.events import (
+    DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    ApproxDpEvent,
+    ComposedEvent,
+    ExPostEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    PureDpEvent,
+    SparseVectorEvent,
+    composed_pld,
+)
 
 __all__ = [
-    "PrivacyEvent",
-    "PureDpEvent",
-    "SparseVectorEvent",
-    "ApproxDpEvent",
-    "LaplaceEvent",
-    "GaussianEvent",
-    "ComposedEvent",
-    "ExPostEvent",
-    "event_from_dict",
-    "implies_guarantee",
     "epsilon_for_delta",
     "delta_for_epsilon",
+    "implies_guarantee",
     "advanced_composition_epsilon",
     "optimal_homogeneous_composition_delta",
-    "PrivacyLedger",
-    "LedgerEntry",
+    # Event classes still imported from this module by pate_stab.aggregation (base, releaser).
+    "PrivacyEvent",
+    "ApproxDpEvent",
+    "ComposedEvent",
+    "SparseVectorEvent",
 ]
-
-DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-4
-
-_EVENT_TYPES: dict[str, type[PrivacyEvent]] = {}
-
-
-def _check_interval(value: Any) -> float:
-    return check_positive("value_discretization_interval", value)
-
-
-class PrivacyEvent:
-    """Base of the event records. Subclasses are frozen dataclasses with a ``kind`` tag."""
-
-    kind: ClassVar[str] = ""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.kind:
-            _EVENT_TYPES[cls.kind] = cls
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict ``{"type": kind, **fields}``."""
-        out: dict[str, Any] = {"type": self.kind}
-        out.update({f.name: getattr(self, f.name) for f in fields(self)})  # type: ignore[arg-type]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyEvent:
-        """Inverse of :meth:`to_dict`; called on the base class it dispatches on ``"type"``."""
-        return event_from_dict(data) if cls is PrivacyEvent else _from_fields(cls, data)
-
-    def to_pld(
-        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-    ) -> PrivacyLossDistribution:
-        """The pessimistic privacy loss distribution of the mechanism this event describes."""
-        raise NotImplementedError
-
-
-def _from_fields(cls: type[PrivacyEvent], data: Mapping[str, Any]) -> PrivacyEvent:
-    if not isinstance(data, Mapping):
-        raise TypeError(f"event data must be a mapping, got {type(data).__name__}")
-    tag = data.get("type")
-    if tag != cls.kind:
-        raise ValueError(f"event data of type {tag!r} cannot build a {cls.__name__}")
-    values = {k: v for k, v in data.items() if k != "type"}
-    expected = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    if set(values) - expected:
-        raise ValueError(f"{cls.__name__} has no fields {sorted(set(values) - expected)}")
-    return cls(**values)
-
-
-def event_from_dict(data: Mapping[str, Any]) -> PrivacyEvent:
-    """Rebuild any event from :meth:`PrivacyEvent.to_dict` output (dispatch on ``"type"``)."""
-    if not isinstance(data, Mapping):
-        raise TypeError(f"event data must be a mapping, got {type(data).__name__}")
-    tag = data.get("type")
-    if tag not in _EVENT_TYPES:
-        raise ValueError(f"unknown event type {tag!r}; known: {sorted(_EVENT_TYPES)}")
-    return _EVENT_TYPES[str(tag)].from_dict(data)
-
-
-def _pure_pld(epsilon: float, delta: float, interval: float) -> PrivacyLossDistribution:
-    params = _pld_common.DifferentialPrivacyParameters(epsilon=epsilon, delta=delta)
-    return _pld.from_privacy_parameters(params, value_discretization_interval=interval)
-
-
-@dataclass(frozen=True)
-class PureDpEvent(PrivacyEvent):
-    """A mechanism that is ``epsilon``-DP and nothing more is assumed about it.
-
-    Its PLD is the worst case over all ε-DP mechanisms: ε-randomized response, loss +ε with
-    probability e^ε/(1+e^ε) and −ε otherwise (Kairouz, Oh & Viswanath 2015, Thm 2.1; every
-    ε-DP mechanism is a post-processing of it).
-    """
-
-    kind: ClassVar[str] = "pure_dp"
-    epsilon: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
-
-    def to_pld(
-        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-    ) -> PrivacyLossDistribution:
-        return _pure_pld(self.epsilon, 0.0, _check_interval(value_discretization_interval))
-
-
-@dataclass(frozen=True)
-class SparseVectorEvent(PrivacyEvent):
-    """``num_segments`` AboveThreshold segments of a sparse-vector mechanism.
-
-    Each segment draws threshold noise Lap(λ) (λ = ``noise_scale``) once, adds query noise
-    Lap(2λ) to each query of ℓ1 sensitivity Δ = ``sensitivity``, and ends at its first
-    reported crossing (⊥ in BTT18 Alg 1). Dwork & Roth 2014, Thm 3.23 (with Δ = 1, threshold
-    noise Lap(2/ε), query noise Lap(4/ε)) shows each segment is ε-DP; scaling by Δ gives
-    λ = 2Δ/ε, i.e. each segment is **(2Δ/λ)-DP**. The segments are composed optimally as the
-    ``num_segments``-fold self-composition of that pure-DP PLD (DESIGN.md fact 4).
-    """
-
-    kind: ClassVar[str] = "sparse_vector"
-    noise_scale: float
-    num_segments: int
-    sensitivity: float = 1.0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "noise_scale", check_positive("noise_scale", self.noise_scale))
-        object.__setattr__(self, "num_segments", check_int("num_segments", self.num_segments, minimum=1))
-        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
-
-    @property
-    def epsilon_per_segment(self) -> float:
-        """2Δ/λ (Dwork & Roth 2014, Thm 3.23)."""
-        return 2.0 * self.sensitivity / self.noise_scale
-
-    def to_pld(
-        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-    ) -> PrivacyLossDistribution:
-        one = _pure_pld(self.epsilon_per_segment, 0.0, _check_interval(value_discretization_interval))
-        return one if self.num_segments == 1 else one.self_compose(self.num_segments)
-
-
-@dataclass(frozen=True)
-class ApproxDpEvent(PrivacyEvent):
-    """A mechanism that is (``epsilon``, ``delta``)-DP; ``reason`` says which and why.
-
-    Example: the probability δ that a query whose argmax can differ between neighbours passes
-    the noisy distance-to-instability test (DESIGN.md fact 3) is ``ApproxDpEvent(0, δ, ...)``.
-
-    Composition rule: the event's PLD is dp-accounting's pessimistic PLD for (ε, δ) — mass δ at
-    loss +∞ and ε-randomized response with the remaining 1 − δ. Every (ε, δ)-DP mechanism is a
-    post-processing of that pair (Kairouz, Oh & Viswanath 2015, Thm 2.1), so it dominates the
-    mechanism's true PLD, and composing dominating PLDs dominates the composition (Zhu, Dong &
-    Wang 2022, Thm 10). The δ's therefore enter the total as 1 − Π(1 − δ_i) ≤ Σ δ_i, on top of
-    the δ(ε) of the ε-parts.
-    """
-
-    kind: ClassVar[str] = "approx_dp"
-    epsilon: float
-    delta: float
-    reason: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_nonnegative("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", check_delta(self.delta, allow_zero=True))
-        if not isinstance(self.reason, str):
-            raise TypeError(f"reason must be a str, got {type(self.reason).__name__}")
-
-    def to_pld(
-        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-    ) -> PrivacyLossDistribution:
-        return _pure_pld(self.epsilon, self.delta, _check_interval(value_discretization_interval))
-
-
-@dataclass(frozen=True)
-class LaplaceEvent(PrivacyEvent):
-    """Lap(``noise_scale``) added to one query of sensitivity ``sensitivity``.
-
-    Covers a scalar, or a vector whose neighbours differ in one coordinate only. For a vector
-    whose ℓ1 change may spread over coordinates, record ``PureDpEvent(sensitivity/noise_scale)``
-    (Dwork & Roth 2014, Thm 3.6). PLD: ``from_laplace_mechanism`` (pessimistic).
-    """
-
-    kind: ClassVar[str] = "laplace"
-    noise_scale: float
-    sensitivity: float = 1.0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "noise_scale", check_positive("noise_scale", self.noise_scale))
-        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
-
-    def to_pld(
-        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-    ) -> PrivacyLossDistribution:
-        return _pld.from_laplace_mechanism(
-            self.noise_scale,
-            sensitivity=self.sensitivity,
-            pessimistic_estimate=True,
-            value_discretization_interval=_check_interval(value_discretization_interval),
-        )
-
-
-@dataclass(frozen=True)
-class GaussianEvent(PrivacyEvent):
-    """N(0, ``sigma``²·I) added to a query of ℓ2 sensitivity ``sensitivity`` (any dimension).
-
-    PLD: ``from_gaussian_mechanism`` (pessimistic).
-    """
-
-    kind: ClassVar[str] = "gaussian"
-    sigma: float
-    sensitivity: float = 1.0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_positive("sigma", self.sigma))
-        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
-
-    def to_pld(
-        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-    ) -> PrivacyLossDistribution:
-        return _pld.from_gaussian_mechanism(
-            self.sigma,
-            sensitivity=self.sensitivity,
-            pessimistic_estimate=True,
-            value_discretization_interval=_check_interval(value_discretization_interval),
-        )
-
-
-@dataclass(frozen=True)
-class ComposedEvent(PrivacyEvent):
-    """The (adaptive) composition of ``events``, run one after another on the same data."""
-
-    kind: ClassVar[str] = "composed"
-    events: tuple[PrivacyEvent, ...]
-
-    def __post_init__(self) -> None:
-        events = self.events
-        if isinstance(events, PrivacyEvent) or not isinstance(events, Iterable):
-            raise TypeError("events must be a sequence of privacy events")
-        built = tuple(event_from_dict(e) if isinstance(e, Mapping) else e for e in events)
-        for e in built:
-            if not isinstance(e, PrivacyEvent):
-                raise TypeError(f"events must hold privacy events, got {type(e).__name__}")
-            if isinstance(e, ExPostEvent):
-                raise TypeError("an ExPostEvent does not compose into an (ε, δ) guarantee")
-        if not built:
-            raise ValueError("events must not be empty")
-        object.__setattr__(self, "events", built)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.kind, "events": [e.to_dict() for e in self.events]}
-
-    def to_pld(
-        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-    ) -> PrivacyLossDistribution:
-        return _compose(self.events, _check_interval(value_discretization_interval))
-
-
-@dataclass(frozen=True)
-class ExPostEvent(PrivacyEvent):
-    """A realised ex-post privacy loss (Ligett et al. 2017, Def 2.3), e.g. ε_A + ε_t of Lemma 2.8.
-
-    Not an (ε, δ) guarantee: it bounds the privacy loss of the outcome that occurred, and it
-    does not compose into an ordinary (ε, δ) total. The ledger counts the mechanism's ex-ante
-    (ε, δ) against the budget and keeps the ex-post loss beside it, reported separately.
-    """
-
-    kind: ClassVar[str] = "ex_post"
-    epsilon_ex_post: float
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        value = check_nonnegative("epsilon_ex_post", self.epsilon_ex_post)
-        object.__setattr__(self, "epsilon_ex_post", value)
-        if not isinstance(self.description, str):
-            raise TypeError(f"description must be a str, got {type(self.description).__name__}")
-
-    def to_pld(
-        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-    ) -> PrivacyLossDistribution:
-        raise TypeError("an ExPostEvent has no privacy loss distribution (ex-post, not (ε, δ)-DP)")
-
-
-def _flatten(events: Iterable[PrivacyEvent]) -> list[PrivacyEvent]:
-    out: list[PrivacyEvent] = []
-    for e in events:
-        if isinstance(e, ComposedEvent):
-            out.extend(_flatten(e.events))
-        elif isinstance(e, ExPostEvent):
-            raise TypeError("an ExPostEvent does not compose into an (ε, δ) guarantee")
-        elif isinstance(e, PrivacyEvent):
-            out.append(e)
-        else:
-            raise TypeError(f"events must hold privacy events, got {type(e).__name__}")
-    return out
-
-
-def _compose(events: Iterable[PrivacyEvent], interval: float) -> PrivacyLossDistribution:
-    """Compose PLDs; identical events are grouped and self-composed (one FFT power each)."""
-    counts = Counter(_flatten(events))
-    if not counts:
-        raise ValueError("events must not be empty")
-    total: PrivacyLossDistribution | None = None
-    for event, count in counts.items():
-        pld = event.to_pld(value_discretization_interval=interval)
-        if count > 1:
-            pld = pld.self_compose(count)
-        total = pld if total is None else total.compose(pld)
-    return total  # type: ignore[return-value]
 
 
 def _as_events(events: PrivacyEvent | Iterable[PrivacyEvent]) -> list[PrivacyEvent]:
@@ -374,7 +80,7 @@ def epsilon_for_delta(
         ValueError: ``delta`` outside [0, 1) or not finite; no events.
     """
     delta = check_delta(delta, allow_zero=True)
-    pld = _compose(_as_events(events), _check_interval(value_discretization_interval))
+    pld = composed_pld(_as_events(events), value_discretization_interval=value_discretization_interval)
     return float(pld.get_epsilon_for_delta(delta))
 
 
@@ -393,7 +99,7 @@ def delta_for_epsilon(
         ValueError: ``epsilon`` negative or not finite; no events.
     """
     epsilon = check_nonnegative("epsilon", epsilon)
-    pld = _compose(_as_events(events), _check_interval(value_discretization_interval))
+    pld = composed_pld(_as_events(events), value_discretization_interval=value_discretization_interval)
     return float(pld.get_delta_for_epsilon(epsilon))
 
 
@@ -488,6 +194,3 @@ def optimal_homogeneous_composition_delta(*, epsilon0: float, num: int, epsilon:
         log_weight = math.log(math.comb(num, j)) + (num - j) * log_p + j * log_q
         terms.append(math.exp(log_weight) * -math.expm1(epsilon - loss))
     return min(1.0, math.fsum(terms))
-
-
-from pate_stab.privacy.ledger import LedgerEntry, PrivacyLedger  # noqa: E402  (re-export)

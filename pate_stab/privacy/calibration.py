@@ -34,11 +34,11 @@ from typing import Any, Literal
 
 from pate_stab._validation import check_delta, check_epsilon, check_int, check_positive, check_probability, check_real
 from pate_stab.privacy.accounting import (
-    SparseVectorEvent,
     advanced_composition_epsilon,
     epsilon_for_delta,
     optimal_homogeneous_composition_delta,
 )
+from pate_stab.privacy.events import SparseVectorEvent
 
 __all__ = [
     "Calibration",
@@ -227,8 +227,12 @@ def check_calibration(calibration: Calibration) -> None:
         )
 
 
+@lru_cache(maxsize=256)
 def _tight_noise_scale(epsilon: float, delta_sv: float, segments: int) -> float:
     """Smallest λ whose composed ``segments`` (2/λ)-DP segments are (ε, δ_sv)-DP.
+
+    Depends on (ε, δ_sv, T) only, not on m; the search takes seconds for T in the thousands, so
+    results are cached (a pure function of its arguments).
 
     Bisection (to relative 1e-7) on the exact optimal-composition δ; the result is then
     confirmed with dp-accounting's pessimistic PLD, raising λ in steps of 1e-4 (relative) until

@@ -60,13 +60,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pate_stab._validation import check_delta, check_epsilon, check_nonnegative
 from pate_stab.errors import BudgetExhaustedError, LedgerError
-
-if TYPE_CHECKING:
-    from pate_stab.privacy.accounting import ExPostEvent, PrivacyEvent
+from pate_stab.privacy.accounting import implies_guarantee
+from pate_stab.privacy.events import ExPostEvent, PrivacyEvent, event_from_dict
 
 __all__ = ["PrivacyLedger", "LedgerEntry", "NEIGHBOURING_RELATIONS", "DEFAULT_NEIGHBOURING"]
 
@@ -351,8 +350,6 @@ class PrivacyLedger:
         self._header = header
 
     def _apply_spend(self, record: dict[str, Any], where: str) -> None:
-        from pate_stab.privacy.accounting import ExPostEvent, event_from_dict
-
         spend_id = record["spend_id"]
         if spend_id in self._spends:
             raise LedgerError(f"{where}: spend_id {spend_id!r} recorded twice")
@@ -375,8 +372,6 @@ class PrivacyLedger:
         self._spends[spend_id] = entry
 
     def _apply_attachment(self, record: dict[str, Any], where: str) -> None:
-        from pate_stab.privacy.accounting import ExPostEvent, event_from_dict
-
         spend_id = record["spend_id"]
         entry = self._spends.get(spend_id)
         if entry is None:
@@ -448,8 +443,6 @@ class PrivacyLedger:
                 ``spend_id`` whose parameters differ from the recorded ones.
             LedgerError: the file became inconsistent.
         """
-        from pate_stab.privacy.accounting import ExPostEvent, PrivacyEvent, event_from_dict, implies_guarantee
-
         if not isinstance(spend_id, str) or not spend_id:
             raise TypeError("spend_id must be a non-empty str")
         epsilon = check_nonnegative("epsilon", epsilon)
@@ -593,8 +586,6 @@ class PrivacyLedger:
 
         The spend's ex-ante (ε, δ) stays what is counted against the budget.
         """
-        from pate_stab.privacy.accounting import ExPostEvent
-
         if not isinstance(event, ExPostEvent):
             raise TypeError(f"event must be an ExPostEvent, got {type(event).__name__}")
         with self._locked(exclusive=True):

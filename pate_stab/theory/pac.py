@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -28,10 +28,7 @@ from pate_stab._validation import check_delta, check_epsilon, check_int, check_p
 from pate_stab.privacy.calibration import (
     Calibration,
     calibrate,
-    leak_probability,
-    paper_threshold,
     threshold_for_leak,
-    threshold_within_delta,
 )
 from pate_stab.theory import corollary_max_unstable, paper_num_teachers
 
@@ -166,41 +163,13 @@ class TeacherSetting:
         return asdict(self)
 
 
-@lru_cache(maxsize=256)
-def _tight_base(epsilon: float, delta: float, max_unstable: int) -> Calibration:
-    return calibrate(epsilon=epsilon, delta=delta, num_queries=max_unstable, max_unstable=max_unstable, mode="tight")
-
-
 def tight_calibration(*, epsilon: float, delta: float, num_queries: int, max_unstable: int) -> Calibration:
-    """``calibrate(..., mode="tight")`` (hard labels, δ split ½), reusing λ across m.
+    """``calibrate(..., mode="tight")`` for hard labels with the δ split ½ (the releaser's default).
 
-    In tight mode λ depends on (ε, δ, T) only; m enters through the leak's union bound, i.e.
-    the threshold w = threshold_for_leak(δ/(2m), λ) and the leak fields. λ's search takes seconds
-    for T in the thousands, so it is cached per (ε, δ, T) and the m-dependent fields are
-    recomputed exactly as :func:`~pate_stab.privacy.calibration.calibrate` does (a test checks
-    equality).
+    λ depends on (ε, δ, T) only and :func:`~pate_stab.privacy.calibration.calibrate` caches its
+    search, so scanning m for fixed (ε, δ, T) costs one search.
     """
-    m = check_int("num_queries", num_queries, minimum=1)
-    t = check_int("max_unstable", max_unstable, minimum=1)
-    if t > m:
-        raise ValueError(f"max_unstable (T={t}) cannot exceed num_queries (m={m})")
-    base = _tight_base(check_epsilon(epsilon), check_delta(delta), t)
-    lam = base.noise_scale
-    per_test = base.delta_leak / m
-    w = threshold_for_leak(probability=per_test, noise_scale=lam)
-    w = threshold_within_delta(
-        w, noise_scale=lam, delta_sv=base.delta_sparse_vector, tests=m, delta=base.delta
-    )
-    leak = leak_probability(threshold=w, noise_scale=lam)
-    return replace(
-        base,
-        num_queries=m,
-        num_tests=m,
-        threshold=w,
-        paper_threshold=paper_threshold(noise_scale=lam, delta=base.delta, num_queries=m),
-        leak_per_test=leak,
-        certified_delta=base.delta_sparse_vector + m * leak,
-    )
+    return calibrate(epsilon=epsilon, delta=delta, num_queries=num_queries, max_unstable=max_unstable, mode="tight")
 
 
 @lru_cache(maxsize=1024)

@@ -13,6 +13,13 @@ import pytest
 from scipy.stats import norm
 
 from pate_stab.privacy.accounting import (
+    advanced_composition_epsilon,
+    delta_for_epsilon,
+    epsilon_for_delta,
+    implies_guarantee,
+    optimal_homogeneous_composition_delta,
+)
+from pate_stab.privacy.events import (
     ApproxDpEvent,
     ComposedEvent,
     ExPostEvent,
@@ -20,12 +27,7 @@ from pate_stab.privacy.accounting import (
     LaplaceEvent,
     PureDpEvent,
     SparseVectorEvent,
-    advanced_composition_epsilon,
-    delta_for_epsilon,
-    epsilon_for_delta,
     event_from_dict,
-    implies_guarantee,
-    optimal_homogeneous_composition_delta,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

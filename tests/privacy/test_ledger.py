@@ -16,15 +16,14 @@ from pathlib import Path
 import pytest
 
 from pate_stab.errors import BudgetExhaustedError, LedgerError
-from pate_stab.privacy.accounting import (
+from pate_stab.privacy.events import (
     ApproxDpEvent,
     ExPostEvent,
     LaplaceEvent,
-    LedgerEntry,
-    PrivacyLedger,
     PureDpEvent,
     SparseVectorEvent,
 )
+from pate_stab.privacy.ledger import LedgerEntry, PrivacyLedger
 from tests.fork_worker import ask, worker_process
 
 WORKER = Path(__file__).with_name("ledger_worker.py")

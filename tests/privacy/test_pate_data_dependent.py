@@ -22,29 +22,33 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pate_stab.privacy.pate_data_dependent import (
-    DEFAULT_ORDERS,
-    check_smooth_sensitivity_conditions,
+from pate_stab.privacy.pate_analysis import (
     confident_gnmax_data_dependent_rdp,
     data_dependent_summary,
     gnmax_data_dependent_rdp,
-    gnmax_local_sensitivity,
+    lnmax_data_dependent_rdp,
+)
+from pate_stab.privacy.pate_rdp import (
+    DEFAULT_ORDERS,
     gnmax_log_q,
-    gnmax_log_q0,
     gnmax_rdp,
     gnmax_rdp_data_independent,
-    gnmax_rdp_smooth,
-    gnss_rdp,
-    lnmax_data_dependent_rdp,
     lnmax_log_q,
     lnmax_rdp,
     lnmax_rdp_data_independent,
     rdp_to_epsilon,
-    smooth_sensitivity,
-    threshold_local_sensitivity,
     threshold_log_pr_answered,
     threshold_rdp,
     threshold_rdp_data_independent,
+)
+from pate_stab.privacy.smooth_sensitivity import (
+    check_smooth_sensitivity_conditions,
+    gnmax_local_sensitivity,
+    gnmax_log_q0,
+    gnmax_rdp_smooth,
+    gnss_rdp,
+    smooth_sensitivity,
+    threshold_local_sensitivity,
 )
 
 torch.set_num_threads(1)

@@ -1,0 +1,244 @@
+"""The import graph of pate_stab: no cycles (function-level imports included) and the layering of DESIGN.md.
+
+Every module of the package is parsed with :mod:`ast`; every ``import`` / ``from … import`` in it
+counts, wherever it sits (module level, inside a function or class, under ``if TYPE_CHECKING``),
+since a function-level import only postpones a cycle, it does not remove it. Relative imports
+are resolved against the importing module's package; ``from pkg import name`` is an edge to the
+submodule ``pkg.name`` when that is a module, and to ``pkg`` (its ``__init__``) otherwise. A
+module's own parent packages are not edges (Python runs them first, whatever the module imports).
+
+The runtime check that importing ``pate_stab.privacy`` loads no training code is in
+``tests/privacy/test_imports.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "pate_stab"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+
+# DESIGN.md: pate_stab.privacy imports nothing of the rest of the package but these.
+PRIVACY_MAY_IMPORT = ("pate_stab._validation", "pate_stab.errors", "pate_stab.rng")
+# DESIGN.md: Lightning appears only where training happens.
+LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
+# Import edges that close a cycle in modules this branch leaves to their owners (the pate_stab/testing*.py
+# modules move to pate_stab/audit/ elsewhere): testing_erm._case imports MechanismCase from testing_audit
+# (line 234), while testing_audit imports erm_mechanism_cases (line 216) and erm_mutation_cases (line 317)
+# from testing_erm inside functions. test_no_import_cycles checks the graph without these edges;
+# test_no_import_cycles_at_all checks it whole and is expected to fail until the cycle is removed.
+KNOWN_CYCLE_EDGES = {("pate_stab.testing_erm", "pate_stab.testing_audit")}
+LIGHTNING_ALLOWED = tuple(f"{PACKAGE}.{name}" for name in ("teachers", "student", "run", "features", "audit", "cli"))
+
+
+def _module_names() -> dict[str, Path]:
+    """Dotted name → file for every module of the package (``__init__`` is the package itself)."""
+    out: dict[str, Path] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _module_names()
+
+
+def _is_package(module: str) -> bool:
+    return MODULES[module].name == "__init__.py"
+
+
+def _imports(module: str) -> Iterator[tuple[str, int]]:
+    """(imported dotted name, line) for every import statement of ``module``, at any depth.
+
+    ``from a import b`` yields ``a.b`` when that is a module of the package, else ``a``;
+    relative imports are made absolute.
+    """
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"), filename=str(MODULES[module]))
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                if node.level > 1:
+                    base_parts = base_parts[: -(node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                yield (candidate if candidate in MODULES else base), node.lineno
+
+
+def _resolve(name: str) -> str | None:
+    """The module of the package that importing ``name`` runs last (longest known prefix), or None."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in MODULES:
+            return candidate
+        parts.pop()
+    return None
+
+
+def _ancestors(module: str) -> set[str]:
+    parts = module.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+def _graph() -> dict[str, dict[str, int]]:
+    """module → {imported module of the package: first line of such an import}."""
+    graph: dict[str, dict[str, int]] = {m: {} for m in MODULES}
+    for module in MODULES:
+        for name, line in _imports(module):
+            target = _resolve(name) if name.split(".")[0] == PACKAGE else None
+            if target is None or target == module or target in _ancestors(module):
+                continue
+            graph[module].setdefault(target, line)
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One cycle (``[a, b, …, a]``) per strongly connected component that has one (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in graph[node]:
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+
+    cycles = []
+    for component in components:
+        members = set(component)
+        start = component[0]
+        # Shortest path back to start inside the component (breadth first).
+        parent: dict[str, str] = {}
+        frontier = [start]
+        found = None
+        while frontier and found is None:
+            nxt = []
+            for node in frontier:
+                for succ in sorted(graph[node]):
+                    if succ not in members:
+                        continue
+                    if succ == start:
+                        found = node
+                        break
+                    if succ not in parent:
+                        parent[succ] = node
+                        nxt.append(succ)
+                if found is not None:
+                    break
+            frontier = nxt
+        path = [start]
+        node = found
+        while node is not None and node != start:
+            path.append(node)
+            node = parent.get(node)
+        cycles.append([start, *reversed(path[1:]), start])
+    return cycles
+
+
+def _describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
+    """The cycle with the line of each import, then every import edge among its strongly connected modules."""
+    members = set(cycle)
+    path = " → ".join(f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:], strict=False))
+    edges = [
+        f"    {a} → {b} (line {line})" for a in sorted(members) for b, line in sorted(graph[a].items()) if b in members
+    ]
+    return f"{path} → {cycle[-1]}\n" + "\n".join(edges)
+
+
+def test_graph_sees_every_kind_of_import() -> None:
+    """The parser finds nested, relative and package-level imports (self-check on known edges)."""
+    graph = _graph()
+    assert "pate_stab.privacy.events" in graph["pate_stab.privacy.ledger"]
+    assert "pate_stab.privacy.accounting" in graph["pate_stab.privacy.ledger"]
+    assert "pate_stab.privacy.events" in graph["pate_stab.privacy.accounting"]
+    # A function-level import (teachers.training imports lightning's ModelCheckpoint inside a method).
+    assert any(name.startswith("lightning.") for name, _ in _imports("pate_stab.teachers.training"))
+    # The cycle finder reports a planted cycle.
+    planted = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}}
+    assert _cycles(planted) == [["a", "b", "c", "a"]]
+
+
+def _assert_acyclic(graph: dict[str, dict[str, int]]) -> None:
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles in pate_stab:\n" + "\n".join(_describe(c, graph) for c in cycles)
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    for source, target in KNOWN_CYCLE_EDGES:
+        graph[source].pop(target, None)
+    _assert_acyclic(graph)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="testing_audit ⇄ testing_erm (function-level imports, lines 216/317 and 234); see KNOWN_CYCLE_EDGES",
+)
+def test_no_import_cycles_at_all() -> None:
+    _assert_acyclic(_graph())
+
+
+def test_events_accounting_ledger_import_one_way() -> None:
+    graph = _graph()
+    assert not [m for m in graph["pate_stab.privacy.events"] if m.startswith("pate_stab.privacy")]
+    assert "pate_stab.privacy.ledger" not in graph["pate_stab.privacy.accounting"]
+
+
+def test_privacy_imports_only_the_shared_basics() -> None:
+    graph = _graph()
+    bad = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in graph.items()
+        if module == "pate_stab.privacy" or module.startswith("pate_stab.privacy.")
+        for target, line in targets.items()
+        if not (target == "pate_stab.privacy" or target.startswith("pate_stab.privacy."))
+        and target not in PRIVACY_MAY_IMPORT
+    ]
+    assert not bad, "pate_stab.privacy reaches outside its layer:\n" + "\n".join(bad)
+
+
+def test_lightning_only_where_training_happens() -> None:
+    bad = [
+        f"{module} (line {line}): {name}"
+        for module in sorted(MODULES)
+        if not any(module == p or module.startswith(p + ".") for p in LIGHTNING_ALLOWED)
+        for name, line in _imports(module)
+        if name.split(".")[0] in LIGHTNING_PACKAGES
+    ]
+    assert not bad, "Lightning imported outside teachers/student/run/features/audit/cli:\n" + "\n".join(bad)
