@@ -17,8 +17,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 PACKAGE = "pate_stab"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
@@ -31,7 +29,6 @@ LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
 # (line 234), while testing_audit imports erm_mechanism_cases (line 216) and erm_mutation_cases (line 317)
 # from testing_erm inside functions. test_no_import_cycles checks the graph without these edges;
 # test_no_import_cycles_at_all checks it whole and is expected to fail until the cycle is removed.
-KNOWN_CYCLE_EDGES = {("pate_stab.testing_erm", "pate_stab.testing_audit")}
 LIGHTNING_ALLOWED = tuple(f"{PACKAGE}.{name}" for name in ("teachers", "student", "run", "features", "audit", "cli"))
 
 
@@ -200,17 +197,6 @@ def _assert_acyclic(graph: dict[str, dict[str, int]]) -> None:
 
 
 def test_no_import_cycles() -> None:
-    graph = _graph()
-    for source, target in KNOWN_CYCLE_EDGES:
-        graph[source].pop(target, None)
-    _assert_acyclic(graph)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="testing_audit ⇄ testing_erm (function-level imports, lines 216/317 and 234); see KNOWN_CYCLE_EDGES",
-)
-def test_no_import_cycles_at_all() -> None:
     _assert_acyclic(_graph())
 
 

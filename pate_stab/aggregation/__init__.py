@@ -8,7 +8,8 @@ Example::
 """
 
 from pate_stab.aggregation.base import ABSTAIN, ReleaseResult
-from pate_stab.aggregation.baselines import BaselineReleaser, ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.baseline_releaser import BaselineReleaser
+from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.label_table import TABLE_AGGREGATORS, AggregatorRow, compare_aggregators, format_table
 from pate_stab.aggregation.registry import AGGREGATORS, AggregatorSettings, AggregatorSpec, Releaser, make_releaser
 from pate_stab.aggregation.releaser import StabilityReleaser

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
-from pate_stab.privacy.accounting import PrivacyEvent
+from pate_stab.privacy.events import PrivacyEvent
 from pate_stab.privacy.ledger import LedgerEntry, PrivacyLedger
 
 __all__ = ["ABSTAIN", "ReleaseResult", "LedgerRelease", "inputs_digest"]

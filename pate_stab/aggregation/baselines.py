@@ -34,14 +34,10 @@ References:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from dp_accounting import dp_event, mechanism_calibration, privacy_accountant
-from dp_accounting.pld import pld_privacy_accountant
-from dp_accounting.rdp import rdp_privacy_accountant
+from dp_accounting import dp_event
 
 from pate_stab._validation import (
     check_delta,
@@ -52,125 +48,22 @@ from pate_stab._validation import (
     check_real,
     check_tensor,
 )
-from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult
+from pate_stab.aggregation.base import ABSTAIN
+from pate_stab.aggregation.pate_accounting import (
+    ROWS_PER_CHUNK,
+    SQRT2,
+    AccountantName,
+    accountant_epsilon,
+    calibrate_scale,
+    check_accountant,
+    check_pld_feasible,
+    check_vote_counts,
+    zcdp_guess,
+)
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.noise import gaussian, laplace
 
-__all__ = ["LNMax", "GNMax", "ConfidentGNMax", "BaselineReleaser", "ABSTAIN"]
-
-AccountantName = Literal["pld", "rdp"]
-_NEIGHBOURS = privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE
-_ROWS_PER_CHUNK = 1 << 18  # bounds the noise buffer at 2^18 · C float64 values
-_SQRT2 = math.sqrt(2.0)
-MAX_PLD_EPSILON = 64.0
-"""Largest ε (by the cheap RDP bound) that PLD accounting is asked to certify; see ``_check_pld_feasible``."""
-
-
-# --------------------------------------------------------------------------- accounting
-
-
-def _fresh_accountant(accountant: str) -> privacy_accountant.PrivacyAccountant:
-    if accountant == "pld":
-        return pld_privacy_accountant.PLDAccountant(_NEIGHBOURS)
-    if accountant == "rdp":
-        return rdp_privacy_accountant.RdpAccountant(neighboring_relation=_NEIGHBOURS)
-    raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
-
-
-def _epsilon(event: dp_event.DpEvent, delta: float, accountant: str) -> float:
-    return float(_fresh_accountant(accountant).compose(event).get_epsilon(delta))
-
-
-def _check_pld_feasible(event: dp_event.DpEvent, delta: float, accountant: str) -> None:
-    """Refuse PLD accounting of very weak guarantees (memory grows with ε: ~3 GB at ε ≈ 100, m = 10⁶).
-
-    The RDP bound is cheap; when it exceeds :data:`MAX_PLD_EPSILON` the guarantee is vacuous
-    anyway, and the caller is told to use ``accountant="rdp"`` if the number is still wanted.
-    """
-    if accountant != "pld":
-        return
-    rdp_epsilon = _epsilon(event, delta, "rdp")
-    if rdp_epsilon > MAX_PLD_EPSILON:
-        raise ValueError(
-            f"noise too small for PLD accounting: the RDP bound is epsilon = {rdp_epsilon:.4g} > "
-            f"{MAX_PLD_EPSILON:g} at delta = {delta:g}; use accountant='rdp' (or more noise / fewer queries)"
-        )
-
-
-def _zcdp_guess(*, epsilon: float, delta: float, rho_times_scale_sq: float) -> float:
-    """Noise scale s whose zCDP bound ρ = c/s² converts to exactly ε at δ (Bun–Steinke 2016, Prop 1.3).
-
-    ε = ρ + 2√(ρ log(1/δ)) is an upper bound, so at this s the accountant's ε is at most the
-    target (up to its discretisation): a starting point for the bracket search only.
-    """
-    log_inv_delta = math.log(1.0 / delta)
-    sqrt_rho = math.sqrt(log_inv_delta + epsilon) - math.sqrt(log_inv_delta)
-    return math.sqrt(rho_times_scale_sq) / sqrt_rho
-
-
-def _calibrate_scale(
-    make_event: Callable[[float], dp_event.DpEvent],
-    *,
-    epsilon: float,
-    delta: float,
-    guess: float,
-    accountant: str,
-) -> float:
-    """Smallest noise scale s (to relative tolerance 1e-5) with ε(make_event(s), δ) ≤ epsilon.
-
-    Brackets the root by doubling / halving from ``guess`` (so the accountant never sees a
-    scale far below the answer, where its discretised loss distribution gets large), then
-    hands the bracket to ``calibrate_dp_mechanism``, which returns a scale whose ε does not
-    exceed the target.
-    """
-
-    if accountant == "pld" and epsilon > MAX_PLD_EPSILON:
-        raise ValueError(f"epsilon > {MAX_PLD_EPSILON:g} is not calibrated with PLD accounting; use accountant='rdp'")
-
-    def gap(scale: float) -> float:
-        return _epsilon(make_event(scale), delta, accountant) - epsilon
-
-    high = guess
-    for _ in range(64):
-        if gap(high) <= 0:
-            break
-        high *= 2.0
-    else:  # pragma: no cover - ε decreases to 0 as the noise grows
-        raise RuntimeError("could not find a noise scale meeting the target epsilon")
-    low = high / 2.0
-    for _ in range(64):
-        if gap(low) > 0:
-            break
-        high, low = low, low / 2.0
-    else:  # pragma: no cover
-        raise RuntimeError("could not bracket the noise scale")
-    scale = mechanism_calibration.calibrate_dp_mechanism(
-        lambda: _fresh_accountant(accountant),
-        make_event,
-        epsilon,
-        delta,
-        mechanism_calibration.ExplicitBracketInterval(low, high),
-        tol=1e-5 * low,
-    )
-    return float(scale)
-
-
-# --------------------------------------------------------------------------- shared machinery
-
-
-def _check_counts(counts: Any) -> torch.Tensor:
-    counts = check_tensor("counts", counts, ndim=2, floating=False)
-    if bool((counts < 0).any()):
-        raise ValueError("counts must be non-negative vote counts")
-    return counts.to(torch.float64)
-
-
-def _check_accountant(accountant: Any) -> str:
-    if accountant not in ("pld", "rdp"):
-        raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
-    return str(accountant)
-
+__all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
 
 class _Aggregator:
     """Budget bookkeeping, batch release and single-query sampling shared by the aggregators."""
@@ -185,11 +78,11 @@ class _Aggregator:
             raise ValueError(f"teachers_changed must be 1 or 2, got {self.teachers_changed}")
         self.num_queries = check_int("num_queries", num_queries, minimum=1)
         self.delta = check_delta(delta)
-        self.accountant = _check_accountant(accountant)
+        self.accountant = check_accountant(accountant)
         self.queries_seen = 0
         self.answered = 0
-        _check_pld_feasible(self.dp_event(), self.delta, self.accountant)
-        self._certified_epsilon = _epsilon(self.dp_event(), self.delta, self.accountant)
+        check_pld_feasible(self.dp_event(), self.delta, self.accountant)
+        self._certified_epsilon = accountant_epsilon(self.dp_event(), self.delta, self.accountant)
 
     # --- to be provided by each aggregator
     def per_query_event(self) -> dp_event.DpEvent:
@@ -218,7 +111,7 @@ class _Aggregator:
     def single_query_epsilon(self, delta: float) -> float:
         """ε of one query at the given δ ∈ (0, 1), from the same accountant."""
         delta = check_delta(delta)
-        return _epsilon(self.per_query_event(), delta, self.accountant)
+        return accountant_epsilon(self.per_query_event(), delta, self.accountant)
 
     # --- release
     def release(self, counts: Any, *, generator: torch.Generator) -> torch.Tensor:
@@ -235,7 +128,7 @@ class _Aggregator:
             BudgetExhaustedError: the queries would exceed ``num_queries``; nothing is released.
         """
         check_generator(generator)
-        counts = _check_counts(counts)
+        counts = check_vote_counts(counts)
         m = counts.shape[0]
         if self.queries_seen + m > self.num_queries:
             raise BudgetExhaustedError(
@@ -243,7 +136,7 @@ class _Aggregator:
                 f"answered, {m} more requested"
             )
         parts = [
-            self._labels(counts[start : start + _ROWS_PER_CHUNK], generator) for start in range(0, m, _ROWS_PER_CHUNK)
+            self._labels(counts[start : start + ROWS_PER_CHUNK], generator) for start in range(0, m, ROWS_PER_CHUNK)
         ]
         labels = torch.cat(parts)
         self.queries_seen += m
@@ -262,7 +155,7 @@ class _Aggregator:
         check_generator(generator)
         num_samples = check_int("num_samples", num_samples, minimum=1)
         row = check_tensor("counts_row", counts_row, ndim=1, floating=False)
-        counts = _check_counts(row.unsqueeze(0)).expand(num_samples, -1)
+        counts = check_vote_counts(row.unsqueeze(0)).expand(num_samples, -1)
         return self._labels(counts, generator)
 
     def summary(self) -> dict[str, Any]:
@@ -347,10 +240,10 @@ class LNMax(_Aggregator):
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         num_queries = check_int("num_queries", num_queries, minimum=1)
-        accountant_name = _check_accountant(accountant)
+        accountant_name = check_accountant(accountant)
         # per query pure ε₀ = 2/b → zCDP ρ = ε₀²/2 = 2/b²
-        guess = _zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=2.0 * num_queries)
-        scale = _calibrate_scale(
+        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=2.0 * num_queries)
+        scale = calibrate_scale(
             lambda b: dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(b / 2.0), num_queries),
             epsilon=epsilon,
             delta=delta,
@@ -431,11 +324,11 @@ class GNMax(_Aggregator):
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         num_queries = check_int("num_queries", num_queries, minimum=1)
-        accountant_name = _check_accountant(accountant)
+        accountant_name = check_accountant(accountant)
         # per query ρ = (√2)²/(2σ²) = 1/σ²
-        guess = _zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=float(num_queries))
-        sigma = _calibrate_scale(
-            lambda s: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(s / _SQRT2), num_queries),
+        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=float(num_queries))
+        sigma = calibrate_scale(
+            lambda s: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(s / SQRT2), num_queries),
             epsilon=epsilon,
             delta=delta,
             guess=guess,
@@ -445,7 +338,7 @@ class GNMax(_Aggregator):
         return cls(sigma=g * sigma, num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=g)
 
     def per_query_event(self) -> dp_event.DpEvent:
-        return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / (_SQRT2 * self.teachers_changed))
+        return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / (SQRT2 * self.teachers_changed))
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         noisy = counts + gaussian(self.sigma, counts.shape, generator=generator)  # (m, C)
@@ -524,20 +417,20 @@ class ConfidentGNMax(_Aggregator):
         num_queries = check_int("num_queries", num_queries, minimum=1)
         threshold = check_real("threshold", threshold)
         sigma_ratio = check_positive("sigma_ratio", sigma_ratio)
-        accountant_name = _check_accountant(accountant)
+        accountant_name = check_accountant(accountant)
 
         def event(s2: float) -> dp_event.DpEvent:
             return dp_event.SelfComposedDpEvent(
                 dp_event.ComposedDpEvent(
-                    [dp_event.GaussianDpEvent(sigma_ratio * s2), dp_event.GaussianDpEvent(s2 / _SQRT2)]
+                    [dp_event.GaussianDpEvent(sigma_ratio * s2), dp_event.GaussianDpEvent(s2 / SQRT2)]
                 ),
                 num_queries,
             )
 
         # per query ρ = 1/(2σ1²) + 1/σ2² = (1/(2r²) + 1)/σ2²
         rho_unit = num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
-        guess = _zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=rho_unit)
-        sigma2 = _calibrate_scale(event, epsilon=epsilon, delta=delta, guess=guess, accountant=accountant_name)
+        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=rho_unit)
+        sigma2 = calibrate_scale(event, epsilon=epsilon, delta=delta, guess=guess, accountant=accountant_name)
         g = check_int("teachers_changed", teachers_changed, minimum=1)
         return cls(
             threshold=threshold,
@@ -552,7 +445,7 @@ class ConfidentGNMax(_Aggregator):
     def per_query_event(self) -> dp_event.DpEvent:
         g = self.teachers_changed
         return dp_event.ComposedDpEvent(
-            [dp_event.GaussianDpEvent(self.sigma1 / g), dp_event.GaussianDpEvent(self.sigma2 / (_SQRT2 * g))]
+            [dp_event.GaussianDpEvent(self.sigma1 / g), dp_event.GaussianDpEvent(self.sigma2 / (SQRT2 * g))]
         )
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -563,82 +456,3 @@ class ConfidentGNMax(_Aggregator):
 
     def _parameters(self) -> dict[str, float]:
         return {"threshold": self.threshold, "sigma1": self.sigma1, "sigma2": self.sigma2}
-
-
-# --------------------------------------------------------------------------- with a ledger
-
-
-class BaselineReleaser:
-    """A PATE aggregator with its noise generator and its one ledger spend.
-
-    The same surface as the stability releasers (``release`` → :class:`ReleaseResult`,
-    ``halted``, ``queries_seen``, ``summary``), and the same spend rules
-    (:class:`~pate_stab.aggregation.base.LedgerRelease`): the aggregator's data-independent
-    (ε, δ) for ``num_queries`` queries is spent with the first call's labels in one durable
-    ledger line; later calls' labels are recorded before they leave; a releaser built again
-    under a recorded spend id replays the recorded labels and never draws again.
-
-    Args:
-        aggregator: a calibrated :class:`LNMax`, :class:`GNMax` or :class:`ConfidentGNMax`.
-        generator: the noise (float64, never reused).
-        ledger: optional :class:`~pate_stab.privacy.ledger.PrivacyLedger`.
-        spend_id: the release's ledger id (None: a fresh one).
-    """
-
-    def __init__(
-        self,
-        aggregator: LNMax | GNMax | ConfidentGNMax,
-        *,
-        generator: torch.Generator,
-        ledger: PrivacyLedger | None = None,
-        spend_id: str | None = None,
-    ) -> None:
-        if not isinstance(aggregator, _Aggregator):
-            raise TypeError(f"aggregator must be LNMax, GNMax or ConfidentGNMax, got {type(aggregator).__name__}")
-        self.aggregator = aggregator
-        self.mechanism = aggregator.name
-        self._generator = check_generator(generator)
-        counters = ("queries_seen", "answered", "abstained")
-        self._spend = LedgerRelease(
-            ledger=ledger,
-            spend_id=spend_id,
-            mechanism=aggregator.name,
-            epsilon=aggregator.certified_epsilon,
-            delta=aggregator.certified_delta,
-            event=None,
-            metadata={k: v for k, v in aggregator.summary().items() if k not in counters},
-            num_queries=aggregator.num_queries,
-        )
-
-    @property
-    def halted(self) -> bool:
-        """PATE's aggregators answer every query they are certified for: never halted."""
-        return False
-
-    @property
-    def queries_seen(self) -> int:
-        return self.aggregator.queries_seen
-
-    def release(self, counts: Any) -> ReleaseResult:
-        """Vote histograms (m, C) → labels (m,), −1 for ⊥ (Confident-GNMax); status 1 answered, 0 ⊥."""
-        _check_counts(counts)
-        counts = torch.as_tensor(counts).to(torch.int64)
-        agg = self.aggregator
-
-        def draw() -> tuple[ReleaseResult, dict[str, Any]]:
-            labels = agg.release(counts, generator=self._generator)
-            status = (labels != ABSTAIN).to(torch.int8)
-            return ReleaseResult(labels, status), {"queries_seen": agg.queries_seen, "answered": agg.answered}
-
-        result, state, replayed = self._spend.run(counts, draw)
-        if replayed:
-            agg.queries_seen, agg.answered = int(state["queries_seen"]), int(state["answered"])
-        return result
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            **self.aggregator.summary(),
-            "halted": False,
-            "replayed_calls": self._spend.replayed_calls,
-            "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
-        }

@@ -23,7 +23,8 @@ from typing import Any, Literal, Protocol
 import torch
 
 from pate_stab.aggregation.base import ReleaseResult
-from pate_stab.aggregation.baselines import BaselineReleaser, ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.baseline_releaser import BaselineReleaser
+from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.privacy.calibration import calibrate
@@ -104,7 +105,10 @@ class AggregatorSpec:
         soft: True when the released labels are scores (float, NaN for ⊥).
         halts: True when it stops answering after T ⊥ (the stability releasers).
         binary_only: True when it needs a two-class task.
-        accounting: how its ε is certified.
+        accounting: how its ε is certified (and enforced against the budget).
+        data_dependent: the kind of PATE's data-dependent analysis that applies
+            (:func:`~pate_stab.privacy.pate_analysis.data_dependent_summary`), or None where the
+            ε is data-independent by construction.
     """
 
     name: str
@@ -114,6 +118,7 @@ class AggregatorSpec:
     binary_only: bool
     accounting: str
     build: Builder
+    data_dependent: str | None = None
 
 
 def _calibration(s: AggregatorSettings, mode: str | None, soft: bool) -> Any:
@@ -183,9 +188,11 @@ _SPECS = (
     AggregatorSpec("stability-paper", "histogram", False, True, False, _STABILITY, _stability("paper")),
     AggregatorSpec("stability-tight", "histogram", False, True, False, _STABILITY, _stability("tight")),
     AggregatorSpec("stability-soft", "scores", True, True, True, _STABILITY, _soft),
-    AggregatorSpec("lnmax", "histogram", False, False, False, _PATE, _baseline(_lnmax)),
-    AggregatorSpec("gnmax", "histogram", False, False, False, _PATE, _baseline(_gnmax)),
-    AggregatorSpec("confident-gnmax", "histogram", False, False, False, _PATE, _baseline(_confident_gnmax)),
+    AggregatorSpec("lnmax", "histogram", False, False, False, _PATE, _baseline(_lnmax), "lnmax"),
+    AggregatorSpec("gnmax", "histogram", False, False, False, _PATE, _baseline(_gnmax), "gnmax"),
+    AggregatorSpec(
+        "confident-gnmax", "histogram", False, False, False, _PATE, _baseline(_confident_gnmax), "confident_gnmax"
+    ),
 )
 _REGISTRY = {spec.name: spec for spec in _SPECS}
 AGGREGATORS = tuple(_REGISTRY)

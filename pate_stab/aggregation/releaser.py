@@ -33,8 +33,8 @@ import torch
 from pate_stab._validation import check_generator, check_int, check_tensor
 from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult
 from pate_stab.aggregation.votes import distance_to_instability, top_label
-from pate_stab.privacy.accounting import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
 from pate_stab.privacy.calibration import Calibration, calibration_leak, check_calibration
+from pate_stab.privacy.events import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.secure_noise import (
     RandomSource,

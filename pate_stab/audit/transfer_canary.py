@@ -2,7 +2,7 @@
 
 What runs. The pipeline's own stages: the record-keyed partition
 (:func:`~pate_stab.teachers.partition.shard_of_records`), vote histograms, an aggregator built by
-:func:`~pate_stab.aggregation.compare.make_aggregator` exactly as the pipeline builds it (the
+:func:`~pate_stab.aggregation.registry.make_releaser` exactly as the pipeline builds it (the
 stability releaser in either noise mode, or LNMax), the student of BTT18 Alg 5
 (:func:`~pate_stab.student.train_student` on :func:`~pate_stab.student.hard_targets`, dropping ⊥).
 
@@ -45,8 +45,7 @@ from typing import Any
 import torch
 
 from pate_stab._validation import check_generator, check_int, check_positive, check_probability
-from pate_stab.aggregation.compare import make_aggregator
-from pate_stab.aggregation.releaser import StabilityReleaser
+from pate_stab.aggregation.registry import AggregatorSettings, make_releaser
 from pate_stab.aggregation.votes import top_label, vote_histogram
 from pate_stab.audit.one_run import OneRunAudit, best_one_run_audit, one_run_epsilon_lower_bound
 from pate_stab.data.synthetic import make_gaussian_mixture
@@ -204,20 +203,23 @@ def release(
     k, m = votes.shape
     counts = vote_histogram(votes, 2)
     name = "lnmax" if variant.startswith("lnmax") else "stability"
-    agg = make_aggregator(name, epsilon=epsilon, delta=delta, num_queries=m, num_teachers=k, max_unstable=max_unstable)
+    noise = "secure" if variant == "stability-secure" else "seeded"
+    settings = AggregatorSettings(
+        epsilon=epsilon, delta=delta, num_queries=m, num_teachers=k, max_unstable=max_unstable, noise=noise
+    )
+    rel = make_releaser(name, settings, generator=generator)
+    summary = rel.summary()
+    claim: dict[str, Any] = {"epsilon": summary["epsilon"], "delta": summary["delta"]}
+    if variant == "plurality":
+        return top_label(counts), claim
     if name == "stability":
-        claim = {"epsilon": agg.certified_epsilon, "delta": agg.certified_delta}
-        if variant == "plurality":
-            return top_label(counts), claim
-        noise = "secure" if variant == "stability-secure" else "seeded"
-        rel = StabilityReleaser(agg, generator=generator, noise=noise)
-        return rel.release(counts).labels, {**claim, **rel.summary()}
-    claim = {"epsilon": agg.certified_epsilon, "delta": agg.certified_delta, "noise_scale": agg.noise_scale}
+        return rel.release(counts).labels, {**claim, **summary}
+    claim["noise_scale"] = summary["noise_scale"]
     if variant == "lnmax-low-noise":  # LNMax's noisy argmax (PATE 2017, §3.1) with 1/1000 of the noise
-        claim["noise_scale_used"] = agg.noise_scale / 1000
+        claim["noise_scale_used"] = summary["noise_scale"] / 1000
         noisy = counts.double() + laplace(claim["noise_scale_used"], tuple(counts.shape), generator=generator)
         return noisy.argmax(dim=1), claim
-    return agg.release(counts, generator=generator), claim
+    return rel.release(counts).labels, claim
 
 
 def _student_scores(task: CanaryTask, labels: torch.Tensor, *, epochs: int, generator: torch.Generator) -> torch.Tensor:

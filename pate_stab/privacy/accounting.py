@@ -43,11 +43,6 @@ __all__ = [
     "implies_guarantee",
     "advanced_composition_epsilon",
     "optimal_homogeneous_composition_delta",
-    # Event classes still imported from this module by pate_stab.aggregation (base, releaser).
-    "PrivacyEvent",
-    "ApproxDpEvent",
-    "ComposedEvent",
-    "SparseVectorEvent",
 ]
 
 

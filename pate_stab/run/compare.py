@@ -25,11 +25,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
+from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, data_dependent_figures
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger
@@ -38,28 +40,37 @@ from pate_stab.run.student import fit_student, teacher_accuracies
 
 __all__ = ["run_compare", "format_rows", "plot_rows"]
 
-_COLUMNS = (
-    ("aggregator", "{:<16}", 16),
-    ("target_epsilon", "{:>6.2f}", 6),
-    ("epsilon", "{:>7.3f}", 7),
-    ("delta", "{:>9.1e}", 9),
-    ("seen", "{:>6d}", 6),
-    ("answered", "{:>8d}", 8),
-    ("label_acc", "{:>9.4f}", 9),
-    ("student_acc", "{:>11.4f}", 11),
+_COLUMNS = (  # (row key, header, format, width)
+    ("aggregator", "aggregator", "{:<16}", 16),
+    ("target_epsilon", "target", "{:>6.2f}", 6),
+    ("epsilon", "ε", "{:>7.3f}", 7),
+    ("epsilon_dd_raw", "ε dd raw", "{:>8.3f}", 8),
+    ("epsilon_dd_sanitised", "ε dd san", "{:>8.3f}", 8),
+    ("delta", "δ", "{:>9.1e}", 9),
+    ("seen", "seen", "{:>6d}", 6),
+    ("answered", "answered", "{:>8d}", 8),
+    ("label_acc", "label_acc", "{:>9.4f}", 9),
+    ("student_acc", "student_acc", "{:>11.4f}", 11),
+)
+TABLE_LEGEND = (
+    "ε: data-independent, enforced against the budget; ε dd raw: PATE's data-dependent ε (depends on the "
+    "private votes, not private); ε dd san: the same after smooth-sensitivity sanitisation (private). "
+    "The stability releasers' ε is data-independent by construction."
 )
 
 
 def format_rows(rows: Sequence[dict[str, Any]]) -> str:
     """Fixed-width text table (label_acc: on answered queries; student_acc: on the evaluation split)."""
-    head = " ".join(f"{name:>{w}}" if i else f"{name:<{w}}" for i, (name, _, w) in enumerate(_COLUMNS))
+    head = " ".join(f"{label:>{w}}" if i else f"{label:<{w}}" for i, (_, label, _, w) in enumerate(_COLUMNS))
     lines = [head + "  note", "-" * (len(head) + 6)]
     for r in rows:
         cells = []
-        for name, fmt, width in _COLUMNS:
+        for name, _, fmt, width in _COLUMNS:
             v = r.get(name)
             cells.append(" " * (width - 1) + "-" if v is None else fmt.format(v))
-        lines.append(" ".join(cells) + ("  " + r["note"] if r.get("note") else ""))
+        note = r.get("note") or r.get("data_dependent_note") or ""
+        lines.append(" ".join(cells) + ("  " + note if note else ""))
+    lines.append(TABLE_LEGEND)
     return "\n".join(lines)
 
 
@@ -120,6 +131,7 @@ def run_compare(
     student_gens = spawn_generators(prep.generators["student"], len(plan))
     bottom_gens = spawn_generators(prep.generators["bottom"], len(plan))
     selection_gens = spawn_generators(prep.generators["selection"], len(plan))
+    dd_gens = spawn_generators(prep.generators["data_dependent"], len(plan))
     # each release is (ε, δ)-DP on its own; the ledger counts their basic composition
     ledger = open_ledger(
         prep.run_dir,
@@ -153,6 +165,14 @@ def run_compare(
             acc_answered, acc_all = label_accuracy(release, prep.task.public_y[release.index])
             student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
             s = release.summary
+            seen = int(s.get("queries_seen", m))
+            processed = release.index[:seen]
+            has_dd = aggregator_spec(agg).data_dependent is not None
+            dd = data_dependent_figures(
+                agg, s, prep.votes.histograms(processed) if has_dd else torch.zeros(0, 2, dtype=torch.int64),
+                release.labels[:seen], delta=config.delta, teachers_changed=config.teachers_changed,
+                order=config.dd_order, sigma=config.dd_sigma, generator=dd_gens[i],
+            )  # fmt: skip
             rows.append(
                 {
                     "aggregator": agg,
@@ -171,6 +191,7 @@ def run_compare(
                     "student_acc": student.accuracy(prep.task.eval_x, prep.task.eval_y),
                     "spend_id": release.spend_id,
                     "reused": release.reused,
+                    **dd,
                     **needed,
                     "note": note,
                 }
@@ -197,6 +218,8 @@ def run_compare(
             },
             "delta": config.delta,
             "privacy": config.privacy_relation(),
+            "epsilon_columns": DATA_DEPENDENT_LABEL,
+            "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},
             "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality},
             "rows": rows,
             "ledger": ledger.report(),

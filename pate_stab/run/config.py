@@ -60,7 +60,11 @@ STUDENT_FIELDS = (
     "pseudo_label_rounds",
     "pseudo_label_threshold",
 )
-NOT_IDENTITY = ("checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", *STUDENT_FIELDS)
+# reporting only: PATE's data-dependent ε of the baselines (see pate_stab.run.data_dependent)
+REPORT_FIELDS = ("dd_order", "dd_sigma")
+NOT_IDENTITY = (
+    "checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", *STUDENT_FIELDS, *REPORT_FIELDS,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,10 @@ class TransferConfig:
     bottom: Literal["drop", "random"] = "drop"
     pseudo_label_rounds: int = 0
     pseudo_label_threshold: float = 0.95
+    # PATE's data-dependent ε of the baselines, reported beside the enforced data-independent ε:
+    # the smooth-sensitivity sanitisation's Rényi order and noise multiplier, fixed before any vote
+    dd_order: float = 10.0
+    dd_sigma: float = 5.0
     # execution
     accelerator: str = "auto"
     progress: bool = False
@@ -163,12 +171,14 @@ class TransferConfig:
         for name in ("num_teachers", "num_queries", "max_unstable", "pca_dim", "selection_round_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("epsilon", "delta"):
+        for name in ("epsilon", "delta", "dd_sigma"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name} must be a positive finite number, got {v!r}")
         if self.delta >= 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
+        if not isinstance(self.dd_order, int | float) or not math.isfinite(self.dd_order) or self.dd_order <= 1:
+            raise ValueError(f"dd_order must be a Rényi order > 1, got {self.dd_order!r}")
         for name in _WIDTH_FIELDS:
             widths = tuple(int(h) for h in getattr(self, name))
             if any(h < 1 for h in widths) or (name.endswith("channels") and len(widths) != 2):

@@ -101,7 +101,7 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
     timings: dict[str, float] = {}
     run_dir = config.run_dir
     # appended names get new seeds; the earlier ones keep theirs
-    names = ("data", "partition", "teachers", "release", "student", "bottom", "selection")
+    names = ("data", "partition", "teachers", "release", "student", "bottom", "selection", "data_dependent")
     root = seeded_generator(config.seed)
     gens = {n: torch.Generator().manual_seed(child_seed(root)) for n in names}
 

@@ -68,11 +68,14 @@ def transfer_report(
     targets: StudentTargets,
     accuracies: dict[str, Any],
     wall_times: dict[str, float],
+    data_dependent: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report of a complete transfer run (``report.json``), JSON-safe.
 
     ``accuracies`` holds ``label_answered``, ``label_all`` (on the queries, true labels for
     evaluation only), ``teacher_mean``, ``plurality`` and ``student`` (on the evaluation split).
+    ``data_dependent``: PATE's data-dependent figures
+    (:func:`~pate_stab.run.data_dependent.data_dependent_figures`), reported beside the enforced ε.
     """
     config, task = prep.config, prep.task
     acc_answered, acc_all = accuracies["label_answered"], accuracies["label_all"]
@@ -101,6 +104,7 @@ def transfer_report(
         "target_delta": config.delta,
         "epsilon": s["epsilon"],
         "delta": s["delta"],
+        "data_dependent": data_dependent,
         "queries": {
             "seen": int(s.get("queries_seen", config.num_queries)),
             "answered": int(s["answered"]),

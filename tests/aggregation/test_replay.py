@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from pate_stab.aggregation import StabilityReleaser, compare_aggregators, vote_histogram
-from pate_stab.aggregation.baselines import BaselineReleaser, ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.baseline_releaser import BaselineReleaser
+from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
 from pate_stab.privacy.calibration import calibrate

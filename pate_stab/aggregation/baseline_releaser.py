@@ -1,0 +1,91 @@
+"""A PATE aggregator with its generator and its one ledger spend: the registry's surface for the baselines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pate_stab._validation import check_generator
+from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult
+from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.pate_accounting import check_vote_counts
+from pate_stab.privacy.ledger import PrivacyLedger
+
+__all__ = ["BaselineReleaser"]
+
+
+class BaselineReleaser:
+    """A PATE aggregator with its noise generator and its one ledger spend.
+
+    The same surface as the stability releasers (``release`` → :class:`ReleaseResult`,
+    ``halted``, ``queries_seen``, ``summary``), and the same spend rules
+    (:class:`~pate_stab.aggregation.base.LedgerRelease`): the aggregator's data-independent
+    (ε, δ) for ``num_queries`` queries is spent with the first call's labels in one durable
+    ledger line; later calls' labels are recorded before they leave; a releaser built again
+    under a recorded spend id replays the recorded labels and never draws again.
+
+    Args:
+        aggregator: a calibrated :class:`LNMax`, :class:`GNMax` or :class:`ConfidentGNMax`.
+        generator: the noise (float64, never reused).
+        ledger: optional :class:`~pate_stab.privacy.ledger.PrivacyLedger`.
+        spend_id: the release's ledger id (None: a fresh one).
+    """
+
+    def __init__(
+        self,
+        aggregator: LNMax | GNMax | ConfidentGNMax,
+        *,
+        generator: torch.Generator,
+        ledger: PrivacyLedger | None = None,
+        spend_id: str | None = None,
+    ) -> None:
+        if not isinstance(aggregator, LNMax | GNMax | ConfidentGNMax):
+            raise TypeError(f"aggregator must be LNMax, GNMax or ConfidentGNMax, got {type(aggregator).__name__}")
+        self.aggregator = aggregator
+        self.mechanism = aggregator.name
+        self._generator = check_generator(generator)
+        counters = ("queries_seen", "answered", "abstained")
+        self._spend = LedgerRelease(
+            ledger=ledger,
+            spend_id=spend_id,
+            mechanism=aggregator.name,
+            epsilon=aggregator.certified_epsilon,
+            delta=aggregator.certified_delta,
+            event=None,
+            metadata={k: v for k, v in aggregator.summary().items() if k not in counters},
+            num_queries=aggregator.num_queries,
+        )
+
+    @property
+    def halted(self) -> bool:
+        """PATE's aggregators answer every query they are certified for: never halted."""
+        return False
+
+    @property
+    def queries_seen(self) -> int:
+        return self.aggregator.queries_seen
+
+    def release(self, counts: Any) -> ReleaseResult:
+        """Vote histograms (m, C) → labels (m,), −1 for ⊥ (Confident-GNMax); status 1 answered, 0 ⊥."""
+        check_vote_counts(counts)
+        counts = torch.as_tensor(counts).to(torch.int64)
+        agg = self.aggregator
+
+        def draw() -> tuple[ReleaseResult, dict[str, Any]]:
+            labels = agg.release(counts, generator=self._generator)
+            status = (labels != ABSTAIN).to(torch.int8)
+            return ReleaseResult(labels, status), {"queries_seen": agg.queries_seen, "answered": agg.answered}
+
+        result, state, replayed = self._spend.run(counts, draw)
+        if replayed:
+            agg.queries_seen, agg.answered = int(state["queries_seen"]), int(state["answered"])
+        return result
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            **self.aggregator.summary(),
+            "halted": False,
+            "replayed_calls": self._spend.replayed_calls,
+            "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,
+        }
