@@ -128,7 +128,9 @@ def propagation_teachers(
 ) -> dict[str, torch.Tensor]:
     """Label propagation over the public pool's kNN graph (:mod:`pate_stab.features.propagation`):
     teacher j votes by the mean propagated kernel to its own records of each class."""
-    graph = PoolGraph(num_neighbors=args.neighbors, power=args.power, alpha=args.alpha, steps=args.steps)
+    graph = PoolGraph(
+        num_neighbors=args.neighbors, power=args.power, alpha=args.alpha, steps=args.steps, pca_dim=args.graph_dim
+    )
     graph.fit(feats["public"])  # public features only
     return {
         name: kernel_votes(graph.kernel(feats["private"], q), y, shard_of, num_teachers=k, num_classes=10)
@@ -140,21 +142,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="/work/shared/data/mnist")
     parser.add_argument("--features", nargs="+", default=["pca", "scattering", "ssl"])
-    parser.add_argument("--heads", nargs="+", default=["logistic"])
+    parser.add_argument("--heads", nargs="+", default=["logistic", "propagate"])
     parser.add_argument("--teachers", nargs="+", type=int, default=[250, 1000, 2000])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pca-dim", type=int, default=50)
     parser.add_argument("--scattering-pca", type=int, default=300)
     parser.add_argument("--ssl-epochs", type=int, default=20)
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--epochs", type=int, default=300, help="logistic/mlp heads")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--weight-decay", type=float, default=1e-2)
     parser.add_argument("--hidden", nargs="+", type=int, default=[64])
-    parser.add_argument("--neighbors", type=int, default=10, help="propagate: kNN graph degree")
-    parser.add_argument("--power", type=float, default=3.0, help="propagate: affinity exponent")
-    parser.add_argument("--alpha", type=float, default=0.99, help="propagate: propagation weight")
-    parser.add_argument("--steps", type=int, default=20, help="propagate: terms of the series")
+    parser.add_argument("--neighbors", type=int, default=7, help="propagate: kNN graph degree")
+    parser.add_argument("--power", type=float, default=1.0, help="propagate: affinity exponent")
+    parser.add_argument("--alpha", type=float, default=0.999, help="propagate: propagation weight")
+    parser.add_argument("--steps", type=int, default=50, help="propagate: terms of the series")
+    parser.add_argument(
+        "--graph-dim", type=int, default=100, help="propagate: public PCA of the features before the graph (whitened)"
+    )
     parser.add_argument(
         "--pool-queries",
         type=int,
@@ -224,7 +229,7 @@ def main() -> None:
     print(
         f"\nwall time {total:.0f} s; gradient heads: epochs {args.epochs}, batch {args.batch_size}, lr {args.lr}, "
         f"weight decay {args.weight_decay}; propagate: neighbors {args.neighbors}, power {args.power}, "
-        f"alpha {args.alpha}, steps {args.steps}"
+        f"alpha {args.alpha}, steps {args.steps}, graph PCA {args.graph_dim}"
     )
     if args.report:
         Path(args.report).write_text(json.dumps({"args": vars(args), "rows": rows, "wall_s": total}, indent=1))

@@ -13,6 +13,7 @@ Usage::
 
 from pate_stab.features.base import FeatureExtractor, NotFittedError, PublicProjection, check_images
 from pate_stab.features.extractors import PCAFeatures, RawFeatures, ScatteringFeatures, SSLFeatures
+from pate_stab.features.propagation import PoolGraph, kernel_votes, knn_affinities
 from pate_stab.features.registry import FEATURES, make_features
 from pate_stab.features.scattering import (
     ScatteringFilters,
@@ -29,6 +30,7 @@ __all__ = [
     "FeatureExtractor",
     "NotFittedError",
     "PCAFeatures",
+    "PoolGraph",
     "PublicProjection",
     "RawFeatures",
     "SSLConfig",
@@ -38,6 +40,8 @@ __all__ = [
     "augment",
     "check_images",
     "encode",
+    "kernel_votes",
+    "knn_affinities",
     "make_features",
     "nt_xent_loss",
     "num_channels",

@@ -19,13 +19,17 @@ records gets class 0.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from pate_stab._validation import check_int, check_positive, check_real, check_tensor
+from pate_stab.features.base import public_pca_class
+
+if TYPE_CHECKING:
+    from pate_stab.teachers.models import PublicFeatures
 
 __all__ = ["PoolGraph", "knn_affinities", "kernel_votes"]
 
@@ -53,7 +57,8 @@ def knn_affinities(
 class PoolGraph:
     """kNN graph of the public pool's features and the propagated kernel built on it.
 
-    Features are standardised with the public mean and standard deviation and L2-normalised
+    Features are optionally reduced by a PCA, centred on the public mean, optionally divided
+    by the public standard deviation (after a PCA this is whitening), and L2-normalised
     (cosine affinities); all of that is fitted on ``public_features`` only.
 
     Args:
@@ -61,13 +66,29 @@ class PoolGraph:
         power: affinity exponent γ in ``max(cos, 0)^γ``.
         alpha: propagation weight α in [0, 1).
         steps: T, terms of the truncated series Σ_{t ≤ T} (αS)^t.
+        standardize: divide each centred feature by its public standard deviation.
+        pca_dim: first keep this many principal components of the public features (None:
+            all features; also when the features have no more columns than this).
     """
 
-    def __init__(self, *, num_neighbors: int = 10, power: float = 3.0, alpha: float = 0.99, steps: int = 20) -> None:
+    def __init__(
+        self,
+        *,
+        num_neighbors: int = 10,
+        power: float = 3.0,
+        alpha: float = 0.99,
+        steps: int = 20,
+        standardize: bool = True,
+        pca_dim: int | None = None,
+    ) -> None:
         self.num_neighbors = check_int("num_neighbors", num_neighbors, minimum=1)
         self.power = check_positive("power", power)
         self.alpha = check_real("alpha", alpha, low=0.0, high=1.0, high_inclusive=False)
         self.steps = check_int("steps", steps, minimum=0)
+        self.standardize = bool(standardize)
+        self.pca_dim = None if pca_dim is None else check_int("pca_dim", pca_dim, minimum=1)
+        self.pca: PublicFeatures | None = None
+        self.in_dim: int | None = None
         self.mean: Tensor | None = None
         self.std: Tensor | None = None
         self.pool: Tensor | None = None
@@ -77,8 +98,10 @@ class PoolGraph:
         if self.mean is None or self.std is None:
             raise RuntimeError("PoolGraph used before fit")
         f = check_tensor("features", features, ndim=2, floating=True).float()
-        if f.shape[1] != self.mean.shape[0]:
-            raise ValueError(f"features have {f.shape[1]} columns, the graph was fitted on {self.mean.shape[0]}")
+        if f.shape[1] != self.in_dim:
+            raise ValueError(f"features have {f.shape[1]} columns, the graph was fitted on {self.in_dim}")
+        if self.pca is not None:
+            f = self.pca.transform(f)
         return F.normalize((f - self.mean) / self.std, dim=1)
 
     def fit(self, public_features: Tensor) -> PoolGraph:
@@ -86,8 +109,13 @@ class PoolGraph:
         f = check_tensor("public_features", public_features, ndim=2, floating=True).float()
         if f.shape[0] <= self.num_neighbors:
             raise ValueError(f"need more than num_neighbors={self.num_neighbors} public points, got {f.shape[0]}")
-        self.mean, self.std = f.mean(0), f.std(0) + 1e-6
-        self.pool = self._normalise(f)
+        self.in_dim = f.shape[1]
+        if self.pca_dim is not None and self.pca_dim < f.shape[1]:
+            self.pca = public_pca_class().fit(f, dim=self.pca_dim, whiten=False)
+            f = self.pca.transform(f)
+        self.mean = f.mean(0)
+        self.std = f.std(0) + 1e-6 if self.standardize else torch.ones(f.shape[1])
+        self.pool = F.normalize((f - self.mean) / self.std, dim=1)  # f is already reduced by the PCA
         w = knn_affinities(self.pool, self.pool, num_neighbors=self.num_neighbors, power=self.power, exclude_self=True)
         w = (w + w.t()).coalesce()  # symmetric
         degree = torch.sparse.sum(w, 1).to_dense().clamp(min=1e-12)
@@ -100,9 +128,7 @@ class PoolGraph:
         """Sparse (n, n_p) affinities of any points to their nearest pool points."""
         if self.pool is None:
             raise RuntimeError("PoolGraph used before fit")
-        return knn_affinities(
-            self._normalise(features), self.pool, num_neighbors=self.num_neighbors, power=self.power
-        )
+        return knn_affinities(self._normalise(features), self.pool, num_neighbors=self.num_neighbors, power=self.power)
 
     def kernel(self, private_features: Tensor, query_features: Tensor) -> Tensor:
         """K (n_private, n_query) float32: ``K[l, q] = a_l · M · a_q``."""
@@ -120,6 +146,9 @@ class PoolGraph:
             "power": self.power,
             "alpha": self.alpha,
             "steps": self.steps,
+            "standardize": self.standardize,
+            "pca": None if self.pca is None else self.pca.state_dict(),
+            "in_dim": self.in_dim,
             "mean": self.mean,
             "std": self.std,
             "pool": self.pool,
@@ -127,9 +156,7 @@ class PoolGraph:
         }
 
 
-def kernel_votes(
-    kernel: Tensor, labels: Tensor, shard_of: Tensor, *, num_teachers: int, num_classes: int
-) -> Tensor:
+def kernel_votes(kernel: Tensor, labels: Tensor, shard_of: Tensor, *, num_teachers: int, num_classes: int) -> Tensor:
     """Each teacher's vote on each query from a kernel between private records and queries.
 
     Args:

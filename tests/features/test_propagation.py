@@ -59,6 +59,9 @@ def test_graph_uses_only_the_public_features_passed():
     private, queries = public[:10] + 0.1, public[10:20] - 0.1
     torch.testing.assert_close(a.kernel(private, queries), b.kernel(private, queries))
     torch.testing.assert_close(a.mean, public.mean(0))
+    c = PoolGraph(num_neighbors=4, pca_dim=2).fit(public)
+    assert c.pca is not None and c.pool.shape == (100, 2)
+    assert c.kernel(private, queries).shape == (10, 10)
 
 
 def test_errors():
