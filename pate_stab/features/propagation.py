@@ -1,0 +1,187 @@
+"""Teachers that use the unlabelled public pool: label propagation over a public kNN graph.
+
+Zhou, Bousquet, Lal, Weston & Schölkopf (2004), "Learning with local and global consistency":
+with S = D^{-1/2} W D^{-1/2} the normalised affinity of a k-nearest-neighbour graph, label
+scores spread as F = Σ_t (αS)^t Y (the fixed point of F ← αSF + Y). Affinities are
+``max(cos, 0)^power`` between features (Iscen, Tolias, Avrithis & Chum 2019, "Label
+propagation for deep semi-supervised learning", use the same form on CNN features).
+
+Here the graph is built on the *public* pool's features only. A private record l enters through
+its affinities ``a_l`` to its nearest pool points, a query q through ``a_q``, and the
+propagated kernel ``K(l, q) = a_l · M · a_q`` with ``M = Σ_{t ≤ T} (αS)^t`` depends on public
+data, x_l and q only. Teacher j scores class c on q by the mean kernel to its own records of
+that class, ``Σ_{l ∈ shard j, y_l = c} K(l, q) / n_{j,c}``, and votes for the argmax. Teacher
+j's votes therefore depend on its own shard (and public data) only: adding, removing or
+changing a record moves one teacher, exactly as for trained heads (DESIGN.md fact 2). A class
+absent from a teacher's shard scores 0; a query with no affinity to any of the teacher's
+records gets class 0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pate_stab._validation import check_int, check_positive, check_real, check_tensor
+from pate_stab.features.base import public_pca_class
+
+if TYPE_CHECKING:
+    from pate_stab.teachers.models import PublicFeatures
+
+__all__ = ["PoolGraph", "knn_affinities", "kernel_votes"]
+
+
+def knn_affinities(
+    queries: Tensor, base: Tensor, *, num_neighbors: int, power: float, exclude_self: bool = False, chunk: int = 2048
+) -> Tensor:
+    """Sparse (n_q, n_b) affinities of each query to its ``num_neighbors`` most cosine-similar
+    rows of ``base``: ``max(cos, 0)^power``. Rows must be L2-normalised. Each row depends only on
+    its own query (and ``base``)."""
+    rows, cols, vals = [], [], []
+    for start in range(0, queries.shape[0], chunk):
+        sim = queries[start : start + chunk] @ base.T  # (c, n_b)
+        if exclude_self:
+            idx = torch.arange(start, start + sim.shape[0])
+            sim[torch.arange(sim.shape[0]), idx] = -2.0
+        v, i = sim.topk(num_neighbors, dim=1)
+        rows.append(torch.arange(start, start + sim.shape[0]).repeat_interleave(num_neighbors))
+        cols.append(i.reshape(-1))
+        vals.append(v.clamp(min=0).pow(power).reshape(-1))
+    index = torch.stack([torch.cat(rows), torch.cat(cols)])
+    return torch.sparse_coo_tensor(index, torch.cat(vals), (queries.shape[0], base.shape[0])).coalesce()
+
+
+class PoolGraph:
+    """kNN graph of the public pool's features and the propagated kernel built on it.
+
+    Features are optionally reduced by a PCA, centred on the public mean, optionally divided
+    by the public standard deviation (after a PCA this is whitening), and L2-normalised
+    (cosine affinities); all of that is fitted on ``public_features`` only.
+
+    Args:
+        num_neighbors: neighbours per node (graph and affinities to the pool).
+        power: affinity exponent γ in ``max(cos, 0)^γ``.
+        alpha: propagation weight α in [0, 1).
+        steps: T, terms of the truncated series Σ_{t ≤ T} (αS)^t.
+        standardize: divide each centred feature by its public standard deviation.
+        pca_dim: first keep this many principal components of the public features (None:
+            all features; also when the features have no more columns than this).
+    """
+
+    def __init__(
+        self,
+        *,
+        num_neighbors: int = 10,
+        power: float = 3.0,
+        alpha: float = 0.99,
+        steps: int = 20,
+        standardize: bool = True,
+        pca_dim: int | None = None,
+    ) -> None:
+        self.num_neighbors = check_int("num_neighbors", num_neighbors, minimum=1)
+        self.power = check_positive("power", power)
+        self.alpha = check_real("alpha", alpha, low=0.0, high=1.0, high_inclusive=False)
+        self.steps = check_int("steps", steps, minimum=0)
+        self.standardize = bool(standardize)
+        self.pca_dim = None if pca_dim is None else check_int("pca_dim", pca_dim, minimum=1)
+        self.pca: PublicFeatures | None = None
+        self.in_dim: int | None = None
+        self.mean: Tensor | None = None
+        self.std: Tensor | None = None
+        self.pool: Tensor | None = None
+        self.adjacency: Tensor | None = None
+
+    def _normalise(self, features: Tensor) -> Tensor:
+        if self.mean is None or self.std is None:
+            raise RuntimeError("PoolGraph used before fit")
+        f = check_tensor("features", features, ndim=2, floating=True).float()
+        if f.shape[1] != self.in_dim:
+            raise ValueError(f"features have {f.shape[1]} columns, the graph was fitted on {self.in_dim}")
+        if self.pca is not None:
+            f = self.pca.transform(f)
+        return F.normalize((f - self.mean) / self.std, dim=1)
+
+    def fit(self, public_features: Tensor) -> PoolGraph:
+        """Build S = D^{-1/2} W D^{-1/2} from the public features (n_p, d); nothing else is used."""
+        f = check_tensor("public_features", public_features, ndim=2, floating=True).float()
+        if f.shape[0] <= self.num_neighbors:
+            raise ValueError(f"need more than num_neighbors={self.num_neighbors} public points, got {f.shape[0]}")
+        self.in_dim = f.shape[1]
+        if self.pca_dim is not None and self.pca_dim < f.shape[1]:
+            self.pca = public_pca_class().fit(f, dim=self.pca_dim, whiten=False)
+            f = self.pca.transform(f)
+        self.mean = f.mean(0)
+        self.std = f.std(0) + 1e-6 if self.standardize else torch.ones(f.shape[1])
+        self.pool = F.normalize((f - self.mean) / self.std, dim=1)  # f is already reduced by the PCA
+        w = knn_affinities(self.pool, self.pool, num_neighbors=self.num_neighbors, power=self.power, exclude_self=True)
+        w = (w + w.t()).coalesce()  # symmetric
+        degree = torch.sparse.sum(w, 1).to_dense().clamp(min=1e-12)
+        i = w.indices()
+        values = w.values() / (degree[i[0]] * degree[i[1]]).sqrt()
+        self.adjacency = torch.sparse_coo_tensor(i, values, w.shape).coalesce().to_sparse_csr()
+        return self
+
+    def affinities(self, features: Tensor) -> Tensor:
+        """Sparse (n, n_p) affinities of any points to their nearest pool points."""
+        if self.pool is None:
+            raise RuntimeError("PoolGraph used before fit")
+        return knn_affinities(self._normalise(features), self.pool, num_neighbors=self.num_neighbors, power=self.power)
+
+    def kernel(self, private_features: Tensor, query_features: Tensor) -> Tensor:
+        """K (n_private, n_query) float32: ``K[l, q] = a_l · M · a_q``."""
+        if self.adjacency is None:
+            raise RuntimeError("PoolGraph used before fit")
+        x = self.affinities(query_features).to_dense().T.contiguous()  # (n_p, n_q)
+        spread = x.clone()
+        for _ in range(self.steps):
+            spread = self.alpha * (self.adjacency @ spread) + x
+        return self.affinities(private_features).to_sparse_csr() @ spread  # (n_private, n_q)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "num_neighbors": self.num_neighbors,
+            "power": self.power,
+            "alpha": self.alpha,
+            "steps": self.steps,
+            "standardize": self.standardize,
+            "pca": None if self.pca is None else self.pca.state_dict(),
+            "in_dim": self.in_dim,
+            "mean": self.mean,
+            "std": self.std,
+            "pool": self.pool,
+            "adjacency": None if self.adjacency is None else self.adjacency.to_sparse_coo(),
+        }
+
+
+def kernel_votes(kernel: Tensor, labels: Tensor, shard_of: Tensor, *, num_teachers: int, num_classes: int) -> Tensor:
+    """Each teacher's vote on each query from a kernel between private records and queries.
+
+    Args:
+        kernel: (n, m) nonnegative, ``kernel[l, q]`` between private record l and query q.
+        labels: (n,) int64 private labels in {0, …, C − 1}.
+        shard_of: (n,) int64 teacher of every record (:func:`pate_stab.teachers.shard_of_records`).
+        num_teachers, num_classes: k and C.
+
+    Returns:
+        (k, m) int64: teacher j's argmax over c of the mean kernel to its records of class c.
+    """
+    k = check_int("num_teachers", num_teachers, minimum=1)
+    c = check_int("num_classes", num_classes, minimum=2)
+    kernel = check_tensor("kernel", kernel, ndim=2, floating=True)
+    labels = check_tensor("labels", labels, ndim=1, floating=False).long()
+    shard_of = check_tensor("shard_of", shard_of, ndim=1, floating=False).long()
+    if not (labels.shape[0] == shard_of.shape[0] == kernel.shape[0]):
+        raise ValueError(f"kernel has {kernel.shape[0]} rows, labels {labels.shape[0]}, shard_of {shard_of.shape[0]}")
+    if int(labels.min()) < 0 or int(labels.max()) >= c:
+        raise ValueError(f"labels must lie in [0, {c - 1}]")
+    if int(shard_of.min()) < 0 or int(shard_of.max()) >= k:
+        raise ValueError(f"shard_of must lie in [0, {k - 1}]")
+    bins = shard_of * c + labels  # (n,)
+    m = kernel.shape[1]
+    scores = torch.zeros(m, k * c, dtype=kernel.dtype).index_add_(1, bins, kernel.T.contiguous())
+    counts = torch.zeros(k * c, dtype=kernel.dtype).index_add_(0, bins, torch.ones_like(bins, dtype=kernel.dtype))
+    scores = scores / counts.clamp(min=1)
+    return scores.view(m, k, c).argmax(-1).T.contiguous()  # (k, m)
