@@ -111,6 +111,34 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--epsilons", type=float, nargs="+", default=None, help="target ε values")
     compare.add_argument("--aggregators", nargs="+", default=None, help="subset of aggregators")
     _add_config_flags(compare)
+    for p in (transfer, compare):
+        p.add_argument("--export-votes", type=Path, default=None, metavar="FILE.npy",
+                       help="also write the teachers' k × n votes on the public pool (PATE's layout). The votes are "
+                       "PRIVATE (a function of the private data, not differentially private): the file is "
+                       "created readable by its owner only")  # fmt: skip
+    rel = sub.add_parser("release", help="bring your own teachers: a votes file in, private labels out")
+    rel.add_argument("--votes", type=Path, required=True, help="votes file: .npy, .pt or .csv")
+    rel.add_argument("--layout", default="predictions", choices=("predictions", "counts", "scores"),
+                     help="predictions: k × n teacher labels (PATE); counts: n × C vote counts; scores: k × n "
+                     "(or k × n × 2) scores in [0, 1] for stability-soft")  # fmt: skip
+    rel.add_argument("--aggregator", required=True, help="stability, stability-paper, stability-tight, "
+                     "stability-soft, lnmax, gnmax, confident-gnmax")  # fmt: skip
+    rel.add_argument("--epsilon", type=float, required=True, help="target ε (also the output folder's budget)")
+    rel.add_argument("--delta", type=float, default=1e-5, help="target δ")
+    rel.add_argument("--num-classes", type=int, default=None, help="C (predictions; default: largest label + 1)")
+    rel.add_argument("--num-queries", type=int, default=None, help="m calibrated for (default: the file's n)")
+    rel.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
+    rel.add_argument("--calibration", default="tight", choices=("paper", "tight"))
+    rel.add_argument("--noise", default="seeded", choices=("seeded", "secure"),
+                     help="stability releasers: seeded (reproducible) or secure (OS randomness)")  # fmt: skip
+    rel.add_argument("--gamma", type=float, default=0.1, help="stability-soft: the discretisation γ")
+    rel.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
+    rel.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"))
+    rel.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
+                     help="teachers one neighbouring data set changes (2: replace-one over content keys)")  # fmt: skip
+    rel.add_argument("--seed", type=int, default=0, help="noise seed (seeded mode)")
+    rel.add_argument("--out", type=Path, default=Path("checkpoints") / "release",
+                     help="output folder: labels.npy, labels.csv, report.json, ledger.jsonl")  # fmt: skip
     cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
     cal.add_argument("--epsilon", type=float, required=True)
     cal.add_argument("--delta", type=float, default=1e-5)
@@ -252,11 +280,48 @@ def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     return 0
 
 
+def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pate_stab.errors import PateStabError
+    from pate_stab.run.release_votes import release_votes
+
+    try:
+        report = release_votes(
+            args.votes, aggregator=args.aggregator, epsilon=args.epsilon, delta=args.delta, out_dir=args.out,
+            layout=args.layout, num_classes=args.num_classes, num_queries=args.num_queries,
+            max_unstable=args.max_unstable, calibration=args.calibration, noise=args.noise, gamma=args.gamma,
+            confident_threshold=args.confident_threshold, neighbouring=args.neighbouring,
+            teachers_changed=args.teachers_changed, seed=args.seed,
+        )  # fmt: skip
+    except (ValueError, PateStabError) as exc:
+        parser.error(str(exc))
+    q = report["queries"]
+    print(
+        f"{report['aggregator']}: certified (ε, δ) = ({report['epsilon']:.4g}, {report['delta']:.3g}) "
+        f"({report['accounting']}); k={report['votes']['num_teachers']}, "
+        f"queries seen / answered / ⊥ / not asked: {q['seen']} / {q['answered']} / {q['abstained']} / {q['not_asked']}"
+        f"{' (replayed from the ledger)' if report['reused'] else ''}"
+    )
+    print(f"labels: {report['outputs']['labels_npy']}, {report['outputs']['labels_csv']}")
+    print(f"report: {Path(args.out) / 'report.json'}; ledger: {report['ledger']['path']}")
+    return 0
+
+
+def _export_votes(config: Any, path: Path) -> None:
+    from pate_stab.run.prepare import prepare
+    from pate_stab.run.release_votes import export_votes
+
+    prep = prepare(config, check_budget=False)  # the run's own teachers, reloaded
+    written = export_votes(prep.teachers, prep.task.public_x, path)
+    print(f"teachers' votes on the public pool (PRIVATE, owner-only file): {written}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "calibrate":
         return _cmd_calibrate(parser, args)
+    if args.command == "release":
+        return _cmd_release(parser, args)
     _quiet()
     from pate_stab.errors import PateStabError
 
@@ -279,6 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(out["table"])
             print(f"plot: {out['plot']}")
+            if args.export_votes is not None:
+                _export_votes(config, args.export_votes)
             return 0
         from pate_stab.run.transfer import run_transfer
 
@@ -287,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
             return 0
         _print_report(report)
+        if getattr(args, "export_votes", None) is not None:
+            _export_votes(config, args.export_votes)
         return 0
     except (ValueError, FileNotFoundError, PateStabError) as exc:
         parser.error(str(exc))

@@ -1,0 +1,312 @@
+"""Bring your own teachers: a votes file in, released labels out, through any registered aggregator.
+
+BTT18's releaser is model-agnostic: it needs only the teachers' votes. :func:`release_votes`
+takes them from a file written by any program and releases labels (or ⊥) for every query with
+any aggregator of the registry, with the same ledger, replay and report as the main job.
+
+Layouts (``layout``):
+
+``"predictions"``
+    a k × n matrix of teacher class predictions (PATE's layout: row j = teacher j's labels on
+    the n queries), integers in [0, C); C is ``num_classes`` (default: the largest label + 1,
+    at least 2).
+``"counts"``
+    an n × C matrix of vote counts (non-negative integers, every row summing to the same k).
+``"scores"``
+    k × n binary scores in [0, 1], or k × n × 2 class scores (the class-1 column is used),
+    for the soft-label releaser (``stability-soft``).
+
+Files: ``.npy``, ``.pt`` (a tensor) or ``.csv`` (comma-separated numbers, one matrix row per line;
+``predictions`` and ``counts`` only). Bad input — wrong rank or shape, labels outside [0, C),
+NaN, negative or non-integer counts, rows with different totals, an empty file — raises
+:class:`VotesError` naming the problem before the ledger is opened, so nothing is spent.
+
+Privacy. The votes are a function of the private data; the guarantee is the aggregator's, under
+the neighbouring relation the caller states (``neighbouring``): one changed record must change
+at most one teacher's row (``teachers_changed=2`` covers replace-one over content-keyed shards).
+Replay: the spend id is ``<run>:<aggregator>:eps=<ε>``; a rerun returns the recorded release,
+and a rerun with a different votes file is refused (the ledger records the votes' digest), so
+nothing is spent twice and nothing is drawn twice.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from pate_stab.aggregation.base import inputs_digest
+from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, make_releaser
+from pate_stab.aggregation.votes import vote_histogram
+from pate_stab.errors import ReplayedSpendError
+from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.rng import seeded_generator
+from pate_stab.run.report import clean_json
+
+__all__ = ["LAYOUTS", "VotesError", "export_votes", "load_votes", "release_votes"]
+
+LAYOUTS = ("predictions", "counts", "scores")
+Layout = Literal["predictions", "counts", "scores"]
+
+
+class VotesError(ValueError):
+    """The votes file cannot be released as given; nothing was spent."""
+
+
+def _read(path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise VotesError(f"votes file {path} not found")
+    if path.stat().st_size == 0:
+        raise VotesError(f"votes file {path} is empty")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            array = np.load(path, allow_pickle=False)
+        elif suffix == ".pt":
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+            if not isinstance(obj, torch.Tensor):
+                raise VotesError(f"{path} must hold one tensor, got {type(obj).__name__}")
+            array = obj.numpy()
+        elif suffix == ".csv":
+            with path.open(newline="") as f:
+                rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
+            if not rows:
+                raise VotesError(f"votes file {path} has no rows")
+            if len({len(r) for r in rows}) != 1:
+                raise VotesError(f"{path}: rows have different lengths ({sorted({len(r) for r in rows})})")
+            array = np.array([[float(c) for c in r] for r in rows], dtype=np.float64)
+        else:
+            raise VotesError(f"{path}: unknown file type {suffix!r}; use .npy, .pt or .csv")
+    except (ValueError, OSError, RuntimeError) as exc:
+        if isinstance(exc, VotesError):
+            raise
+        raise VotesError(f"{path}: cannot read votes ({exc})") from exc
+    if array.size == 0:
+        raise VotesError(f"votes file {path} holds an empty array of shape {array.shape}")
+    return np.asarray(array)
+
+
+def _integers(array: np.ndarray, what: str) -> np.ndarray:
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.number):
+        raise VotesError(f"{what} must be numbers, got dtype {array.dtype}")
+    if np.issubdtype(array.dtype, np.floating):
+        if not np.isfinite(array).all():
+            raise VotesError(f"{what} contain NaN or infinite values")
+        if not (array == np.round(array)).all():
+            raise VotesError(f"{what} must be integers; found non-integer values")
+    return array.astype(np.int64)
+
+
+def load_votes(
+    path: str | os.PathLike[str], *, layout: Layout = "predictions", num_classes: int | None = None
+) -> tuple[torch.Tensor, int]:
+    """The votes of a file as the aggregators take them, and the number of queries n.
+
+    Returns:
+        ``(votes, n)``: an (n, C) int64 histogram for ``predictions`` / ``counts``, or (k, n)
+        float64 binary scores for ``scores``.
+
+    Raises:
+        VotesError: the file is missing, empty, unreadable or invalid (the message names why).
+    """
+    if layout not in LAYOUTS:
+        raise VotesError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    array = _read(Path(path))
+    if layout == "scores":
+        if array.ndim == 3:
+            if array.shape[2] != 2:
+                raise VotesError(
+                    f"scores of shape {array.shape}: the soft-label releaser is binary, so k × n × C scores "
+                    "need C = 2 (release each class's k × n scores with its own run otherwise)"
+                )
+            array = array[:, :, 1]
+        if array.ndim != 2:
+            raise VotesError(f"scores must be k × n (or k × n × 2), got shape {array.shape}")
+        if not np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_:
+            raise VotesError(f"scores must be numbers, got dtype {array.dtype}")
+        scores = array.astype(np.float64)
+        if not np.isfinite(scores).all():
+            raise VotesError("scores contain NaN or infinite values")
+        if (scores < 0).any() or (scores > 1).any():
+            raise VotesError(f"scores must lie in [0, 1]; found values in [{scores.min():g}, {scores.max():g}]")
+        return torch.from_numpy(scores), scores.shape[1]
+    if array.ndim != 2:
+        what = "a k × n matrix of teacher predictions" if layout == "predictions" else "an n × C matrix of counts"
+        raise VotesError(f"{layout} must be {what}, got an array of rank {array.ndim} (shape {array.shape})")
+    if layout == "counts":
+        counts = _integers(array, "counts")
+        if (counts < 0).any():
+            raise VotesError("counts must be non-negative")
+        if counts.shape[1] < 2:
+            raise VotesError(f"counts need at least 2 classes (columns), got shape {counts.shape}")
+        totals = counts.sum(axis=1)
+        if (totals != totals[0]).any():
+            bad = int(np.nonzero(totals != totals[0])[0][0])
+            raise VotesError(
+                f"every row of counts must sum to the same number of teachers k; row 0 sums to {totals[0]}, "
+                f"row {bad} to {totals[bad]}"
+            )
+        if num_classes is not None and num_classes != counts.shape[1]:
+            raise VotesError(f"counts have {counts.shape[1]} columns but num_classes={num_classes}")
+        return torch.from_numpy(counts), counts.shape[0]
+    predictions = _integers(array, "teacher predictions")
+    c = int(predictions.max()) + 1 if num_classes is None else int(num_classes)
+    c = max(c, 2)
+    if (predictions < 0).any() or (predictions >= c).any():
+        raise VotesError(
+            f"teacher predictions must be class labels in [0, {c}); found values in "
+            f"[{predictions.min()}, {predictions.max()}]"
+        )
+    return vote_histogram(torch.from_numpy(predictions), c), predictions.shape[1]
+
+
+def release_votes(
+    votes_path: str | os.PathLike[str],
+    *,
+    aggregator: str,
+    epsilon: float,
+    delta: float,
+    out_dir: str | os.PathLike[str],
+    layout: Layout = "predictions",
+    num_classes: int | None = None,
+    num_queries: int | None = None,
+    max_unstable: int = 10,
+    calibration: Literal["paper", "tight"] = "tight",
+    noise: str = "seeded",
+    gamma: float = 0.1,
+    confident_threshold: float = 0.6,
+    sigma_ratio: float = 2.0,
+    neighbouring: str = "add_remove",
+    teachers_changed: int = 1,
+    seed: int = 0,
+    run_name: str | None = None,
+) -> dict[str, Any]:
+    """Release labels for the queries of a votes file; write labels.npy/.csv, report.json, ledger.jsonl.
+
+    Args:
+        votes_path: the votes file (module docstring for layouts and formats).
+        aggregator: any registry name (``stability``, ``stability-soft``, ``lnmax``, …).
+        epsilon, delta: the target; it is also the ledger's budget for this output folder.
+        out_dir: where the labels, the report and the ledger go (created).
+        num_queries: m the aggregator is calibrated for (default: the file's n; at least n).
+        seed: the noise's seed (seeded mode): whoever knows it can remove the noise.
+        Others: as :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
+
+    Returns:
+        The report (also ``report.json``).
+
+    Raises:
+        VotesError: invalid votes or options; nothing was spent.
+        BudgetExhaustedError / ReplayedSpendError: from the ledger; nothing was released.
+    """
+    spec = aggregator_spec(aggregator)
+    wanted: Layout = "scores" if spec.votes == "scores" else layout
+    if spec.votes == "scores" and layout != "scores":
+        raise VotesError(f"{aggregator} releases soft labels from teacher scores: use layout 'scores'")
+    if spec.votes == "histogram" and layout == "scores":
+        raise VotesError(f"{aggregator} takes vote histograms: use layout 'predictions' or 'counts'")
+    votes, n = load_votes(votes_path, layout=wanted, num_classes=num_classes)
+    k = int(votes.shape[0]) if wanted == "scores" else int(votes[0].sum())
+    m = n if num_queries is None else int(num_queries)
+    if m < n:
+        raise VotesError(f"num_queries={m} is smaller than the {n} queries in the file")
+    for name, value in (("epsilon", epsilon), ("delta", delta)):
+        if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise VotesError(f"{name} must be a positive finite number, got {value!r}")
+    if delta >= 1:
+        raise VotesError(f"delta must lie in (0, 1), got {delta}")
+    try:
+        settings = AggregatorSettings(
+            epsilon=float(epsilon), delta=float(delta), num_queries=m, num_teachers=k, max_unstable=max_unstable,
+            calibration=calibration, gamma=gamma, confident_fraction=confident_threshold, sigma_ratio=sigma_ratio,
+            teachers_changed=teachers_changed, noise=noise,
+        )  # fmt: skip
+        make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; spends nothing
+    except (TypeError, ValueError) as exc:
+        raise VotesError(str(exc)) from exc
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    run = run_name or out.name
+    spend_id = f"{run}:{aggregator}:eps={float(epsilon):g}"
+    with PrivacyLedger(
+        out / "ledger.jsonl", budget_epsilon=float(epsilon), budget_delta=float(delta), run_id=run,
+        neighbouring=neighbouring,
+    ) as ledger:  # fmt: skip
+        digest = inputs_digest(votes)
+        recorded = {e.spend_id: e for e in ledger.entries()}.get(spend_id)
+        if recorded is not None and recorded.has_result:
+            payload = recorded.result
+            if payload.get("votes_digest") != digest:
+                raise ReplayedSpendError(
+                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} released other votes; the recorded labels "
+                    "belong to them. Use a new output folder (with its own budget) for these votes"
+                )
+            reused = True
+        else:
+            gen = seeded_generator(seed)
+            rel = make_releaser(aggregator, settings, generator=gen, ledger=ledger, spend_id=spend_id)
+            labels = rel.release(votes).labels
+            summary = rel.summary()
+            summary["not_asked"] = n - int(summary["queries_seen"])
+            payload = {"labels": clean_json(labels.tolist()), "summary": clean_json(summary), "votes_digest": digest}
+            ledger.record_result(spend_id, payload)
+            reused = False
+        ledger_report = ledger.report()
+    labels_list = payload["labels"]
+    soft = spec.soft
+    array = np.array([np.nan if v is None else v for v in labels_list], dtype=np.float64 if soft else np.int64)
+    np.save(out / "labels.npy", array)
+    with (out / "labels.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["query", "label"])
+        for i, v in enumerate(labels_list):
+            writer.writerow([i, "" if v is None or v == -1 else v])
+    s = payload["summary"]
+    report = clean_json(
+        {
+            "votes": {"path": str(votes_path), "layout": wanted, "num_teachers": k, "num_queries_in_file": n},
+            "aggregator": aggregator,
+            "accounting": spec.accounting,
+            "epsilon": s["epsilon"],
+            "delta": s["delta"],
+            "calibrated_for_queries": m,
+            "queries": {
+                "seen": int(s["queries_seen"]),
+                "answered": int(s["answered"]),
+                "abstained": int(s["queries_seen"]) - int(s["answered"]),
+                "not_asked": int(s.get("not_asked", 0)),
+                "halted": bool(s.get("halted", False)),
+            },
+            "privacy": {"neighbouring": neighbouring, "teachers_changed_per_neighbour": teachers_changed},
+            "summary": s,
+            "reused": reused,
+            "outputs": {"labels_npy": str(out / "labels.npy"), "labels_csv": str(out / "labels.csv")},
+            "ledger": {**ledger_report, "spend_id": spend_id},
+        }
+    )
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    return report
+
+
+def export_votes(teachers: Any, x: torch.Tensor, path: str | os.PathLike[str]) -> Path:
+    """Write the teachers' predictions on ``x`` as a k × n .npy matrix readable only by its owner.
+
+    The votes are a function of the private data and are NOT differentially private: keep the
+    file as private as the data (it is created with mode 0600).
+    """
+    predictions = teachers.predict_votes(x).cpu().numpy().astype(np.int64)  # (k, n)
+    target = Path(path)
+    if target.suffix != ".npy":
+        target = target.with_suffix(".npy")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
+    with os.fdopen(fd, "wb") as f:
+        np.save(f, predictions)
+    return target

@@ -1,0 +1,133 @@
+"""pate-stab release: votes from another program in, labels out, with every aggregator; bad input spends nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+
+import numpy as np
+import pytest
+import torch
+
+from pate_stab.cli import main
+from pate_stab.run.release_votes import VotesError, load_votes, release_votes
+
+
+@pytest.fixture
+def votes(tmp_path):
+    rng = np.random.default_rng(0)
+    k, n = 1500, 120
+    truth = rng.integers(0, 10, n)
+    pred = np.where(rng.random((k, n)) < 0.9, truth, rng.integers(0, 10, (k, n)))  # another program's teachers
+    np.save(tmp_path / "votes.npy", pred)
+    return tmp_path / "votes.npy", truth
+
+
+def _release(path, out, *extra):
+    return main(["release", "--votes", str(path), "--out", str(out), "--epsilon", "8", *extra])
+
+
+@pytest.mark.parametrize("aggregator", ["stability", "stability-paper", "lnmax", "gnmax", "confident-gnmax"])
+def test_every_histogram_aggregator(votes, tmp_path, capsys, aggregator):
+    path, truth = votes
+    out = tmp_path / aggregator
+    assert _release(path, out, "--aggregator", aggregator) == 0
+    labels = np.load(out / "labels.npy")
+    report = json.loads((out / "report.json").read_text())
+    assert labels.shape == (120,) and report["votes"]["num_teachers"] == 1500
+    answered = labels != -1
+    assert answered.sum() == report["queries"]["answered"] > 100
+    assert (labels[answered] == truth[answered]).mean() > 0.95
+    assert report["epsilon"] <= 8 * (1 + 1e-12) and report["ledger"]["num_spends"] == 1
+    lines = (out / "labels.csv").read_text().splitlines()
+    assert lines[0] == "query,label" and len(lines) == 121
+
+
+def test_soft_labels_from_scores(tmp_path):
+    rng = np.random.default_rng(1)
+    scores = np.clip(rng.normal(0.8, 0.02, size=(400, 30)), 0, 1)
+    np.save(tmp_path / "scores.npy", np.stack([1 - scores, scores], axis=2))  # k × n × 2
+    report = release_votes(tmp_path / "scores.npy", aggregator="stability-soft", epsilon=8.0, delta=1e-5,
+                           out_dir=tmp_path / "soft", layout="scores", max_unstable=3)  # fmt: skip
+    labels = np.load(tmp_path / "soft" / "labels.npy")
+    assert labels.dtype == np.float64 and report["queries"]["answered"] > 0
+    assert np.nanmax(np.abs(labels - 0.8)) <= 0.1
+
+
+def test_rerun_replays_and_other_votes_are_refused(votes, tmp_path, capsys):
+    path, _ = votes
+    out = tmp_path / "r"
+    assert _release(path, out, "--aggregator", "gnmax") == 0
+    first = np.load(out / "labels.npy")
+    ledger = (out / "ledger.jsonl").read_bytes()
+    assert _release(path, out, "--aggregator", "gnmax", "--seed", "7") == 0  # another seed: still a replay
+    assert np.array_equal(np.load(out / "labels.npy"), first)
+    assert "replayed from the ledger" in capsys.readouterr().out
+    assert (out / "ledger.jsonl").read_bytes() == ledger
+    other = np.load(path)
+    other[:, 0] = (other[:, 0] + 1) % 10
+    np.save(tmp_path / "other.npy", other)
+    with pytest.raises(SystemExit) as info:
+        _release(tmp_path / "other.npy", out, "--aggregator", "gnmax")
+    assert info.value.code == 2 and "other votes" in capsys.readouterr().err
+    assert (out / "ledger.jsonl").read_bytes() == ledger
+
+
+def _bad_files(tmp_path):
+    cases = {}
+
+    def save(name, array):
+        np.save(tmp_path / f"{name}.npy", array)
+        return tmp_path / f"{name}.npy"
+
+    cases["rank"] = (save("rank", np.zeros((2, 3, 4), dtype=np.int64)), [], "rank 3")
+    cases["label range"] = (save("range", np.array([[0, 1, 10], [1, 1, 2]])), ["--num-classes", "10"], r"\[0, 10\)")
+    cases["negative label"] = (save("neg", np.array([[0, -1], [1, 1]])), [], "class labels")
+    cases["nan"] = (save("nan", np.array([[0.0, np.nan], [1.0, 1.0]])), [], "NaN")
+    cases["non-integer"] = (save("frac", np.array([[0.5, 1.0], [1.0, 1.0]])), [], "integers")
+    cases["negative counts"] = (save("negc", np.array([[3, -1], [1, 1]])), ["--layout", "counts"], "non-negative")
+    cases["unequal rows"] = (save("uneq", np.array([[3, 1], [1, 1]])), ["--layout", "counts"], "same number")
+    (tmp_path / "empty.csv").write_text("")
+    cases["empty"] = (tmp_path / "empty.csv", [], "empty")
+    cases["missing"] = (tmp_path / "nope.npy", [], "not found")
+    return cases
+
+
+def test_bad_input_exits_2_and_spends_nothing(votes, tmp_path, capsys):
+    path, _ = votes
+    out = tmp_path / "b"
+    assert _release(path, out, "--aggregator", "stability") == 0  # a ledger with one spend
+    ledger = (out / "ledger.jsonl").read_bytes()
+    for name, (bad, extra, message) in _bad_files(tmp_path).items():
+        with pytest.raises(SystemExit) as info:
+            _release(bad, out, "--aggregator", "lnmax", *extra)
+        err = capsys.readouterr().err
+        assert info.value.code == 2, name
+        assert re.search(message, err), (name, err)
+        assert (out / "ledger.jsonl").read_bytes() == ledger, name
+
+
+def test_csv_and_pt_read_like_npy(votes, tmp_path):
+    path, _ = votes
+    pred = np.load(path)
+    np.savetxt(tmp_path / "v.csv", pred, fmt="%d", delimiter=",")
+    torch.save(torch.from_numpy(pred), tmp_path / "v.pt")
+    a = load_votes(path)[0]
+    assert torch.equal(load_votes(tmp_path / "v.csv")[0], a) and torch.equal(load_votes(tmp_path / "v.pt")[0], a)
+    with pytest.raises(VotesError, match="layout 'scores'"):
+        release_votes(path, aggregator="stability-soft", epsilon=1.0, delta=1e-5, out_dir=tmp_path / "x")
+
+
+def test_export_votes_is_owner_only(tmp_path, capsys):
+    args = ["transfer", "--checkpoints-dir", str(tmp_path), "--run-name", "ex", "--num-teachers", "20",
+            "--num-queries", "20", "--teacher-epochs", "1", "--student-epochs", "1", "--epsilon", "30",
+            "--set", "num_private=1000", "--set", "num_public=60", "--set", "num_eval=50", "--allow-unanswerable",
+            "--accelerator", "cpu", "--no-progress", "--export-votes", str(tmp_path / "votes.npy")]  # fmt: skip
+    assert main(args) == 0
+    written = tmp_path / "votes.npy"
+    assert stat.S_IMODE(os.stat(written).st_mode) == 0o600
+    votes = np.load(written)
+    assert votes.shape == (20, 60) and votes.dtype == np.int64
+    assert "PRIVATE" in capsys.readouterr().out
