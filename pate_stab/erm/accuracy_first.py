@@ -43,6 +43,7 @@ import torch
 
 from pate_stab._validation import check_generator, check_int, check_positive, check_probability
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
+from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.events import ExPostEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.noise import laplace
@@ -262,8 +263,13 @@ def _ledger_open(ledger: PrivacyLedger | None, spend_id: str | None, on_exhausti
         )
     if not isinstance(spend_id, str) or not spend_id:
         raise ValueError("spend_id (a non-empty str) is required with a ledger")
-    ledger.spend(spend_id, epsilon=epsilon_ante, delta=0.0, event=PureDpEvent(epsilon=epsilon_ante),
-                 mechanism=mechanism, metadata={"ex_post_function": description})
+    entry = ledger.spend(spend_id, epsilon=epsilon_ante, delta=0.0, event=PureDpEvent(epsilon=epsilon_ante),
+                         mechanism=mechanism, metadata={"ex_post_function": description})
+    if entry.replayed:  # a spend id buys one draw of noise (DESIGN.md fact 7): never run again under it
+        raise ReplayedSpendError(
+            f"spend {spend_id!r} ({mechanism}) is already paid for and its noise drawn; nothing was drawn or "
+            "released now. Use a new spend id (and budget) for a new search"
+        )
 
 
 def _ledger_close(ledger: PrivacyLedger | None, spend_id: str | None, result: AccuracyFirstResult,

@@ -29,6 +29,7 @@ from pate_stab.erm.accuracy_first import (
     theory_method,
 )
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem, check_l1_features
+from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.noise_reduction import noise_reduction_samples
@@ -401,4 +402,9 @@ def test_ledger_records_ex_ante_and_ex_post(ridge: RidgeProblem, tmp_path: Path)
     assert post.ex_post is not None
     assert post.ex_post.epsilon_ex_post == pytest.approx(res.epsilon_ex_post)
     assert "ε0 + ε_t" in post.ex_post.description
+    before = (tmp_path / "ledger.jsonl").read_bytes()
+    with pytest.raises(ReplayedSpendError, match="covnr-1"):  # the same spend id never searches again
+        cov_nr(ridge, alpha=alpha, epsilons=levels, gamma=0.1, generator=seeded_generator(1),
+               on_exhaustion="refuse", ledger=ledger, spend_id="covnr-1")
+    assert (tmp_path / "ledger.jsonl").read_bytes() == before
     ledger.close()
