@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import faulthandler
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -37,23 +38,33 @@ def problem(kind: str, n: int = 150, k: int = 5):
     return x, y, shards
 
 
-def main(out: str, kind: str) -> None:
-    faulthandler.dump_traceback_later(float(sys.argv[3]) if len(sys.argv) > 3 else 240, exit=True)  # never hang CI
+def main(out: str, kind: str, epochs: int | None = None, resume: bool = False) -> None:
+    """Rank 0 saves the ensemble to ``out``; with ``epochs``, ``out`` is also the run folder."""
+    faulthandler.dump_traceback_later(240, exit=True)  # never hang CI
     torch.set_num_threads(1)
     x, y, shards = problem(kind)
+    config = CONFIGS[kind] if epochs is None else replace(CONFIGS[kind], epochs=epochs, patience=None)
     ensemble = train_teachers_ddp(
         x,
         y,
         shards,
         spec=SPECS[kind],
-        config=CONFIGS[kind],
+        config=config,
         generator=seeded_generator(7),
         devices=2,
         accelerator="cpu",
+        run_dir=out if epochs is not None else None,
+        resume=resume,
     )
     if ensemble is not None:
         ensemble.save(out)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    # out kind [epochs [resume]]
+    main(
+        sys.argv[1],
+        sys.argv[2],
+        int(sys.argv[3]) if len(sys.argv) > 3 else None,
+        len(sys.argv) > 4 and sys.argv[4] == "resume",
+    )

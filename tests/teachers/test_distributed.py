@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,19 @@ def _single_process(kind):
     return x, ref
 
 
-def _check_ddp_equals_single_process(kind, tmp_path):
-    out = tmp_path / "teachers"
+def _launch(*args):
+    """Run the worker script (2 ranks; it exits by itself after 240 s at most)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.teachers.ddp_worker", str(out), kind, "150"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+        [sys.executable, "-m", "tests.teachers.ddp_worker", *map(str, args)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def _check_ddp_equals_single_process(kind, tmp_path):
+    out = tmp_path / "teachers"
+    _launch(out, kind)
     x, ref = _single_process(kind)
     ddp = TeacherEnsemble.load(out)
     assert ddp.teacher_indices.tolist() == list(range(5))
@@ -81,3 +87,27 @@ def test_ddp_rejects_more_ranks_than_teachers():
         train_teachers_ddp(x, y, shards, spec=SPECS["mlp"], generator=seeded_generator(7), devices=6)
     with pytest.raises(ValueError, match="accelerator"):
         train_teachers_ddp(x, y, shards, spec=SPECS["mlp"], generator=seeded_generator(7), accelerator="tpu")
+
+
+@pytest.mark.slow
+def test_ddp_resume_from_slice_checkpoints_equals_straight_run(tmp_path):
+    run = tmp_path / "checkpoints" / "run" / "teachers"
+    _launch(run, "mlp", 2)  # 2 epochs, then "interrupted"
+    slices = sorted(p.name for p in (run / "lightning").iterdir())
+    assert slices == ["slice-00000-of-00002", "slice-00001-of-00002"]
+    assert latest_common_epoch(run / "lightning", 2) == 1
+    _launch(run, "mlp", 4, "resume")  # epochs 2 and 3 from the slice checkpoints
+    assert latest_common_epoch(run / "lightning", 2) == 3
+    assert len(list((run / "lightning" / "slice-00000-of-00002").glob("*.ckpt"))) == 2  # the last two kept
+    x, y, shards = problem("mlp")
+    config = replace(CONFIGS["mlp"], epochs=4, patience=None)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        straight = train_teachers(x, y, shards, spec=SPECS["mlp"], config=config, generator=seeded_generator(7))
+    finally:
+        torch.set_num_threads(threads)
+    resumed = TeacherEnsemble.load(run)
+    for name, p in straight.params.items():
+        assert torch.equal(resumed.params[name], p), name
+    assert torch.equal(resumed.metrics["train_loss"], straight.metrics["train_loss"])
