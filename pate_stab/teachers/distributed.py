@@ -29,7 +29,9 @@ Launch. As with any Lightning DDP run the script is SPMD: every rank runs it and
 the teacher seeds are compared across ranks). On one machine, running the script once is enough
 (Lightning's ``popen`` launcher starts the other local ranks by re-running it); on a cluster, start
 it once per node (``srun`` under SLURM, ``torchrun``, or ``NODE_RANK``/``MASTER_ADDR`` by hand).
-Global rank 0 returns the whole ensemble, the other ranks ``None``.
+Global rank 0 returns the whole ensemble, the other ranks ``None`` (or, with ``assemble=False``,
+every rank its own slice, written to ``run_dir/slices``: for k so large that rank 0 cannot hold
+all teachers).
 
 Checkpoints and resume. With ``run_dir``, rank r writes its slice's Lightning checkpoint at the end
 of every epoch to ``run_dir/lightning/slice-<r>-of-<W>/epoch=<e>.ckpt`` (keeping the last two), and
@@ -157,6 +159,7 @@ class _RankSliceModule(TeacherEnsembleModule):
         self.all_seeds, self.all_shards = [int(s) for s in seeds], list(shards)
         self.teacher_indices = torch.zeros(0, dtype=torch.int64)
         self.gathered: list[dict[str, Any]] | None = None
+        self.assemble = True
 
     def setup(self, stage: str) -> None:
         trainer = self.trainer
@@ -182,8 +185,8 @@ class _RankSliceModule(TeacherEnsembleModule):
             "params": {n: p.detach().cpu() for n, p in self.params().items()},
             "history": self.history,
         }
-        if not dist.is_available() or not dist.is_initialized():
-            self.gathered = [part]
+        if not self.assemble or not dist.is_available() or not dist.is_initialized():
+            self.gathered = [part]  # this rank's slice only
             return
         out: list[Any] | None = [None] * dist.get_world_size() if self.trainer.is_global_zero else None
         dist.gather_object(part, out, dst=0)
@@ -220,6 +223,7 @@ def train_teachers_ddp(
     resume: bool = False,
     progress_bar: bool = False,
     callbacks: Sequence[L.Callback] = (),
+    assemble: bool = True,
 ) -> TeacherEnsemble | None:
     """Train one teacher per shard over ``num_nodes × devices`` processes, one teacher slice per rank.
 
@@ -237,9 +241,14 @@ def train_teachers_ddp(
         resume: continue from the latest epoch every slice has checkpointed under ``run_dir``.
         progress_bar: Lightning's bar (shown by rank 0).
         callbacks: extra Lightning callbacks (run on every rank).
+        assemble: gather all slices on rank 0 (its memory must hold the whole ensemble). With
+            ``False`` (for very large k) nothing is gathered: every rank returns its own slice and,
+            with ``run_dir``, has written it to ``run_dir/slices/slice-<r>-of-<W>`` (join them with
+            :meth:`TeacherEnsemble.concatenate`, or sum the slices' vote histograms).
 
     Returns:
         On global rank 0 the whole :class:`TeacherEnsemble` (CPU); on the other ranks ``None``.
+        With ``assemble=False``, each rank's own slice.
 
     Raises:
         ValueError: bad inputs, more ranks than teachers, ranks with different seeds, or a
@@ -273,6 +282,7 @@ def train_teachers_ddp(
         enable_checkpointing=ckpt_root is not None,
     )
     module = _RankSliceModule(spec, config, seeds, x, y, shards)
+    module.assemble = assemble
     ckpt_path = (
         str(_slice_dir(ckpt_root, 0, devices * num_nodes) / f"epoch={resume_epoch:06d}.ckpt")
         if ckpt_root is not None and resume_epoch is not None
@@ -280,17 +290,19 @@ def train_teachers_ddp(
     )
     with quiet_lightning(not progress_bar):
         trainer.fit(module, ckpt_path=ckpt_path)
+    world = devices * num_nodes
+    meta = {"train": asdict(config), "mode": "vectorized", "num_teachers_total": k, "seeds": seeds, "world_size": world}
+    if not assemble:
+        if module.gathered is None:
+            raise RuntimeError("the fit ended without this rank's slice")
+        part = _join(spec, module.gathered, meta)
+        if run_dir is not None:
+            part.save(_slice_dir(run_dir / "slices", trainer.global_rank, world))
+        return part
     if not trainer.is_global_zero:
         return None
     if module.gathered is None:  # set on rank 0 by on_fit_end
         raise RuntimeError("the teacher slices were not gathered on rank 0")
-    meta = {
-        "train": asdict(config),
-        "mode": "vectorized",
-        "num_teachers_total": k,
-        "seeds": seeds,
-        "world_size": devices * num_nodes,
-    }
     ensemble = _join(spec, module.gathered, meta)
     if run_dir is not None:
         ensemble.save(run_dir)

@@ -38,7 +38,7 @@ def problem(kind: str, n: int = 150, k: int = 5):
     return x, y, shards
 
 
-def main(out: str, kind: str, epochs: int | None = None, resume: bool = False) -> None:
+def main(out: str, kind: str, epochs: int | None = None, resume: bool = False, assemble: bool = True) -> None:
     """Rank 0 saves the ensemble to ``out``; with ``epochs``, ``out`` is also the run folder."""
     faulthandler.dump_traceback_later(240, exit=True)  # never hang CI
     torch.set_num_threads(1)
@@ -55,16 +55,18 @@ def main(out: str, kind: str, epochs: int | None = None, resume: bool = False) -
         accelerator="cpu",
         run_dir=out if epochs is not None else None,
         resume=resume,
+        assemble=assemble,
     )
-    if ensemble is not None:
+    if ensemble is not None and assemble and epochs is None:
         ensemble.save(out)
 
 
 if __name__ == "__main__":
-    # out kind [epochs [resume]]
+    # out kind [epochs [resume|fresh [slices]]]
     main(
         sys.argv[1],
         sys.argv[2],
         int(sys.argv[3]) if len(sys.argv) > 3 else None,
         len(sys.argv) > 4 and sys.argv[4] == "resume",
+        not (len(sys.argv) > 5 and sys.argv[5] == "slices"),
     )

@@ -111,3 +111,12 @@ def test_ddp_resume_from_slice_checkpoints_equals_straight_run(tmp_path):
     for name, p in straight.params.items():
         assert torch.equal(resumed.params[name], p), name
     assert torch.equal(resumed.metrics["train_loss"], straight.metrics["train_loss"])
+    # assemble=False: nothing gathered; each rank writes its slice, and the slices join to the same
+    slices_run = tmp_path / "slices-run"
+    _launch(slices_run, "mlp", 4, "fresh", "slices")
+    assert not (slices_run / "weights.pt").exists()
+    parts = [TeacherEnsemble.load(d) for d in sorted((slices_run / "slices").iterdir())]
+    assert [p.teacher_indices.tolist() for p in parts] == [[0, 1, 2], [3, 4]]
+    joined = TeacherEnsemble.concatenate(parts)
+    for name, p in straight.params.items():
+        assert torch.equal(joined.params[name], p), name
