@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.privacy.ledger import PrivacyLedger
@@ -103,20 +104,26 @@ def release_labels(
     rel = make_releaser(aggregator, config.aggregator_settings(epsilon), generator=generator, ledger=ledger,
                         spend_id=spend_id)  # fmt: skip
 
-    def release(index: Tensor) -> Tensor:
-        return rel.release(votes.scores(index) if spec.votes == "scores" else votes.histograms(index)).labels
+    # one bar over the m queries, advanced as each round is released (votes have their own bar)
+    bar = tqdm(total=config.num_queries, desc=f"release {aggregator}", unit="query", disable=not config.progress)
 
-    selected = release_in_rounds(
-        prep.task.public_x,
-        num_queries=config.num_queries,
-        strategy=config.query_selection,
-        release=release,
-        halted=lambda: rel.halted,
-        confidence=None if selection_generator is None else selector_confidence(prep, selection_generator),
-        round_size=config.selection_round_size,
-        max_unstable=config.max_unstable if spec.halts else None,  # the baselines never halt
-        generator=selection_generator,
-    )
+    def release(index: Tensor) -> Tensor:
+        labels = rel.release(votes.scores(index) if spec.votes == "scores" else votes.histograms(index)).labels
+        bar.update(int(index.numel()))
+        return labels
+
+    with bar:
+        selected = release_in_rounds(
+            prep.task.public_x,
+            num_queries=config.num_queries,
+            strategy=config.query_selection,
+            release=release,
+            halted=lambda: rel.halted,
+            confidence=None if selection_generator is None else selector_confidence(prep, selection_generator),
+            round_size=config.selection_round_size,
+            max_unstable=config.max_unstable if spec.halts else None,  # the baselines never halt
+            generator=selection_generator,
+        )
     labels, offered = selected.labels, int(selected.index.numel())
     summary = rel.summary()
     # of the queries offered, the releaser processed ``queries_seen`` (answered or ⊥); the rest

@@ -5,8 +5,13 @@ Usage::
     shards = partition_indices(record_keys_from_tensors(x, y), 250, generator=g_part)
     teachers = train_teachers(x, y, shards, spec=ModelSpec("mlp", (784,), 10), generator=g_teach)
     votes = teachers.predict_votes(public_x)  # (250, m) int64; predict_scores: (250, m, 10)
+
+Across processes and nodes (one teacher slice per rank, run on every rank)::
+
+    teachers = train_teachers_ddp(x, y, shards, spec=spec, generator=g_teach, devices=4, num_nodes=2)
 """
 
+from pate_stab.teachers.distributed import train_teachers_ddp
 from pate_stab.teachers.ensemble import (
     StackedAdam,
     StackedSGD,
@@ -53,4 +58,5 @@ __all__ = [
     "shard_of_records",
     "stacked_forward",
     "train_teachers",
+    "train_teachers_ddp",
 ]

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
+from tqdm import tqdm
 
 from pate_stab._validation import check_int, check_nonnegative, check_tensor
 from pate_stab.teachers.models import ModelSpec, build_model, init_layout
@@ -448,7 +449,12 @@ class TeacherEnsemble:
 
     @torch.no_grad()
     def _logit_chunks(
-        self, x: Tensor, batch_size: int, teacher_chunk: int, device: str | torch.device
+        self,
+        x: Tensor,
+        batch_size: int,
+        teacher_chunk: int,
+        device: str | torch.device,
+        progress: bool = False,
     ):
         x = check_tensor("x", x, floating=True)
         batch_size = check_int("batch_size", batch_size, minimum=1)
@@ -458,11 +464,14 @@ class TeacherEnsemble:
         teacher_chunk = min(teacher_chunk, self.num_teachers, pairs)
         batch_size = min(batch_size, max(1, pairs // teacher_chunk))
         base = self._base.to(device)
-        for t0 in range(0, self.num_teachers, teacher_chunk):
-            params = {n: p[t0 : t0 + teacher_chunk].to(device) for n, p in self.params.items()}
-            for b0 in range(0, x.shape[0], batch_size):
-                xb = x[b0 : b0 + batch_size].to(device)
-                yield t0, b0, stacked_forward(base, params, xb, shared_input=True)  # (kc, b, C)
+        chunks = math.ceil(self.num_teachers / teacher_chunk) * math.ceil(x.shape[0] / batch_size)
+        with tqdm(total=chunks, desc="teacher votes", unit="chunk", disable=not progress, leave=False) as bar:
+            for t0 in range(0, self.num_teachers, teacher_chunk):
+                params = {n: p[t0 : t0 + teacher_chunk].to(device) for n, p in self.params.items()}
+                for b0 in range(0, x.shape[0], batch_size):
+                    xb = x[b0 : b0 + batch_size].to(device)
+                    yield t0, b0, stacked_forward(base, params, xb, shared_input=True)  # (kc, b, C)
+                    bar.update()
 
     def predict_votes(
         self,
@@ -471,10 +480,14 @@ class TeacherEnsemble:
         batch_size: int = 1024,
         teacher_chunk: int = 256,
         device: str | torch.device = "cpu",
+        progress: bool = False,
     ) -> Tensor:
-        """Each teacher's predicted class on each input: (k, m) int64 in {0, …, C − 1}."""
+        """Each teacher's predicted class on each input: (k, m) int64 in {0, …, C − 1}.
+
+        ``progress`` shows a tqdm bar over (teacher chunk, input batch) pairs.
+        """
         out = torch.empty(self.num_teachers, x.shape[0], dtype=torch.int64)
-        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device):
+        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device, progress):
             out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = logits.argmax(-1).cpu()
         return out
 
@@ -486,8 +499,9 @@ class TeacherEnsemble:
         batch_size: int = 1024,
         teacher_chunk: int = 256,
         device: str | torch.device = "cpu",
+        progress: bool = False,
     ) -> Tensor:
-        """Each teacher's class probabilities (softmax), float32 in [0, 1].
+        """Each teacher's class probabilities (softmax), float32 in [0, 1]; ``progress``: a tqdm bar.
 
         Returns:
             (k, m, C); with ``binary=True`` (two classes only) (k, m), the probability of class 1.
@@ -497,7 +511,7 @@ class TeacherEnsemble:
                 f"binary=True needs a two-class ensemble, this one has {self.num_classes} classes"
             )
         out = torch.empty(self.num_teachers, x.shape[0], self.num_classes, dtype=torch.float32)
-        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device):
+        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device, progress):
             out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = (
                 logits.float().softmax(-1).cpu()
             )

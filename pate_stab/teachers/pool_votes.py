@@ -29,10 +29,13 @@ class PoolVotes:
         teachers: the ensemble.
         pool_x: (n, …) the public pool, in the teachers' input space.
         num_classes: C.
+        progress: show a tqdm bar while votes are computed (see
+            :func:`pate_stab.run.progress.default_progress`).
     """
 
-    def __init__(self, teachers: TeacherEnsemble, pool_x: Tensor, num_classes: int) -> None:
+    def __init__(self, teachers: TeacherEnsemble, pool_x: Tensor, num_classes: int, *, progress: bool = False) -> None:
         self.teachers = teachers
+        self.progress = progress
         self.pool_x = pool_x
         self.num_classes = num_classes
         n = pool_x.shape[0]
@@ -68,7 +71,8 @@ class PoolVotes:
         missing = self._missing(index, self._have_hist)
         if missing.numel():
             t0 = time.perf_counter()
-            self._hist[missing] = vote_histogram(self.teachers.predict_votes(self.pool_x[missing]), self.num_classes)
+            votes = self.teachers.predict_votes(self.pool_x[missing], progress=self.progress)  # (k, b)
+            self._hist[missing] = vote_histogram(votes, self.num_classes)
             self._have_hist[missing] = True
             self.seconds += time.perf_counter() - t0
         return self._hist[index]
@@ -83,7 +87,9 @@ class PoolVotes:
         missing = self._missing(index, self._have_scores)
         if missing.numel():
             t0 = time.perf_counter()
-            self._scores[:, missing] = self.teachers.predict_scores(self.pool_x[missing], binary=True)
+            self._scores[:, missing] = self.teachers.predict_scores(
+                self.pool_x[missing], binary=True, progress=self.progress
+            )
             self._have_scores[missing] = True
             self.seconds += time.perf_counter() - t0
         return self._scores[:, index]

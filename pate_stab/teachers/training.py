@@ -23,9 +23,11 @@ Several devices. Teachers are independent, so the ensemble splits by teacher ind
 ``train_teachers(..., teacher_indices=range(a, b), accelerator="gpu", devices=[r])`` in one
 process per device r (or per rank of a multi-process launch, with slice r of the indices) and
 join the parts with :meth:`TeacherEnsemble.concatenate`. The seeds depend only on the global
-teacher index, so the joined ensemble is the one a single device would have trained. (Lightning's
-data-parallel strategies would instead replicate all k teachers on every device and average
-gradients; that is not what teachers need.)
+teacher index, so the joined ensemble is the one a single device would have trained. Lightning's
+DDP launcher does this for you across processes and nodes in
+:func:`pate_stab.teachers.distributed.train_teachers_ddp` (one teacher slice per rank, no gradient
+all-reduce: plain data-parallel DDP would replicate all k teachers on every device and average
+gradients, which is not what teachers need).
 """
 
 from __future__ import annotations
@@ -138,13 +140,17 @@ class TeacherEnsembleModule(L.LightningModule):
         shards: Sequence[Tensor],
     ) -> None:
         super().__init__()
+        self.spec, self.config = spec, config
+        self.x, self.y = x, y
+        self.build_teachers(seeds, shards)
+
+    def build_teachers(self, seeds: Sequence[int], shards: Sequence[Tensor]) -> None:
+        """Create the stacked parameters and per-teacher state of teachers ``seeds``/``shards``."""
         if len(seeds) != len(shards):
             raise ValueError(f"{len(seeds)} seeds for {len(shards)} shards")
-        self.spec, self.config = spec, config
         self.seeds = [int(s) for s in seeds]
-        self.x, self.y = x, y
         self.shards = [s.long().cpu() for s in shards]
-        k = len(self.seeds)
+        k, config, spec = len(self.seeds), self.config, self.spec
         self.base = build_model(spec)
         for p in self.base.parameters():
             p.requires_grad_(False)
@@ -250,7 +256,9 @@ class TeacherEnsembleModule(L.LightningModule):
                 improved, torch.zeros_like(self.wait), self.wait + trained.long()
             )
             self.stopped |= self.wait >= self.config.patience
-            if bool(self.stopped.all()):
+            # several processes (teachers_ddp): stop only when every rank's teachers have stopped,
+            # so all ranks run the same epochs as one process would (identity in one process)
+            if self.trainer.strategy.reduce_boolean_decision(bool(self.stopped.all()), all=True):
                 self.trainer.should_stop = True
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -298,6 +306,7 @@ def _trainer(
     progress_bar: bool,
     callbacks: list[L.Callback],
     ckpt_dir: Path | None,
+    **trainer_kwargs: Any,
 ) -> L.Trainer:
     callbacks = list(callbacks)
     if ckpt_dir is not None:
@@ -306,18 +315,42 @@ def _trainer(
         callbacks.append(
             ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=1)
         )
+    trainer_kwargs.setdefault("enable_checkpointing", ckpt_dir is not None)
     return L.Trainer(
         max_epochs=config.epochs,
         accelerator=accelerator,
         devices=devices,
         logger=False,
-        enable_checkpointing=ckpt_dir is not None,
         enable_progress_bar=progress_bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,
         callbacks=callbacks,
         deterministic=False,
+        **trainer_kwargs,
     )
+
+
+def check_training_inputs(
+    x: Tensor, y: Tensor, shards: Sequence[Tensor], *, spec: ModelSpec, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """Validate the private data against ``spec`` (shared by the one- and several-process fits).
+
+    Returns:
+        ``(x, y)`` with ``y`` as int64.
+    """
+    check_generator(generator)
+    x = check_tensor("x", x, floating=True)
+    y = check_tensor("y", y, ndim=1, floating=False).long()
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x has {x.shape[0]} rows but y has {y.shape[0]}")
+    if tuple(x.shape[1:]) != spec.input_shape and math.prod(x.shape[1:]) != math.prod(
+        spec.input_shape
+    ):
+        raise ValueError(f"x rows have shape {tuple(x.shape[1:])}, spec expects {spec.input_shape}")
+    if y.numel() and not (0 <= int(y.min()) and int(y.max()) < spec.num_classes):
+        raise ValueError(f"labels must lie in [0, {spec.num_classes - 1}]")
+    check_int("number of shards", len(shards), minimum=1)
+    return x, y
 
 
 def train_teachers(
@@ -365,19 +398,8 @@ def train_teachers(
         votes = teachers.predict_votes(public_x)  # (100, m) int64
     """
     config = config or TrainConfig()
-    check_generator(generator)
-    x = check_tensor("x", x, floating=True)
-    y = check_tensor("y", y, ndim=1, floating=False).long()
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(f"x has {x.shape[0]} rows but y has {y.shape[0]}")
-    if tuple(x.shape[1:]) != spec.input_shape and math.prod(x.shape[1:]) != math.prod(
-        spec.input_shape
-    ):
-        raise ValueError(f"x rows have shape {tuple(x.shape[1:])}, spec expects {spec.input_shape}")
-    if y.numel() and not (0 <= int(y.min()) and int(y.max()) < spec.num_classes):
-        raise ValueError(f"labels must lie in [0, {spec.num_classes - 1}]")
+    x, y = check_training_inputs(x, y, shards, spec=spec, generator=generator)
     k = len(shards)
-    check_int("number of shards", k, minimum=1)
     if mode not in ("vectorized", "sequential"):
         raise ValueError(f"mode must be 'vectorized' or 'sequential', got {mode!r}")
     seeds = [child_seed(generator) for _ in range(k)]
