@@ -172,7 +172,9 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
         if not sep:
             parser.error(f"--set expects KEY=VALUE, got {item!r}")
         data[key.strip().replace("-", "_")] = yaml.safe_load(value)
-    data.setdefault("progress", sys.stderr.isatty())
+    from pate_stab.run.progress import default_progress
+
+    data.setdefault("progress", default_progress())  # on in a terminal, off under CI or when piped
     data["_compare"] = extra
     return data
 

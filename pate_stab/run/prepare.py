@@ -159,5 +159,5 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
             progress_bar=config.progress,
         )
     timings["teachers"] = time.perf_counter() - t0
-    votes = PoolVotes(teachers, task.public_x, task.num_classes)
+    votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress)
     return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens)
