@@ -35,12 +35,12 @@ def extractor_options(config: TransferConfig) -> dict[str, Any]:
     """The :func:`make_features` options of the run's extractor (JSON-ready; ``ssl`` gets its
     config object and generator from :func:`extract_features`)."""
     if config.features == "scattering":
-        j, pca_dim, whiten = config.scattering_j, config.pca_dim, config.whiten
-        return {"J": j, "L": 8, "standardize": True, "pca_dim": pca_dim, "whiten": whiten}
+        j, whiten = config.scattering_j, config.whiten
+        return {"J": j, "L": 8, "standardize": True, "pca_dim": config.pca_dim, "whiten": whiten}
     if config.features == "ssl":
-        pca_dim = config.pca_dim if config.pca_dim < SSL_EMBED_DIM else None
+        ssl_pca: int | None = config.pca_dim if config.pca_dim < SSL_EMBED_DIM else None
         ssl = SSLConfig(epochs=config.ssl_epochs).to_dict()
-        return {"config": ssl, "standardize": True, "pca_dim": pca_dim, "whiten": config.whiten}
+        return {"config": ssl, "standardize": True, "pca_dim": ssl_pca, "whiten": config.whiten}
     raise ValueError(f"features {config.features!r} are not extracted by this stage ({', '.join(EXTRACTED_FEATURES)})")
 
 

@@ -36,7 +36,7 @@ class PropagationSpec:
     alpha: float = 0.999
     steps: int = 50
     pca_dim: int | None = 100
-    name: str = "propagate"
+    kind: str = "propagate"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
