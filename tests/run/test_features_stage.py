@@ -143,3 +143,15 @@ def test_compare_gives_every_row_the_same_features_and_teachers(tmp_path, images
     teacher_mean, plurality = teacher_accuracies(prep.teachers, prep.task.eval_x, prep.task.eval_y, 3)
     assert (out["teachers"]["mean_accuracy"], out["teachers"]["plurality_accuracy"]) == (teacher_mean, plurality)
     assert prep.task.feature_map["cache"] == "features/" + next((cfg.run_dir / "features").glob("*.pt")).name
+
+
+def test_ssl_features_are_trained_on_the_public_pool_and_cached(tmp_path, images):
+    cfg = small(tmp_path, features="ssl", ssl_epochs=1, pca_dim=16, stop_after="teachers")
+    run_transfer(cfg)
+    files = list((cfg.run_dir / "features").glob("ssl_*.pt"))
+    assert len(files) == 1
+    saved = torch.load(files[0], weights_only=False)
+    assert saved["meta"]["fitted_on"] == "public pool (200 images, no labels)"
+    assert saved["public"].shape == (200, 16) and saved["options"]["pca_dim"] == 16
+    run_transfer(cfg)  # rerun: the same file (the key includes the generator's state)
+    assert list((cfg.run_dir / "features").glob("ssl_*.pt")) == files
