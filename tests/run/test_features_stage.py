@@ -11,10 +11,13 @@ import torch
 
 import pate_stab.run.data as run_data
 import pate_stab.run.features as run_features
+from pate_stab.aggregation.releaser import StabilityReleaser
+from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.compare import run_compare
 from pate_stab.run.prepare import prepare
 from pate_stab.run.student import teacher_accuracies
+from pate_stab.teachers import PropagationTeachers
 
 VOLATILE = ("wall_time_s", "run", "run_dir", "ledger", "resumed")
 
@@ -155,3 +158,34 @@ def test_ssl_features_are_trained_on_the_public_pool_and_cached(tmp_path, images
     assert saved["public"].shape == (200, 16) and saved["options"]["pca_dim"] == 16
     run_transfer(cfg)  # rerun: the same file (the key includes the generator's state)
     assert list((cfg.run_dir / "features").glob("ssl_*.pt")) == files
+
+
+def test_selection_reads_propagation_votes_only_of_points_the_releaser_processes_next(tmp_path, images, monkeypatch):
+    cfg = small(tmp_path, query_selection="student-confidence", selection_round_size=10, stop_after="release")
+    events: list[tuple] = []
+    real_votes, real_release = PropagationTeachers.predict_votes, StabilityReleaser.release
+
+    def spy_votes(self, x):
+        out = real_votes(self, x)
+        events.append(("votes", x.clone(), out))
+        return out
+
+    def spy_release(self, counts):
+        events.append(("release", counts.clone()))
+        return real_release(self, counts)
+
+    monkeypatch.setattr(PropagationTeachers, "predict_votes", spy_votes)
+    monkeypatch.setattr(StabilityReleaser, "release", spy_release)
+    assert run_transfer(cfg)["status"] == "released"
+    monkeypatch.undo()
+    monkeypatch.setattr(run_data, "_raw_splits", fake_splits)
+    prep = prepare(cfg)
+    position = {tuple(row): i for i, row in enumerate(prep.task.public_x.tolist())}
+    assert [e[0] for e in events] == ["votes", "release"] * (len(events) // 2) and len(events) >= 4
+    queried: list[int] = []
+    for (_, x, votes), (_, counts) in zip(events[::2], events[1::2], strict=True):
+        rows = [position[tuple(r)] for r in x.tolist()]  # pool points only
+        assert not set(rows) & set(queried)  # each point's votes computed once, just before its release
+        assert torch.equal(counts, vote_histogram(votes, 3))
+        queried += rows
+    assert len(queried) <= cfg.num_queries
