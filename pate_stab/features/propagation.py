@@ -31,7 +31,7 @@ from pate_stab.features.base import public_pca_class
 if TYPE_CHECKING:
     from pate_stab.teachers.models import PublicFeatures
 
-__all__ = ["PoolGraph", "knn_affinities", "kernel_votes"]
+__all__ = ["PoolGraph", "kernel_class_scores", "kernel_votes", "knn_affinities"]
 
 
 def knn_affinities(
@@ -130,14 +130,20 @@ class PoolGraph:
             raise RuntimeError("PoolGraph used before fit")
         return knn_affinities(self._normalise(features), self.pool, num_neighbors=self.num_neighbors, power=self.power)
 
-    def kernel(self, private_features: Tensor, query_features: Tensor) -> Tensor:
-        """K (n_private, n_query) float32: ``K[l, q] = a_l · M · a_q``."""
+    def propagate(self, query_features: Tensor) -> Tensor:
+        """``M · a_q`` for every query, (n_p, n_query) float32: the queries' affinities spread
+        over the pool graph. Column q depends only on query q (and public data)."""
         if self.adjacency is None:
             raise RuntimeError("PoolGraph used before fit")
         x = self.affinities(query_features).to_dense().T.contiguous()  # (n_p, n_q)
         spread = x.clone()
         for _ in range(self.steps):
             spread = self.alpha * (self.adjacency @ spread) + x
+        return spread
+
+    def kernel(self, private_features: Tensor, query_features: Tensor) -> Tensor:
+        """K (n_private, n_query) float32: ``K[l, q] = a_l · M · a_q``."""
+        spread = self.propagate(query_features)
         return self.affinities(private_features).to_sparse_csr() @ spread  # (n_private, n_q)
 
     def state_dict(self) -> dict[str, Any]:
@@ -168,6 +174,18 @@ def kernel_votes(kernel: Tensor, labels: Tensor, shard_of: Tensor, *, num_teache
     Returns:
         (k, m) int64: teacher j's argmax over c of the mean kernel to its records of class c.
     """
+    scores = kernel_class_scores(kernel, labels, shard_of, num_teachers=num_teachers, num_classes=num_classes)
+    return scores.argmax(-1)  # (k, m)
+
+
+def kernel_class_scores(
+    kernel: Tensor, labels: Tensor, shard_of: Tensor, *, num_teachers: int, num_classes: int
+) -> Tensor:
+    """Each teacher's class scores on each query: the mean kernel to its own records of each class.
+
+    Arguments as :func:`kernel_votes`. Returns (k, m, C) in the kernel's dtype; teacher j's row
+    is computed from the kernel rows of its own records only.
+    """
     k = check_int("num_teachers", num_teachers, minimum=1)
     c = check_int("num_classes", num_classes, minimum=2)
     kernel = check_tensor("kernel", kernel, ndim=2, floating=True)
@@ -184,4 +202,4 @@ def kernel_votes(kernel: Tensor, labels: Tensor, shard_of: Tensor, *, num_teache
     scores = torch.zeros(m, k * c, dtype=kernel.dtype).index_add_(1, bins, kernel.T.contiguous())
     counts = torch.zeros(k * c, dtype=kernel.dtype).index_add_(0, bins, torch.ones_like(bins, dtype=kernel.dtype))
     scores = scores / counts.clamp(min=1)
-    return scores.view(m, k, c).argmax(-1).T.contiguous()  # (k, m)
+    return scores.view(m, k, c).transpose(0, 1)  # (k, m, C)

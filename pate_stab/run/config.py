@@ -20,6 +20,7 @@ from pate_stab.run.selection import check_query_selection
 
 __all__ = [
     "DATASETS",
+    "FEATURES",
     "PARTITION_KEYS",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
@@ -28,6 +29,16 @@ __all__ = [
 ]
 
 DATASETS = ("synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult")
+FEATURES = {
+    "raw": "the inputs as they are (flattened unless the teachers are CNNs)",
+    "pca": "PCA of the inputs fitted on the public pool (pca_dim components, optionally whitened)",
+    "scattering": "wavelet scattering (data-independent), standardised and reduced to pca_dim by a PCA fitted on "
+    "the public pool",
+    "ssl": "a SimCLR encoder trained on the public pool's images (no labels), its embedding standardised "
+    "(and reduced to pca_dim by a public PCA when pca_dim is smaller than the embedding)",
+}
+"""The run's feature stage (:mod:`pate_stab.features`): fitted on the public pool only, or on nothing."""
+TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate")
 RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
 """The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
 THREAT_MODELS = {
@@ -94,18 +105,27 @@ class TransferConfig:
     # (see teachers_changed): content keys + replace_one need group privacy over two teachers
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
     partition_key: Literal["content", "record_id"] = "content"
-    features: Literal["raw", "pca"] = "raw"
-    pca_dim: int = 50
+    features: Literal["raw", "pca", "scattering", "ssl"] = "raw"
+    pca_dim: int = 50  # pca: components of the inputs; scattering / ssl: of the public projection
     whiten: bool = True
+    scattering_j: int = 2  # scattering scales J (L = 8 angles)
+    ssl_epochs: int = 20  # ssl: SimCLR epochs on the public pool
     # teachers
     num_teachers: int = 250
-    teacher_model: Literal["logistic", "mlp", "cnn"] = "logistic"
+    # "propagate": label propagation over a kNN graph of the public pool's features (no training;
+    # pate_stab.teachers.PropagationTeachers); the graph_* settings below apply to it only
+    teacher_model: Literal["logistic", "mlp", "cnn", "propagate"] = "logistic"
     teacher_hidden: tuple[int, ...] = (64,)  # MLP widths, or the CNN's fully connected widths
     teacher_channels: tuple[int, int] = (64, 128)  # CNN only: the two convolution widths (PATE's)
     teacher_epochs: int = 20
     teacher_batch_size: int = 8
     teacher_lr: float = 1e-2
     teacher_weight_decay: float = 1e-3
+    graph_neighbors: int = 7  # propagate: kNN graph degree
+    graph_power: float = 1.0  # propagate: affinity exponent in max(cos, 0)^power
+    graph_alpha: float = 0.999  # propagate: propagation weight α in [0, 1)
+    graph_steps: int = 50  # propagate: terms of the series Σ (αS)^t
+    graph_pca_dim: int | None = 100  # propagate: public PCA of the features before the graph (None: none)
     # release
     aggregator: str = "stability"
     epsilon: float = 8.0
@@ -161,20 +181,36 @@ class TransferConfig:
             raise ValueError(f"neighbouring must be one of {choices}, got {self.neighbouring!r}")
         if self.partition_key not in PARTITION_KEYS:
             raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {self.partition_key!r}")
-        if self.features not in ("raw", "pca"):
-            raise ValueError(f"features must be 'raw' or 'pca', got {self.features!r}")
+        if self.features not in FEATURES:
+            raise ValueError(f"features must be one of {', '.join(FEATURES)}, got {self.features!r}")
+        if self.teacher_model not in TEACHER_MODELS:
+            raise ValueError(f"teacher_model must be one of {', '.join(TEACHER_MODELS)}, got {self.teacher_model!r}")
+        if self.teacher_model == "cnn" and self.features in ("scattering", "ssl"):
+            raise ValueError(f"CNN teachers need images; features={self.features!r} gives vectors")
         if self.stop_after not in (None, "teachers", "release"):
             raise ValueError(f"stop_after must be None, 'teachers' or 'release', got {self.stop_after!r}")
         if not self.run_name or "/" in self.run_name or self.run_name in (".", ".."):
             raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
         check_query_selection(self.query_selection)
-        for name in ("num_teachers", "num_queries", "max_unstable", "pca_dim", "selection_round_size"):
+        for name in (
+            "num_teachers", "num_queries", "max_unstable", "pca_dim", "selection_round_size", "scattering_j",
+            "ssl_epochs", "graph_neighbors",
+        ):  # fmt: skip
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         for name in ("epsilon", "delta", "dd_sigma"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+        if not isinstance(self.graph_steps, int) or self.graph_steps < 0:
+            raise ValueError(f"graph_steps must be a nonnegative integer, got {self.graph_steps!r}")
+        if self.graph_pca_dim is not None and (not isinstance(self.graph_pca_dim, int) or self.graph_pca_dim < 1):
+            raise ValueError(f"graph_pca_dim must be a positive integer or None, got {self.graph_pca_dim!r}")
+        p, a = self.graph_power, self.graph_alpha
+        if not isinstance(p, int | float) or not math.isfinite(p) or p <= 0:
+            raise ValueError(f"graph_power must be a positive finite number, got {p!r}")
+        if not isinstance(a, int | float) or not (0 <= a < 1):
+            raise ValueError(f"graph_alpha must lie in [0, 1), got {a!r}")
         if self.delta >= 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
         if not isinstance(self.dd_order, int | float) or not math.isfinite(self.dd_order) or self.dd_order <= 1:

@@ -3,7 +3,9 @@
 ``threat_model="public-pool"`` (BTT18 §4.2 scenario (i)): the whole training set is private and
 an unlabelled public pool comes from the same distribution. ``"label-only"`` (scenario (ii)):
 part of the training set has its labels discarded and becomes the public pool. Feature maps
-(PCA, standardisation) are fitted on the public pool only.
+(PCA, standardisation) are fitted on the public pool only; the extracted features (scattering,
+SSL) are computed later by :func:`pate_stab.run.features.extract_features`, once the run folder
+that caches them has been checked.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
         px, ux, ex = feats.transform(px), feats.transform(ux), feats.transform(ex)
         feature_map.update(feats.meta)
         feature_map["state"] = feats.state_dict()
-    elif config.teacher_model != "cnn":
+    elif config.features == "raw" and config.teacher_model != "cnn":
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
+    # scattering / ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
     return Task(px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map)

@@ -21,9 +21,12 @@ from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import NOT_IDENTITY, TransferConfig
 from pate_stab.run.data import Task, load_task
+from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
 from pate_stab.teachers import (
     ModelSpec,
     PoolVotes,
+    PropagationSpec,
+    PropagationTeachers,
     TeacherEnsemble,
     TrainConfig,
     partition_indices,
@@ -69,11 +72,12 @@ class Prepared:
     config: TransferConfig
     run_dir: Path
     task: Task
-    teachers: TeacherEnsemble
+    teachers: TeacherEnsemble | PropagationTeachers
     votes: PoolVotes
     timings: dict[str, float]
     resumed_teachers: bool
     generators: dict[str, torch.Generator]
+    resumed_features: bool | None = None  # scattering / ssl: read from the run folder's cache
 
 
 def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
@@ -101,7 +105,7 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
     timings: dict[str, float] = {}
     run_dir = config.run_dir
     # appended names get new seeds; the earlier ones keep theirs
-    names = ("data", "partition", "teachers", "release", "student", "bottom", "selection", "data_dependent")
+    names = ("data", "partition", "teachers", "release", "student", "bottom", "selection", "data_dependent", "features")
     root = seeded_generator(config.seed)
     gens = {n: torch.Generator().manual_seed(child_seed(root)) for n in names}
 
@@ -115,6 +119,11 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
     _check_run_dir(config, run_dir)
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
+    resumed_features = None
+    if config.features in EXTRACTED_FEATURES:
+        t0 = time.perf_counter()
+        task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
+        timings["features"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     if config.partition_key == "record_id":
@@ -125,6 +134,24 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
     timings["partition"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    if config.teacher_model == "propagate":
+        graph = PropagationSpec(
+            num_neighbors=config.graph_neighbors,
+            power=config.graph_power,
+            alpha=config.graph_alpha,
+            steps=config.graph_steps,
+            pca_dim=config.graph_pca_dim,
+        )
+        if task.public_x.dim() != 2:
+            shape = tuple(task.public_x.shape)
+            raise ValueError(f"propagate teachers need feature vectors, got inputs of shape {shape}")
+        # nothing is trained: the graph (public features only) and the private affinities are rebuilt
+        teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
+            task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph
+        )
+        timings["teachers"] = time.perf_counter() - t0
+        votes = PoolVotes(teachers, task.public_x, task.num_classes)
+        return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features)
     in_shape = tuple(task.private_x.shape[1:])
     spec = ModelSpec(
         config.teacher_model,
@@ -160,4 +187,4 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
         )
     timings["teachers"] = time.perf_counter() - t0
     votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress)
-    return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens)
+    return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens, resumed_features)

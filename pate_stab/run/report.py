@@ -130,7 +130,8 @@ def transfer_report(
             "evaluated_on": "evaluation split",
         },
         "wall_time_s": wall_times,
-        "resumed": {"teachers": prep.resumed_teachers, "release": release.reused},
+        "resumed": {"teachers": prep.resumed_teachers, "release": release.reused}
+        | ({} if prep.resumed_features is None else {"features": prep.resumed_features}),
         "ledger": {**ledger.report(), "spend_id": release.spend_id},
         "seed": config.seed,
     }

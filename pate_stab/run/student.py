@@ -21,7 +21,7 @@ from pate_stab.run.data import Task
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.selection import ConfidenceFn
 from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets, train_student
-from pate_stab.teachers import ModelSpec, TeacherEnsemble
+from pate_stab.teachers import ModelSpec, VotingTeachers
 
 __all__ = [
     "SELECTOR_MIN_STEPS",
@@ -146,7 +146,7 @@ def fit_student(
     return student, targets
 
 
-def teacher_accuracies(teachers: TeacherEnsemble, x: Tensor, y: Tensor, num_classes: int) -> tuple[float, float]:
+def teacher_accuracies(teachers: VotingTeachers, x: Tensor, y: Tensor, num_classes: int) -> tuple[float, float]:
     """Mean teacher accuracy and plurality-vote accuracy (ties to the lowest class) on (x, y)."""
     votes = teachers.predict_votes(x)  # (k, n)
     plurality = vote_histogram(votes, num_classes).argmax(-1)

@@ -13,9 +13,11 @@ order:
 4. evaluation and :func:`~pate_stab.run.report.transfer_report` → ``report.json``.
 
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
-on the public pool, if used), ``teachers/``, ``ledger.jsonl``, ``student.pt`` and ``report.json``.
+on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool,
+:mod:`pate_stab.run.features`), ``teachers/`` (trained heads; propagation teachers are rebuilt
+from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt`` and ``report.json``.
 
-Resume. Rerunning the same run folder reuses the trained teachers (``teachers/weights.pt``, or
+Resume. Rerunning the same run folder reuses the cached features, the trained teachers (``teachers/weights.pt``, or
 Lightning's ``last.ckpt`` of an interrupted fit) and the recorded release (the ledger stores the
 released outputs with the spend; a rerun replays them: no fresh selection or noise, no second
 spend). A rerun that changes only the student's settings refits the student (post-processing:

@@ -31,7 +31,8 @@ from pate_stab.teachers.partition import (
     record_keys_from_tensors,
     shard_of_records,
 )
-from pate_stab.teachers.pool_votes import PoolVotes
+from pate_stab.teachers.pool_votes import PoolVotes, VotingTeachers
+from pate_stab.teachers.propagation import PropagationSpec, PropagationTeachers
 from pate_stab.teachers.training import (
     TeacherEnsembleModule,
     TrainConfig,
@@ -43,12 +44,15 @@ __all__ = [
     "ModelSpec",
     "PateCNN",
     "PoolVotes",
+    "PropagationSpec",
+    "PropagationTeachers",
     "PublicFeatures",
     "StackedAdam",
     "StackedSGD",
     "TeacherEnsemble",
     "TeacherEnsembleModule",
     "TrainConfig",
+    "VotingTeachers",
     "build_model",
     "epoch_plan",
     "init_parameters",

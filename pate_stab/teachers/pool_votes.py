@@ -11,29 +11,42 @@ been asked for, so a test can check that no other point's votes were ever comput
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from pate_stab._validation import check_tensor
 from pate_stab.aggregation.votes import vote_histogram
-from pate_stab.teachers.ensemble import TeacherEnsemble
 
-__all__ = ["PoolVotes"]
+__all__ = ["PoolVotes", "VotingTeachers"]
+
+
+class VotingTeachers(Protocol):
+    """What :class:`PoolVotes` needs of an ensemble: trained heads
+    (:class:`~pate_stab.teachers.TeacherEnsemble`) or propagation teachers
+    (:class:`~pate_stab.teachers.PropagationTeachers`)."""
+
+    @property
+    def num_teachers(self) -> int: ...
+
+    def predict_votes(self, x: Tensor, *, progress: bool = False) -> Tensor: ...
+
+    def predict_scores(self, x: Tensor, *, binary: bool = False, progress: bool = False) -> Tensor: ...
 
 
 class PoolVotes:
     """Lazily computed vote histograms (hard labels) and class-1 scores (binary soft labels).
 
     Args:
-        teachers: the ensemble.
+        teachers: the ensemble (anything with ``num_teachers``, ``predict_votes``, ``predict_scores``).
         pool_x: (n, …) the public pool, in the teachers' input space.
         num_classes: C.
         progress: show a tqdm bar while votes are computed (see
             :func:`pate_stab.run.progress.default_progress`).
     """
 
-    def __init__(self, teachers: TeacherEnsemble, pool_x: Tensor, num_classes: int, *, progress: bool = False) -> None:
+    def __init__(self, teachers: VotingTeachers, pool_x: Tensor, num_classes: int, *, progress: bool = False) -> None:
         self.teachers = teachers
         self.progress = progress
         self.pool_x = pool_x
