@@ -165,8 +165,8 @@ def test_selection_reads_propagation_votes_only_of_points_the_releaser_processes
     events: list[tuple] = []
     real_votes, real_release = PropagationTeachers.predict_votes, StabilityReleaser.release
 
-    def spy_votes(self, x):
-        out = real_votes(self, x)
+    def spy_votes(self, x, **kwargs):
+        out = real_votes(self, x, **kwargs)
         events.append(("votes", x.clone(), out))
         return out
 
