@@ -33,7 +33,7 @@ import torch
 
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
 from pate_stab.privacy.events import PrivacyEvent
-from pate_stab.privacy.ledger import LedgerEntry, PrivacyLedger
+from pate_stab.privacy.ledger import PrivacyLedger
 
 __all__ = ["ABSTAIN", "ReleaseResult", "LedgerRelease", "inputs_digest"]
 
@@ -122,12 +122,10 @@ class LedgerRelease:
                 f"{self.queries_offered} offered so far, {m} more requested"
             )
 
-    def _recorded(self) -> LedgerEntry | None:
-        assert self.ledger is not None
-        for entry in self.ledger.entries():
-            if entry.spend_id == self.spend_id:
-                return entry
-        return None
+    def skip(self, m: int) -> None:
+        """Offer ``m`` queries to a releaser that has halted: nothing is tested, drawn or recorded."""
+        self.admit(m)
+        self.queries_offered += m
 
     def _refuse(self, why: str) -> ReplayedSpendError:
         return ReplayedSpendError(
@@ -168,7 +166,7 @@ class LedgerRelease:
             self.calls += 1
             return result, state, False
         digest = inputs_digest(inputs)
-        entry = self._recorded()
+        entry = self.ledger.entry(self.spend_id)
         index = self.calls
         if entry is not None and index < len(entry.outputs):
             output = self._replay(entry.outputs[index], digest)

@@ -268,8 +268,7 @@ class StabilityReleaser:
             raise ValueError("counts is empty (shape (0, C)): no query to release; nothing was spent")
         counts = counts.to(torch.int64)
         if self.halted:  # nothing is tested after the cutoff: no noise, nothing to record
-            self._spend.admit(m)
-            self._spend.queries_offered += m
+            self._spend.skip(m)
             return ReleaseResult(torch.full((m,), ABSTAIN, dtype=torch.int64), torch.full((m,), -1, dtype=torch.int8))
 
         def draw() -> tuple[ReleaseResult, dict[str, Any]]:

@@ -137,8 +137,7 @@ class SoftLabelReleaser:
         shifted_hist = shifted_gamma_histogram(scores, self.gamma)  # (m, 1/γ − 1)
         m = plain_hist.shape[0]
         if self.halted:  # nothing is tested after the cutoff: no noise, nothing to record
-            self._spend.admit(m)
-            self._spend.queries_offered += m
+            self._spend.skip(m)
             if self._replayed is not None:
                 self._replayed = {**self._replayed, "queries_seen": self._spend.queries_offered}
             return ReleaseResult(

@@ -623,6 +623,12 @@ class PrivacyLedger:
             self._sync()
             return list(self._spends.values())
 
+    def entry(self, spend_id: str) -> LedgerEntry | None:
+        """The recorded spend with this id (with its outputs and result), or None."""
+        with self._locked(exclusive=False):
+            self._sync()
+            return self._spends.get(spend_id)
+
     def ex_post_entries(self) -> list[LedgerEntry]:
         """Spends carrying a realised ex-post loss; these losses are reported, not summed into ε."""
         return [e for e in self.entries() if e.ex_post is not None]

@@ -25,13 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
-from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, data_dependent_figures
+from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger
@@ -165,14 +164,7 @@ def run_compare(
             acc_answered, acc_all = label_accuracy(release, prep.task.public_y[release.index])
             student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
             s = release.summary
-            seen = int(s.get("queries_seen", m))
-            processed = release.index[:seen]
-            has_dd = aggregator_spec(agg).data_dependent is not None
-            dd = data_dependent_figures(
-                agg, s, prep.votes.histograms(processed) if has_dd else torch.zeros(0, 2, dtype=torch.int64),
-                release.labels[:seen], delta=config.delta, teachers_changed=config.teachers_changed,
-                order=config.dd_order, sigma=config.dd_sigma, generator=dd_gens[i],
-            )  # fmt: skip
+            dd = release_data_dependent(prep, release, generator=dd_gens[i])
             rows.append(
                 {
                     "aggregator": agg,

@@ -29,8 +29,10 @@ from pate_stab.privacy.pate_analysis import (
     gnmax_data_dependent_rdp,
 )
 from pate_stab.privacy.pate_rdp import DEFAULT_ORDERS, rdp_to_epsilon
+from pate_stab.run.prepare import Prepared
+from pate_stab.run.release import Release
 
-__all__ = ["DATA_DEPENDENT_LABEL", "data_dependent_figures"]
+__all__ = ["DATA_DEPENDENT_LABEL", "data_dependent_figures", "release_data_dependent"]
 
 DATA_DEPENDENT_LABEL = {
     "epsilon": "data-independent ε (enforced against the budget)",
@@ -110,3 +112,21 @@ def data_dependent_figures(
         if kind == "lnmax":
             out["data_dependent_note"] = "raw only: no smooth-sensitivity analysis of LNMax"
     return out
+
+
+def release_data_dependent(prep: Prepared, release: Release, *, generator: torch.Generator) -> dict[str, Any]:
+    """:func:`data_dependent_figures` of one of a run's releases, with the run's settings.
+
+    The votes of the processed queries are read only for aggregators that have a data-dependent
+    analysis (the PATE baselines).
+    """
+    config, s = prep.config, release.summary
+    seen = int(s.get("queries_seen", release.index.numel()))
+    if aggregator_spec(release.aggregator).data_dependent is not None:
+        counts = prep.votes.histograms(release.index[:seen])
+    else:
+        counts = torch.zeros(0, 2, dtype=torch.int64)
+    return data_dependent_figures(
+        release.aggregator, s, counts, release.labels[:seen], delta=config.delta,
+        teachers_changed=config.teachers_changed, order=config.dd_order, sigma=config.dd_sigma, generator=generator,
+    )  # fmt: skip

@@ -94,7 +94,7 @@ def release_labels(
     if spec.binary_only and prep.task.num_classes != 2:
         raise ValueError(f"{aggregator} needs a binary task")
     spend_id = f"{config.run_name}:{aggregator}:eps={epsilon:g}"
-    recorded = {e.spend_id: e for e in ledger.entries()}.get(spend_id)
+    recorded = ledger.entry(spend_id)
     if recorded is not None and recorded.has_result:
         return _replay(prep, aggregator, spec.soft, spend_id, recorded.result)
     if config.query_selection != "first" and selection_generator is None:

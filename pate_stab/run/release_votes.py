@@ -239,7 +239,7 @@ def release_votes(
         neighbouring=neighbouring,
     ) as ledger:  # fmt: skip
         digest = inputs_digest(votes)
-        recorded = {e.spend_id: e for e in ledger.entries()}.get(spend_id)
+        recorded = ledger.entry(spend_id)
         if recorded is not None and recorded.has_result:
             payload = recorded.result
             if payload.get("votes_digest") != digest:

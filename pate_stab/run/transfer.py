@@ -33,9 +33,8 @@ from typing import Any
 
 import torch
 
-from pate_stab.aggregation.registry import aggregator_spec
 from pate_stab.run.config import TransferConfig
-from pate_stab.run.data_dependent import data_dependent_figures
+from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import open_ledger, transfer_report
@@ -99,14 +98,8 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
             "plurality": plurality,
             "student": student.accuracy(task.eval_x, task.eval_y),
         }
-        seen = int(release.summary.get("queries_seen", release.index.numel()))
-        has_dd = aggregator_spec(config.aggregator).data_dependent is not None
-        data_dependent = data_dependent_figures(  # reported beside the enforced data-independent ε
-            config.aggregator, release.summary,
-            prep.votes.histograms(release.index[:seen]) if has_dd else torch.zeros(0, 2, dtype=torch.int64),
-            release.labels[:seen], delta=config.delta, teachers_changed=config.teachers_changed,
-            order=config.dd_order, sigma=config.dd_sigma, generator=prep.generators["data_dependent"],
-        )  # fmt: skip
+        # PATE's data-dependent ε, reported beside the enforced data-independent ε
+        data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
         prep.timings["evaluation"] = time.perf_counter() - t0
         report = transfer_report(
             prep,
