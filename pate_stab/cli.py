@@ -68,8 +68,11 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--releaser-noise", "releaser_noise", str, "seeded (reproducible) or secure (OS randomness; stability releasers)"),
     ("--neighbouring", "neighbouring", str, "add_remove (default) or replace_one: the guarantee's relation"),
     ("--partition-key", "partition_key", str, "content (default) or record_id; replace_one + content = 2 teachers"),
-    ("--query-selection", "query_selection", str, "first (pool order) or student-confidence (see selection.py)"),
-    ("--selection-round-size", "selection_round_size", int, "student-confidence: first and smallest round"),
+    ("--query-selection", "query_selection", str, "first (pool order), student-confidence or spread (selection.py)"),
+    ("--selection-round-size", "selection_round_size", int, "student-confidence / spread: first and smallest round"),
+    ("--selection-coverage", "selection_coverage", float, "spread: share of a round for uncovered confident points"),
+    ("--student-method", "student_method", str, "supervised, spread (label spreading) or fixmatch (CNN on images)"),
+    ("--fixmatch-steps", "fixmatch_steps", int, "fixmatch: optimiser steps (default: the preset's)"),
     ("--bottom", "bottom", str, "drop or random: what the student does with ⊥"),
     ("--pseudo-label-rounds", "pseudo_label_rounds", int, "semi-supervised rounds on the unlabelled pool"),
     ("--student-model", "student_model", str, "logistic, mlp or cnn"),
@@ -110,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--config", type=Path, help="recipe YAML")
     compare.add_argument("--epsilons", type=float, nargs="+", default=None, help="target ε values")
     compare.add_argument("--aggregators", nargs="+", default=None, help="subset of aggregators")
+    compare.add_argument(
+        "--repeats", type=int, default=None, help="releases per (aggregator, ε), each its own spend: mean and spread"
+    )
     _add_config_flags(compare)
     for p in (transfer, compare):
         p.add_argument("--export-votes", type=Path, default=None, metavar="FILE.npy",
@@ -229,6 +235,7 @@ def _print_report(r: dict[str, Any]) -> None:
         ("privacy relation", _relation_line(r.get("privacy"))),
         ("label accuracy (answered)", _fmt(r["label_accuracy_answered"])),
         ("student test accuracy", _fmt(r["student"]["test_accuracy"])),
+        ("student acc, unlabelled pool", _fmt(r["student"].get("unlabelled_pool_accuracy"))),
         ("wall time (s)", " ".join(f"{k}={v:.1f}" for k, v in r["wall_time_s"].items())),
         ("report", str(Path(r["run_dir"]) / "report.json")),
         ("ledger", r["ledger"]["path"]),
@@ -337,7 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             epsilons = args.epsilons or compare_opts.get("epsilons") or [config.epsilon]
             aggregators = args.aggregators or compare_opts.get("aggregators")
-            out = run_compare(config, epsilons=epsilons, aggregators=aggregators)
+            repeats = args.repeats or compare_opts.get("repeats") or 1
+            out = run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats)
             print(
                 f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
                 f"(query selection: {config.query_selection}), δ={config.delta:g}; "

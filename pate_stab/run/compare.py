@@ -27,6 +27,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from pate_stab._validation import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
@@ -35,9 +36,9 @@ from pate_stab.run.prepare import prepare
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger
 from pate_stab.run.selection import SELECTION_PRIVACY
-from pate_stab.run.student import fit_student, teacher_accuracies
+from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 
-__all__ = ["run_compare", "format_rows", "plot_rows"]
+__all__ = ["format_rows", "format_summary", "plot_rows", "run_compare", "summarise_rows"]
 
 _COLUMNS = (  # (row key, header, format, width)
     ("aggregator", "aggregator", "{:<16}", 16),
@@ -73,17 +74,75 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+_SUMMARY_KEYS = ("answered", "label_acc", "student_acc", "student_acc_unlabelled_pool")
+
+
+def summarise_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (aggregator, target ε) over its repeated releases: mean, sample standard
+    deviation, min and max of :data:`_SUMMARY_KEYS` (None where no repeat has the value)."""
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["aggregator"], r["target_epsilon"]), []).append(r)
+    out = []
+    for (agg, eps), group in groups.items():
+        row: dict[str, Any] = {"aggregator": agg, "target_epsilon": eps, "epsilon": group[0]["epsilon"],
+                               "repeats": len(group)}  # fmt: skip
+        for key in _SUMMARY_KEYS:
+            values = [float(r[key]) for r in group if r.get(key) is not None]
+            if not values:
+                row.update({key: None, f"{key}_sd": None, f"{key}_min": None, f"{key}_max": None})
+                continue
+            mean = math.fsum(values) / len(values)
+            sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+            row.update({key: mean, f"{key}_sd": sd, f"{key}_min": min(values), f"{key}_max": max(values)})
+        out.append(row)
+    return out
+
+
+def format_summary(summary: Sequence[dict[str, Any]]) -> str:
+    """Text table of :func:`summarise_rows`: mean ± sd [min, max] over the repeats."""
+
+    def cell(r: dict[str, Any], key: str, digits: int) -> str:
+        if r.get(key) is None:
+            return "-"
+        mean, sd, low, high = (r[key + suffix] for suffix in ("", "_sd", "_min", "_max"))
+        return f"{mean:.{digits}f} ± {sd:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+    head = (
+        f"{'aggregator':<16} {'ε':>6} {'n':>2}  {'answered':<26} {'student_acc':<32} "
+        f"{'student_acc unlabelled pool':<32}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in summary:
+        lines.append(
+            f"{r['aggregator']:<16} {r['target_epsilon']:>6.2f} {r['repeats']:>2}  {cell(r, 'answered', 1):<26} "
+            f"{cell(r, 'student_acc', 4):<32} {cell(r, 'student_acc_unlabelled_pool', 4):<32}"
+        )
+    lines.append("mean ± sample sd [min, max] over repeated releases (same teachers, fresh noise and selection)")
+    return "\n".join(lines)
+
+
 def plot_rows(rows: Sequence[dict[str, Any]], path: Path, *, title: str, reference: float | None = None) -> Path:
-    """Student test accuracy vs target ε, one line per aggregator (matplotlib, Agg backend)."""
+    """Student test accuracy vs target ε, one line per aggregator (matplotlib, Agg backend).
+
+    With repeated releases, the line is the mean and the error bar the min–max range.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    summary = summarise_rows(rows)
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name in dict.fromkeys(r["aggregator"] for r in rows):
-        pts = sorted((r["target_epsilon"], r["student_acc"]) for r in rows if r["aggregator"] == name)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    for name in dict.fromkeys(r["aggregator"] for r in summary):
+        pts = sorted(
+            (r["target_epsilon"], r["student_acc"], r["student_acc_min"], r["student_acc_max"])
+            for r in summary
+            if r["aggregator"] == name and r["student_acc"] is not None
+        )
+        x, mean = [p[0] for p in pts], [p[1] for p in pts]
+        err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
+        ax.errorbar(x, mean, yerr=err, marker="o", capsize=3, label=name)
     if reference is not None:
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
     ax.set_xscale("log")
@@ -103,9 +162,12 @@ def run_compare(
     *,
     epsilons: Sequence[float],
     aggregators: Sequence[str] | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
     """Release the same votes with every aggregator at every ε, train a student on each release.
 
+    ``repeats`` > 1 releases every (aggregator, ε) that many times, each a separate spend with
+    its own noise, selection and student; the summary gives mean, spread and range per setting.
     Writes ``compare.json``, ``compare.txt`` and ``compare.png`` in the run folder.
 
     Returns:
@@ -125,7 +187,9 @@ def run_compare(
             "stability-soft needs a binary task)"
         )
     k, m = config.num_teachers, config.num_queries
-    plan = [(float(e), a) for e in epsilons for a in aggregators]
+    repeats = check_int("repeats", repeats, minimum=1)
+    # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
+    plan = [(float(e), a, r) for r in range(repeats) for e in epsilons for a in aggregators]
     release_gens = spawn_generators(prep.generators["release"], len(plan))
     student_gens = spawn_generators(prep.generators["student"], len(plan))
     bottom_gens = spawn_generators(prep.generators["bottom"], len(plan))
@@ -135,7 +199,7 @@ def run_compare(
     ledger = open_ledger(
         prep.run_dir,
         run_name=config.run_name,
-        budget_epsilon=math.fsum(e for e, _ in plan),
+        budget_epsilon=math.fsum(e for e, _, _ in plan),
         budget_delta=config.delta * len(plan),
         neighbouring=config.neighbouring,
     )
@@ -144,7 +208,7 @@ def run_compare(
     )
     rows: list[dict[str, Any]] = []
     try:
-        for i, (eps, agg) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
+        for i, (eps, agg, rep) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
             note = ""
             needed: dict[str, Any] = {}
             status = answerability(agg, config.aggregator_settings(eps))
@@ -160,14 +224,17 @@ def run_compare(
                 epsilon=eps,
                 generator=release_gens[i],
                 selection_generator=selection_gens[i],
+                repeat=rep,
             )
             acc_answered, acc_all = label_accuracy(release, prep.task.public_y[release.index])
             student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
             s = release.summary
             dd = release_data_dependent(prep, release, generator=dd_gens[i])
+            accuracy = student_accuracies(prep, student, release)
             rows.append(
                 {
                     "aggregator": agg,
+                    "repeat": rep,
                     "calibration": s.get("calibration", "data-independent"),
                     "target_epsilon": eps,
                     "epsilon": s["epsilon"],
@@ -180,7 +247,9 @@ def run_compare(
                     "label_acc": acc_answered,
                     "label_acc_all": acc_all,
                     "student_trained_on": int(targets.index.numel()),
-                    "student_acc": student.accuracy(prep.task.eval_x, prep.task.eval_y),
+                    "student_acc": accuracy["student"],
+                    "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
+                    "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
                     "spend_id": release.spend_id,
                     "reused": release.reused,
                     **dd,
@@ -188,12 +257,13 @@ def run_compare(
                     "note": note,
                 }
             )
-        table = format_rows(rows)
+        summary = summarise_rows(rows)
+        table = format_rows(rows) + ("\n\n" + format_summary(summary) if repeats > 1 else "")
         plot = plot_rows(
             rows,
             prep.run_dir / "compare.png",
             title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m} ({config.query_selection}), "
-            f"δ={config.delta:g}",
+            f"{config.student_method} student, δ={config.delta:g}" + (f", {repeats} releases" if repeats > 1 else ""),
             reference=plurality,
         )
         out = {
@@ -214,6 +284,9 @@ def run_compare(
             "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},
             "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality},
             "rows": rows,
+            "summary": summary,
+            "repeats": repeats,
+            "student": {"model": config.student_model, "method": config.student_method},
             "ledger": ledger.report(),
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
             "plot": str(plot),

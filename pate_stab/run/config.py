@@ -24,6 +24,7 @@ __all__ = [
     "PARTITION_KEYS",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
+    "STUDENT_METHODS",
     "THREAT_MODELS",
     "TransferConfig",
 ]
@@ -70,7 +71,18 @@ STUDENT_FIELDS = (
     "bottom",
     "pseudo_label_rounds",
     "pseudo_label_threshold",
+    "student_method",
+    "spread_threshold",
+    "fixmatch_preset",
+    "fixmatch_steps",
 )
+STUDENT_METHODS = {
+    "supervised": "student_model on the answered queries (plus pseudo_label_rounds of self-training on the pool)",
+    "spread": "label spreading of the answered labels over the public pool's kNN graph; student_model trained "
+    "on the answered queries and the pool points the spread labels with share ≥ spread_threshold",
+    "fixmatch": "a CNN on the public images: answered queries labelled, the rest of the pool unlabelled, "
+    "FixMatch consistency (weak/strong augmentation, confidence threshold)",
+}
 # reporting only: PATE's data-dependent ε of the baselines (see pate_stab.run.data_dependent)
 REPORT_FIELDS = ("dd_order", "dd_sigma")
 NOT_IDENTITY = (
@@ -144,7 +156,8 @@ class TransferConfig:
     # which public inputs are queried: "first" (pool order) or "student-confidence" (rounds chosen
     # from public data and released labels; see pate_stab.run.selection)
     query_selection: str = "first"
-    selection_round_size: int = 20  # student-confidence: first round's size and smallest round
+    selection_round_size: int = 20  # student-confidence / spread: first round's size and smallest round
+    selection_coverage: float = 0.25  # spread: share of each round for confident, not yet covered points
     # student
     student_model: Literal["logistic", "mlp", "cnn"] = "mlp"
     student_hidden: tuple[int, ...] = (64,)
@@ -155,6 +168,10 @@ class TransferConfig:
     bottom: Literal["drop", "random"] = "drop"
     pseudo_label_rounds: int = 0
     pseudo_label_threshold: float = 0.95
+    student_method: str = "supervised"  # one of STUDENT_METHODS
+    spread_threshold: float = 0.5  # spread: least class share of a spread pseudo-label
+    fixmatch_preset: Literal["cpu", "gpu"] = "cpu"  # fixmatch: pate_stab.student.FixMatchConfig preset
+    fixmatch_steps: int | None = None  # fixmatch: optimiser steps (None: the preset's)
     # PATE's data-dependent ε of the baselines, reported beside the enforced data-independent ε:
     # the smooth-sensitivity sanitisation's Rényi order and noise multiplier, fixed before any vote
     dd_order: float = 10.0
@@ -211,6 +228,16 @@ class TransferConfig:
             raise ValueError(f"graph_power must be a positive finite number, got {p!r}")
         if not isinstance(a, int | float) or not (0 <= a < 1):
             raise ValueError(f"graph_alpha must lie in [0, 1), got {a!r}")
+        if self.student_method not in STUDENT_METHODS:
+            raise ValueError(f"student_method must be one of {', '.join(STUDENT_METHODS)}, got {self.student_method!r}")
+        if self.fixmatch_preset not in ("cpu", "gpu"):
+            raise ValueError(f"fixmatch_preset must be 'cpu' or 'gpu', got {self.fixmatch_preset!r}")
+        if self.fixmatch_steps is not None and (not isinstance(self.fixmatch_steps, int) or self.fixmatch_steps < 1):
+            raise ValueError(f"fixmatch_steps must be a positive integer or None, got {self.fixmatch_steps!r}")
+        for name in ("selection_coverage", "spread_threshold"):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not (0 <= v <= 1):
+                raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
         if self.delta >= 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
         if not isinstance(self.dd_order, int | float) or not math.isfinite(self.dd_order) or self.dd_order <= 1:

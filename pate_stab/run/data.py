@@ -47,6 +47,10 @@ class Task:
     num_classes: int
     threat_model: str
     feature_map: dict[str, Any] = field(default_factory=dict)
+    # the public pool's and the evaluation split's images, kept when the inputs above are
+    # features of them (the fixmatch student trains on images); None for non-image data
+    public_images: Tensor | None = None
+    eval_images: Tensor | None = None
 
 
 def _require_dir(config: TransferConfig) -> Path:
@@ -99,6 +103,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
             raise ValueError("label_only_pool leaves no records for the teachers")
         pool, keep = random_split_indices(px.shape[0], [n_pool, px.shape[0] - n_pool], generator=generator)
         ux, uy, px, py = px[pool], py[pool], px[keep], py[keep]
+    images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
     feature_map: dict[str, Any] = {"kind": config.features}
     if config.dataset == "adult":
         # z-scores with statistics of the public pool only (never of the private part)
@@ -113,4 +118,4 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
     elif config.features == "raw" and config.teacher_model != "cnn":
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
     # scattering / ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
-    return Task(px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map)
+    return Task(px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images)

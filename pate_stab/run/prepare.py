@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from pate_stab.aggregation.registry import aggregator_spec, answerability
+from pate_stab.features.propagation import PoolGraph
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import NOT_IDENTITY, TransferConfig
 from pate_stab.run.data import Task, load_task
@@ -34,7 +35,7 @@ from pate_stab.teachers import (
     train_teachers,
 )
 
-__all__ = ["BudgetTooSmallError", "Prepared", "check_answerable", "prepare"]
+__all__ = ["BudgetTooSmallError", "Prepared", "check_answerable", "pool_graph", "prepare"]
 
 
 class BudgetTooSmallError(ValueError):
@@ -78,6 +79,22 @@ class Prepared:
     resumed_teachers: bool
     generators: dict[str, torch.Generator]
     resumed_features: bool | None = None  # scattering / ssl: read from the run folder's cache
+    graph: PoolGraph | None = None  # the public pool's kNN graph, built on first use (pool_graph)
+
+
+def pool_graph(prep: Prepared) -> PoolGraph:
+    """The public pool's kNN graph (public features only): the propagation teachers' own graph, or
+    one built with the run's ``graph_*`` settings on the pool's (flattened) inputs, once per run."""
+    if prep.graph is None:
+        if isinstance(prep.teachers, PropagationTeachers):
+            prep.graph = prep.teachers.graph
+        else:
+            c = prep.config
+            prep.graph = PoolGraph(
+                num_neighbors=c.graph_neighbors, power=c.graph_power, alpha=c.graph_alpha, steps=c.graph_steps,
+                pca_dim=c.graph_pca_dim,
+            ).fit(prep.task.public_x.flatten(1).float())  # fmt: skip
+    return prep.graph
 
 
 def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:

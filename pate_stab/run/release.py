@@ -29,7 +29,7 @@ from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.selection import SELECTION_PRIVACY, release_in_rounds
-from pate_stab.run.student import selector_confidence
+from pate_stab.run.student import selector_confidence, selector_spread
 
 __all__ = ["Release", "label_accuracy", "release_labels", "selection_report"]
 
@@ -77,6 +77,7 @@ def release_labels(
     epsilon: float,
     generator: torch.Generator,
     selection_generator: torch.Generator | None = None,
+    repeat: int = 0,
 ) -> Release:
     """Run one aggregator on the run's queries, spending through ``ledger`` (or replay its record).
 
@@ -88,12 +89,14 @@ def release_labels(
         generator: the aggregator's noise (the stability releasers ignore it in secure mode).
         selection_generator: randomness of the selection (k-means start, selector training);
             required unless ``query_selection == "first"``.
+        repeat: which repetition of this (aggregator, ε) release (a separate spend; its spend id
+            ends in ``:rep=<repeat>`` from the second on).
     """
     config = prep.config
     spec = aggregator_spec(aggregator)
     if spec.binary_only and prep.task.num_classes != 2:
         raise ValueError(f"{aggregator} needs a binary task")
-    spend_id = f"{config.run_name}:{aggregator}:eps={epsilon:g}"
+    spend_id = f"{config.run_name}:{aggregator}:eps={epsilon:g}" + (f":rep={repeat}" if repeat else "")
     recorded = ledger.entry(spend_id)
     if recorded is not None and recorded.has_result:
         return _replay(prep, aggregator, spec.soft, spend_id, recorded.result)
@@ -119,7 +122,11 @@ def release_labels(
             strategy=config.query_selection,
             release=release,
             halted=lambda: rel.halted,
-            confidence=None if selection_generator is None else selector_confidence(prep, selection_generator),
+            confidence=selector_confidence(prep, selection_generator)
+            if selection_generator is not None and config.query_selection == "student-confidence"
+            else None,
+            spread=selector_spread(prep) if config.query_selection == "spread" else None,
+            coverage=config.selection_coverage,
             round_size=config.selection_round_size,
             max_unstable=config.max_unstable if spec.halts else None,  # the baselines never halt
             generator=selection_generator,
@@ -134,6 +141,8 @@ def release_labels(
     selection: dict[str, Any] = {"strategy": config.query_selection, "offered": offered, "rounds": selected.rounds}
     if config.query_selection != "first":
         selection["round_size"] = config.selection_round_size
+        if config.query_selection == "spread":
+            selection["coverage"] = config.selection_coverage
         selection["index"] = selected.index.tolist()
     stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
     ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})

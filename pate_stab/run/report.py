@@ -15,7 +15,7 @@ from typing import Any
 from torch import Tensor
 
 from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.run.config import THREAT_MODELS
+from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import Release, selection_report
 from pate_stab.student import StudentTargets
@@ -121,8 +121,14 @@ def transfer_report(
             "config": student.config.to_dict(),
             "bottom": config.bottom,
             "trained_on": int(targets.index.numel()),
+            "method": config.student_method,
+            "method_description": STUDENT_METHODS[config.student_method],
             "history": student.history,
             "test_accuracy": student_acc,
+            # pool points that received no released label (never queried, or ⊥); true labels read
+            # for this measurement only
+            "unlabelled_pool_accuracy": accuracies.get("student_unlabelled_pool"),
+            "unlabelled_pool_size": accuracies.get("unlabelled_pool_size"),
         },
         "teachers": {
             "mean_accuracy": teacher_mean,

@@ -28,6 +28,19 @@ strategies:
     is exhausted; a halted stability releaser answers nothing more, so no further query is
     offered to it.
 
+``"spread"``
+    the same rounds (k-means representatives first, the same round sizes and class discovery),
+    but the selector is label spreading over the public pool's kNN graph
+    (:func:`pate_stab.student.spreading.spread_labels`) instead of a trained model: the answered
+    labels and the ⊥ answers are spread, ⊥ as an extra class, so points near earlier ⊥ — where
+    the teachers disagree — are avoided, and points whose neighbourhood was answered are
+    preferred. A round takes the points whose spread puts the most weight on one real class,
+    the best of each predicted class in turn, skipping points whose strongest class is ⊥. To fight
+    the bias towards the easiest, most typical points, a share ``coverage`` of each round goes
+    to confident points (real-class share at least ``COVERAGE_CONFIDENCE``) that the spread
+    reaches with the least mass: points far, along the graph, from every labelled point — the
+    regions the labelled set does not cover yet, where the ensemble is still likely to agree.
+
 Privacy. The selection is post-processing. Its only inputs are the public pool, the generator
 (independent of the data) and the releaser's outputs on the queries already processed (labels
 and ⊥). The teachers' votes are never an input: :func:`release_in_rounds` receives a ``release``
@@ -56,7 +69,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_generator, check_int, check_tensor
+from pate_stab._validation import check_generator, check_int, check_real, check_tensor
 
 __all__ = [
     "QUERY_SELECTIONS",
@@ -64,12 +77,14 @@ __all__ = [
     "SelectionResult",
     "check_query_selection",
     "confident_per_class",
+    "per_class_order",
     "kmeans_representatives",
     "next_round_size",
     "release_in_rounds",
 ]
 
-QUERY_SELECTIONS = ("first", "student-confidence")
+QUERY_SELECTIONS = ("first", "student-confidence", "spread")
+COVERAGE_CONFIDENCE = 0.9  # "spread": least real-class share of a coverage pick
 REPRESENTATIVES_PER_ROUND = 5  # k-means representatives computed: this many times round_size
 SELECTION_PRIVACY = (
     "post-processing: queries are chosen from the public pool and the outputs already released; "
@@ -80,6 +95,9 @@ SELECTION_PRIVACY = (
 
 # (queried positions, their released outputs, candidate positions) → (n_candidates, C) probabilities
 ConfidenceFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+# (queried positions, their released outputs) → over the whole pool: (n, C + 1) spread shares, the
+# last column ⊥'s, and (n,) the spread's mass
+SpreadFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 
 
 def check_query_selection(name: Any) -> str:
@@ -162,12 +180,25 @@ def confident_per_class(proba: Tensor, size: int) -> Tensor:
     row order.
     """
     proba = check_tensor("proba", proba, ndim=2, floating=True, nonempty=False)
-    size = min(check_int("size", size, minimum=0), proba.shape[0])
     confidence, guess = proba.max(1)
+    return per_class_order(guess, confidence, size, num_classes=proba.shape[1])
+
+
+def per_class_order(guess: Tensor, score: Tensor, size: int, *, num_classes: int) -> Tensor:
+    """Positions of ``size`` rows: the highest ``score`` of each class of ``guess`` in turn.
+
+    Classes take turns (class 0's best row, class 1's, …, then each class's second, …); a class
+    with no rows left is skipped. Ties keep row order.
+    """
+    guess = check_tensor("guess", guess, ndim=1, floating=False, nonempty=False)
+    score = check_tensor("score", score, ndim=1, floating=True, nonempty=False)
+    if guess.shape != score.shape:
+        raise ValueError(f"guess has {guess.numel()} rows, score {score.numel()}")
+    size = min(check_int("size", size, minimum=0), guess.shape[0])
     queues = []
-    for c in range(proba.shape[1]):
+    for c in range(num_classes):
         rows = torch.nonzero(guess == c).flatten()
-        queues.append(rows[confidence[rows].argsort(descending=True, stable=True)].tolist())
+        queues.append(rows[score[rows].argsort(descending=True, stable=True)].tolist())
     picks: list[int] = []
     depth = 0
     while len(picks) < size:
@@ -176,6 +207,40 @@ def confident_per_class(proba: Tensor, size: int) -> Tensor:
                 picks.append(queue[depth])
         depth += 1
     return torch.tensor(picks, dtype=torch.int64)
+
+
+@dataclass(frozen=True)
+class _Picks:
+    index: Tensor
+    coverage: int
+
+
+def _spread_picks(real: Tensor, bottom: Tensor, mass: Tensor, size: int, *, coverage: float) -> _Picks:
+    """Rows to query given spread shares: real (n, C), bottom (n,) ⊥'s share, mass (n,).
+
+    A row is eligible when its strongest class is a real class (not ⊥). First ``⌈coverage·size⌉``
+    rows among the eligible with a real-class share ≥ :data:`COVERAGE_CONFIDENCE`, least mass
+    first; then the eligible by real-class share; then, if the round is not full, the rest by
+    real-class share minus ⊥'s. Each group is taken class by class (:func:`per_class_order`).
+    """
+    size = min(size, real.shape[0])
+    num_classes = real.shape[1]
+    confidence, guess = real.max(1)
+    eligible = confidence > bottom
+    picked = torch.zeros(real.shape[0], dtype=torch.bool)
+    order: list[Tensor] = []
+
+    def take(mask: Tensor, score: Tensor, count: int) -> int:
+        rows = torch.nonzero(mask & ~picked).flatten()
+        chosen = rows[per_class_order(guess[rows], score[rows], count, num_classes=num_classes)]
+        picked[chosen] = True
+        order.append(chosen)
+        return int(chosen.numel())
+
+    covered = take(eligible & (confidence >= COVERAGE_CONFIDENCE), -mass, math.ceil(coverage * size))
+    taken = covered + take(eligible, confidence, size - covered)
+    take(~eligible, confidence - bottom, size - taken)
+    return _Picks(torch.cat(order), covered)
 
 
 def next_round_size(*, round_size: int, bottom_left: int, last_bottom: int, last_size: int) -> int:
@@ -197,6 +262,8 @@ def release_in_rounds(
     release: Callable[[Tensor], Tensor],
     halted: Callable[[], bool],
     confidence: ConfidenceFn | None = None,
+    spread: SpreadFn | None = None,
+    coverage: float = 0.0,
     round_size: int = 20,
     max_unstable: int | None = None,
     generator: torch.Generator | None = None,
@@ -215,6 +282,10 @@ def release_in_rounds(
         confidence: for "student-confidence": (queried positions, released outputs, candidate
             positions) → class probabilities of the candidates, from a model fitted on the
             answered queries only.
+        spread: for "spread": (queried positions, released outputs) → the spread's shares over
+            the whole pool, (n, C + 1) with ⊥ last, and its (n,) mass.
+        coverage: for "spread": share of each round (after class discovery) given to confident
+            points the spread reaches with the least mass, in [0, 1].
         round_size: size of round 0 and the smallest later round.
         max_unstable: T, the ⊥ the releaser allows before halting (paces the rounds); None for
             an aggregator that never halts (each round then doubles the queries offered).
@@ -243,8 +314,11 @@ def release_in_rounds(
     if max_unstable is not None:
         max_unstable = check_int("max_unstable", max_unstable, minimum=1)
     gen = check_generator(generator)
-    if confidence is None:
+    if strategy == "student-confidence" and confidence is None:
         raise TypeError("strategy 'student-confidence' needs a confidence function")
+    if strategy == "spread" and spread is None:
+        raise TypeError("strategy 'spread' needs a spread function")
+    coverage = check_real("coverage", coverage, low=0.0, high=1.0)
     flat = pool_x.flatten(1)
     # typical points spread over the pool, in k-means++ order (public data only)
     representatives = kmeans_representatives(flat, REPRESENTATIVES_PER_ROUND * round_size, generator=gen)
@@ -267,7 +341,15 @@ def release_in_rounds(
             record: dict[str, Any] = {"criterion": "k-means representatives"}
         else:
             index_so_far, labels_so_far = torch.cat(index_parts), torch.cat(label_parts)
-            proba = confidence(index_so_far, labels_so_far, candidates)  # (n_candidates, C)
+            if spread is not None and strategy == "spread":
+                shares, mass = spread(index_so_far, labels_so_far)  # (n, C + 1), (n,)
+                if shares.shape[0] != n or mass.shape != (n,):
+                    shapes = f"{tuple(shares.shape)}, {tuple(mass.shape)}"
+                    raise ValueError(f"spread returned shapes {shapes} for a pool of {n}")
+                proba = shares[candidates, :-1]  # (n_candidates, C): real classes
+            else:
+                assert confidence is not None
+                proba = confidence(index_so_far, labels_so_far, candidates)  # (n_candidates, C)
             if proba.shape[0] != candidates.numel():
                 raise ValueError(f"confidence returned {proba.shape[0]} rows for {candidates.numel()} candidates")
             # classes without an answered query cannot be predicted: look for them among the
@@ -280,8 +362,14 @@ def release_in_rounds(
             novelty = torch.cdist(flat[free].double(), flat[answered_index].double()).min(1).values
             explored = free[novelty.argsort(descending=True, stable=True)[:explore]]
             rest = ~torch.isin(candidates, explored)
-            pick = torch.cat([explored, candidates[rest][confident_per_class(proba[rest], size - explore)]])
-            record = {"criterion": "confidence per class", "explored": int(explore)}
+            if strategy == "spread":
+                rows = _spread_picks(proba[rest], shares[candidates[rest], -1], mass[candidates[rest]],
+                                     size - explore, coverage=coverage)  # fmt: skip
+                pick = torch.cat([explored, candidates[rest][rows.index]])
+                record = {"criterion": "spread per class", "explored": int(explore), "coverage": rows.coverage}
+            else:
+                pick = torch.cat([explored, candidates[rest][confident_per_class(proba[rest], size - explore)]])
+                record = {"criterion": "confidence per class", "explored": int(explore)}
         labels = release(pick)
         if labels.shape != pick.shape:
             raise ValueError(f"release returned shape {tuple(labels.shape)} for {pick.numel()} queries")

@@ -1,9 +1,22 @@
 """The student (BTT18 Alg 5): trained on the queried public inputs and their released labels.
 
 Post-processing of the release: only public tensors are passed on — the queries, the released
-labels and (semi-supervised mode) the unlabelled rest of the public pool. The selector of
-``query_selection="student-confidence"`` is the student's architecture too
-(:func:`selector_confidence`), fitted on the answered queries only.
+labels and the unlabelled rest of the public pool. ``student_method`` chooses how the pool is
+used (:data:`~pate_stab.run.config.STUDENT_METHODS`):
+
+- ``"supervised"``: the student's architecture on the answered queries, then
+  ``pseudo_label_rounds`` of self-training on the rest of the pool;
+- ``"spread"``: the answered labels are spread over the public pool's kNN graph
+  (:func:`pate_stab.student.spreading.spread_labels`); the student trains on the answered
+  queries plus every other pool point whose spread gives one class a share of at least
+  ``spread_threshold`` (then the same self-training rounds, if any). ⊥ queries are pool points
+  like the others: they take the label their neighbourhood's answers give them, or none;
+- ``"fixmatch"``: a CNN on the pool's images (:func:`pate_stab.student.train_fixmatch`): the
+  answered queries labelled, every other pool point (⊥ queries included) unlabelled.
+
+The selectors of ``query_selection`` are post-processing too: ``"student-confidence"`` fits the
+student's architecture on the answered queries (:func:`selector_confidence`); ``"spread"``
+spreads the answered labels and the ⊥ over the pool graph (:func:`selector_spread`).
 """
 
 from __future__ import annotations
@@ -18,9 +31,10 @@ from torch import Tensor
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.data import Task
-from pate_stab.run.prepare import Prepared
-from pate_stab.run.selection import ConfidenceFn
+from pate_stab.run.prepare import Prepared, pool_graph
+from pate_stab.run.selection import ConfidenceFn, SpreadFn, answered_mask
 from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets, train_student
+from pate_stab.student.spreading import spread_labels
 from pate_stab.teachers import ModelSpec, VotingTeachers
 
 __all__ = [
@@ -28,7 +42,11 @@ __all__ = [
     "ReleasedLabels",
     "fit_student",
     "selector_confidence",
+    "selector_spread",
+    "spread_pseudo_labels",
+    "student_accuracies",
     "student_config",
+    "student_inputs",
     "student_spec",
     "student_targets",
     "teacher_accuracies",
@@ -108,14 +126,109 @@ def selector_confidence(prep: Prepared, generator: torch.Generator) -> Confidenc
     return confidence
 
 
+def selector_spread(prep: Prepared) -> SpreadFn:
+    """The selector of ``"spread"``: answered labels and ⊥ (an extra class C) spread over the pool graph.
+
+    Returns a function of (queried positions, released outputs) giving (n, C + 1) shares over
+    the whole pool (⊥ last) and the (n,) mass. Soft outputs count as the class they round to.
+    Post-processing: public features and released outputs only.
+    """
+    config, c = prep.config, prep.task.num_classes
+    adjacency = pool_graph(prep).adjacency
+    assert adjacency is not None
+
+    def spread(index: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+        answered = answered_mask(labels)
+        hard = (labels >= 0.5).long() if labels.is_floating_point() else labels.long()
+        classes = torch.where(answered, hard, torch.full_like(hard, c))  # ⊥ → class C
+        return spread_labels(adjacency, index, classes, num_classes=c + 1, alpha=config.graph_alpha,
+                             steps=config.graph_steps)  # fmt: skip
+
+    return spread
+
+
+def spread_pseudo_labels(prep: Prepared, seeds: Tensor, targets: StudentTargets) -> tuple[Tensor, Tensor]:
+    """Pool points other than ``seeds`` whose spread class share is ≥ ``spread_threshold``, and their labels.
+
+    Args:
+        seeds: pool positions of the training targets (``targets.index`` mapped to the pool).
+        targets: the released training targets (hard classes or binary scores).
+
+    Returns:
+        (positions, labels): int64 pool positions and their labels (int64 classes, or float
+        scores — the spread's share of class 1 — for soft targets).
+    """
+    config = prep.config
+    graph = pool_graph(prep)
+    assert graph.adjacency is not None
+    proba, mass = spread_labels(graph.adjacency, seeds, targets.targets, num_classes=prep.task.num_classes,
+                                alpha=config.graph_alpha, steps=config.graph_steps)  # fmt: skip
+    confidence, guess = proba.max(1)
+    keep = (confidence >= config.spread_threshold) & (mass > 0)
+    keep[seeds] = False
+    positions = torch.nonzero(keep).flatten()
+    labels = proba[positions, 1].float() if targets.soft else guess[positions]
+    return positions, labels
+
+
+def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTargets, generator: torch.Generator) -> Any:
+    config, task = prep.config, prep.task
+    if release.soft:
+        raise ValueError("student_method='fixmatch' takes hard labels; this release holds scores")
+    if task.public_images is None:
+        raise ValueError("student_method='fixmatch' needs an image data set (the public pool's images)")
+    from pate_stab.student import FixMatchConfig, train_fixmatch
+    preset = FixMatchConfig.gpu() if config.fixmatch_preset == "gpu" else FixMatchConfig.cpu()
+    if config.fixmatch_steps is not None:
+        preset = replace(preset, steps=config.fixmatch_steps)
+    seeds = release.index[targets.index]
+    labelled = torch.zeros(task.public_images.shape[0], dtype=torch.bool)
+    labelled[seeds] = True
+    return train_fixmatch(
+        task.public_images[seeds],
+        targets.targets,
+        task.public_images[~labelled],
+        num_classes=task.num_classes,
+        config=preset,
+        generator=generator,
+        accelerator=config.accelerator,
+        progress_bar=config.progress,
+    )
+
+
+def student_inputs(prep: Prepared) -> tuple[Tensor, Tensor]:
+    """The (public pool, evaluation) inputs of this run's student: images for fixmatch, else the task's inputs."""
+    task = prep.task
+    if prep.config.student_method == "fixmatch" and task.public_images is not None and task.eval_images is not None:
+        return task.public_images, task.eval_images
+    return task.public_x, task.eval_x
+
+
+def student_accuracies(prep: Prepared, student: Any, release: ReleasedLabels) -> dict[str, float]:
+    """The student's accuracy on the evaluation split and on the pool points left without a released label.
+
+    The second set — pool points never queried or answered ⊥ — is larger and harder than the
+    evaluation split (the releaser labels the points its teachers agree on); its true labels
+    are read here for this measurement only.
+    """
+    pool_x, eval_x = student_inputs(prep)
+    unlabelled = torch.ones(pool_x.shape[0], dtype=torch.bool)
+    unlabelled[release.index[answered_mask(release.labels)]] = False
+    return {
+        "student": student.accuracy(eval_x, prep.task.eval_y),
+        "student_unlabelled_pool": student.accuracy(pool_x[unlabelled], prep.task.public_y[unlabelled]),
+        "unlabelled_pool_size": int(unlabelled.sum()),
+    }
+
+
 def fit_student(
     prep: Prepared, release: ReleasedLabels, *, generator: torch.Generator, bottom_generator: torch.Generator
 ) -> tuple[Any, StudentTargets]:
     """Train the student on the queried public inputs and their released labels (BTT18 Alg 5).
 
-    Only public tensors are passed on: the queries, the released labels and (semi-supervised
-    mode) the unlabelled rest of the public pool: the ⊥ queries, then the pool points never
-    queried.
+    Only public tensors are passed on: the queries, the released labels and the unlabelled rest
+    of the public pool (the ⊥ queries, then the pool points never queried), used as
+    ``student_method`` says.
     """
     config, task = prep.config, prep.task
     targets = student_targets(
@@ -125,11 +238,25 @@ def fit_student(
         bottom=config.bottom,
         generator=bottom_generator,
     )
-    query_x = task.public_x[release.index]
+    if config.student_method == "fixmatch":
+        return _fit_fixmatch(prep, release, targets, generator), targets
+    if config.student_method == "spread":
+        seeds = release.index[targets.index]
+        extra, extra_labels = spread_pseudo_labels(prep, seeds, targets)
+        pool_index = torch.cat([seeds, extra])
+        targets = StudentTargets(
+            torch.arange(pool_index.numel()),
+            torch.cat([targets.targets.to(extra_labels.dtype), extra_labels]),
+            soft=targets.soft,
+            num_bottom=targets.num_bottom,
+        )
+    else:
+        pool_index = release.index
+    query_x = task.public_x[pool_index]
     unused = torch.ones(query_x.shape[0], dtype=torch.bool)
     unused[targets.index] = False
     never_queried = torch.ones(task.public_x.shape[0], dtype=torch.bool)
-    never_queried[release.index] = False
+    never_queried[pool_index] = False
     unlabelled = torch.cat([query_x[unused], task.public_x[never_queried]])
     spec = student_spec(config, task)
     settings = student_config(config, pseudo_labels=True)

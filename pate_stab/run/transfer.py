@@ -38,7 +38,7 @@ from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import open_ledger, transfer_report
-from pate_stab.run.student import fit_student, teacher_accuracies
+from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 
 __all__ = ["run_transfer"]
 
@@ -96,7 +96,7 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
             "label_all": label_all,
             "teacher_mean": teacher_mean,
             "plurality": plurality,
-            "student": student.accuracy(task.eval_x, task.eval_y),
+            **student_accuracies(prep, student, release),
         }
         # PATE's data-dependent ε, reported beside the enforced data-independent ε
         data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])

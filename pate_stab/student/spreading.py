@@ -1,0 +1,93 @@
+"""Label spreading over the public pool's kNN graph: released labels → scores on every pool point.
+
+Zhou, Bousquet, Lal, Weston & Schölkopf (2004), "Learning with local and global consistency":
+with S the normalised affinity of the pool's kNN graph (:class:`pate_stab.features.PoolGraph`,
+built from public features only) and Y the one-hot rows of the labelled pool points (zero
+elsewhere), the scores F = Σ_{t ≤ T} (αS)^t Y spread every label along the graph. Row i of F,
+normalised to sum 1, is a distribution over classes for pool point i; its total mass says how
+much labelled evidence reaches i (0 for points the series never reaches).
+
+Two users, both post-processing of the release (inputs: public features, released outputs):
+
+- the ``"spread"`` query selection (:mod:`pate_stab.run.selection`) spreads the answered labels
+  and the ⊥ answers, ⊥ as an extra class, to choose points whose neighbourhood the teachers
+  answered and not those near earlier ⊥;
+- the ``"spread"`` student (:func:`pate_stab.run.student.fit_student`) spreads the answered
+  labels to the whole pool and trains the student on the confident part.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from pate_stab._validation import check_int, check_real, check_tensor
+
+__all__ = ["spread_labels", "spread_scores"]
+
+
+def spread_scores(adjacency: Tensor, seeds: Tensor, targets: Tensor, *, alpha: float, steps: int) -> Tensor:
+    """F = Σ_{t ≤ T} (αS)^t Y for seed rows Y (unnormalised).
+
+    Args:
+        adjacency: S, sparse or dense (n, n), the normalised pool graph.
+        seeds: int64 (s,) pool positions of the labelled points (no repeats).
+        targets: (s, C) float: each seed's label distribution (one-hot for a hard label).
+        alpha: α in [0, 1).
+        steps: T ≥ 0.
+
+    Returns:
+        (n, C) float32 nonnegative scores.
+    """
+    alpha = check_real("alpha", alpha, low=0.0, high=1.0, high_inclusive=False)
+    steps = check_int("steps", steps, minimum=0)
+    seeds = check_tensor("seeds", seeds, ndim=1, floating=False, nonempty=False).long()
+    targets = check_tensor("targets", targets, ndim=2, floating=True, nonempty=False).float()
+    n = adjacency.shape[0]
+    if targets.shape[0] != seeds.shape[0]:
+        raise ValueError(f"{seeds.shape[0]} seeds but {targets.shape[0]} target rows")
+    if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n):
+        raise ValueError(f"seeds must lie in [0, {n - 1}]")
+    if seeds.unique().numel() != seeds.numel():
+        raise ValueError("seeds must not repeat")
+    if bool((targets < 0).any()):
+        raise ValueError("targets must be nonnegative")
+    y = torch.zeros(n, targets.shape[1])
+    y[seeds] = targets
+    f = y.clone()
+    for _ in range(steps):
+        f = alpha * (adjacency @ f) + y
+    return f
+
+
+def spread_labels(
+    adjacency: Tensor,
+    seeds: Tensor,
+    labels: Tensor,
+    *,
+    num_classes: int,
+    alpha: float = 0.99,
+    steps: int = 50,
+) -> tuple[Tensor, Tensor]:
+    """Spread hard labels (int64, in [0, C)) or binary scores (float, in [0, 1]) over the pool graph.
+
+    Returns:
+        ``(proba, mass)``: (n, C) rows of F normalised to sum 1 (uniform where the mass is 0) and
+        (n,) the rows' total mass.
+    """
+    c = check_int("num_classes", num_classes, minimum=2)
+    labels = check_tensor("labels", labels, ndim=1, nonempty=False)
+    if labels.is_floating_point():
+        if c != 2:
+            raise ValueError("score labels need num_classes == 2")
+        if bool(((labels < 0) | (labels > 1)).any()):  # NaN compares False: caught by check_tensor
+            raise ValueError("score labels must lie in [0, 1]")
+        targets = torch.stack([1 - labels.float(), labels.float()], dim=1)
+    else:
+        if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= c):
+            raise ValueError(f"labels must lie in [0, {c - 1}]")
+        targets = torch.nn.functional.one_hot(labels.long(), c).float()
+    f = spread_scores(adjacency, seeds, targets, alpha=alpha, steps=steps)
+    mass = f.sum(1)
+    proba = torch.where(mass.unsqueeze(1) > 0, f / mass.clamp(min=1e-30).unsqueeze(1), torch.full_like(f, 1.0 / c))
+    return proba, mass
