@@ -14,6 +14,12 @@ Usage (from the project root)::
 
     python recipes/refit_students.py --run-dir checkpoints/mnist_cnn_cpu \\
         --aggregators confident-gnmax --epsilons 3 --set pseudo_label_rounds=1
+    python recipes/refit_students.py --run-dir checkpoints/mnist_stab --aggregators stability \\
+        --epsilons 2 3 --repeats 3 --set student_method=fixmatch --out refit_fixmatch.json
+
+``--repeats R`` refits the releases of ``pate-stab compare --repeats R`` (repeat r's spend id ends
+in ``:rep=r``). Each row gives the student's accuracy on the evaluation split and on the pool
+points the release left without a label; with repeats, a summary per (aggregator, ε) follows.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from pate_stab.run import (
     label_accuracy,
     release_labels,
 )
+from pate_stab.run.compare import format_summary, summarise_rows
 from pate_stab.run.prepare import prepare
+from pate_stab.run.student import student_accuracies
 
 
 def overrides_from(pairs: list[str]) -> dict:
@@ -59,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epsilons", type=float, nargs="+", required=True)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--seed", type=int, default=0, help="seed of the refit students")
+    parser.add_argument("--repeats", type=int, default=1, help="repeated releases per (aggregator, ε) to refit")
+    parser.add_argument("--out", default="refit_students.json", help="file name in the run folder")
     args = parser.parse_args(argv)
 
     run_dir = args.run_dir
@@ -82,27 +92,35 @@ def main(argv: list[str] | None = None) -> None:
         neighbouring=header.get("neighbouring", "replace_one"),
     ) as ledger:
         recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}
-        plan = [(a, e) for a in args.aggregators for e in args.epsilons]
-        missing = [f"{a} at ε={e:g}" for a, e in plan if f"{config.run_name}:{a}:eps={e:g}" not in recorded]
+        plan = [(a, e, r) for r in range(args.repeats) for a in args.aggregators for e in args.epsilons]
+
+        def spend_id(a: str, e: float, r: int) -> str:
+            return f"{config.run_name}:{a}:eps={e:g}" + (f":rep={r}" if r else "")
+
+        missing = [f"{a} at ε={e:g} (repeat {r})" for a, e, r in plan if spend_id(a, e, r) not in recorded]
         if missing:
             raise SystemExit(f"no recorded release for {', '.join(missing)}: run transfer/compare first")
         spent_before = ledger.spent()
         prep = prepare(config, check_budget=False)  # same configuration: reloads teachers, trains nothing
         prep.config = new
         gens = spawn_generators(seeded_generator(args.seed), 2 * len(plan))
-        for i, (agg, eps) in enumerate(plan):
-            release = release_labels(prep, ledger, aggregator=agg, epsilon=eps, generator=gens[2 * i])
+        for i, (agg, eps, rep) in enumerate(plan):
+            release = release_labels(prep, ledger, aggregator=agg, epsilon=eps, generator=gens[2 * i], repeat=rep)
             if not release.reused or ledger.spent() != spent_before:
                 raise RuntimeError("a release was not replayed from the ledger; stopping before any student")
             t0 = time.perf_counter()
             student, targets = fit_student(prep, release, generator=gens[2 * i], bottom_generator=gens[2 * i + 1])
+            accuracy = student_accuracies(prep, student, release)
             row = {
                 "aggregator": agg,
+                "target_epsilon": eps,
+                "repeat": rep,
                 "epsilon": release.summary["epsilon"],
                 "answered": int(release.summary["answered"]),
                 "label_acc": label_accuracy(release, prep.task.public_y[release.index])[0],
                 "student_trained_on": int(targets.index.numel()),
-                "student_acc": student.accuracy(prep.task.eval_x, prep.task.eval_y),
+                "student_acc": accuracy["student"],
+                "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
                 "student_history": student.history,
                 "fit_s": time.perf_counter() - t0,
             }
@@ -110,13 +128,18 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"{agg:<16} ε={row['epsilon']:.3f} answered {row['answered']:>5} label acc "
                 f"{row['label_acc'] if row['label_acc'] is not None else float('nan'):.4f} → student "
-                f"{row['student_acc']:.4f} (trained on {row['student_trained_on']}, {row['fit_s']:.0f} s)",
+                f"{row['student_acc']:.4f}, unlabelled pool {row['student_acc_unlabelled_pool']:.4f} "
+                f"(repeat {rep}, trained on {row['student_trained_on']}, {row['fit_s']:.0f} s)",
                 flush=True,
             )
     student_settings = {k: getattr(new, k) for k in STUDENT_FIELDS}
-    out = clean_json({"run": config.run_name, "student": student_settings, "rows": rows, "spent": list(spent_before)})
-    (run_dir / "refit_students.json").write_text(json.dumps(out, indent=2, sort_keys=True))
-    print(f"written {run_dir / 'refit_students.json'}; privacy spent unchanged: {spent_before}")
+    summary = summarise_rows(rows)
+    if args.repeats > 1:
+        print(format_summary(summary))
+    out = clean_json({"run": config.run_name, "student": student_settings, "rows": rows, "summary": summary,
+                      "spent": list(spent_before)})  # fmt: skip
+    (run_dir / args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
+    print(f"written {run_dir / args.out}; privacy spent unchanged: {spent_before}")
 
 
 if __name__ == "__main__":

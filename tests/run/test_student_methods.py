@@ -4,8 +4,10 @@ compare's repeated releases (one spend each, summarised)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +18,8 @@ from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.compare import run_compare, summarise_rows
 from pate_stab.run.prepare import pool_graph, prepare
 from pate_stab.student.spreading import spread_labels
+
+REFIT = Path(__file__).resolve().parents[2] / "recipes" / "refit_students.py"
 
 
 def small(tmp_path, name: str = "run", **kw) -> TransferConfig:
@@ -137,6 +141,18 @@ def test_compare_repeats_are_separate_spends_and_summarised(tmp_path):
     # a rerun with the same repeats replays every release: no new spend
     again = run_compare(cfg, epsilons=[8.0], aggregators=["stability", "gnmax"], repeats=3)
     assert [r["reused"] for r in again["rows"]] == [True] * 6
+    # recipes/refit_students.py refits the students of every repeat, spending nothing
+    before = (cfg.run_dir / "ledger.jsonl").read_text()
+    spec = importlib.util.spec_from_file_location("refit_students", REFIT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--run-dir", str(cfg.run_dir), "--aggregators", "gnmax", "--epsilons", "8", "--repeats", "3",
+                 "--set", "student_method=spread", "--out", "refit_spread.json"])  # fmt: skip
+    assert (cfg.run_dir / "ledger.jsonl").read_text() == before
+    refit = json.loads((cfg.run_dir / "refit_spread.json").read_text())
+    assert [r["repeat"] for r in refit["rows"]] == [0, 1, 2]
+    assert [r["answered"] for r in refit["rows"]] == [r["answered"] for r in rows if r["aggregator"] == "gnmax"]
+    assert refit["student"]["student_method"] == "spread" and refit["summary"][0]["repeats"] == 3
 
 
 def test_summary_of_single_rows_has_zero_spread():
