@@ -10,6 +10,16 @@ import torch
 from pate_stab.rng import seeded_generator
 from pate_stab.student import FixMatchConfig, FixMatchStudent, cutout_size, strong_augment, train_fixmatch, weak_augment
 
+
+@pytest.fixture
+def one_thread():
+    """Training tests run on one thread (bit-identical reruns, steady timing); restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 TINY = {"batch_size": 8, "mu": 2, "channels": (4, 4), "hidden": (8,), "log_every": 5}
 
 
@@ -175,8 +185,7 @@ def test_empty_labelled_set_returns_the_untrained_network():
 # --- training ------------------------------------------------------------------------------------
 
 
-def test_same_generator_gives_bit_identical_weights():
-    torch.set_num_threads(1)
+def test_same_generator_gives_bit_identical_weights(one_thread):
     x, y = _shapes(16, seed=1, size=8)
     pool, _ = _shapes(40, seed=2, size=8)
     cfg = FixMatchConfig(steps=20, threshold=0.5, **TINY)
@@ -193,10 +202,9 @@ def test_same_generator_gives_bit_identical_weights():
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
-def test_fixmatch_learns_from_ten_labels_and_pseudo_labels_the_pool():
+def test_fixmatch_learns_from_ten_labels_and_pseudo_labels_the_pool(one_thread):
     """Chance is 1/3. A student that did not learn would sit near it: on 600 test images the
     accuracy of a chance-level predictor exceeds 0.45 with probability < 1e-8 (Hoeffding)."""
-    torch.set_num_threads(1)
     x, y = _shapes(400 + 10, seed=11)
     labelled = torch.cat([(y == c).nonzero()[:4, 0] for c in range(3)])[:10]
     rest = torch.ones(len(y), dtype=torch.bool)
@@ -212,11 +220,10 @@ def test_fixmatch_learns_from_ten_labels_and_pseudo_labels_the_pool():
     assert s.history[-1]["mask_rate"] > 0.5
 
 
-def test_the_unlabelled_term_beats_the_labelled_images_alone():
+def test_the_unlabelled_term_beats_the_labelled_images_alone(one_thread):
     """Same seeds, λ_u = 1 against λ_u = 0 (supervised on the 10 weakly augmented images). The
     runs are deterministic; measured over generator seeds 13–15: FixMatch 0.998–1.000,
     supervised alone 0.90–0.96 on these 600 test images."""
-    torch.set_num_threads(1)
     x, y = _shapes(410, seed=11)
     labelled = torch.cat([(y == c).nonzero()[:4, 0] for c in range(3)])[:10]
     rest = torch.ones(len(y), dtype=torch.bool)
