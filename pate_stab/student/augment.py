@@ -1,0 +1,158 @@
+"""Batched image augmentations for the FixMatch student, driven by an explicit generator.
+
+Both functions take images (n, C, H, W) of any value range — [0, 1] or standardised — and make
+no assumption about it: translations repeat the edge pixels, affine maps sample the border outside
+the image, brightness moves by a multiple of each image's own standard deviation and the cutout
+square is filled with each image's mean. No flips (digits are not mirror-symmetric).
+
+Every random number is drawn on the generator's device (normally the CPU, a handful per image),
+then moved to the images' device, so the same generator gives the same augmentation on CPU and
+GPU up to the floating-point differences of ``grid_sample``.
+
+References:
+    Sohn et al., "FixMatch: Simplifying Semi-Supervised Learning with Consistency and
+    Confidence", NeurIPS 2020, Sec. 2.3 (weak: flip-and-shift; strong: RandAugment or
+    CTAugment, each followed by Cutout). The strong chain here is a fixed random affine map,
+    contrast and brightness jitter and one Cutout square, a simplification of RandAugment that
+    suits single-channel digits.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pate_stab._validation import check_generator, check_int, check_nonnegative, check_real, check_tensor
+
+__all__ = ["weak_augment", "strong_augment", "cutout_size"]
+
+
+def _uniform(n: int, low: float, high: float, generator: torch.Generator) -> Tensor:
+    """(n,) draws from U(low, high) on the generator's device."""
+    return low + (high - low) * torch.rand(n, generator=generator, device=generator.device)
+
+
+def _check_images(x: Tensor, generator: torch.Generator) -> Tensor:
+    check_generator(generator)
+    return check_tensor("x", x, ndim=4, floating=True, finite=False, nonempty=False)
+
+
+def weak_augment(x: Tensor, *, generator: torch.Generator, max_shift: int = 2) -> Tensor:
+    """Translate every image by an integer offset in [−max_shift, max_shift]² (edge padding).
+
+    Args:
+        x: images (n, C, H, W), floating.
+        generator: draws the 2n offsets.
+        max_shift: largest shift in pixels along each axis (0 returns a copy).
+
+    Returns:
+        The translated images, same shape, dtype and device as ``x``. Pixel values are only
+        moved, never interpolated: every output pixel is an input pixel.
+    """
+    x = _check_images(x, generator)
+    max_shift = check_int("max_shift", max_shift, minimum=0)
+    n, c, h, w = x.shape
+    offsets = torch.randint(0, 2 * max_shift + 1, (2, n), generator=generator, device=generator.device).to(x.device)
+    if max_shift == 0 or n == 0:
+        return x.clone()
+    padded = F.pad(x, (max_shift,) * 4, mode="replicate")  # (n, C, H + 2s, W + 2s)
+    rows = offsets[0][:, None] + torch.arange(h, device=x.device)  # (n, H)
+    cols = offsets[1][:, None] + torch.arange(w, device=x.device)  # (n, W)
+    batch = torch.arange(n, device=x.device)[:, None, None, None]
+    chan = torch.arange(c, device=x.device)[None, :, None, None]
+    return padded[batch, chan, rows[:, None, :, None], cols[:, None, None, :]]  # (n, C, H, W)
+
+
+def cutout_size(height: int, fraction: float = 0.36) -> int:
+    """Side of the Cutout square for images of ``height`` rows: round(fraction · H), at least 1
+    (10 px on 28 × 28, 12 px on 32 × 32)."""
+    return max(1, round(fraction * height))
+
+
+def strong_augment(
+    x: Tensor,
+    *,
+    generator: torch.Generator,
+    max_rotation: float = 20.0,
+    scale: tuple[float, float] = (0.85, 1.15),
+    max_shear: float = 15.0,
+    max_shift: float = 3.0,
+    contrast: tuple[float, float] = (0.5, 1.5),
+    brightness: float = 0.3,
+    cutout_fraction: float = 0.36,
+) -> Tensor:
+    """Random affine map, contrast and brightness jitter, then one Cutout square per image.
+
+    Per image, independently: rotation by U(±max_rotation) degrees, zoom by U(scale), shear by
+    U(±max_shear) degrees and translation by U(±max_shift) pixels per axis (bilinear sampling,
+    border values outside the image); then ``m + a·(x − m) + b·s`` with ``m`` and ``s`` the
+    image's mean and standard deviation, ``a ~ U(contrast)``, ``b ~ U(±brightness)``; then a
+    square of side :func:`cutout_size` (its centre uniform over the image, clipped at the
+    edges) set to the image's mean.
+
+    Args:
+        x: images (n, C, H, W), floating.
+        generator: draws every random parameter (9 numbers per image).
+        max_rotation, scale, max_shear, max_shift, contrast, brightness: ranges as above.
+        cutout_fraction: Cutout side over image height (0 disables Cutout).
+
+    Returns:
+        Augmented images, same shape, dtype and device as ``x``.
+    """
+    x = _check_images(x, generator)
+    max_rotation = check_nonnegative("max_rotation", max_rotation)
+    max_shear = check_real("max_shear", max_shear, low=0.0, high=60.0)
+    max_shift = check_nonnegative("max_shift", max_shift)
+    brightness = check_nonnegative("brightness", brightness)
+    cutout_fraction = check_real("cutout_fraction", cutout_fraction, low=0.0, high=1.0)
+    s_lo, s_hi = (check_real("scale", s, low=0.0, low_inclusive=False) for s in scale)
+    c_lo, c_hi = (check_nonnegative("contrast", a) for a in contrast)
+    if not (s_lo <= s_hi and c_lo <= c_hi):
+        raise ValueError(f"scale and contrast must be (low, high) with low <= high, got {scale} and {contrast}")
+    n, _, h, w = x.shape
+    g = generator
+    angle = torch.deg2rad(_uniform(n, -max_rotation, max_rotation, g))
+    shear = torch.deg2rad(_uniform(n, -max_shear, max_shear, g))
+    zoom = _uniform(n, s_lo, s_hi, g)
+    shift = _uniform(2 * n, -max_shift, max_shift, g).view(n, 2)  # pixels (x, y)
+    a = _uniform(n, c_lo, c_hi, g)
+    b = _uniform(n, -brightness, brightness, g)
+    centre = torch.rand(n, 2, generator=g, device=g.device)  # cutout centre, fraction of (H, W)
+    if n == 0:
+        return x.clone()
+    # output → input sampling map in pixel units: rotation · shear / zoom
+    cos, sin, tan = torch.cos(angle), torch.sin(angle), torch.tan(shear)
+    m00, m01 = cos / zoom, (cos * tan - sin) / zoom
+    m10, m11 = sin / zoom, (sin * tan + cos) / zoom
+    # affine_grid works in coordinates normalised to [−1, 1] per axis: u = p / (W/2, H/2)
+    theta = torch.stack(
+        [
+            torch.stack([m00, m01 * h / w, shift[:, 0] * 2 / w], dim=1),
+            torch.stack([m10 * w / h, m11, shift[:, 1] * 2 / h], dim=1),
+        ],
+        dim=1,
+    ).to(device=x.device, dtype=x.dtype)  # (n, 2, 3)
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    out = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+    mean = out.mean(dim=(1, 2, 3), keepdim=True)  # (n, 1, 1, 1)
+    std = out.std(dim=(1, 2, 3), keepdim=True) if out[0].numel() > 1 else torch.zeros_like(mean)
+    a4, b4 = (v.to(device=x.device, dtype=x.dtype).view(n, 1, 1, 1) for v in (a, b))
+    out = mean + a4 * (out - mean) + b4 * std
+    side = cutout_size(h, cutout_fraction) if cutout_fraction > 0 else 0
+    if side:
+        side_w = max(1, round(side * w / h))
+        cy = (centre[:, 0] * h).floor().to(x.device)  # (n,)
+        cx = (centre[:, 1] * w).floor().to(x.device)
+        top, left = cy - side // 2, cx - side_w // 2
+        rows = torch.arange(h, device=x.device)[None, :, None]
+        cols = torch.arange(w, device=x.device)[None, None, :]
+        box = (
+            (rows >= top[:, None, None])
+            & (rows < top[:, None, None] + side)
+            & (cols >= left[:, None, None])
+            & (cols < left[:, None, None] + side_w)
+        )  # (n, H, W)
+        fill = out.mean(dim=(1, 2, 3), keepdim=True)
+        out = torch.where(box[:, None], fill, out)
+    return out
