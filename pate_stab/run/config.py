@@ -157,7 +157,7 @@ class TransferConfig:
     # from public data and released labels; see pate_stab.run.selection)
     query_selection: str = "first"
     selection_round_size: int = 20  # student-confidence / spread: first round's size and smallest round
-    selection_coverage: float = 0.25  # spread: share of each round for confident, not yet covered points
+    selection_coverage: float = 0.1  # spread: share of each round for confident, not yet covered points
     # student
     student_model: Literal["logistic", "mlp", "cnn"] = "mlp"
     student_hidden: tuple[int, ...] = (64,)

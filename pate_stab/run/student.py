@@ -177,14 +177,14 @@ def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTarge
         raise ValueError("student_method='fixmatch' takes hard labels; this release holds scores")
     if task.public_images is None:
         raise ValueError("student_method='fixmatch' needs an image data set (the public pool's images)")
-    from pate_stab.student import FixMatchConfig, train_fixmatch
-    preset = FixMatchConfig.gpu() if config.fixmatch_preset == "gpu" else FixMatchConfig.cpu()
+    from pate_stab import student as student_pkg
+    preset = student_pkg.FixMatchConfig.gpu() if config.fixmatch_preset == "gpu" else student_pkg.FixMatchConfig.cpu()
     if config.fixmatch_steps is not None:
         preset = replace(preset, steps=config.fixmatch_steps)
     seeds = release.index[targets.index]
     labelled = torch.zeros(task.public_images.shape[0], dtype=torch.bool)
     labelled[seeds] = True
-    return train_fixmatch(
+    return student_pkg.train_fixmatch(
         task.public_images[seeds],
         targets.targets,
         task.public_images[~labelled],

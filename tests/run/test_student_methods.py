@@ -160,3 +160,38 @@ def test_summary_of_single_rows_has_zero_spread():
              "student_acc": 0.5, "student_acc_unlabelled_pool": 0.4}]  # fmt: skip
     (s,) = summarise_rows(rows)
     assert s["student_acc_sd"] == 0.0 and s["label_acc"] is None and s["repeats"] == 1
+
+
+def test_fixmatch_student_trains_on_the_pool_images_only(tmp_path, monkeypatch):
+    import pate_stab.run.data as run_data
+    import pate_stab.student as student_pkg
+    from tests.run.test_features_stage import fake_splits
+    from tests.run.test_features_stage import small as image_run
+
+    monkeypatch.setattr(run_data, "_raw_splits", fake_splits)
+    seen: dict[str, object] = {}
+    real = student_pkg.train_fixmatch
+
+    def spy(labelled_x, labels, unlabelled_x, **kwargs):
+        seen.update(labelled_x=labelled_x, labels=labels, unlabelled_x=unlabelled_x, config=kwargs["config"])
+        return real(labelled_x, labels, unlabelled_x, **kwargs)
+
+    monkeypatch.setattr(student_pkg, "train_fixmatch", spy)
+    cfg = image_run(tmp_path, student_method="fixmatch", fixmatch_steps=15, query_selection="spread",
+                    selection_round_size=10)  # fmt: skip
+    report = run_transfer(cfg)
+    assert report["student"]["method"] == "fixmatch" and seen["config"].steps == 15
+    assert 0.0 <= report["student"]["test_accuracy"] <= 1.0
+    assert report["student"]["unlabelled_pool_size"] == 200 - report["queries"]["answered"]
+    prep = prepare(cfg)
+    images = prep.task.public_images
+    assert images is not None and images.dim() == 4  # the pool's images, not its scattering features
+    with PrivacyLedger(cfg.run_dir / "ledger.jsonl", run_id=cfg.run_name, budget_epsilon=cfg.epsilon,
+                       budget_delta=cfg.delta) as ledger:  # fmt: skip
+        (entry,) = ledger.entries()
+    index, labels = torch.tensor(entry.result["selection"]["index"]), torch.tensor(entry.result["labels"])
+    answered = labels != -1
+    assert torch.equal(seen["labelled_x"], images[index[answered]]) and torch.equal(seen["labels"], labels[answered])
+    rest = torch.ones(images.shape[0], dtype=torch.bool)
+    rest[index[answered]] = False
+    assert torch.equal(seen["unlabelled_x"], images[rest])  # ⊥ and never-queried pool images
