@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the refit students")
     parser.add_argument("--repeats", type=int, default=1, help="repeated releases per (aggregator, ε) to refit")
     parser.add_argument("--out", default="refit_students.json", help="file name in the run folder")
+    parser.add_argument("--accelerator", default=None, help="where the students train (default: the run's)")
     args = parser.parse_args(argv)
 
     run_dir = args.run_dir
@@ -81,6 +82,8 @@ def main(argv: list[str] | None = None) -> None:
         | {"checkpoints_dir": str(run_dir.parent), "run_name": run_dir.name}
     )
     new = replace(config, **overrides_from(args.overrides))
+    if args.accelerator is not None:
+        new = replace(new, accelerator=args.accelerator)
     header = json.loads((run_dir / "ledger.jsonl").open().readline())
 
     rows = []
