@@ -34,7 +34,7 @@ from pate_stab.run.data import Task
 from pate_stab.run.prepare import Prepared, pool_graph
 from pate_stab.run.selection import ConfidenceFn, SpreadFn, answered_mask
 from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets, train_student
-from pate_stab.student.spreading import spread_labels
+from pate_stab.student.spreading import spread_labels, spread_scores
 from pate_stab.teachers import ModelSpec, VotingTeachers
 
 __all__ = [
@@ -147,27 +147,44 @@ def selector_spread(prep: Prepared) -> SpreadFn:
     return spread
 
 
-def spread_pseudo_labels(prep: Prepared, seeds: Tensor, targets: StudentTargets) -> tuple[Tensor, Tensor]:
+def spread_pseudo_labels(
+    prep: Prepared, seeds: Tensor, targets: StudentTargets, bottoms: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """Pool points other than ``seeds`` whose spread class share is ≥ ``spread_threshold``, and their labels.
+
+    The ⊥ answers take part as an extra class: a point near queries the teachers could not agree
+    on gets a share of ⊥, which lowers its real-class share, so fewer of the hard points around
+    them are pseudo-labelled (a point whose strongest share is ⊥ never is).
 
     Args:
         seeds: pool positions of the training targets (``targets.index`` mapped to the pool).
         targets: the released training targets (hard classes or binary scores).
+        bottoms: pool positions of the ⊥ answers (none: no ⊥ class).
 
     Returns:
         (positions, labels): int64 pool positions and their labels (int64 classes, or float
         scores — the spread's share of class 1 — for soft targets).
     """
-    config = prep.config
-    graph = pool_graph(prep)
-    assert graph.adjacency is not None
-    proba, mass = spread_labels(graph.adjacency, seeds, targets.targets, num_classes=prep.task.num_classes,
-                                alpha=config.graph_alpha, steps=config.graph_steps)  # fmt: skip
-    confidence, guess = proba.max(1)
-    keep = (confidence >= config.spread_threshold) & (mass > 0)
+    config, c = prep.config, prep.task.num_classes
+    adjacency = pool_graph(prep).adjacency
+    assert adjacency is not None
+    bottoms = torch.empty(0, dtype=torch.int64) if bottoms is None else bottoms[~torch.isin(bottoms, seeds)]
+    if targets.soft:
+        rows = torch.stack([1 - targets.targets.float(), targets.targets.float()], 1)
+    else:
+        rows = torch.nn.functional.one_hot(targets.targets.long(), c).float()
+    bottom_rows = torch.eye(c + 1)[c].expand(bottoms.numel(), -1)  # ⊥: class C
+    rows = torch.cat([torch.cat([rows, torch.zeros(rows.shape[0], 1)], 1), bottom_rows])
+    seeds_all = torch.cat([seeds, bottoms])
+    scores = spread_scores(adjacency, seeds_all, rows, alpha=config.graph_alpha, steps=config.graph_steps)
+    mass = scores.sum(1)
+    share = scores[:, :c] / mass.clamp(min=1e-30).unsqueeze(1)  # (n, C): real classes' shares of all mass
+    confidence, guess = share.max(1)
+    keep = (confidence >= config.spread_threshold) & (mass > 0) & (confidence > scores[:, c] / mass.clamp(min=1e-30))
     keep[seeds] = False
+    keep[bottoms] = False
     positions = torch.nonzero(keep).flatten()
-    labels = proba[positions, 1].float() if targets.soft else guess[positions]
+    labels = (share[positions, 1] / share[positions].sum(1)).float() if targets.soft else guess[positions]
     return positions, labels
 
 
@@ -242,7 +259,8 @@ def fit_student(
         return _fit_fixmatch(prep, release, targets, generator), targets
     if config.student_method == "spread":
         seeds = release.index[targets.index]
-        extra, extra_labels = spread_pseudo_labels(prep, seeds, targets)
+        bottoms = release.index[~answered_mask(release.labels)]
+        extra, extra_labels = spread_pseudo_labels(prep, seeds, targets, bottoms)
         pool_index = torch.cat([seeds, extra])
         targets = StudentTargets(
             torch.arange(pool_index.numel()),

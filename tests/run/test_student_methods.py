@@ -76,16 +76,25 @@ def test_spread_student_trains_on_released_labels_and_confident_spread_labels_of
     rows = [position[tuple(r)] for r in seen["query_x"].tolist()]  # every training input is a pool point
     n_seeds = seeds.numel()
     assert rows[:n_seeds] == seeds.tolist() and torch.equal(seen["targets"][:n_seeds], released)
+    # the ⊥ answers spread as an extra class C: points near them get fewer pseudo-labels
+    bottoms, c = index[~answered], prep.task.num_classes
+    assert bottoms.numel() > 0  # the rule below is exercised with ⊥ present
     graph = pool_graph(prep)
-    proba, mass = spread_labels(graph.adjacency, seeds, released, num_classes=prep.task.num_classes,
+    proba, mass = spread_labels(graph.adjacency, torch.cat([seeds, bottoms]),
+                                torch.cat([released, torch.full_like(bottoms, c)]), num_classes=c + 1,
                                 alpha=cfg.graph_alpha, steps=cfg.graph_steps)  # fmt: skip
+    real, guess = proba[:, :c].max(1)
     extra = torch.tensor(rows[n_seeds:])
-    assert not set(extra.tolist()) & set(seeds.tolist())
-    assert bool((proba[extra].max(1).values >= cfg.spread_threshold).all())
-    assert torch.equal(seen["targets"][n_seeds:], proba[extra].argmax(1))
-    keep = (proba.max(1).values >= cfg.spread_threshold) & (mass > 0)
+    assert not set(extra.tolist()) & (set(seeds.tolist()) | set(bottoms.tolist()))
+    assert bool((real[extra] >= cfg.spread_threshold).all())
+    assert torch.equal(seen["targets"][n_seeds:], guess[extra])
+    keep = (real >= cfg.spread_threshold) & (mass > 0) & (real > proba[:, c])
     keep[seeds] = False
+    keep[bottoms] = False
     assert extra.numel() == int(keep.sum()) > n_seeds  # the spread labels far more than was released
+    without_bottom, _ = spread_labels(graph.adjacency, seeds, released, num_classes=c, alpha=cfg.graph_alpha,
+                                      steps=cfg.graph_steps)  # fmt: skip
+    assert int(keep.sum()) < int((without_bottom.max(1).values >= cfg.spread_threshold).sum()) - n_seeds
     unlabelled = [position[tuple(r)] for r in seen["unlabelled_x"].tolist()]
     assert sorted(rows + unlabelled) == list(range(cfg.num_public))  # the whole pool, nothing else
 
