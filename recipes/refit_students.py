@@ -42,7 +42,7 @@ from pate_stab.run import (
     label_accuracy,
     release_labels,
 )
-from pate_stab.run.compare import format_summary, summarise_rows
+from pate_stab.run.compare import format_summary, plot_rows, summarise_rows
 from pate_stab.run.prepare import prepare
 from pate_stab.run.student import student_accuracies
 
@@ -142,6 +142,13 @@ def main(argv: list[str] | None = None) -> None:
     out = clean_json({"run": config.run_name, "student": student_settings, "rows": rows, "summary": summary,
                       "spent": list(spent_before)})  # fmt: skip
     (run_dir / args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
+    plot = plot_rows(
+        rows,
+        (run_dir / args.out).with_suffix(".png"),
+        title=f"{config.dataset}: refit students ({new.student_method}, {new.student_model})\n"
+        f"on the releases of {config.run_name}",
+    )
+    print(f"plot: {plot}")
     print(f"written {run_dir / args.out}; privacy spent unchanged: {spent_before}")
 
 

@@ -146,9 +146,12 @@ def plot_rows(rows: Sequence[dict[str, Any]], path: Path, *, title: str, referen
     if reference is not None:
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
     ax.set_xscale("log")
+    ticks = sorted({r["target_epsilon"] for r in summary})
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("ε (target; δ fixed)")
     ax.set_ylabel("student test accuracy")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9, wrap=True)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -262,7 +265,7 @@ def run_compare(
         plot = plot_rows(
             rows,
             prep.run_dir / "compare.png",
-            title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m} ({config.query_selection}), "
+            title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m} ({config.query_selection})\n"
             f"{config.student_method} student, δ={config.delta:g}" + (f", {repeats} releases" if repeats > 1 else ""),
             reference=plurality,
         )
