@@ -344,7 +344,7 @@ def test_selection_resume_replays_the_ledger_and_matches_an_uninterrupted_run(se
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("query_selection", "random", "query_selection must be one of first, student-confidence, got 'random'"),
+        ("query_selection", "random", "query_selection must be one of first, student-confidence, spread, got 'random'"),
         ("selection_round_size", 0, "selection_round_size must be a positive integer"),
     ],
 )
