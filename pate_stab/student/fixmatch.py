@@ -43,6 +43,7 @@ from pate_stab._validation import (
 )
 from pate_stab.rng import child_seed
 from pate_stab.student.augment import strong_augment, weak_augment
+from pate_stab.student.training import StudentPredictions
 from pate_stab.teachers.models import ModelSpec, build_model, init_parameters
 from pate_stab.teachers.training import quiet_lightning
 
@@ -234,7 +235,7 @@ def _index_stream(n: int, size: int, generator: torch.Generator) -> Iterator[Ten
 
 
 @dataclass
-class FixMatchStudent:
+class FixMatchStudent(StudentPredictions):
     """A trained FixMatch student.
 
     Attributes:
@@ -249,27 +250,6 @@ class FixMatchStudent:
     network: nn.Module
     config: FixMatchConfig
     history: list[dict[str, Any]] = field(default_factory=list)
-
-    @torch.no_grad()
-    def predict_proba(self, x: Tensor, *, batch_size: int = 4096) -> Tensor:
-        """Class probabilities (n, C) float32."""
-        self.network.eval()
-        device = next(self.network.parameters()).device
-        out = [
-            self.network(x[i : i + batch_size].to(device)).float().softmax(-1).cpu()
-            for i in range(0, len(x), batch_size)
-        ]
-        return torch.cat(out) if out else torch.empty(0, self.spec.num_classes)
-
-    def predict(self, x: Tensor) -> Tensor:
-        """Predicted classes (n,) int64."""
-        return self.predict_proba(x).argmax(-1)
-
-    def accuracy(self, x: Tensor, y: Tensor) -> float:
-        return float((self.predict(x) == y).double().mean()) if len(y) else float("nan")
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"spec": self.spec.to_dict(), "config": self.config.to_dict(), "weights": self.network.state_dict()}
 
 
 def _check_images(name: str, x: Any) -> Tensor:

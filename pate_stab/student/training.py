@@ -34,7 +34,7 @@ from pate_stab.student.targets import StudentTargets
 from pate_stab.teachers.models import ModelSpec, build_model, init_parameters
 from pate_stab.teachers.training import quiet_lightning
 
-__all__ = ["StudentConfig", "StudentModule", "Student", "train_student"]
+__all__ = ["StudentConfig", "StudentModule", "Student", "StudentPredictions", "train_student"]
 
 
 @dataclass(frozen=True)
@@ -94,14 +94,12 @@ class StudentModule(L.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
 
 
-@dataclass
-class Student:
-    """A trained student: the network and how it was trained."""
+class StudentPredictions:
+    """Prediction methods shared by the students; the subclass (a dataclass) holds the fields."""
 
     spec: ModelSpec
     network: nn.Module
-    config: StudentConfig
-    history: list[dict[str, Any]]
+    config: Any  # a config dataclass with ``to_dict()``
 
     @torch.no_grad()
     def predict_proba(self, x: Tensor, *, batch_size: int = 4096) -> Tensor:
@@ -123,6 +121,16 @@ class Student:
 
     def state_dict(self) -> dict[str, Any]:
         return {"spec": self.spec.to_dict(), "config": self.config.to_dict(), "weights": self.network.state_dict()}
+
+
+@dataclass
+class Student(StudentPredictions):
+    """A trained student: the network and how it was trained."""
+
+    spec: ModelSpec
+    network: nn.Module
+    config: StudentConfig
+    history: list[dict[str, Any]]
 
 
 def _fit(

@@ -47,7 +47,9 @@ def _nearest_centroid(x):
     return confidence
 
 
-def _run(x, votes, confidence, *, seed=1):
+def _run(x, votes, selector, *, seed=1, strategy="student-confidence", coverage=0.0):
+    """One selection through one releaser; ``selector`` is the confidence (or, for "spread", the
+    spread) function."""
     cal = calibrate(epsilon=4.0, delta=1e-5, num_queries=M, max_unstable=T, mode="tight")
     rel = StabilityReleaser(cal, generator=torch.Generator().manual_seed(seed))
     offered: list[int] = []
@@ -57,9 +59,10 @@ def _run(x, votes, confidence, *, seed=1):
         offered.extend(index.tolist())
         return rel.release(votes[index]).labels
 
+    chosen = {"spread": selector, "coverage": coverage} if strategy == "spread" else {"confidence": selector}
     out = release_in_rounds(
-        x, num_queries=M, strategy="student-confidence", release=release, halted=lambda: rel.halted,
-        confidence=confidence, round_size=10, max_unstable=T, generator=torch.Generator().manual_seed(seed),
+        x, num_queries=M, strategy=strategy, release=release, halted=lambda: rel.halted, round_size=10,
+        max_unstable=T, generator=torch.Generator().manual_seed(seed), **chosen,
     )  # fmt: skip
     return out, rel, offered
 
@@ -101,14 +104,14 @@ def test_selection_answers_more_than_pool_order_within_m_and_one_releaser():
         rel.release(votes[: M - rel.summary()["queries_seen"] + 1])
 
 
-def _counterfactual(x, votes, confidence_for):
+def _counterfactual(x, votes, selector_for, **selection):
     """Rerun with the votes of every point the first run never released made unanimous — the most
     attractive points there are to a selector that looks at votes."""
-    first, _, _ = _run(x, votes, confidence_for(votes))
+    first, _, _ = _run(x, votes, selector_for(votes), **selection)
     other = torch.zeros_like(votes)
     other[:, 0] = K
     other[first.index] = votes[first.index]
-    second, _, _ = _run(x, other, confidence_for(other))
+    second, _, _ = _run(x, other, selector_for(other), **selection)
     return first, second
 
 

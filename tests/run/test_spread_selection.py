@@ -12,7 +12,7 @@ from pate_stab.features.propagation import PoolGraph
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.run.selection import _spread_picks, per_class_order, release_in_rounds
 from pate_stab.student.spreading import spread_labels
-from tests.run.test_selection import K, M, T, _pool
+from tests.run.test_selection import K, M, T, _counterfactual, _pool, _run
 
 C = 3
 
@@ -25,23 +25,6 @@ def _spread_fn(x):
         return spread_labels(graph.adjacency, index, classes, num_classes=C + 1, alpha=0.99, steps=30)
 
     return spread
-
-
-def _run(x, votes, spread, *, strategy="spread", coverage=0.25, seed=1, peek=None):
-    cal = calibrate(epsilon=4.0, delta=1e-5, num_queries=M, max_unstable=T, mode="tight")
-    rel = StabilityReleaser(cal, generator=torch.Generator().manual_seed(seed))
-    offered: list[int] = []
-
-    def release(index):
-        assert not set(index.tolist()) & set(offered), "a point was offered twice"
-        offered.extend(index.tolist())
-        return rel.release(votes[index]).labels
-
-    out = release_in_rounds(
-        x, num_queries=M, strategy=strategy, release=release, halted=lambda: rel.halted, spread=spread,
-        coverage=coverage, round_size=10, max_unstable=T, generator=torch.Generator().manual_seed(seed),
-    )  # fmt: skip
-    return out, rel, offered
 
 
 def test_per_class_order_takes_turns_by_score():
@@ -67,7 +50,7 @@ def test_spread_picks_skip_bottom_and_cover_the_least_reached():
 
 def test_spread_selection_answers_more_than_pool_order_within_m():
     x, votes = _pool()
-    out, rel, offered = _run(x, votes, _spread_fn(x))
+    out, rel, offered = _run(x, votes, _spread_fn(x), strategy="spread", coverage=0.25)
     assert offered == out.index.tolist() and out.index.numel() <= M
     assert any(r["criterion"] == "spread per class" for r in out.rounds)
     answered = int((out.labels != -1).sum())
@@ -77,18 +60,9 @@ def test_spread_selection_answers_more_than_pool_order_within_m():
     assert answered > int((in_order != -1).sum())
 
 
-def _counterfactual(x, votes, spread_for):
-    first, _, _ = _run(x, votes, spread_for(votes))
-    other = torch.zeros_like(votes)
-    other[:, 0] = K
-    other[first.index] = votes[first.index]
-    second, _, _ = _run(x, other, spread_for(other))
-    return first, second
-
-
 def test_spread_selection_does_not_depend_on_unreleased_votes():
     x, votes = _pool()
-    first, second = _counterfactual(x, votes, lambda v: _spread_fn(x))
+    first, second = _counterfactual(x, votes, lambda v: _spread_fn(x), strategy="spread", coverage=0.25)
     assert torch.equal(first.index, second.index) and torch.equal(first.labels, second.labels)
 
 
@@ -102,7 +76,7 @@ def test_counterfactual_check_catches_a_spread_selector_that_peeks_at_votes():
 
         return spread
 
-    first, second = _counterfactual(x, votes, peeking)
+    first, second = _counterfactual(x, votes, peeking, strategy="spread", coverage=0.25)
     assert not torch.equal(first.index, second.index)
 
 
