@@ -34,7 +34,7 @@ from pate_stab.run.data import Task
 from pate_stab.run.prepare import Prepared, pool_graph
 from pate_stab.run.selection import ConfidenceFn, SpreadFn, answered_mask
 from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets, train_student
-from pate_stab.student.spreading import spread_labels, spread_scores
+from pate_stab.student.spreading import label_rows, spread_labels, spread_scores
 from pate_stab.teachers import ModelSpec, VotingTeachers
 
 __all__ = [
@@ -169,10 +169,7 @@ def spread_pseudo_labels(
     adjacency = pool_graph(prep).adjacency
     assert adjacency is not None
     bottoms = torch.empty(0, dtype=torch.int64) if bottoms is None else bottoms[~torch.isin(bottoms, seeds)]
-    if targets.soft:
-        rows = torch.stack([1 - targets.targets.float(), targets.targets.float()], 1)
-    else:
-        rows = torch.nn.functional.one_hot(targets.targets.long(), c).float()
+    rows = label_rows(targets.targets, c)
     bottom_rows = torch.eye(c + 1)[c].expand(bottoms.numel(), -1)  # ⊥: class C
     rows = torch.cat([torch.cat([rows, torch.zeros(rows.shape[0], 1)], 1), bottom_rows])
     seeds_all = torch.cat([seeds, bottoms])

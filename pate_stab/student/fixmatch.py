@@ -43,9 +43,8 @@ from pate_stab._validation import (
 )
 from pate_stab.rng import child_seed
 from pate_stab.student.augment import strong_augment, weak_augment
-from pate_stab.student.training import StudentPredictions
-from pate_stab.teachers.models import ModelSpec, build_model, init_parameters
-from pate_stab.teachers.training import quiet_lightning
+from pate_stab.student.training import StudentPredictions, fit_module, initialised_network
+from pate_stab.teachers.models import ModelSpec
 
 __all__ = ["FixMatchConfig", "FixMatchModule", "FixMatchStudent", "train_fixmatch"]
 
@@ -323,9 +322,7 @@ def train_fixmatch(
     y_l = _check_labels(labels, n=x_l.shape[0], num_classes=num_classes)
     spec = ModelSpec("cnn", tuple(x_l.shape[1:]), num_classes, hidden=config.hidden, channels=config.channels)
     init_seed, data_seed, augment_seed = child_seed(generator), child_seed(generator), child_seed(generator)
-    init_gen = torch.Generator()
-    init_gen.manual_seed(init_seed)
-    network = init_parameters(build_model(spec), generator=init_gen)
+    network = initialised_network(spec, init_seed)
     if x_l.shape[0] == 0:
         history = [{"step": 0, "trained": False, "reason": "no labelled images"}]
         return FixMatchStudent(spec, network, config, history)
@@ -333,17 +330,7 @@ def train_fixmatch(
     if config.lambda_u == 0:
         x_u = x_u[:0]
     batches = _Batches(x_l, y_l, x_u, batch_size=config.batch_size, mu=config.mu, seed=data_seed)
-    with quiet_lightning(not progress_bar):
-        trainer = L.Trainer(
-            max_steps=config.steps,
-            accelerator=accelerator,
-            devices=1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=progress_bar,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
-        )
-        trainer.fit(module, DataLoader(batches, batch_size=None))
+    fit_module(module, DataLoader(batches, batch_size=None), accelerator=accelerator, progress_bar=progress_bar,
+               max_steps=config.steps)  # fmt: skip
     predictor = module.ema_network if module.ema_network is not None else module.network
     return FixMatchStudent(spec, predictor.cpu().eval(), config, module.history)

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from pate_stab._validation import check_int, check_real, check_tensor
 
-__all__ = ["spread_labels", "spread_scores"]
+__all__ = ["label_rows", "spread_labels", "spread_scores"]
 
 
 def spread_scores(adjacency: Tensor, seeds: Tensor, targets: Tensor, *, alpha: float, steps: int) -> Tensor:
@@ -60,6 +60,20 @@ def spread_scores(adjacency: Tensor, seeds: Tensor, targets: Tensor, *, alpha: f
     return f
 
 
+def label_rows(labels: Tensor, num_classes: int) -> Tensor:
+    """Seed rows Y (n, C) float32: one-hot rows for int64 classes, (1 − s, s) for binary scores s."""
+    labels = check_tensor("labels", labels, ndim=1, nonempty=False)
+    if labels.is_floating_point():
+        if num_classes != 2:
+            raise ValueError("score labels need num_classes == 2")
+        if bool(((labels < 0) | (labels > 1)).any()):  # NaN compares False: caught by check_tensor
+            raise ValueError("score labels must lie in [0, 1]")
+        return torch.stack([1 - labels.float(), labels.float()], dim=1)
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
+        raise ValueError(f"labels must lie in [0, {num_classes - 1}]")
+    return torch.nn.functional.one_hot(labels.long(), num_classes).float()
+
+
 def spread_labels(
     adjacency: Tensor,
     seeds: Tensor,
@@ -76,18 +90,7 @@ def spread_labels(
         (n,) the rows' total mass.
     """
     c = check_int("num_classes", num_classes, minimum=2)
-    labels = check_tensor("labels", labels, ndim=1, nonempty=False)
-    if labels.is_floating_point():
-        if c != 2:
-            raise ValueError("score labels need num_classes == 2")
-        if bool(((labels < 0) | (labels > 1)).any()):  # NaN compares False: caught by check_tensor
-            raise ValueError("score labels must lie in [0, 1]")
-        targets = torch.stack([1 - labels.float(), labels.float()], dim=1)
-    else:
-        if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= c):
-            raise ValueError(f"labels must lie in [0, {c - 1}]")
-        targets = torch.nn.functional.one_hot(labels.long(), c).float()
-    f = spread_scores(adjacency, seeds, targets, alpha=alpha, steps=steps)
+    f = spread_scores(adjacency, seeds, label_rows(labels, c), alpha=alpha, steps=steps)
     mass = f.sum(1)
     proba = torch.where(mass.unsqueeze(1) > 0, f / mass.clamp(min=1e-30).unsqueeze(1), torch.full_like(f, 1.0 / c))
     return proba, mass

@@ -145,18 +145,31 @@ def _fit(
     accelerator: str,
     progress_bar: bool,
 ) -> nn.Module:
-    init_gen = torch.Generator()
-    init_gen.manual_seed(init_seed)
-    network = init_parameters(build_model(spec), generator=init_gen)
+    network = initialised_network(spec, init_seed)
     if x.shape[0] == 0:
         return network
     module = StudentModule(network, soft=soft, lr=config.lr, weight_decay=config.weight_decay)
     data_gen = torch.Generator()
     data_gen.manual_seed(data_seed)
     loader = DataLoader(TensorDataset(x, targets), batch_size=config.batch_size, shuffle=True, generator=data_gen)
+    fit_module(module, loader, accelerator=accelerator, progress_bar=progress_bar, max_epochs=config.epochs)
+    return module.network.cpu()
+
+
+def initialised_network(spec: ModelSpec, seed: int) -> nn.Module:
+    """A student network of ``spec`` with its parameters drawn from ``seed``."""
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return init_parameters(build_model(spec), generator=generator)
+
+
+def fit_module(
+    module: L.LightningModule, loader: Any, *, accelerator: str, progress_bar: bool, **limits: int
+) -> None:
+    """One single-device Lightning fit of a student, without logger or checkpoints; ``limits`` are
+    the Trainer's ``max_epochs`` / ``max_steps``."""
     with quiet_lightning(not progress_bar):
         trainer = L.Trainer(
-            max_epochs=config.epochs,
             accelerator=accelerator,
             devices=1,
             logger=False,
@@ -164,9 +177,9 @@ def _fit(
             enable_progress_bar=progress_bar,
             enable_model_summary=False,
             num_sanity_val_steps=0,
+            **limits,
         )
         trainer.fit(module, loader)
-    return module.network.cpu()
 
 
 def train_student(
