@@ -44,6 +44,7 @@ from pate_stab.run import (
 )
 from pate_stab.run.compare import format_summary, plot_rows, summarise_rows
 from pate_stab.run.prepare import prepare
+from pate_stab.run.release import release_spend_id
 from pate_stab.run.student import student_accuracies
 
 
@@ -96,11 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     ) as ledger:
         recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}
         plan = [(a, e, r) for r in range(args.repeats) for a in args.aggregators for e in args.epsilons]
-
-        def spend_id(a: str, e: float, r: int) -> str:
-            return f"{config.run_name}:{a}:eps={e:g}" + (f":rep={r}" if r else "")
-
-        missing = [f"{a} at ε={e:g} (repeat {r})" for a, e, r in plan if spend_id(a, e, r) not in recorded]
+        missing = [
+            f"{a} at ε={e:g} (repeat {r})" for a, e, r in plan if release_spend_id(config.run_name, a, e, r) not in recorded
+        ]
         if missing:
             raise SystemExit(f"no recorded release for {', '.join(missing)}: run transfer/compare first")
         spent_before = ledger.spent()

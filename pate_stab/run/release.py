@@ -31,7 +31,7 @@ from pate_stab.run.prepare import Prepared
 from pate_stab.run.selection import SELECTION_PRIVACY, release_in_rounds
 from pate_stab.run.student import selector_confidence, selector_spread
 
-__all__ = ["Release", "label_accuracy", "release_labels", "selection_report"]
+__all__ = ["Release", "label_accuracy", "release_labels", "release_spend_id", "selection_report"]
 
 
 @dataclass
@@ -69,6 +69,11 @@ def _replay(prep: Prepared, aggregator: str, soft: bool, spend_id: str, payload:
     return Release(aggregator, labels, soft, payload["summary"], spend_id, True, index, selection)
 
 
+def release_spend_id(run_name: str, aggregator: str, epsilon: float, repeat: int = 0) -> str:
+    """The ledger spend id of a run's release: ``<run>:<aggregator>:eps=<ε>[:rep=<repeat>]``."""
+    return f"{run_name}:{aggregator}:eps={epsilon:g}" + (f":rep={repeat}" if repeat else "")
+
+
 def release_labels(
     prep: Prepared,
     ledger: PrivacyLedger,
@@ -96,7 +101,7 @@ def release_labels(
     spec = aggregator_spec(aggregator)
     if spec.binary_only and prep.task.num_classes != 2:
         raise ValueError(f"{aggregator} needs a binary task")
-    spend_id = f"{config.run_name}:{aggregator}:eps={epsilon:g}" + (f":rep={repeat}" if repeat else "")
+    spend_id = release_spend_id(config.run_name, aggregator, epsilon, repeat)
     recorded = ledger.entry(spend_id)
     if recorded is not None and recorded.has_result:
         return _replay(prep, aggregator, spec.soft, spend_id, recorded.result)
