@@ -97,9 +97,8 @@ def main(argv: list[str] | None = None) -> None:
     ) as ledger:
         recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}
         plan = [(a, e, r) for r in range(args.repeats) for a in args.aggregators for e in args.epsilons]
-        missing = [
-            f"{a} at ε={e:g} (repeat {r})" for a, e, r in plan if release_spend_id(config.run_name, a, e, r) not in recorded
-        ]
+        missing = [f"{a} at ε={e:g} (repeat {r})" for a, e, r in plan
+                   if release_spend_id(config.run_name, a, e, r) not in recorded]  # fmt: skip
         if missing:
             raise SystemExit(f"no recorded release for {', '.join(missing)}: run transfer/compare first")
         spent_before = ledger.spent()
