@@ -14,16 +14,20 @@ exports the configuration, :func:`run_transfer`, :func:`run_compare` and the typ
 | :mod:`~pate_stab.run.report` | ``report.json``: what was trained, released, spent and measured |
 | :mod:`~pate_stab.run.transfer` | :func:`run_transfer`: the steps above in order |
 | :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
+| :mod:`~pate_stab.run.refit` | :func:`refit_students`: new students on a run's recorded releases (no spend) |
+| :mod:`~pate_stab.run.api` | :func:`transfer_arrays`, :func:`compare_arrays`: the main job on the user's arrays |
 """
 
+from pate_stab.run.api import compare_arrays, transfer_arrays
 from pate_stab.run.compare import format_rows, plot_rows, run_compare
 from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
 from pate_stab.run.data import Task, load_task
-from pate_stab.run.prepare import BudgetTooSmallError, Prepared
+from pate_stab.run.prepare import BudgetTooSmallError, Prepared, prepare
+from pate_stab.run.refit import refit_students
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, transfer_report
 from pate_stab.run.student import fit_student, teacher_accuracies
-from pate_stab.run.transfer import run_transfer
+from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_transfer, transfer
 
 __all__ = [
     "DATASETS",
@@ -35,16 +39,23 @@ __all__ = [
     "Release",
     "Task",
     "TransferConfig",
+    "TransferResult",
     "clean_json",
+    "compare_arrays",
+    "evaluate_and_report",
     "fit_student",
     "format_rows",
     "label_accuracy",
     "load_task",
     "open_ledger",
     "plot_rows",
+    "prepare",
+    "refit_students",
     "release_labels",
     "run_compare",
     "run_transfer",
     "teacher_accuracies",
+    "transfer",
+    "transfer_arrays",
     "transfer_report",
 ]

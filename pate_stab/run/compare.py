@@ -29,8 +29,10 @@ from tqdm import tqdm
 
 from pate_stab._validation import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
+from pate_stab.data.own import OwnData
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
+from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import label_accuracy, release_labels
@@ -166,12 +168,14 @@ def run_compare(
     epsilons: Sequence[float],
     aggregators: Sequence[str] | None = None,
     repeats: int = 1,
+    data: OwnData | None = None,
 ) -> dict[str, Any]:
     """Release the same votes with every aggregator at every ε, train a student on each release.
 
     ``repeats`` > 1 releases every (aggregator, ε) that many times, each a separate spend with
     its own noise, selection and student; the summary gives mean, spread and range per setting.
-    Writes ``compare.json``, ``compare.txt`` and ``compare.png`` in the run folder.
+    Writes ``compare.json``, ``compare.txt`` and ``compare.png`` in the run folder. ``data``: the
+    user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
 
     Returns:
         ``{"rows": [...], "table": str, "plot": path, ...}``.
@@ -179,7 +183,7 @@ def run_compare(
     if not epsilons or any(not (isinstance(e, int | float) and math.isfinite(e) and e > 0) for e in epsilons):
         raise ValueError(f"epsilons must be positive finite numbers, got {list(epsilons)!r}")
     start = time.perf_counter()
-    prep = prepare(config, check_budget=False)
+    prep = prepare(config, check_budget=False, data=data)
     binary = prep.task.num_classes == 2
     if aggregators is None:
         aggregators = [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
@@ -229,7 +233,7 @@ def run_compare(
                 selection_generator=selection_gens[i],
                 repeat=rep,
             )
-            acc_answered, acc_all = label_accuracy(release, prep.task.public_y[release.index])
+            acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
             student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
             s = release.summary
             dd = release_data_dependent(prep, release, generator=dd_gens[i])

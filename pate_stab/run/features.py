@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,8 +123,7 @@ def extract_features(
         "input_shape": list(task.public_x.shape[1:]),
         "cache": f"features/{path.name}",
     }
-    out = Task(
-        saved["private"], task.private_y, saved["public"], task.public_y, saved["evaluation"], task.eval_y,
-        task.num_classes, task.threat_model, feature_map, task.public_images, task.eval_images,
-    )  # fmt: skip
+    out = replace(
+        task, private_x=saved["private"], public_x=saved["public"], eval_x=saved["evaluation"], feature_map=feature_map
+    )
     return out, cached

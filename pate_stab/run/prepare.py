@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from pate_stab.aggregation.registry import aggregator_spec, answerability
+from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import NOT_IDENTITY, TransferConfig
@@ -117,8 +118,12 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
     path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True))
 
 
-def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
-    """Stages 1–2: data, partition, teachers (trained or reloaded); votes are computed on demand."""
+def prepare(config: TransferConfig, *, check_budget: bool = True, data: OwnData | None = None) -> Prepared:
+    """Stages 1–2: data, partition, teachers (trained or reloaded); votes are computed on demand.
+
+    ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
+    Data is loaded and checked before the run folder is touched: bad input trains and spends nothing.
+    """
     timings: dict[str, float] = {}
     run_dir = config.run_dir
     # appended names get new seeds; the earlier ones keep theirs
@@ -127,7 +132,7 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
     gens = {n: torch.Generator().manual_seed(child_seed(root)) for n in names}
 
     t0 = time.perf_counter()
-    task = load_task(config, generator=gens["data"])
+    task = load_task(config, generator=gens["data"], data=data)
     timings["data"] = time.perf_counter() - t0
     if check_budget:
         check_answerable(config, task.num_classes)
@@ -143,8 +148,10 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
         timings["features"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    if config.partition_key == "record_id":
-        keys: Any = torch.arange(task.private_x.shape[0], dtype=torch.int64)
+    if config.partition_key == "record_id" and task.private_ids is not None:
+        keys: Any = task.private_ids  # ids supplied with the data: a replacement keeps its shard
+    elif config.partition_key == "record_id":
+        keys = torch.arange(task.private_x.shape[0], dtype=torch.int64)
     else:
         keys = record_keys_from_tensors(task.private_x, task.private_y)
     shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])

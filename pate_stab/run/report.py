@@ -3,7 +3,8 @@
 Every figure in ``report.json`` comes from the run's objects: the ledger (what was spent, under
 which relation), the release's summary (the certified (ε, δ), queries answered, ⊥ and not asked),
 and the evaluation split (teachers and student). True labels of the public queries are used for
-the label-accuracy figures only.
+the label-accuracy figures only; without them (a pool without labels) those figures are None, as
+are the evaluation figures of a run without an evaluation set.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def transfer_report(
         "dataset": config.dataset,
         "threat_model": {"name": task.threat_model, "description": THREAT_MODELS[task.threat_model]},
         "num_classes": task.num_classes,
+        "classes": None if task.class_names is None else list(task.class_names),
+        "pool_labelled": task.public_y is not None,
         "sizes": {
             "private": int(task.private_x.shape[0]),
             "public_pool": int(task.public_x.shape[0]),
@@ -133,7 +136,7 @@ def transfer_report(
         "teachers": {
             "mean_accuracy": teacher_mean,
             "plurality_accuracy": plurality,
-            "evaluated_on": "evaluation split",
+            "evaluated_on": "evaluation split" if task.eval_y.numel() else None,
         },
         "wall_time_s": wall_times,
         "resumed": {"teachers": prep.resumed_teachers, "release": release.reused}

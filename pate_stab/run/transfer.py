@@ -10,7 +10,8 @@ order:
    ``query_selection`` (:mod:`pate_stab.run.selection`);
 3. :func:`~pate_stab.run.student.fit_student` — the student on the released labels
    (post-processing);
-4. evaluation and :func:`~pate_stab.run.report.transfer_report` → ``report.json``.
+4. :func:`evaluate_and_report` — evaluation and :func:`~pate_stab.run.report.transfer_report`
+   → ``report.json``.
 
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
 on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool,
@@ -29,32 +30,109 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor
 
+from pate_stab.data.own import OwnData
+from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import TransferConfig
+from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
-from pate_stab.run.prepare import prepare
-from pate_stab.run.release import label_accuracy, release_labels
+from pate_stab.run.prepare import Prepared, prepare
+from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import open_ledger, transfer_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
+from pate_stab.student import StudentTargets
 
-__all__ = ["run_transfer"]
+__all__ = ["TransferResult", "evaluate_and_report", "run_transfer", "transfer"]
 
 
-def run_transfer(config: TransferConfig) -> dict[str, Any]:
+@dataclass
+class TransferResult:
+    """A finished transfer: the student, the release (labels and the pool points they label),
+    the report, and the prepared run (teachers, task) the steps shared."""
+
+    student: Any
+    release: Release
+    report: dict[str, Any]
+    prep: Prepared
+
+    @property
+    def labels(self) -> Tensor:
+        """The released labels (int64, −1 for ⊥; float scores, NaN for ⊥, for soft labels)."""
+        return self.release.labels
+
+    @property
+    def index(self) -> Tensor:
+        """Pool positions of :attr:`labels` (``labels[i]`` labels public pool point ``index[i]``)."""
+        return self.release.index
+
+
+def evaluate_and_report(
+    prep: Prepared,
+    ledger: PrivacyLedger,
+    release: Release,
+    student: Any,
+    targets: StudentTargets,
+    *,
+    start: float | None = None,
+) -> dict[str, Any]:
+    """Step 4: teachers and student on the evaluation split, pool figures where the pool has
+    labels, PATE's data-dependent ε; the report, also written to ``report.json``."""
+    t0 = time.perf_counter()
+    task = prep.task
+    label_answered, label_all = label_accuracy(release, pool_truth(task, release.index))
+    teacher_mean, plurality = teacher_accuracies(prep.teachers, task.eval_x, task.eval_y, task.num_classes)
+    accuracies = {
+        "label_answered": label_answered,
+        "label_all": label_all,
+        "teacher_mean": teacher_mean,
+        "plurality": plurality,
+        **student_accuracies(prep, student, release),
+    }
+    # PATE's data-dependent ε, reported beside the enforced data-independent ε
+    data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
+    prep.timings["evaluation"] = time.perf_counter() - t0
+    total = {} if start is None else {"total": time.perf_counter() - start}
+    report = transfer_report(
+        prep,
+        ledger,
+        release,
+        student=student,
+        targets=targets,
+        accuracies=accuracies,
+        data_dependent=data_dependent,
+        wall_times={**prep.timings, **total},
+    )
+    (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    return report
+
+
+def run_transfer(config: TransferConfig, *, data: OwnData | None = None) -> dict[str, Any]:
     """Run (or resume) one transfer and return its report (also written to ``report.json``).
+
+    ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
 
     Raises:
         BudgetTooSmallError: the stability releaser would answer nothing (before any training).
         FileNotFoundError: data directory or files missing.
+        InputDataError: own data that does not fit (before any training or spending).
         ValueError: bad configuration, or a run folder made with another configuration.
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
             all recorded; nothing is drawn again (start a new run).
     """
+    result = transfer(config, data=data)
+    return result if isinstance(result, dict) else result.report
+
+
+def transfer(config: TransferConfig, *, data: OwnData | None = None) -> TransferResult | dict[str, Any]:
+    """:func:`run_transfer`, returning the student and the release with the report (a status dict
+    when ``stop_after`` stops the run early)."""
     start = time.perf_counter()
-    prep = prepare(config)  # 1. data, partition, teachers
+    prep = prepare(config, data=data)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report
@@ -86,32 +164,7 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
         )
         torch.save(student.state_dict(), prep.run_dir / "student.pt")
         prep.timings["student"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()  # 4. evaluation and report
-        task = prep.task
-        label_answered, label_all = label_accuracy(release, task.public_y[release.index])
-        teacher_mean, plurality = teacher_accuracies(prep.teachers, task.eval_x, task.eval_y, task.num_classes)
-        accuracies = {
-            "label_answered": label_answered,
-            "label_all": label_all,
-            "teacher_mean": teacher_mean,
-            "plurality": plurality,
-            **student_accuracies(prep, student, release),
-        }
-        # PATE's data-dependent ε, reported beside the enforced data-independent ε
-        data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
-        prep.timings["evaluation"] = time.perf_counter() - t0
-        report = transfer_report(
-            prep,
-            ledger,
-            release,
-            student=student,
-            targets=targets,
-            accuracies=accuracies,
-            data_dependent=data_dependent,
-            wall_times={**prep.timings, "total": time.perf_counter() - start},
-        )
-        (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
-        return report
+        report = evaluate_and_report(prep, ledger, release, student, targets, start=start)  # 4.
+        return TransferResult(student, release, report, prep)
     finally:
         ledger.close()
