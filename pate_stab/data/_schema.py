@@ -203,8 +203,8 @@ def encode_table(
     """Encode a CSV file (or rows as mappings) with a public schema.
 
     Every schema column must be present; a file column that the schema does not name is refused
-    (so a misspelt column is never dropped silently). The label column is optional (None: the
-    table has no labels); its values must be among the schema's classes.
+    (so a misspelt column is never dropped silently). The label and id columns are optional (None:
+    the table has none); label values must be among the schema's classes.
 
     Raises:
         SchemaError: a missing or undeclared column, a numeric cell that is not a finite number,
@@ -224,8 +224,6 @@ def encode_table(
     if undeclared:
         raise SchemaError(f"{where}: column {undeclared[0]!r} is not in the schema (declared: {sorted(declared)})")
     missing = [c.name for c in schema.columns if c.name not in names]
-    if schema.id_column and schema.id_column not in names:
-        missing.append(schema.id_column)
     if missing:
         raise SchemaError(f"{where}: schema column {missing[0]!r} is missing from the table")
     if not cells:
@@ -268,7 +266,7 @@ def encode_table(
             labels.append(cls_of[row[j]])
         y = torch.tensor(labels, dtype=torch.int64)
     ids = None
-    if schema.id_column:
+    if schema.id_column and schema.id_column in pos:
         j = pos[schema.id_column]
         try:
             ids = torch.tensor([int(row[j]) for row in cells], dtype=torch.int64)

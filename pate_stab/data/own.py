@@ -398,6 +398,8 @@ def load_files(
             tables = {role: encode_table(p, sch) for role, p in paths.items()}
         except SchemaError as exc:
             raise InputDataError(str(exc)) from exc
+        if sch.id_column and tables["private"].ids is None:
+            raise InputDataError(f"{names['private']} has no record-id column {sch.id_column!r} (the schema's)")
         for role in ("private", "evaluation"):
             if role in tables and tables[role].y is None:
                 raise InputDataError(f"{names[role]} has no label column {sch.label!r}")
