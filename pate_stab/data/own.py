@@ -12,7 +12,8 @@ refused with :class:`InputDataError`, which names the set, the file, the column 
 
 File kinds, read from the path: ``.npz`` (arrays ``x``, optional ``y`` and ``ids``), ``.pt``
 (a dict with the same keys), ``.npy`` (the path holds x; labels in the file with the same name
-and ``_y`` for the trailing ``_x``, ids in ``_ids``), ``.csv`` (with a public schema:
+and ``_y`` for the trailing ``_x``, ids in ``_ids``), ``.csv`` or any other text table given with
+a schema (comma-separated, with a public schema:
 :mod:`pate_stab.data._schema`), and a folder of images: the labelled sets in torchvision's
 ``ImageFolder`` layout (one sub-folder per class), the public pool a flat folder.
 """
@@ -325,16 +326,21 @@ def _labelled_folder(
     return torch.cat(xs), torch.cat(ys)
 
 
-def _kind(path: Path) -> str:
+def _kind(path: Path, schema: object) -> str:
+    """The kind of a path: "images" (a folder), "arrays" (.npz / .pt / .npy) or "table" (.csv, or any
+    other file when a schema is given)."""
     if path.is_dir():
         return "images"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found")
     if path.suffix in (".npz", ".pt", ".npy"):
         return "arrays"
-    if path.suffix == ".csv":
+    if path.suffix == ".csv" or schema is not None:
         return "table"
-    raise InputDataError(f"{path}: unknown kind of file {path.suffix!r}; use .npz, .pt, .npy, .csv or an image folder")
+    raise InputDataError(
+        f"{path}: unknown kind of file {path.suffix!r}; use .npz, .pt, .npy, .csv (or any text table with a "
+        "schema) or an image folder"
+    )
 
 
 def load_files(
@@ -364,7 +370,7 @@ def load_files(
     paths = {"private": Path(private), "public": Path(public)} | (
         {} if evaluation is None else {"evaluation": Path(evaluation)}
     )
-    kinds = {role: _kind(p) for role, p in paths.items()}
+    kinds = {role: _kind(p, schema) for role, p in paths.items()}
     if len(set(kinds.values())) > 1:
         raise InputDataError(f"the three sets must be of one kind, got {kinds}")
     kind = kinds["private"]

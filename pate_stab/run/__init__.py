@@ -22,12 +22,12 @@ from pate_stab.run.api import compare_arrays, transfer_arrays
 from pate_stab.run.compare import format_rows, plot_rows, run_compare
 from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
 from pate_stab.run.data import Task, load_task
-from pate_stab.run.prepare import BudgetTooSmallError, Prepared, prepare
+from pate_stab.run.prepare import BudgetTooSmallError, Prepared
 from pate_stab.run.refit import refit_students
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, transfer_report
 from pate_stab.run.student import fit_student, teacher_accuracies
-from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_transfer, transfer
+from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_transfer
 
 __all__ = [
     "DATASETS",
@@ -49,13 +49,11 @@ __all__ = [
     "load_task",
     "open_ledger",
     "plot_rows",
-    "prepare",
     "refit_students",
     "release_labels",
     "run_compare",
     "run_transfer",
     "teacher_accuracies",
-    "transfer",
     "transfer_arrays",
     "transfer_report",
 ]

@@ -15,7 +15,7 @@ Example (a task generated on the spot; any tensors or NumPy arrays will do)::
     result.labels, result.index        # the released labels and the pool points they label
     result.report["student"]["test_accuracy"]
 
-The four steps, for a user who wants to swap one (:func:`pate_stab.run.transfer.transfer` runs
+The four steps, for a user who wants to swap one (:func:`pate_stab.run.transfer.transfer_result` runs
 them in this order): :func:`~pate_stab.run.prepare.prepare` (data, partition, teachers; pass
 ``data=``), :func:`~pate_stab.run.release.release_labels` (one aggregator through the run's
 ledger), :func:`~pate_stab.run.student.fit_student` (post-processing), and
@@ -34,7 +34,7 @@ from typing import Any
 from pate_stab.data.own import OwnData, own_data
 from pate_stab.run.compare import run_compare
 from pate_stab.run.config import TransferConfig
-from pate_stab.run.transfer import TransferResult, transfer
+from pate_stab.run.transfer import TransferResult, transfer_result
 
 __all__ = ["arrays_config", "compare_arrays", "transfer_arrays"]
 
@@ -96,8 +96,8 @@ def transfer_arrays(
     """
     cfg = arrays_config(config, **settings)
     if cfg.stop_after is not None:
-        raise ValueError("transfer_arrays runs to the end; use pate_stab.run.transfer.transfer for stop_after")
-    result = transfer(cfg, data=_data(private, public, evaluation, classes, public_y, private_ids))
+        raise ValueError("transfer_arrays runs to the end; use pate_stab.run.transfer.transfer_result for stop_after")
+    result = transfer_result(cfg, data=_data(private, public, evaluation, classes, public_y, private_ids))
     if not isinstance(result, TransferResult):  # pragma: no cover - stop_after is refused above
         raise RuntimeError(f"the run stopped early: {result}")
     return result

@@ -120,6 +120,13 @@ def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[lis
     return [s.private.x, s.private.y, s.public.x, s.public.y, s.evaluation.x, s.evaluation.y], splits.num_classes
 
 
+def _rows(f: Any, t: Tensor) -> Tensor:
+    """``f(t)``; for an empty ``t`` (no evaluation set), an empty tensor of ``f``'s output shape."""
+    if t.shape[0]:
+        return f(t)
+    return f(torch.zeros(1, *t.shape[1:], dtype=t.dtype))[:0]
+
+
 def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnData | None = None) -> Task:
     """The three splits in the teachers' input space (features fitted on public data only).
 
@@ -158,11 +165,11 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
     if config.dataset == "adult" or (own is not None and own.kind == "table"):
         # z-scores with statistics of the public pool only (never of the private part)
         mean, std = ux.mean(0), ux.std(0)
-        px, ux, ex = (standardize(t, mean=mean, std=std) for t in (px, ux, ex))
+        px, ux, ex = (_rows(lambda t: standardize(t, mean=mean, std=std), t) for t in (px, ux, ex))
         feature_map["standardized_on"] = "public pool"
     if config.features == "pca":
         feats = PublicFeatures.fit(ux, dim=config.pca_dim, whiten=config.whiten)  # public pool only
-        px, ux, ex = feats.transform(px), feats.transform(ux), feats.transform(ex)
+        px, ux, ex = (_rows(feats.transform, t) for t in (px, ux, ex))
         feature_map.update(feats.meta)
         feature_map["state"] = feats.state_dict()
     elif config.features == "raw" and config.teacher_model != "cnn":

@@ -47,7 +47,7 @@ from pate_stab.run.report import open_ledger, transfer_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 from pate_stab.student import StudentTargets
 
-__all__ = ["TransferResult", "evaluate_and_report", "run_transfer", "transfer"]
+__all__ = ["TransferResult", "evaluate_and_report", "run_transfer", "transfer_result"]
 
 
 @dataclass
@@ -124,11 +124,11 @@ def run_transfer(config: TransferConfig, *, data: OwnData | None = None) -> dict
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
             all recorded; nothing is drawn again (start a new run).
     """
-    result = transfer(config, data=data)
+    result = transfer_result(config, data=data)
     return result if isinstance(result, dict) else result.report
 
 
-def transfer(config: TransferConfig, *, data: OwnData | None = None) -> TransferResult | dict[str, Any]:
+def transfer_result(config: TransferConfig, *, data: OwnData | None = None) -> TransferResult | dict[str, Any]:
     """:func:`run_transfer`, returning the student and the release with the report (a status dict
     when ``stop_after`` stops the run early)."""
     start = time.perf_counter()
