@@ -21,7 +21,9 @@ them in this order): :func:`~pate_stab.run.prepare.prepare` (data, partition, te
 ledger), :func:`~pate_stab.run.student.fit_student` (post-processing), and
 :func:`~pate_stab.run.transfer.evaluate_and_report`.
 
-Every setting of :class:`~pate_stab.run.config.TransferConfig` may be passed as a keyword. The
+Every setting of :class:`~pate_stab.run.config.TransferConfig` may be passed as a keyword. A
+run lives in ``<checkpoints_dir>/<run_name>/``; calling again with the same run name resumes it
+(its teachers and recorded releases are reused), so give new data a new run name. The
 arrays are checked first (:func:`pate_stab.data.own.own_data`): bad input raises
 :class:`~pate_stab.data.own.InputDataError` before anything is trained or spent.
 """

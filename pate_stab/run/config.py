@@ -61,7 +61,8 @@ THREAT_MODELS = {
 }
 PARTITION_KEYS = {
     "content": "the record's own bytes (features and label): a replaced record may move to another shard",
-    "record_id": "the record's row number in the private split, kept by a replacement (a stable record id)",
+    "record_id": "the record's id, kept by a replacement (own data: the ids supplied with it; bundled data "
+    "sets: the row number in the private split)",
 }
 _WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
 # the student is post-processing of the release: a rerun may change these and only refits the student

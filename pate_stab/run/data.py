@@ -148,6 +148,12 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
     if own is not None:
         if config.threat_model != "public-pool":
             raise ValueError("own data brings its own public pool: use threat_model 'public-pool'")
+        if config.partition_key == "record_id" and own.private_ids is None:
+            # DESIGN.md fact 1: record ids come with the data, never from row numbers
+            raise ValueError(
+                "partition_key 'record_id' needs record ids supplied with the private data (the schema's "
+                "id_column, 'ids' in the .npz / .pt, private_ids= in Python)"
+            )
         ex = own.eval_x if own.eval_x is not None else own.public_x[:0]
         ey = own.eval_y if own.eval_y is not None else torch.empty(0, dtype=torch.int64)
         px, py, ux, uy, num_classes = own.private_x, own.private_y, own.public_x, own.public_y, own.num_classes

@@ -327,3 +327,12 @@ def test_cli_bad_input_exits_2_before_training(npz_files, csv_files, image_folde
                   capsys)  # fmt: skip
     assert "y has 999 labels" in err and "len.npz" in err
     assert (tmp_path / "runs" / "good" / "ledger.jsonl").read_bytes() == before
+
+
+def test_record_id_partition_needs_ids_supplied_with_the_data(tmp_path):
+    """DESIGN.md fact 1: record ids come with the data, never from row numbers."""
+    private, (ux, _), evaluation = mixture()
+    with pytest.raises(ValueError, match="partition_key 'record_id' needs record ids supplied with the private data"):
+        transfer_arrays(private, ux, evaluation, classes=3, partition_key="record_id", checkpoints_dir=str(tmp_path),
+                        run_name="ids", **SMALL)  # fmt: skip
+    assert not (tmp_path / "ids").exists()
