@@ -17,7 +17,7 @@ from pate_stab.cli import main
 from pate_stab.data import make_gaussian_mixture
 from pate_stab.data.own import InputDataError, load_files
 from pate_stab.rng import seeded_generator
-from pate_stab.run import TransferConfig, compare_arrays, refit_students, run_transfer, transfer_arrays
+from pate_stab.run import TransferConfig, compare_arrays, refit_students, run_compare, run_transfer, transfer_arrays
 
 PIL = pytest.importorskip("PIL.Image")
 SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "refit_students.py"
@@ -336,3 +336,23 @@ def test_record_id_partition_needs_ids_supplied_with_the_data(tmp_path):
         transfer_arrays(private, ux, evaluation, classes=3, partition_key="record_id", checkpoints_dir=str(tmp_path),
                         run_name="ids", **SMALL)  # fmt: skip
     assert not (tmp_path / "ids").exists()
+
+
+@pytest.mark.parametrize("kind", ["csv", "images"])
+def test_python_files_compare_and_refit(kind, csv_files, image_folders, tmp_path):
+    if kind == "csv":
+        d = csv_files
+        paths = dict(private=str(d / "private.csv"), public=str(d / "pool.csv"), evaluation=str(d / "eval.csv"),
+                     schema=str(d / "schema.json"))  # fmt: skip
+    else:
+        d = image_folders
+        paths = dict(private=str(d / "train"), public=str(d / "pool"), evaluation=str(d / "test"))
+    cfg = TransferConfig(dataset="files", checkpoints_dir=str(tmp_path), run_name=kind, **paths, **SMALL)
+    out = run_compare(cfg, epsilons=[8.0], aggregators=["stability"])
+    (row,) = out["rows"]
+    assert row["answered"] >= 20 and row["student_acc"] > 0.85 and row["label_acc"] is None  # pools unlabelled
+    before = (tmp_path / kind / "ledger.jsonl").read_text()
+    rows, new, _ = refit_students(tmp_path / kind, aggregators=["stability"], epsilons=[8.0],
+                                  overrides={"student_model": "logistic"})  # fmt: skip
+    assert new.student_model == "logistic" and rows[0]["answered"] == row["answered"]
+    assert (tmp_path / kind / "ledger.jsonl").read_text() == before
