@@ -356,3 +356,18 @@ def test_python_files_compare_and_refit(kind, csv_files, image_folders, tmp_path
                                   overrides={"student_model": "logistic"})  # fmt: skip
     assert new.student_model == "logistic" and rows[0]["answered"] == row["answered"]
     assert (tmp_path / kind / "ledger.jsonl").read_text() == before
+
+
+def test_recipe_with_dataset_files(npz_files, tmp_path, capsys):
+    d = npz_files
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text(
+        f"dataset: files\nprivate: {d / 'private.npz'}\npublic: {d / 'pool.npz'}\nevaluation: {d / 'eval.npz'}\n"
+        f"classes: [a, b, c]\nrun_name: mine\ncheckpoints_dir: {tmp_path}\nstop_after: release\n"
+    )
+    assert main(["transfer", "--config", str(recipe), *FLAGS]) == 0
+    assert "stopped after stage 'release'" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "mine" / "config.json").read_text())
+    assert saved["classes"] == ["a", "b", "c"] and saved["evaluation"] == str(d / "eval.npz")
+    err = exits_2(["transfer", "--config", str(recipe), "--public", str(d / "missing.npz"), *FLAGS], capsys)
+    assert "missing.npz not found" in err
