@@ -61,6 +61,13 @@ def features_key(name: str, options: dict[str, Any], inputs: list[Tensor], gener
     return h.hexdigest()[:16]
 
 
+def _transform_rows(extractor: Any, x: Tensor) -> Tensor:
+    """``extractor.transform(x)``; for an empty ``x``, an empty tensor of the features' shape."""
+    if x.shape[0]:
+        return extractor.transform(x)
+    return extractor.transform(torch.zeros(1, *x.shape[1:], dtype=x.dtype))[:0]
+
+
 def extract_features(
     task: Task, config: TransferConfig, cache_dir: Path, *, generator: torch.Generator
 ) -> tuple[Task, bool]:
@@ -107,7 +114,7 @@ def extract_features(
             "options": options,
             "private": extractor.transform(task.private_x),
             "public": extractor.transform(task.public_x),
-            "evaluation": extractor.transform(task.eval_x),
+            "evaluation": _transform_rows(extractor, task.eval_x),  # may be empty (no evaluation set)
             "meta": extractor.meta,
             "state": extractor.state_dict(),
             "fit_s": fit_s,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from pate_stab.cli import main
 from pate_stab.data import make_gaussian_mixture
@@ -371,3 +372,18 @@ def test_recipe_with_dataset_files(npz_files, tmp_path, capsys):
     assert saved["classes"] == ["a", "b", "c"] and saved["evaluation"] == str(d / "eval.npz")
     err = exits_2(["transfer", "--config", str(recipe), "--public", str(d / "missing.npz"), *FLAGS], capsys)
     assert "missing.npz not found" in err
+
+
+@pytest.mark.parametrize("features", ["pca", "scattering"])
+def test_fitted_features_without_an_evaluation_set(image_folders, tmp_path, features):
+    """Features fitted on the public pool work with no evaluation set; pool labels (reporting only) are reported."""
+    data = load_files(image_folders / "train", image_folders / "pool", image_folders / "test")
+    from pate_stab.data.own import own_data
+
+    pool_y = torch.zeros(data.public_x.shape[0], dtype=torch.int64)  # labels for reporting only
+    mine = own_data((data.private_x, data.private_y), data.public_x, classes=3, public_y=pool_y)
+    result = transfer_arrays(mine, features=features, pca_dim=10, checkpoints_dir=str(tmp_path), run_name=features,
+                             **SMALL)  # fmt: skip
+    report = result.report
+    assert report["features"]["kind"] == features and report["sizes"]["evaluation"] == 0
+    assert report["student"]["test_accuracy"] is None and report["label_accuracy_all_queries"] is not None
