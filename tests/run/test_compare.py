@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from pate_stab.aggregation.baselines import GNMax
+from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_compare
 from pate_stab.run.data_dependent import data_dependent_figures
+from pate_stab.run.release import recorded_spend_id, release_spend_id
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +115,15 @@ def test_more_repeats_raise_the_budget_by_a_recorded_event(tmp_path):
     assert raised["budget_epsilon"] == 4.0 and "2 repeat(s)" in raised["reason"]
     again = run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"])  # fewer repeats: replays, budget kept
     assert again["rows"][0]["reused"] and again["ledger"]["budget"]["epsilon"] == 4.0
+
+
+def test_spend_ids_are_exact(tmp_path):
+    """Two ε that agree to six digits are two releases (``eps={ε:g}`` made them one spend id)."""
+    assert release_spend_id("r", "stability", 1.0000001) != release_spend_id("r", "stability", 1.0000002)
+    assert release_spend_id("r", "lnmax", 3.0, 2) == "r:lnmax:eps=3.0:rep=2"
+    with pytest.raises(ValueError, match="positive finite"):
+        release_spend_id("r", "lnmax", float("nan"))
+    with PrivacyLedger(tmp_path / "l.jsonl", run_id="r", budget_epsilon=10.0, budget_delta=1e-5) as ledger:
+        ledger.spend("r:lnmax:eps=3", epsilon=3.0, delta=0.0)  # the form older ledgers used
+        assert recorded_spend_id(ledger, "r", "lnmax", 3.0) == "r:lnmax:eps=3"  # still replays
+        assert recorded_spend_id(ledger, "r", "lnmax", 3.0000001) == "r:lnmax:eps=3.0000001"
