@@ -174,9 +174,9 @@ def test_selection_reads_propagation_votes_only_of_points_the_releaser_processes
         events.append(("votes", x.clone(), out))
         return out
 
-    def spy_release(self, counts):
+    def spy_release(self, counts, **kwargs):
         events.append(("release", counts.clone()))
-        return real_release(self, counts)
+        return real_release(self, counts, **kwargs)
 
     monkeypatch.setattr(PropagationTeachers, "predict_votes", spy_votes)
     monkeypatch.setattr(StabilityReleaser, "release", spy_release)

@@ -314,9 +314,9 @@ def selected(tmp_path_factory):
         events.append(("votes", x.clone(), out))
         return out
 
-    def spy_release(self, counts):
+    def spy_release(self, counts, **kwargs):
         events.append(("release", counts.clone()))
-        return real_release(self, counts)
+        return real_release(self, counts, **kwargs)
 
     def refuse(*args, **kwargs):
         raise AssertionError("called on resume")
