@@ -184,11 +184,13 @@ PARTITIONS = [
 ]
 
 
+@pytest.mark.parametrize("aggregator", ["lnmax", "stability"])
 @pytest.mark.parametrize("partition_key", PARTITIONS)
-def test_synthetic(tmp_path, monkeypatch, partition_key):
+def test_synthetic(tmp_path, monkeypatch, partition_key, aggregator):
     config = TransferConfig(
-        run_name="nb", checkpoints_dir=str(tmp_path), num_teachers=50, num_private=300, num_public=200,
-        num_eval=200, separation=2.0, num_queries=40, aggregator="lnmax", epsilon=20.0, teacher_epochs=2,
+        run_name="nb", checkpoints_dir=str(tmp_path), num_teachers=100, num_private=600, num_public=200,
+        num_eval=200, separation=3.0, num_queries=40, aggregator=aggregator, epsilon=20.0, max_unstable=5,
+        teacher_epochs=2,
         teacher_lr=0.1, student_epochs=2, accelerator="cpu", releaser_noise="seeded", partition_key=partition_key,
         neighbouring="add_remove",
     )  # fmt: skip
