@@ -14,9 +14,9 @@ DESIGN.md fact 8. A run folder holds
   data-dependent ε with its RDP and smooth-sensitivity inputs, wall times of the stages —
   teacher training time depends on the private size), ``private_key`` (the folder's secret key)
   and ``private_identity.json`` (the MAC of the data the run was made with); likewise
-  ``private_compare.json`` for ``compare``. ``teachers/``, ``features/`` and ``features.pt``
-  are working state computed from private data (teachers, the private records' features): keep
-  them private too.
+  ``private_compare.json`` for ``compare``. ``teachers/`` and ``features/`` are working state
+  computed from private data (teachers, the private records' features): keep them private too.
+  ``features.pt`` (a PCA fitted on the public pool only) may be published.
 
 :func:`split_private` moves the private fields out of a report; :func:`check_data_identity`
 makes a rerun refuse data other than the run's.
