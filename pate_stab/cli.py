@@ -15,6 +15,7 @@ releaser to answer anything) exit with status 2 and say what to change.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import warnings
@@ -221,13 +222,16 @@ def _relation_line(privacy: dict[str, Any] | None) -> str:
 
 
 def _print_report(r: dict[str, Any]) -> None:
-    q, t = r["queries"], r["teachers"]
+    diagnostics = Path(r["run_dir"]) / "private_diagnostics.json"
+    d = json.loads(diagnostics.read_text()) if diagnostics.is_file() else {}
+    q, t = r["queries"], d.get("teachers", {})
     not_asked = q.get("not_asked", 0)
     halted = f" (halted: {not_asked} not asked)" if q["halted"] else ""
     lines = [
         ("dataset", f"{r['dataset']} ({r['threat_model']['name']})"),
         ("teachers", f"k={r['num_teachers']} {r['teacher_model']['kind']}"),
-        ("mean teacher / plurality acc", f"{_fmt(t['mean_accuracy'])} / {_fmt(t['plurality_accuracy'])}"),
+        ("mean teacher / plurality acc", f"{_fmt(t.get('mean_accuracy'))} / {_fmt(t.get('plurality_accuracy'))} "
+         "(private diagnostic)"),  # fmt: skip
         ("aggregator", f"{r['aggregator']}"),
         ("query selection", _selection_line(r["query_selection"])),
         ("certified (ε, δ)", f"({r['epsilon']:.4g}, {r['delta']:.3g})"),
@@ -236,8 +240,9 @@ def _print_report(r: dict[str, Any]) -> None:
         ("label accuracy (answered)", _fmt(r["label_accuracy_answered"])),
         ("student test accuracy", _fmt(r["student"]["test_accuracy"])),
         ("student acc, unlabelled pool", _fmt(r["student"].get("unlabelled_pool_accuracy"))),
-        ("wall time (s)", " ".join(f"{k}={v:.1f}" for k, v in r["wall_time_s"].items())),
-        ("report", str(Path(r["run_dir"]) / "report.json")),
+        ("wall time (s)", " ".join(f"{k}={v:.1f}" for k, v in d.get("wall_time_s", {}).items())),
+        ("report (published)", str(Path(r["run_dir"]) / "report.json")),
+        ("private diagnostics", f"{diagnostics} (mode 0600: never publish)"),
         ("ledger", r["ledger"]["path"]),
     ]
     width = max(len(k) for k, _ in lines)
@@ -349,8 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
                 f"(query selection: {config.query_selection}), δ={config.delta:g}; "
-                f"mean teacher acc {_fmt(out['teachers']['mean_accuracy'])}, "
-                f"plurality acc {_fmt(out['teachers']['plurality_accuracy'])}"
+                f"mean teacher acc {_fmt(out['private']['teachers']['mean_accuracy'])}, "
+                f"plurality acc {_fmt(out['private']['teachers']['plurality_accuracy'])} (private diagnostics, "
+                "private_compare.json: never publish)"
             )
             print(out["table"])
             print(f"plot: {out['plot']}")

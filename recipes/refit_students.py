@@ -20,6 +20,12 @@ Usage (from the project root)::
 ``--repeats R`` refits the releases of ``pate-stab compare --repeats R`` (repeat r's spend id ends
 in ``:rep=r``). Each row gives the student's accuracy on the evaluation split and on the pool
 points the release left without a label; with repeats, a summary per (aggregator, ε) follows.
+
+Everything in the output JSON and plot may be published (DESIGN.md fact 8): released counts,
+the certified ε of each replayed release and their total (Σε, Σδ by basic composition — the
+refit itself costs nothing), students' accuracies, and label accuracy (the released labels
+against the public pool's true labels: public-side information). The students' fit times go to
+``private_<out>`` (mode 0600) with the run's other wall times.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger import PrivacyLedger, recorded_budget
 from pate_stab.rng import seeded_generator, spawn_generators
 from pate_stab.run import (
     STUDENT_FIELDS,
@@ -42,9 +48,11 @@ from pate_stab.run import (
     label_accuracy,
     release_labels,
 )
-from pate_stab.run.compare import format_summary, plot_rows, summarise_rows
+from pate_stab.run.compare import format_summary, plot_rows, summarise_rows, total_cost, total_cost_line
 from pate_stab.run.prepare import prepare
-from pate_stab.run.release import release_spend_id
+from pate_stab.run.private import files_section, write_private_json
+from pate_stab.run.release import recorded_spend_id
+from pate_stab.run.report import LABEL_ACCURACY_NOTE
 from pate_stab.run.student import student_accuracies
 
 
@@ -86,19 +94,23 @@ def main(argv: list[str] | None = None) -> None:
     if args.accelerator is not None:
         new = replace(new, accelerator=args.accelerator)
     header = json.loads((run_dir / "ledger.jsonl").open().readline())
+    budget = recorded_budget(run_dir / "ledger.jsonl")  # the header's, or as raised since
+    if budget is None:
+        raise SystemExit(f"{run_dir / 'ledger.jsonl'} is empty")
 
-    rows = []
+    rows, fit_s = [], []
     with PrivacyLedger(
         run_dir / "ledger.jsonl",
-        budget_epsilon=header["budget_epsilon"],
-        budget_delta=header["budget_delta"],
+        budget_epsilon=budget[0],
+        budget_delta=budget[1],
         run_id=config.run_name,
         neighbouring=header.get("neighbouring", "replace_one"),
+        timestamps=False,
     ) as ledger:
         recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}
         plan = [(a, e, r) for r in range(args.repeats) for a in args.aggregators for e in args.epsilons]
         missing = [f"{a} at ε={e:g} (repeat {r})" for a, e, r in plan
-                   if release_spend_id(config.run_name, a, e, r) not in recorded]  # fmt: skip
+                   if recorded_spend_id(ledger, config.run_name, a, e, r) not in recorded]  # fmt: skip
         if missing:
             raise SystemExit(f"no recorded release for {', '.join(missing)}: run transfer/compare first")
         spent_before = ledger.spent()
@@ -117,34 +129,41 @@ def main(argv: list[str] | None = None) -> None:
                 "target_epsilon": eps,
                 "repeat": rep,
                 "epsilon": release.summary["epsilon"],
+                "delta": release.summary["delta"],
                 "answered": int(release.summary["answered"]),
                 "label_acc": label_accuracy(release, prep.task.public_y[release.index])[0],
                 "student_trained_on": int(targets.index.numel()),
                 "student_acc": accuracy["student"],
                 "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
                 "student_history": student.history,
-                "fit_s": time.perf_counter() - t0,
             }
             rows.append(row)
+            fit_s.append({"aggregator": agg, "target_epsilon": eps, "repeat": rep, "fit_s": time.perf_counter() - t0})
             print(
                 f"{agg:<16} ε={row['epsilon']:.3f} answered {row['answered']:>5} label acc "
                 f"{row['label_acc'] if row['label_acc'] is not None else float('nan'):.4f} → student "
                 f"{row['student_acc']:.4f}, unlabelled pool {row['student_acc_unlabelled_pool']:.4f} "
-                f"(repeat {rep}, trained on {row['student_trained_on']}, {row['fit_s']:.0f} s)",
+                f"(repeat {rep}, trained on {row['student_trained_on']}, {fit_s[-1]['fit_s']:.0f} s)",
                 flush=True,
             )
     student_settings = {k: getattr(new, k) for k in STUDENT_FIELDS}
     summary = summarise_rows(rows)
     if args.repeats > 1:
         print(format_summary(summary))
+    private_name = f"private_{Path(args.out).name}"
+    published = [args.out, str(Path(args.out).with_suffix(".png"))]
     out = clean_json({"run": config.run_name, "student": student_settings, "rows": rows, "summary": summary,
-                      "spent": list(spent_before)})  # fmt: skip
+                      "spent": list(spent_before), "total_cost": total_cost(rows),
+                      "label_accuracy_note": LABEL_ACCURACY_NOTE,
+                      "files": files_section(published, [private_name])})  # fmt: skip
     (run_dir / args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
+    write_private_json(run_dir / private_name, {"run": config.run_name, "wall_time_s": fit_s})
     plot = plot_rows(
         rows,
         (run_dir / args.out).with_suffix(".png"),
         title=f"{config.dataset}: refit students ({new.student_method}, {new.student_model})\n"
         f"on the releases of {config.run_name}",
+        caption=f"refit: no new privacy cost; the releases' {total_cost_line(rows)}",
     )
     print(f"plot: {plot}")
     print(f"written {run_dir / args.out}; privacy spent unchanged: {spent_before}")

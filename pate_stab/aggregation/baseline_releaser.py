@@ -66,7 +66,7 @@ class BaselineReleaser:
     def queries_seen(self) -> int:
         return self.aggregator.queries_seen
 
-    def release(self, counts: Any) -> ReleaseResult:
+    def release(self, counts: Any, *, query_ids: torch.Tensor | None = None) -> ReleaseResult:
         """Vote histograms (m, C) → labels (m,), −1 for ⊥ (Confident-GNMax); status 1 answered, 0 ⊥."""
         check_vote_counts(counts)
         counts = torch.as_tensor(counts).to(torch.int64)
@@ -77,7 +77,7 @@ class BaselineReleaser:
             status = (labels != ABSTAIN).to(torch.int8)
             return ReleaseResult(labels, status), {"queries_seen": agg.queries_seen, "answered": agg.answered}
 
-        result, state, replayed = self._spend.run(counts, draw)
+        result, state, replayed = self._spend.run(counts, draw, query_ids=query_ids)
         if replayed:
             agg.queries_seen, agg.answered = int(state["queries_seen"]), int(state["answered"])
         return result

@@ -250,8 +250,11 @@ class StabilityReleaser:
         row = check_tensor("counts", counts, ndim=1, floating=False)
         return int(self.release(row.unsqueeze(0)).labels[0])
 
-    def release(self, counts: Any) -> ReleaseResult:
+    def release(self, counts: Any, *, query_ids: torch.Tensor | None = None) -> ReleaseResult:
         """Vote histograms (m, C) → labels (m,) with −1 for ⊥, in query order.
+
+        ``query_ids``: the queries' public positions (e.g. pool indices); the ledger records
+        them instead of any digest of the votes (:class:`~pate_stab.aggregation.base.LedgerRelease`).
 
         Raises:
             BudgetExhaustedError: more queries than the calibration covers; nothing released.
@@ -280,7 +283,7 @@ class StabilityReleaser:
                 labels, status = self._oqr.release(top_label(counts), dist.to(torch.float64))
             return ReleaseResult(labels, status), self._counters()
 
-        result, state, replayed = self._spend.run(counts, draw)
+        result, state, replayed = self._spend.run(counts, draw, query_ids=query_ids)
         if replayed:
             self._replayed = state
         return result

@@ -121,7 +121,7 @@ class SoftLabelReleaser:
         col = check_tensor("scores", scores, ndim=1, floating=True)
         return float(self.release(col.unsqueeze(1)).labels[0])
 
-    def release(self, scores: Any) -> ReleaseResult:
+    def release(self, scores: Any, *, query_ids: torch.Tensor | None = None) -> ReleaseResult:
         """Teacher scores (k, m) in [0, 1] → released scores (m,), in query order.
 
         Raises:
@@ -179,7 +179,7 @@ class SoftLabelReleaser:
 
         # the released scores depend on the teachers' scores only through the two histograms
         inputs = torch.cat([plain_hist, shifted_hist], dim=1)
-        result, state, replayed = self._spend.run(inputs, draw)
+        result, state, replayed = self._spend.run(inputs, draw, query_ids=query_ids)
         if replayed:
             self._replayed = state
         return result

@@ -10,6 +10,11 @@ before releasing — and reports both data-dependent figures, labelled, so that 
 also be compared on PATE's own footing. The stability releasers have no data-dependent figure:
 their ε is data-independent by construction (the sparse vector pays only for ⊥).
 
+What may be published (DESIGN.md fact 8): :func:`split_data_dependent` separates the sanitised
+figure and the data-independent quantities (published) from the raw figure and the inputs of its
+sanitisation — the data-dependent RDP, its smooth sensitivity and the noise's standard deviation
+(private diagnostics). PATE publishes only the sanitised figure.
+
 The sanitisation's order and noise multiplier are settings of the run (``dd_order``,
 ``dd_sigma``), fixed before the votes are seen, and its noise comes from the run's seeded
 generator.
@@ -32,7 +37,7 @@ from pate_stab.privacy.pate_rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import Release
 
-__all__ = ["DATA_DEPENDENT_LABEL", "data_dependent_figures", "release_data_dependent"]
+__all__ = ["DATA_DEPENDENT_LABEL", "data_dependent_figures", "release_data_dependent", "split_data_dependent"]
 
 DATA_DEPENDENT_LABEL = {
     "epsilon": "data-independent ε (enforced against the budget)",
@@ -41,6 +46,37 @@ DATA_DEPENDENT_LABEL = {
 }
 
 _PARAMETERS = ("noise_scale", "sigma", "sigma1", "sigma2", "threshold")
+
+# fields of DataDependentSummary that are computed from the votes without being released
+_RAW_DETAIL = (
+    "data_dependent_epsilon",
+    "data_dependent_order",
+    "data_dependent_rdp_at_ss_order",
+    "smooth_sensitivity",
+    "sanitisation_noise_std",
+)
+_NOT_SANITISED = "raw only, not sanitised"
+
+
+def split_data_dependent(figures: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(published, private) parts of :func:`data_dependent_figures`' output.
+
+    Published: the accounting, the sanitised ε (a mechanism's output), the data-independent RDP
+    ε, and the detail's data-independent and released fields. Private: the raw ε, the raw
+    detail fields (the data-dependent RDP, its order, smooth sensitivity, noise std) and, where
+    the sanitisation's conditions failed on these votes, the error message.
+    """
+    public = {k: v for k, v in figures.items() if k not in ("epsilon_dd_raw", "data_dependent_detail")}
+    private: dict[str, Any] = {"epsilon_dd_raw": figures.get("epsilon_dd_raw")}
+    detail = figures.get("data_dependent_detail")
+    if detail is not None:
+        public["data_dependent_detail"] = {k: v for k, v in detail.items() if k not in _RAW_DETAIL}
+        private["data_dependent_detail"] = {k: v for k, v in detail.items() if k in _RAW_DETAIL}
+    note = str(figures.get("data_dependent_note", ""))
+    if note.startswith(_NOT_SANITISED):
+        public["data_dependent_note"] = "not sanitised at these settings (the reason is in the private diagnostics)"
+        private["data_dependent_note"] = note
+    return public, private
 
 
 def data_dependent_figures(
@@ -102,7 +138,7 @@ def data_dependent_figures(
                 sigma1=params["sigma1"], sigma2=params["sigma2"], orders=DEFAULT_ORDERS,
             )  # fmt: skip
         out["epsilon_dd_raw"] = rdp_to_epsilon(rdp=rdp, orders=DEFAULT_ORDERS, delta=delta)[0]
-        out["data_dependent_note"] = f"raw only, not sanitised: {exc}"
+        out["data_dependent_note"] = f"{_NOT_SANITISED}: {exc}"
         return out
     if s is not None:
         out["epsilon_dd_raw"] = s.data_dependent_epsilon

@@ -2,7 +2,8 @@
 
 :func:`prepare` loads the task, refuses a budget at which the run's stability releaser could not
 answer anything (:class:`BudgetTooSmallError`, before any training), checks that the run folder
-holds this configuration (or none), partitions the private records by their key (content or
+holds this configuration (or none) and was made with these data (a MAC of the splits in a private
+file, :func:`~pate_stab.run.private.check_data_identity`), partitions the private records by their key (content or
 record id, DESIGN.md fact 1) and trains the teachers as one vectorised Lightning fit — or
 reloads them. Votes on the public pool are computed later, only when a release asks for them.
 """
@@ -23,6 +24,7 @@ from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import NOT_IDENTITY, TransferConfig
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
+from pate_stab.run.private import check_data_identity
 from pate_stab.teachers import (
     ModelSpec,
     PoolVotes,
@@ -134,6 +136,9 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
     if config.num_queries > task.public_x.shape[0]:
         raise ValueError(f"num_queries={config.num_queries} exceeds the public pool ({task.public_x.shape[0]} inputs)")
     _check_run_dir(config, run_dir)
+    # the data are part of the run's identity; their MAC stays in a private file (pate_stab.run.private)
+    splits = [task.private_x, task.private_y, task.public_x, task.public_y, task.eval_x, task.eval_y]
+    check_data_identity(run_dir, splits)
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
     resumed_features = None

@@ -15,9 +15,14 @@ order:
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
 on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool,
 :mod:`pate_stab.run.features`), ``teachers/`` (trained heads; propagation teachers are rebuilt
-from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt`` and ``report.json``.
+from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt``, ``report.json``
+(published) and ``private_diagnostics.json`` (mode 0600: statistics of the private data that no
+mechanism paid for, never published; :mod:`pate_stab.run.private` says which file is which and
+the report lists them under ``files``).
 
-Resume. Rerunning the same run folder reuses the cached features, the trained teachers (``teachers/weights.pt``, or
+Resume. A rerun must read the same data: the run folder records a MAC of its splits under the
+folder's secret key (``private_identity.json``, 0600) and refuses other data. Rerunning the
+same run folder reuses the cached features, the trained teachers (``teachers/weights.pt``, or
 Lightning's ``last.ckpt`` of an interrupted fit) and the recorded release (the ledger stores the
 released outputs with the spend; a rerun replays them: no fresh selection or noise, no second
 spend). A rerun that changes only the student's settings refits the student (post-processing:
@@ -36,6 +41,7 @@ import torch
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.prepare import prepare
+from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import open_ledger, transfer_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
@@ -44,7 +50,10 @@ __all__ = ["run_transfer"]
 
 
 def run_transfer(config: TransferConfig) -> dict[str, Any]:
-    """Run (or resume) one transfer and return its report (also written to ``report.json``).
+    """Run (or resume) one transfer and return its published report (also written to ``report.json``).
+
+    The private diagnostics (teacher and plurality accuracy, the exact private size, the raw
+    data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
 
     Raises:
         BudgetTooSmallError: the stability releaser would answer nothing (before any training).
@@ -101,7 +110,7 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
         # PATE's data-dependent ε, reported beside the enforced data-independent ε
         data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
         prep.timings["evaluation"] = time.perf_counter() - t0
-        report = transfer_report(
+        report, diagnostics = transfer_report(
             prep,
             ledger,
             release,
@@ -111,6 +120,7 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
             data_dependent=data_dependent,
             wall_times={**prep.timings, "total": time.perf_counter() - start},
         )
+        write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
         (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
         return report
     finally:

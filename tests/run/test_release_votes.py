@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from pate_stab.aggregation.base import inputs_digest
 from pate_stab.cli import main
 from pate_stab.run.release_votes import VotesError, load_votes, release_votes
 
@@ -73,6 +74,22 @@ def test_rerun_replays_and_other_votes_are_refused(votes, tmp_path, capsys):
         _release(tmp_path / "other.npy", out, "--aggregator", "gnmax")
     assert info.value.code == 2 and "other votes" in capsys.readouterr().err
     assert (out / "ledger.jsonl").read_bytes() == ledger
+
+
+def test_published_files_hold_no_digest_of_the_votes(votes, tmp_path):
+    """The votes are private: their identity is a MAC in a 0600 file, never a digest in the ledger or report."""
+    path, _ = votes
+    out = tmp_path / "p"
+    report = release_votes(path, aggregator="stability", epsilon=8.0, delta=1e-5, out_dir=out)
+    counts, _ = load_votes(path)
+    unkeyed = inputs_digest(counts)
+    for name in report["files"]["published"]:
+        assert unkeyed not in (out / name).read_bytes().decode("latin-1"), name
+    assert set(report["files"]["private"]) == {"private_identity.json", "private_key"}
+    for name in report["files"]["private"]:
+        assert (out / name).stat().st_mode & 0o777 == 0o600, name
+    macs = json.loads((out / "private_identity.json").read_text())["votes_mac"]
+    assert list(macs) == [report["ledger"]["spend_id"]] == ["p:stability:eps=8.0"]
 
 
 def _bad_files(tmp_path):

@@ -61,14 +61,27 @@ def test_report_fields_and_ledger_agree(first):
         "queries",
         "label_accuracy_answered",
         "student",
-        "teachers",
-        "wall_time_s",
         "ledger",
         "threat_model",
+        "files",
     ):
         assert key in report, key  # fmt: skip
+    # statistics of the private data no mechanism paid for are in the private file only
+    for key in ("teachers", "wall_time_s"):
+        assert key not in report, key
+    assert "private" not in report["sizes"]
+    diagnostics_path = cfg.run_dir / "private_diagnostics.json"
+    assert diagnostics_path.stat().st_mode & 0o777 == 0o600
+    diagnostics = json.loads(diagnostics_path.read_text())
+    assert "NOT differentially private" in diagnostics["private"]
+    assert diagnostics["sizes"]["private"] == cfg.num_private
+    assert 0 <= diagnostics["teachers"]["mean_accuracy"] <= 1
     for stage in ("data", "partition", "teachers", "votes", "release", "student", "evaluation"):
-        assert report["wall_time_s"][stage] >= 0
+        assert diagnostics["wall_time_s"][stage] >= 0
+    assert "private_diagnostics.json" in report["files"]["private"]
+    assert {"report.json", "ledger.jsonl", "student.pt", "config.json"} <= set(report["files"]["published"])
+    for name in ("private_key", "private_identity.json"):
+        assert (cfg.run_dir / name).stat().st_mode & 0o777 == 0o600, name
     q = report["queries"]
     assert q["answered"] + q["abstained"] == cfg.num_queries and q["answered"] >= 90
     assert 0 <= report["student"]["test_accuracy"] <= 1
@@ -153,6 +166,26 @@ def test_changed_config_in_same_run_dir_is_refused(first):
         run_transfer(replace(cfg, num_teachers=301))
 
 
+def test_changed_data_in_same_run_dir_is_refused(first, monkeypatch):
+    """The run's identity includes its data (a MAC in a private file), not config.json alone."""
+    cfg, _ = first
+    load = run_prepare.load_task
+
+    def one_record_less(config, *, generator):
+        task = load(config, generator=generator)
+        task.private_x, task.private_y = task.private_x[1:], task.private_y[1:]
+        return task
+
+    monkeypatch.setattr(run_prepare, "load_task", one_record_less)
+    with pytest.raises(ValueError, match="made with other data"):
+        run_transfer(cfg)
+    mac = json.loads((cfg.run_dir / "private_identity.json").read_text())["data_mac"]
+    key = (cfg.run_dir / "private_key").read_bytes().hex()
+    for public in ("config.json", "report.json", "ledger.jsonl"):
+        text = (cfg.run_dir / public).read_text()
+        assert mac not in text and key not in text, public
+
+
 def test_budget_too_small_fails_before_training(tmp_path):
     cfg = small(tmp_path, epsilon=1.0)
     with pytest.raises(BudgetTooSmallError, match=r"needs about k=\d+ teachers.*you have k=300.*ε ≥"):
@@ -165,7 +198,8 @@ def test_label_only_threat_model(tmp_path):
     report = run_transfer(cfg)
     assert report["threat_model"]["name"] == "label-only"
     assert "only labels are private" in report["threat_model"]["description"]
-    assert report["sizes"] == {"private": 5600, "public_pool": 400, "evaluation": 300}
+    assert report["sizes"] == {"public_pool": 400, "evaluation": 300}
+    assert json.loads((cfg.run_dir / "private_diagnostics.json").read_text())["sizes"] == {"private": 5600}
 
 
 @pytest.mark.parametrize("aggregator", ["gnmax", "confident-gnmax"])
@@ -280,9 +314,9 @@ def selected(tmp_path_factory):
         events.append(("votes", x.clone(), out))
         return out
 
-    def spy_release(self, counts):
+    def spy_release(self, counts, **kwargs):
         events.append(("release", counts.clone()))
-        return real_release(self, counts)
+        return real_release(self, counts, **kwargs)
 
     def refuse(*args, **kwargs):
         raise AssertionError("called on resume")
