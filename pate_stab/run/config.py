@@ -57,7 +57,8 @@ THREAT_MODELS = {
 }
 PARTITION_KEYS = {
     "content": "the record's own bytes (features and label): a replaced record may move to another shard",
-    "record_id": "the record's row number in the private split, kept by a replacement (a stable record id)",
+    "record_id": "an id supplied with each private record (an id column or array; never its row number), kept "
+    "by a neighbouring data set and by a replacement; runs on data without ids refuse it",
 }
 _WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
 # the student is post-processing of the release: a rerun may change these and only refits the student
@@ -271,8 +272,10 @@ class TransferConfig:
     def teachers_changed(self) -> int:
         """Teachers one neighbouring data set can change (DESIGN.md fact 1).
 
-        Add/remove one record changes one shard with either key. Replace-one changes one shard
-        when the key is a record id (the replacement keeps it) and up to two under content keys
+        Add/remove one record changes one shard with either key (record ids are supplied with the
+        data, so no other record's id changes; :func:`pate_stab.run.prepare.partition_keys` refuses
+        data without them). Replace-one changes one shard when the key is a record id (the
+        replacement keeps it) and up to two under content keys
         (the replacement may hash elsewhere); the aggregators then use group privacy over two
         teachers (:func:`~pate_stab.aggregation.votes.distance_to_instability` with
         ``group_size=2``, doubled sensitivities for the PATE baselines).

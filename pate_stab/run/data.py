@@ -51,6 +51,10 @@ class Task:
     # features of them (the fixmatch student trains on images); None for non-image data
     public_images: Tensor | None = None
     eval_images: Tensor | None = None
+    # one int64 id per private record, supplied with the data (a column or an array) and kept by a
+    # neighbouring data set; None when the source has none. ``partition_key: record_id`` hashes
+    # these; row numbers are never used (removing a record would renumber every later one)
+    private_ids: Tensor | None = None
 
 
 def _require_dir(config: TransferConfig) -> Path:
@@ -96,6 +100,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
         FileNotFoundError: missing data directory or files.
     """
     (px, py, ux, uy, ex, ey), num_classes = _raw_splits(config, generator)
+    ids: Tensor | None = None  # the bundled data sets carry no record ids
     if config.threat_model == "label-only":
         # BTT18 §4.2 (ii): no public pool; discard the labels of part of the training set
         n_pool = min(config.label_only_pool, px.shape[0] - config.num_teachers)
@@ -103,6 +108,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
             raise ValueError("label_only_pool leaves no records for the teachers")
         pool, keep = random_split_indices(px.shape[0], [n_pool, px.shape[0] - n_pool], generator=generator)
         ux, uy, px, py = px[pool], py[pool], px[keep], py[keep]
+        ids = None if ids is None else ids[keep]
     images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
     feature_map: dict[str, Any] = {"kind": config.features}
     if config.dataset == "adult":
@@ -118,4 +124,4 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
     elif config.features == "raw" and config.teacher_model != "cnn":
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
     # scattering / ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
-    return Task(px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images)
+    return Task(px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images, private_ids=ids)
