@@ -82,11 +82,12 @@ def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[lis
         return [x[:a], y[:a], x[a:b], y[a:b], x[b:], y[b:]], config.num_classes
     path = _require_dir(config)
     if config.dataset == "adult":
-        data = load_adult(path, standardize=False, norm=None)
-        n_train = 32561  # adult.data rows; adult.test follows (official split)
-        test_x, test_y = data.x[n_train:], data.y[n_train:]
-        half = test_x.shape[0] // 2
-        return [data.x[:n_train], data.y[:n_train], test_x[:half], test_y[:half], test_x[half:], test_y[half:]], 2
+        # the official split is by file: adult.data is private; adult.test (public) gives the pool
+        # (its first half) and the evaluation split; the published schema fixes every column
+        train = load_adult(path, part="train", norm=None)
+        test = load_adult(path, part="test", norm=None)
+        half = len(test) // 2
+        return [train.x, train.y, test.x[:half], test.y[:half], test.x[half:], test.y[half:]], 2
     loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist, "svhn": load_svhn, "cifar10": load_cifar10}
     splits = pate_split(loader[config.dataset](path, download=config.download))
     s = splits
