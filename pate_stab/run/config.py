@@ -134,11 +134,18 @@ class TransferConfig:
     teacher_batch_size: int = 8
     teacher_lr: float = 1e-2
     teacher_weight_decay: float = 1e-3
-    graph_neighbors: int = 7  # propagate: kNN graph degree
-    graph_power: float = 1.0  # propagate: affinity exponent in max(cos, 0)^power
-    graph_alpha: float = 0.999  # propagate: propagation weight α in [0, 1)
-    graph_steps: int = 50  # propagate: terms of the series Σ (αS)^t
-    graph_pca_dim: int | None = 100  # propagate: public PCA of the features before the graph (None: none)
+    # The graph settings are fixed in advance from Iscen, Tolias, Avrithis & Chum (2019), "Label
+    # propagation for deep semi-supervised learning" (CVPR; the affinity max(cos, 0)^γ is theirs),
+    # as their public code (LP-DeepSSL, update_plabels) runs it: k = 50 neighbours, γ = 3,
+    # α = 0.99 (also Zhou et al. 2004's α), 20 iterations of the solver (here: 20 terms of the
+    # series, the same number of sparse products), the graph on the features as they are (no
+    # extra PCA). No label of the pool or the evaluation split chose them. They are also the
+    # graph of spread selection and of the spread student.
+    graph_neighbors: int = 50  # propagate / spread: kNN graph degree
+    graph_power: float = 3.0  # propagate / spread: affinity exponent γ in max(cos, 0)^γ
+    graph_alpha: float = 0.99  # propagate / spread: propagation weight α in [0, 1)
+    graph_steps: int = 20  # propagate / spread: terms of the series Σ (αS)^t
+    graph_pca_dim: int | None = None  # propagate / spread: public PCA of the features before the graph (None: none)
     # release
     aggregator: str = "stability"
     epsilon: float = 8.0
