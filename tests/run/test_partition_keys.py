@@ -127,3 +127,39 @@ def test_a_run_without_record_ids_refuses_record_id_keys_before_training(tmp_pat
     with pytest.raises(ValueError, match="record ids.*'synthetic' has none"):
         prepare(config)
     assert not (tmp_path / "ids").exists()  # refused before the run folder was made
+
+
+@pytest.mark.parametrize("key", ["record_id", "content"])
+def test_end_to_end_removing_one_record_changes_one_propagation_teachers_votes(tmp_path, monkeypatch, key):
+    """Through prepare(): the run's own data, keys, partition and propagation teachers."""
+    import pate_stab.run.prepare as prepare_module
+
+    real_load_task = prepare_module.load_task
+    removed: list[int] = []
+
+    def load_with_ids(config, *, generator):
+        task = real_load_task(config, generator=generator)
+        n = task.private_x.shape[0]
+        task.private_ids = torch.randperm(10**6, generator=torch.Generator().manual_seed(1))[:n]
+        if removed:  # the neighbour: record 5 removed, every later row shifts up by one
+            keep = torch.arange(n) != removed[0]
+            task.private_x, task.private_y = task.private_x[keep], task.private_y[keep]
+            task.private_ids = task.private_ids[keep]
+        return task
+
+    monkeypatch.setattr(prepare_module, "load_task", load_with_ids)
+
+    def votes(name):
+        config = TransferConfig(
+            run_name=name, checkpoints_dir=str(tmp_path), partition_key=key, num_private=600, num_public=120,
+            num_eval=50, num_teachers=25, teacher_model="propagate", graph_neighbors=10, num_queries=20,
+            allow_unanswerable=True,
+        )  # fmt: skip
+        prep = prepare(config)
+        return prep.teachers.predict_votes(prep.task.public_x)  # (k, n_pool)
+
+    full = votes("full")
+    removed.append(5)
+    neighbour = votes("removed")
+    changed = int((full != neighbour).any(dim=1).sum())
+    assert changed <= TransferConfig(partition_key=key).teachers_changed == 1
