@@ -95,7 +95,14 @@ NOT_IDENTITY = (
 class TransferConfig:
     """Everything a transfer run needs; a recipe YAML holds these keys.
 
-    Defaults describe a small synthetic task; see ``recipes/*.yaml`` for data sets.
+    Defaults describe a small synthetic task; see ``recipes/*.yaml`` for data sets. How the
+    defaults were chosen (DESIGN.md fact 10; README, "How the settings were chosen"): ``graph_*``
+    in advance from Iscen et al. 2019 (comment below); the privacy settings (ε, δ, T, m,
+    calibration, relation) state the problem and tune nothing; ``dd_order`` / ``dd_sigma`` are
+    fixed before any vote; the teacher, selection, student and FixMatch defaults were set for the
+    synthetic demo when the code was written (FixMatch's τ, μ, λ_u from Sohn et al. 2020) and no
+    record says how — none may be tuned on pool or evaluation labels: fix them on another public
+    task, or (selection, student: post-processing) by cross-validation on released labels.
     """
 
     run_name: str = "transfer"
