@@ -68,7 +68,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
     ("--releaser-noise", "releaser_noise", str, "seeded (reproducible) or secure (OS randomness; stability releasers)"),
     ("--neighbouring", "neighbouring", str, "add_remove (default) or replace_one: the guarantee's relation"),
-    ("--partition-key", "partition_key", str, "content (default) or record_id; replace_one + content = 2 teachers"),
+    ("--partition-key", "partition_key", str, "content (default) or record_id (ids supplied with the data)"),
     ("--query-selection", "query_selection", str, "first (pool order), student-confidence or spread (selection.py)"),
     ("--selection-round-size", "selection_round_size", int, "student-confidence / spread: first and smallest round"),
     ("--selection-coverage", "selection_coverage", float, "spread: share of a round for uncovered confident points"),

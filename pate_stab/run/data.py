@@ -51,6 +51,10 @@ class Task:
     # features of them (the fixmatch student trains on images); None for non-image data
     public_images: Tensor | None = None
     eval_images: Tensor | None = None
+    # one int64 id per private record, supplied with the data (a column or an array) and kept by a
+    # neighbouring data set; None when the source has none. ``partition_key: record_id`` hashes
+    # these; row numbers are never used (removing a record would renumber every later one)
+    private_ids: Tensor | None = None
 
 
 def _require_dir(config: TransferConfig) -> Path:
@@ -78,11 +82,12 @@ def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[lis
         return [x[:a], y[:a], x[a:b], y[a:b], x[b:], y[b:]], config.num_classes
     path = _require_dir(config)
     if config.dataset == "adult":
-        data = load_adult(path, standardize=False, norm=None)
-        n_train = 32561  # adult.data rows; adult.test follows (official split)
-        test_x, test_y = data.x[n_train:], data.y[n_train:]
-        half = test_x.shape[0] // 2
-        return [data.x[:n_train], data.y[:n_train], test_x[:half], test_y[:half], test_x[half:], test_y[half:]], 2
+        # the official split is by file: adult.data is private; adult.test (public) gives the pool
+        # (its first half) and the evaluation split; the published schema fixes every column
+        train = load_adult(path, part="train", norm=None)
+        test = load_adult(path, part="test", norm=None)
+        half = len(test) // 2
+        return [train.x, train.y, test.x[:half], test.y[:half], test.x[half:], test.y[half:]], 2
     loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist, "svhn": load_svhn, "cifar10": load_cifar10}
     splits = pate_split(loader[config.dataset](path, download=config.download))
     s = splits
@@ -96,6 +101,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
         FileNotFoundError: missing data directory or files.
     """
     (px, py, ux, uy, ex, ey), num_classes = _raw_splits(config, generator)
+    ids: Tensor | None = None  # the bundled data sets carry no record ids
     if config.threat_model == "label-only":
         # BTT18 §4.2 (ii): no public pool; discard the labels of part of the training set
         n_pool = min(config.label_only_pool, px.shape[0] - config.num_teachers)
@@ -103,6 +109,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
             raise ValueError("label_only_pool leaves no records for the teachers")
         pool, keep = random_split_indices(px.shape[0], [n_pool, px.shape[0] - n_pool], generator=generator)
         ux, uy, px, py = px[pool], py[pool], px[keep], py[keep]
+        ids = None if ids is None else ids[keep]
     images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
     feature_map: dict[str, Any] = {"kind": config.features}
     if config.dataset == "adult":
@@ -118,4 +125,4 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
     elif config.features == "raw" and config.teacher_model != "cnn":
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
     # scattering / ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
-    return Task(px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images)
+    return Task(px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images, private_ids=ids)

@@ -151,6 +151,6 @@ def extract_features(
     }
     out = Task(
         saved["private"], task.private_y, saved["public"], task.public_y, saved["evaluation"], task.eval_y,
-        task.num_classes, task.threat_model, feature_map, task.public_images, task.eval_images,
+        task.num_classes, task.threat_model, feature_map, task.public_images, task.eval_images, task.private_ids,
     )  # fmt: skip
     return out, cached

@@ -21,7 +21,7 @@ import torch
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.features.propagation import PoolGraph
 from pate_stab.rng import child_seed, seeded_generator
-from pate_stab.run.config import NOT_IDENTITY, TransferConfig
+from pate_stab.run.config import NOT_IDENTITY, PARTITION_KEYS, TransferConfig
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
 from pate_stab.run.private import check_data_identity
@@ -36,8 +36,9 @@ from pate_stab.teachers import (
     record_keys_from_tensors,
     train_teachers,
 )
+from pate_stab.teachers.partition import RecordKeys
 
-__all__ = ["BudgetTooSmallError", "Prepared", "check_answerable", "pool_graph", "prepare"]
+__all__ = ["BudgetTooSmallError", "Prepared", "check_answerable", "partition_keys", "pool_graph", "prepare"]
 
 
 class BudgetTooSmallError(ValueError):
@@ -62,6 +63,42 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
             f"k={config.num_teachers}, or a smaller T or m (or --allow-unanswerable to run anyway)."
         )
     return {"teachers_needed_for_unanimous_answer": status.teachers_needed}
+
+
+def partition_keys(task: Task, partition_key: str, *, dataset: str = "the data") -> RecordKeys:
+    """The record keys the run's partition hashes (DESIGN.md fact 1).
+
+    ``"content"``: each private record's bytes (features and label). ``"record_id"``: the ids
+    supplied with the data (``task.private_ids``), which a neighbouring data set keeps for every
+    other record and a replacement keeps for the replaced one; never row numbers, which removing
+    one record would shift for every later record (and so move every shard).
+
+    Raises:
+        ValueError: an unknown key; ``record_id`` without ids, with ids that are not one per
+            private record, or with a repeated id (two records would share a key).
+        TypeError: ids that are not a 1-D integer tensor.
+    """
+    n = task.private_x.shape[0]
+    if partition_key == "content":
+        return record_keys_from_tensors(task.private_x, task.private_y)
+    if partition_key != "record_id":
+        raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {partition_key!r}")
+    ids = task.private_ids
+    if ids is None:
+        raise ValueError(
+            f"partition_key: record_id needs record ids supplied with the data (an id column or array), and "
+            f"{dataset!r} has none; row numbers are not ids (removing one record renumbers every later one). "
+            "Supply ids or use partition_key: content"
+        )
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+        raise TypeError("record ids must be a 1-D integer tensor")
+    if ids.shape[0] != n:
+        raise ValueError(f"record ids: need one id per private record ({n}), got {ids.shape[0]}")
+    values, counts = torch.unique(ids, return_counts=True)
+    if bool((counts > 1).any()):
+        repeated = values[counts > 1][:5].tolist()
+        raise ValueError(f"record ids are not unique: {repeated} appear more than once")
+    return ids.to(torch.int64)
 
 
 @dataclass
@@ -131,6 +168,10 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
     t0 = time.perf_counter()
     task = load_task(config, generator=gens["data"])
     timings["data"] = time.perf_counter() - t0
+    # record ids are checked before anything is written; content keys are read from the final inputs
+    record_ids = None
+    if config.partition_key == "record_id":
+        record_ids = partition_keys(task, "record_id", dataset=config.dataset)
     if check_budget:
         check_answerable(config, task.num_classes)
     if config.num_queries > task.public_x.shape[0]:
@@ -148,10 +189,7 @@ def prepare(config: TransferConfig, *, check_budget: bool = True) -> Prepared:
         timings["features"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    if config.partition_key == "record_id":
-        keys: Any = torch.arange(task.private_x.shape[0], dtype=torch.int64)
-    else:
-        keys = record_keys_from_tensors(task.private_x, task.private_y)
+    keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key)
     shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
     timings["partition"] = time.perf_counter() - t0
 

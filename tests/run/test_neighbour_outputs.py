@@ -28,6 +28,7 @@ loader sees the neighbour as it would be on disk). The production code path is u
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import shutil
 from collections import Counter
@@ -38,11 +39,11 @@ import pytest
 import torch
 
 import pate_stab.run.data as run_data
+import pate_stab.run.prepare as run_prepare
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-NEEDS_KEYS = pytest.mark.xfail(strict=True, reason="needs branch keys")
 
 RELEASED = "<released output>"
 # report.json fields computed from the released outputs (and public data)
@@ -163,24 +164,43 @@ def _drop_private_record(index: int, subset: tuple[int, int, int] | None = None)
     original = run_data._raw_splits
 
     def install(monkeypatch: pytest.MonkeyPatch, *, drop: bool = True) -> None:
+        supplied: list[torch.Tensor] = []
+
         def splits(config: TransferConfig, generator: torch.Generator):
             (px, py, ux, uy, ex, ey), num_classes = original(config, generator)
             if subset is not None:
                 a, b, c = subset
                 px, py, ux, uy, ex, ey = px[:a], py[:a], ux[:b], uy[:b], ex[:c], ey[:c]
+            ids = torch.arange(px.shape[0], dtype=torch.int64)
             if drop:
-                keep = torch.arange(px.shape[0]) != index
-                px, py = px[keep], py[keep]
+                keep = ids != index
+                px, py, ids = px[keep], py[keep], ids[keep]
+            supplied[:] = [ids]
             return [px, py, ux, uy, ex, ey], num_classes
 
         monkeypatch.setattr(run_data, "_raw_splits", splits)
+        _supply_ids(monkeypatch, lambda: supplied[0])
 
     return install
 
 
+def _supply_ids(monkeypatch: pytest.MonkeyPatch, ids: Any) -> None:
+    """Record ids supplied with the data, as a user's id column would be: each record keeps its id
+    in the neighbouring data set (the bundled loaders supply none, so record-id keys are refused).
+    ``ids()`` gives the private split's ids once its rows are loaded."""
+
+    def load_task(config: TransferConfig, *, generator: torch.Generator) -> run_data.Task:
+        task = run_data.load_task(config, generator=generator)
+        if config.partition_key != "record_id":
+            return task
+        return dataclasses.replace(task, private_ids=ids().clone())
+
+    monkeypatch.setattr(run_prepare, "load_task", load_task)
+
+
 PARTITIONS = [
     pytest.param("content", id="content-keys"),
-    pytest.param("record_id", id="record-id-keys", marks=NEEDS_KEYS),
+    pytest.param("record_id", id="record-id-keys"),
 ]
 
 
@@ -194,7 +214,9 @@ def test_synthetic(tmp_path, monkeypatch, partition_key, aggregator):
         teacher_lr=0.1, student_epochs=2, accelerator="cpu", releaser_noise="seeded", partition_key=partition_key,
         neighbouring="add_remove",
     )  # fmt: skip
-    _run_pair(config, monkeypatch, _drop_private_record(index=7))
+    install = _drop_private_record(index=7)
+    install(monkeypatch, drop=False)  # D, with the ids its records are supplied with
+    _run_pair(config, monkeypatch, install)
 
 
 @pytest.mark.parametrize("partition_key", PARTITIONS)
@@ -202,12 +224,13 @@ def test_mnist_with_cached_scattering_features(tmp_path, monkeypatch, partition_
     if not (DATA / "mnist" / "train-images-idx3-ubyte.gz").is_file():
         pytest.skip("MNIST idx files not found in ../shared/data/mnist")
     subset = (400, 150, 100)  # private, public pool, evaluation
-    install = _drop_private_record(index=11, subset=subset)
+    install = _drop_private_record(index=3, subset=subset)  # a record whose removal moves queried votes
     install(monkeypatch, drop=False)  # D: the subset itself
     config = TransferConfig(
         run_name="nb", checkpoints_dir=str(tmp_path), dataset="mnist", data_dir=str(DATA / "mnist"),
         features="scattering", pca_dim=20, teacher_model="propagate", graph_pca_dim=None, num_teachers=20,
-        num_queries=30, aggregator="lnmax", epsilon=20.0, student_model="logistic", student_epochs=2,
+        graph_neighbors=5, graph_power=1.0,  # a sparse graph: the removed record moves queried votes
+        num_queries=120, aggregator="lnmax", epsilon=20.0, student_model="logistic", student_epochs=2,
         accelerator="cpu", releaser_noise="seeded", partition_key=partition_key,
     )  # fmt: skip
     _run_pair(config, monkeypatch, install)
@@ -239,8 +262,8 @@ def _rarest_row(rows: int, test_rows: int) -> int:
 @pytest.mark.parametrize(
     "partition_key",
     [
-        pytest.param("content", id="content-keys", marks=NEEDS_KEYS),  # the vocabulary is read from the rows
-        pytest.param("record_id", id="record-id-keys", marks=NEEDS_KEYS),
+        pytest.param("content", id="content-keys"),
+        pytest.param("record_id", id="record-id-keys"),
     ],
 )
 def test_adult(tmp_path, monkeypatch, partition_key):
@@ -257,7 +280,11 @@ def test_adult(tmp_path, monkeypatch, partition_key):
         partition_key=partition_key,
     )  # fmt: skip
 
-    def remove(_: pytest.MonkeyPatch) -> None:
+    ids = torch.arange(rows, dtype=torch.int64)  # each row's id in the full file
+    _supply_ids(monkeypatch, lambda: ids)
+
+    def remove(mp: pytest.MonkeyPatch) -> None:
         _adult_files(folder, rows, test_rows, drop=drop)
+        _supply_ids(mp, lambda: ids[ids != drop])
 
     _run_pair(config, monkeypatch, remove)
