@@ -112,7 +112,9 @@ class LedgerRelease:
 
     def metadata_noise(self) -> dict[str, Any]:
         """The noise fields of the spend's metadata (what the releaser really draws)."""
-        return {k: v for k, v in self.metadata.items() if k in ("noise", "threshold", "noise_scale_exact")}
+        return {
+            k: v for k, v in self.metadata.items() if k in ("noise", "noise_warning", "threshold", "noise_scale_exact")
+        }
 
     def admit(self, m: int) -> None:
         """Refuse (nothing released) a call that would go past the queries the spend covers."""

@@ -29,12 +29,13 @@ from tqdm import tqdm
 
 from pate_stab._validation import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
+from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import label_accuracy, release_labels
-from pate_stab.run.report import clean_json, open_ledger
+from pate_stab.run.report import clean_json, noise_report, open_ledger
 from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 
@@ -71,6 +72,8 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
         note = r.get("note") or r.get("data_dependent_note") or ""
         lines.append(" ".join(cells) + ("  " + note if note else ""))
     lines.append(TABLE_LEGEND)
+    if any(r.get("noise") == "seeded" for r in rows):
+        lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
     return "\n".join(lines)
 
 
@@ -255,6 +258,7 @@ def run_compare(
                     "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
                     "spend_id": release.spend_id,
                     "reused": release.reused,
+                    **noise_report(s),
                     **dd,
                     **needed,
                     "note": note,
@@ -282,6 +286,7 @@ def run_compare(
                 "privacy": SELECTION_PRIVACY,
             },
             "delta": config.delta,
+            "noise": noise_report({"noise": config.releaser_noise}),
             "privacy": config.privacy_relation(),
             "epsilon_columns": DATA_DEPENDENT_LABEL,
             "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},

@@ -47,7 +47,7 @@ from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.rng import seeded_generator
-from pate_stab.run.report import clean_json
+from pate_stab.run.report import clean_json, noise_report
 
 __all__ = ["LAYOUTS", "VotesError", "export_votes", "load_votes", "release_votes"]
 
@@ -178,7 +178,7 @@ def release_votes(
     num_queries: int | None = None,
     max_unstable: int = 10,
     calibration: Literal["paper", "tight"] = "tight",
-    noise: str = "seeded",
+    noise: str = "secure",
     gamma: float = 0.1,
     confident_threshold: float = 0.6,
     sigma_ratio: float = 2.0,
@@ -195,7 +195,8 @@ def release_votes(
         epsilon, delta: the target; it is also the ledger's budget for this output folder.
         out_dir: where the labels, the report and the ledger go (created).
         num_queries: m the aggregator is calibrated for (default: the file's n; at least n).
-        seed: the noise's seed (seeded mode): whoever knows it can remove the noise.
+        noise: ``"secure"`` (default: exact noise from the OS) or ``"seeded"`` (from ``seed``).
+        seed: the noise's seed (seeded mode only): whoever knows it can remove the noise.
         Others: as :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
 
     Returns:
@@ -284,6 +285,7 @@ def release_votes(
                 "halted": bool(s.get("halted", False)),
             },
             "privacy": {"neighbouring": neighbouring, "teachers_changed_per_neighbour": teachers_changed},
+            "noise": noise_report(s),
             "summary": s,
             "reused": reused,
             "outputs": {"labels_npy": str(out / "labels.npy"), "labels_csv": str(out / "labels.csv")},
