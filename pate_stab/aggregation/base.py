@@ -136,6 +136,16 @@ class LedgerRelease:
             "start a new run (new run name or ledger) with its own budget."
         )
 
+    def _check_noise(self, recorded: dict[str, Any]) -> None:
+        """Refuse to replay a spend paid for with another noise mode (a spend without one was seeded).
+
+        Its outputs carry that mode's guarantee, not this releaser's: a seeded release must never
+        be returned as a secure one.
+        """
+        then, now = recorded.get("noise", "seeded"), self.metadata.get("noise", "seeded")
+        if then != now:
+            raise self._refuse(f"it was drawn with noise={then!r}, and this releaser has noise={now!r}")
+
     def _replay(self, output: Any, digest: str) -> Any:
         if not isinstance(output, dict) or output.get("inputs") != digest:
             raise self._refuse(f"call {self.calls} was recorded for other inputs than this call's")
@@ -170,6 +180,8 @@ class LedgerRelease:
         digest = inputs_digest(inputs)
         entry = self.ledger.entry(self.spend_id)
         index = self.calls
+        if entry is not None:
+            self._check_noise(entry.metadata)
         if entry is not None and index < len(entry.outputs):
             output = self._replay(entry.outputs[index], digest)
             if not self._owner:

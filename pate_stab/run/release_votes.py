@@ -228,7 +228,7 @@ def release_votes(
             calibration=calibration, gamma=gamma, confident_fraction=confident_threshold, sigma_ratio=sigma_ratio,
             teachers_changed=teachers_changed, noise=noise,
         )  # fmt: skip
-        make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; spends nothing
+        make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; draws nothing
     except (TypeError, ValueError) as exc:
         raise VotesError(str(exc)) from exc
     out = Path(out_dir)
@@ -247,6 +247,13 @@ def release_votes(
                 raise ReplayedSpendError(
                     f"spend {spend_id!r} in {out / 'ledger.jsonl'} released other votes; the recorded labels "
                     "belong to them. Use a new output folder (with its own budget) for these votes"
+                )
+            recorded_noise = payload.get("summary", {}).get("noise", "seeded")
+            if recorded_noise != noise:
+                raise ReplayedSpendError(
+                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} was released with noise={recorded_noise!r}, not "
+                    f"{noise!r}; its labels carry that mode's guarantee. Ask for noise={recorded_noise!r} to read "
+                    "them again, or use a new output folder (with its own budget)"
                 )
             reused = True
         else:
