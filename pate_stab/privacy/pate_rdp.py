@@ -250,7 +250,7 @@ def gnmax_log_q_discrete(*, counts: Any, sigma: float) -> FloatArray:
     The discrete analogue of [PSM+18, Prop 7]: with ties broken to the lowest class, the answer
     differs from the plurality i* (first maximum) only if some j has n_j + Z_j >= n_{i*} + Z_{i*},
     so q <= Σ_{j ≠ i*} P[Z_j − Z_{i*} >= g_j], g_j = n_{i*} − n_j. N_Z(0, σ²) satisfies
-    E[e^{tZ}] <= e^{t²σ²/2} [CKS20, Cor 9]; for the difference of two independent draws
+    E[e^{tZ}] <= e^{t²σ²/2} (it is σ²-sub-Gaussian, CKS20 §2); for the difference of two independent draws
     E[e^{t(Z_j − Z_i)}] <= e^{t²σ²}, and Chernoff's bound at t = g/(2σ²) gives
     P[Z_j − Z_i >= g] <= exp(−g²/(4σ²)) for g > 0 (1 for g = 0); the sum is capped at 1.
     (The continuous bound Φ̄(g/(√2σ)) is at most half of it.)
@@ -347,7 +347,7 @@ def threshold_log_q_discrete(*, counts: Any, threshold: float, sigma1: float) ->
 
     With a = max_j n_j − T: if a >= 0 the likely outcome is "answered" and q = P[Z < −a]; if a < 0
     it is ⊥ and q = P[Z >= −a]. The discrete Gaussian is symmetric, so each is < ½, and by its
-    sub-Gaussian moment bound [CKS20, Cor 9] with Chernoff, P[Z >= |a|] <= exp(−a²/(2σ1²)):
+    sub-Gaussian moment bound (CKS20 §2) with Chernoff, P[Z >= |a|] <= exp(−a²/(2σ1²)):
     q <= min(½, exp(−a²/(2σ1²))). It replaces the continuous min(p, 1 − p) of
     :func:`threshold_rdp` (Thm 6 takes any likely outcome and any upper bound on q).
 

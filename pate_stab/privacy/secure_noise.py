@@ -406,7 +406,7 @@ def discrete_gaussian_tail_bound(gap: float | np.ndarray, sigma: float, *, diffe
     """Upper bound on P[S >= gap] for S a sum of ``differences`` ∈ {1, 2} ±-signed N_Z(0, σ²) draws.
 
     The discrete Gaussian is sub-Gaussian with the continuous Gaussian's moment bound
-    E[e^{sX}] <= e^{s²σ²/2} (CKS20 Cor 9), so a sum of j independent ones has E[e^{sS}] <=
+    E[e^{sX}] <= e^{s²σ²/2} (σ²-sub-Gaussian, CKS20 §2), so a sum of j independent ones has E[e^{sS}] <=
     e^{j s²σ²/2}, and Chernoff's bound gives P[S >= g] <= exp(−g²/(2jσ²)) for g > 0 (1 for g <= 0).
     For GNMax (j = 2: the difference of two noisy counts) this is exp(−g²/(4σ²)) where the continuous
     analysis (PSM+18 Prop 7) uses Φ̄(g/(√2σ)) <= ½·exp(−g²/(4σ²)). Natural-log form:

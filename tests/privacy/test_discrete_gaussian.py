@@ -166,7 +166,7 @@ def test_renyi_divergence_at_most_the_continuous_gaussians(sigma, shift, alpha):
 @settings(max_examples=60, deadline=None)
 @given(sigma=st.floats(0.3, 30.0), t=st.floats(-3.0, 3.0))
 def test_moment_generating_function_is_sub_gaussian(sigma, t):
-    """CKS20 Cor 9: E[e^{tX}] <= e^{t²σ'²/2}, the basis of the discrete tail bounds."""
+    """CKS20 §2 (sub-Gaussian): E[e^{tX}] <= e^{t²σ'²/2}, the basis of the discrete tail bounds."""
     sq = float(exact_sigma_sq_at_least(sigma))
     support = _support(sigma + abs(t) * sigma * sigma)
     log_terms = _log_pmf(support, sigma) + t * support
