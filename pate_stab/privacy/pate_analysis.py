@@ -158,7 +158,8 @@ def confident_gnmax_data_dependent_rdp(
         ).sum(axis=0)
     else:  # the check is a sensitivity-1 Gaussian: GNMax's Thm 6 with σ1√2 [PSM+18, §4.2]
         log_q = threshold_log_q_discrete(counts=array, threshold=threshold, sigma1=sigma1)
-        step1 = gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * float(sigma1), orders_array).sum(axis=0)
+        s1 = float(sigma1)
+        step1 = gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * s1, orders_array, variance=2.0 * s1**2).sum(axis=0)
     if not mask.any():
         return np.asarray(step1, dtype=np.float64)
     step2 = gnmax_data_dependent_rdp(counts=array[mask], sigma=sigma2, orders=orders_array, noise=noise)

@@ -276,9 +276,15 @@ def gnmax_rdp_data_independent(*, sigma: float, orders: Any = None) -> FloatArra
     return np.asarray(check_orders(orders) / sigma**2, dtype=np.float64)
 
 
-def gnmax_rdp_unchecked(log_q: FloatArray, sigma: float, orders: FloatArray) -> FloatArray:
-    """``(n, A)`` RDP of GNMax given bounds log q (n,), [PSM+18, Thm 6 with Prop 10's μ1, μ2]."""
-    variance = sigma**2
+def gnmax_rdp_unchecked(
+    log_q: FloatArray, sigma: float, orders: FloatArray, *, variance: float | None = None
+) -> FloatArray:
+    """``(n, A)`` RDP of GNMax given bounds log q (n,), [PSM+18, Thm 6 with Prop 10's μ1, μ2].
+
+    ``variance`` is σ² computed by the caller where σ is itself a product (the threshold check's
+    σ1√2: 2σ1² exactly, so that the cap α/variance is the data-independent α/(2σ1²) to the bit).
+    """
+    variance = sigma**2 if variance is None else variance
     lq = log_q[:, None]  # (n, 1)
     alpha = orders[None, :]  # (1, A)
     independent = np.broadcast_to(alpha / variance, (lq.shape[0], alpha.shape[1]))
@@ -388,7 +394,7 @@ def threshold_rdp(*, log_pr_answered: Any, sigma1: float, orders: Any = None) ->
     sigma1 = check_positive("sigma1", sigma1)
     log_p = check_log_q(log_pr_answered)
     log_q = np.minimum(log_p, log1mexp(log_p))
-    return gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * sigma1, check_orders(orders))
+    return gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * sigma1, check_orders(orders), variance=2.0 * sigma1**2)
 
 
 # --------------------------------------------------------------------------- LNMax
