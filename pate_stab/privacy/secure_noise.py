@@ -507,6 +507,9 @@ class SecureSparseVector:
     def _draw(self, scale: Fraction) -> int:
         return int(discrete_laplace(scale, 1, source=self._source)[0])
 
+    def _draw_many(self, scale: Fraction, n: int) -> list[int]:
+        return [int(v) for v in discrete_laplace(scale, n, source=self._source).tolist()]
+
     @property
     def halted(self) -> bool:
         return self.num_failed >= self.max_unstable
@@ -515,8 +518,11 @@ class SecureSparseVector:
         """Test one integer query value; True is ⊤, False is ⊥. Raises HaltedError after the cutoff."""
         if self.halted:
             raise HaltedError(f"sparse vector halted after {self.max_unstable} failed queries")
-        value = check_int("value", value)
-        noisy = value + self._draw(2 * self.noise_scale)
+        return self._test(check_int("value", value), self._draw(2 * self.noise_scale))
+
+    def _test(self, value: int, query_noise: int) -> bool:
+        """One test with its query noise already drawn (DLap(2λ)); draws the next threshold after a ⊥."""
+        noisy = value + query_noise
         self.num_seen += 1
         if noisy > self.threshold + self._threshold_noise:
             self.num_passed += 1
@@ -529,19 +535,26 @@ class SecureSparseVector:
     def process_many(self, values: torch.Tensor, *, stop_after_failures: int | None = None) -> torch.Tensor:
         """Integer values (m,) → int8 codes (1 ⊤, 0 ⊥, −1 not processed).
 
-        Identical to calling :meth:`process` on each value in order, stopping at the cutoff or,
+        The same law as calling :meth:`process` on each value in order, stopping at the cutoff or,
         with ``stop_after_failures``, after that many ⊥ in this call (the rest are left
-        unprocessed and draw no noise), as :meth:`SparseVector.process_many
-        <pate_stab.privacy.sparse_vector.SparseVector.process_many>` does.
+        unprocessed), as :meth:`SparseVector.process_many
+        <pate_stab.privacy.sparse_vector.SparseVector.process_many>` does. Without
+        ``stop_after_failures`` the query noises of all the values are drawn in one batch (query
+        i gets the i-th draw, the threshold draws come as in :meth:`process`); the draws of
+        queries left unprocessed after the cutoff are discarded unused. With it, each query
+        draws its own noise (the call usually stops early).
         """
         values = check_tensor("values", values, ndim=1, floating=False, nonempty=False)
         stop = None if stop_after_failures is None else check_int("stop_after_failures", stop_after_failures, minimum=1)
         out = torch.full((values.numel(),), -1, dtype=torch.int8)
+        batch: list[int] | None = None
+        if stop is None and values.numel() and not self.halted:
+            batch = self._draw_many(2 * self.noise_scale, values.numel())
         failed = 0
         for i, v in enumerate(values.tolist()):
             if self.halted or (stop is not None and failed >= stop):
                 break
-            passed = self.process(int(v))
+            passed = self.process(int(v)) if batch is None else self._test(int(v), batch[i])
             out[i] = 1 if passed else 0
             failed += not passed
         return out

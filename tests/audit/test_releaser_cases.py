@@ -73,7 +73,15 @@ def _recorded_draws(monkeypatch) -> list:
         draws.append((scale, value))
         return value
 
+    original_many = SecureSparseVector._draw_many
+
+    def recording_many(self, scale, n):
+        values = original_many(self, scale, n)
+        draws.extend((scale, v) for v in values)
+        return values
+
     monkeypatch.setattr(SecureSparseVector, "_draw", recording)
+    monkeypatch.setattr(SecureSparseVector, "_draw_many", recording_many)
     return draws
 
 
