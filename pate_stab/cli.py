@@ -66,7 +66,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
     ("--num-queries", "num_queries", int, "m, public queries to label"),
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
-    ("--releaser-noise", "releaser_noise", str, "seeded (reproducible) or secure (OS randomness; stability releasers)"),
+    ("--releaser-noise", "releaser_noise", str, "secure (default: exact noise from the OS) or seeded (research "
+     "only: no privacy against anyone who knows the seed)"),
     ("--neighbouring", "neighbouring", str, "add_remove (default) or replace_one: the guarantee's relation"),
     ("--partition-key", "partition_key", str, "content (default) or record_id (ids supplied with the data)"),
     ("--query-selection", "query_selection", str, "first (pool order), student-confidence or spread (selection.py)"),
@@ -136,14 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--num-queries", type=int, default=None, help="m calibrated for (default: the file's n)")
     rel.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
     rel.add_argument("--calibration", default="tight", choices=("paper", "tight"))
-    rel.add_argument("--noise", default="seeded", choices=("seeded", "secure"),
-                     help="stability releasers: seeded (reproducible) or secure (OS randomness)")  # fmt: skip
+    rel.add_argument("--noise", default="secure", choices=("secure", "seeded"),
+                     help="secure (default: exact noise from the OS) or seeded (reproducible research only: no "
+                     "privacy against anyone who knows the seed)")  # fmt: skip
     rel.add_argument("--gamma", type=float, default=0.1, help="stability-soft: the discretisation γ")
     rel.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
     rel.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"))
     rel.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
                      help="teachers one neighbouring data set changes (2: replace-one over content keys)")  # fmt: skip
-    rel.add_argument("--seed", type=int, default=0, help="noise seed (seeded mode)")
+    rel.add_argument("--seed", type=int, default=0, help="noise seed (seeded mode only)")
     rel.add_argument("--out", type=Path, default=Path("checkpoints") / "release",
                      help="output folder: labels.npy, labels.csv, report.json, ledger.jsonl")  # fmt: skip
     cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
@@ -235,6 +237,7 @@ def _print_report(r: dict[str, Any]) -> None:
         ("aggregator", f"{r['aggregator']}"),
         ("query selection", _selection_line(r["query_selection"])),
         ("certified (ε, δ)", f"({r['epsilon']:.4g}, {r['delta']:.3g})"),
+        ("noise", _noise_line(r.get("noise", {}))),
         ("queries seen / answered / ⊥", f"{q['seen']} / {q['answered']} / {q['abstained']}{halted}"),
         ("privacy relation", _relation_line(r.get("privacy"))),
         ("label accuracy (answered)", _fmt(r["label_accuracy_answered"])),
@@ -248,6 +251,14 @@ def _print_report(r: dict[str, Any]) -> None:
     width = max(len(k) for k, _ in lines)
     for k, v in lines:
         print(f"{k:<{width}}  {v}")
+
+
+def _noise_line(noise: dict[str, Any]) -> str:
+    if noise.get("noise") == "secure":
+        return "secure (exact discrete noise from the OS's CSPRNG)"
+    from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+
+    return f"SEEDED — {noise.get('warning', SEEDED_NOISE_WARNING)}"
 
 
 def _selection_line(sel: dict[str, Any]) -> str:
@@ -315,6 +326,7 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         f"queries seen / answered / ⊥ / not asked: {q['seen']} / {q['answered']} / {q['abstained']} / {q['not_asked']}"
         f"{' (replayed from the ledger)' if report['reused'] else ''}"
     )
+    print(f"noise: {_noise_line(report['noise'])}")
     print(f"labels: {report['outputs']['labels_npy']}, {report['outputs']['labels_csv']}")
     print(f"report: {Path(args.out) / 'report.json'}; ledger: {report['ledger']['path']}")
     return 0

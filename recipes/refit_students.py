@@ -49,7 +49,7 @@ from pate_stab.run import (
     release_labels,
 )
 from pate_stab.run.compare import format_summary, plot_rows, summarise_rows, total_cost, total_cost_line
-from pate_stab.run.prepare import prepare
+from pate_stab.run.prepare import PAST_DEFAULTS, prepare
 from pate_stab.run.private import files_section, write_private_json
 from pate_stab.run.release import recorded_spend_id
 from pate_stab.run.report import LABEL_ACCURACY_NOTE
@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("config.json", "ledger.jsonl"):
         if not (run_dir / name).is_file():
             raise SystemExit(f"{run_dir} is not a finished run folder: {name} is missing")
-    saved = json.loads((run_dir / "config.json").read_text())
+    # a key missing from an older config.json had its default of then (PAST_DEFAULTS where it changed)
+    saved = PAST_DEFAULTS | json.loads((run_dir / "config.json").read_text())
     config = TransferConfig.from_dict(
         {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}
         | {"checkpoints_dir": str(run_dir.parent), "run_name": run_dir.name}

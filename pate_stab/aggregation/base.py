@@ -141,7 +141,9 @@ class LedgerRelease:
 
     def metadata_noise(self) -> dict[str, Any]:
         """The noise fields of the spend's metadata (what the releaser really draws)."""
-        return {k: v for k, v in self.metadata.items() if k in ("noise", "threshold", "noise_scale_exact")}
+        return {
+            k: v for k, v in self.metadata.items() if k in ("noise", "noise_warning", "threshold", "noise_scale_exact")
+        }
 
     def admit(self, m: int) -> None:
         """Refuse (nothing released) a call that would go past the queries the spend covers."""
@@ -162,6 +164,16 @@ class LedgerRelease:
             "buys one draw of noise: nothing was drawn or released now. Replay exactly the recorded calls, or "
             "start a new run (new run name or ledger) with its own budget."
         )
+
+    def _check_noise(self, recorded: dict[str, Any]) -> None:
+        """Refuse to replay a spend paid for with another noise mode (a spend without one was seeded).
+
+        Its outputs carry that mode's guarantee, not this releaser's: a seeded release must never
+        be returned as a secure one.
+        """
+        then, now = recorded.get("noise", "seeded"), self.metadata.get("noise", "seeded")
+        if then != now:
+            raise self._refuse(f"it was drawn with noise={then!r}, and this releaser has noise={now!r}")
 
     def _identity(self, inputs: torch.Tensor, query_ids: torch.Tensor | None) -> dict[str, str]:
         """What the ledger records of a call's inputs (module docstring): public positions or a MAC."""
@@ -222,6 +234,8 @@ class LedgerRelease:
         identity = self._identity(inputs, query_ids)
         entry = self.ledger.entry(self.spend_id)
         index = self.calls
+        if entry is not None:
+            self._check_noise(entry.metadata)
         if entry is not None and index < len(entry.outputs):
             output = self._replay(entry.outputs[index], identity, inputs)
             if not self._owner:

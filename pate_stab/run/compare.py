@@ -43,13 +43,14 @@ from tqdm import tqdm
 from pate_stab._validation import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.privacy.ledger import recorded_budget
+from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
 from pate_stab.run.prepare import prepare
 from pate_stab.run.private import write_private_json
 from pate_stab.run.release import label_accuracy, release_labels
-from pate_stab.run.report import LABEL_ACCURACY_NOTE, clean_json, open_ledger, run_files
+from pate_stab.run.report import LABEL_ACCURACY_NOTE, clean_json, noise_report, open_ledger, run_files
 from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 
@@ -110,6 +111,8 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
         lines.append(" ".join(cells) + ("  " + note if note else ""))
     lines.append(TABLE_LEGEND)
     lines.append(total_cost_line(rows))
+    if any(r.get("noise") == "seeded" for r in rows):
+        lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
     return "\n".join(lines)
 
 
@@ -318,6 +321,7 @@ def run_compare(
                     "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
                     "spend_id": release.spend_id,
                     "reused": release.reused,
+                    **noise_report(s),
                     **dd,
                     **needed,
                     "note": note,
@@ -346,6 +350,7 @@ def run_compare(
                 "privacy": SELECTION_PRIVACY,
             },
             "delta": config.delta,
+            "noise": noise_report({"noise": config.releaser_noise}),
             "privacy": config.privacy_relation(),
             "epsilon_columns": DATA_DEPENDENT_LABEL,
             "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},

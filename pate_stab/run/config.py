@@ -164,10 +164,11 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
-    # the stability releasers' noise: "seeded" (float Laplace from the run's seed: reproducible
-    # research) or "secure" (exact discrete Laplace from the OS's CSPRNG, immune to the
-    # floating-point attack; see StabilityReleaser). The baselines always draw float noise.
-    releaser_noise: Literal["seeded", "secure"] = "seeded"
+    # every aggregator's noise: "secure" (exact discrete Laplace / Gaussian from the OS's CSPRNG,
+    # immune to the floating-point attack) or "seeded" (float noise from the run's seed, which
+    # config.json publishes: reproducible research only, no privacy against anyone who knows it).
+    # Part of the run's identity: a rerun with the other mode is refused.
+    releaser_noise: Literal["secure", "seeded"] = "secure"
     # which public inputs are queried: "first" (pool order) or "student-confidence" (rounds chosen
     # from public data and released labels; see pate_stab.run.selection)
     query_selection: str = "first"

@@ -17,7 +17,8 @@ sanitisation — the data-dependent RDP, its smooth sensitivity and the noise's 
 
 The sanitisation's order and noise multiplier are settings of the run (``dd_order``,
 ``dd_sigma``), fixed before the votes are seen, and its noise comes from the run's seeded
-generator.
+generator. A release made with secure (discrete) noise gets the raw figure from the discrete
+Gaussian's tail bound and no sanitised figure (:func:`_secure_figures`).
 """
 
 from __future__ import annotations
@@ -122,6 +123,9 @@ def data_dependent_figures(
     kwargs: dict[str, Any] = {"delta": delta, **params}
     if kind == "confident_gnmax":
         kwargs["answered"] = (labels != ABSTAIN).numpy()
+    # a summary without a noise field comes from a release when PATE's aggregators drew float noise
+    if summary.get("noise", "seeded") == "secure":
+        return _secure_figures(out, kind, counts, kwargs)
     if kind != "lnmax":
         kwargs.update(ss_order=order, ss_sigma=sigma, generator=generator)
     try:
@@ -147,6 +151,29 @@ def data_dependent_figures(
         out["data_dependent_detail"] = s.to_dict()
         if kind == "lnmax":
             out["data_dependent_note"] = "raw only: no smooth-sensitivity analysis of LNMax"
+    return out
+
+
+def _secure_figures(out: dict[str, Any], kind: str, counts: torch.Tensor, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a release made with secure (discrete) noise: raw only, with the discrete q bounds.
+
+    PSM+18's analysis bounds q with continuous Gaussian tails; under the discrete Gaussian q is
+    bounded by its sub-Gaussian tails instead
+    (:func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`), and Thm 6 applies unchanged (the
+    discrete Gaussian has the continuous one's RDP). The smooth-sensitivity sanitisation is
+    derived for the continuous bound only, so no sanitised figure is given; nor is any figure for
+    discrete Laplace noise (LNMax), whose q bound is not derived here.
+    """
+    if kind == "lnmax":
+        out["data_dependent_note"] = "not computed: no data-dependent bound is derived for discrete Laplace noise"
+        return out
+    s = data_dependent_summary(counts.numpy(), aggregator_kind=kind, noise="discrete", **kwargs)  # type: ignore[arg-type]
+    out["epsilon_dd_raw"] = s.data_dependent_epsilon
+    out["epsilon_rdp_data_independent"] = s.data_independent_epsilon
+    out["data_dependent_detail"] = s.to_dict()
+    out["data_dependent_note"] = (
+        "raw only: discrete Gaussian q bound (sub-Gaussian tails); no smooth-sensitivity sanitisation is derived for it"
+    )
     return out
 
 

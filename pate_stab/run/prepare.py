@@ -136,13 +136,17 @@ def pool_graph(prep: Prepared) -> PoolGraph:
     return prep.graph
 
 
+PAST_DEFAULTS = {"releaser_noise": "seeded"}
+"""Settings whose default changed: a config.json without the key was made under the old default."""
+
+
 def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
     path = run_dir / "config.json"
     mine = {k: v for k, v in config.to_dict().items() if k not in NOT_IDENTITY}
     if path.is_file():
         saved = json.loads(path.read_text())
         # a key added to TransferConfig after the folder was made had its default value then
-        defaults = TransferConfig().to_dict()
+        defaults = TransferConfig().to_dict() | PAST_DEFAULTS
         saved = {k: saved.get(k, defaults[k]) for k in defaults if k not in NOT_IDENTITY} | {
             k: v for k, v in saved.items() if k not in NOT_IDENTITY and k not in defaults
         }

@@ -66,6 +66,13 @@ def _replay(prep: Prepared, aggregator: str, soft: bool, spend_id: str, payload:
             f"{spend_id} was released with query_selection={selection['strategy']!r}, "
             f"not {prep.config.query_selection!r}"
         )
+    # a summary without a noise field was released when PATE's aggregators always drew seeded noise
+    noise = payload["summary"].get("noise", "seeded")
+    if noise != prep.config.releaser_noise:
+        raise ValueError(
+            f"{spend_id} was released with releaser_noise={noise!r}, not {prep.config.releaser_noise!r}: its "
+            "labels carry that mode's guarantee (set releaser_noise to it, or start a new run)"
+        )
     index = torch.tensor(selection["index"], dtype=torch.int64) if "index" in selection else torch.arange(len(labels))
     return Release(aggregator, labels, soft, payload["summary"], spend_id, True, index, selection)
 

@@ -55,7 +55,7 @@ from pate_stab.privacy.private_files import keyed_digest, run_private_key, tenso
 from pate_stab.rng import seeded_generator
 from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
-from pate_stab.run.report import clean_json
+from pate_stab.run.report import clean_json, noise_report
 
 __all__ = ["LAYOUTS", "VotesError", "export_votes", "load_votes", "release_votes"]
 
@@ -186,7 +186,7 @@ def release_votes(
     num_queries: int | None = None,
     max_unstable: int = 10,
     calibration: Literal["paper", "tight"] = "tight",
-    noise: str = "seeded",
+    noise: str = "secure",
     gamma: float = 0.1,
     confident_threshold: float = 0.6,
     sigma_ratio: float = 2.0,
@@ -203,7 +203,8 @@ def release_votes(
         epsilon, delta: the target; it is also the ledger's budget for this output folder.
         out_dir: where the labels, the report and the ledger go (created).
         num_queries: m the aggregator is calibrated for (default: the file's n; at least n).
-        seed: the noise's seed (seeded mode): whoever knows it can remove the noise.
+        noise: ``"secure"`` (default: exact noise from the OS) or ``"seeded"`` (from ``seed``).
+        seed: the noise's seed (seeded mode only): whoever knows it can remove the noise.
         Others: as :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
 
     Returns:
@@ -235,7 +236,7 @@ def release_votes(
             calibration=calibration, gamma=gamma, confident_fraction=confident_threshold, sigma_ratio=sigma_ratio,
             teachers_changed=teachers_changed, noise=noise,
         )  # fmt: skip
-        make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; spends nothing
+        make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; draws nothing
     except (TypeError, ValueError) as exc:
         raise VotesError(str(exc)) from exc
     out = Path(out_dir)
@@ -263,6 +264,13 @@ def release_votes(
                 raise ReplayedSpendError(
                     f"spend {spend_id!r} in {out / 'ledger.jsonl'} released other votes; the recorded labels "
                     "belong to them. Use a new output folder (with its own budget) for these votes"
+                )
+            recorded_noise = payload.get("summary", {}).get("noise", "seeded")
+            if recorded_noise != noise:
+                raise ReplayedSpendError(
+                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} was released with noise={recorded_noise!r}, not "
+                    f"{noise!r}; its labels carry that mode's guarantee. Ask for noise={recorded_noise!r} to read "
+                    "them again, or use a new output folder (with its own budget)"
                 )
             reused = True
         else:
@@ -310,6 +318,7 @@ def release_votes(
                 "halted": bool(s.get("halted", False)),
             },
             "privacy": {"neighbouring": neighbouring, "teachers_changed_per_neighbour": teachers_changed},
+            "noise": noise_report(s),
             "summary": s,
             "reused": reused,
             "outputs": {"labels_npy": str(out / "labels.npy"), "labels_csv": str(out / "labels.csv")},

@@ -20,6 +20,7 @@ from typing import Any
 from torch import Tensor
 
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS
 from pate_stab.run.data_dependent import split_data_dependent
 from pate_stab.run.prepare import Prepared
@@ -89,11 +90,25 @@ def run_files(run_dir: Path, published: list[str], private: list[str] | None = N
     return files_section(["config.json", "ledger.jsonl", *published, *extra], mine + working)
 
 
+_SECURE_NOISE_KEYS = (
+    "threshold", "noise_scale_exact", "noise_parameter_exact", "sigma_sq_exact", "sigma1_sq_exact", "sigma2_sq_exact",
+)  # fmt: skip
+
+
 def noise_report(summary: dict[str, Any]) -> dict[str, Any]:
-    """The release's noise: seeded floats, or secure with the integer threshold and exact λ' used."""
+    """The release's noise: secure with the exact parameters used (integer threshold and λ' of the
+    stability releasers, the discrete Laplace parameter or discrete Gaussian variances of PATE's
+    aggregators), or seeded with the warning that it carries no privacy against the seed's holder.
+
+    A summary without a ``noise`` field was made before every aggregator had secure noise: seeded.
+    """
     if summary.get("noise") != "secure":
-        return {"noise": "seeded"}
-    return {key: summary[key] for key in ("noise", "threshold", "noise_scale_exact")}
+        return {"noise": "seeded", "warning": SEEDED_NOISE_WARNING}
+    if summary.get("mechanism") in ("LNMax", "GNMax", "Confident-GNMax"):
+        keys: tuple[str, ...] = tuple(k for k in _SECURE_NOISE_KEYS if k.endswith("_exact"))
+    else:
+        keys = _SECURE_NOISE_KEYS
+    return {"noise": "secure", **{key: summary[key] for key in keys if key in summary}}
 
 
 def transfer_report(

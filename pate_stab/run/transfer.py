@@ -27,7 +27,8 @@ Lightning's ``last.ckpt`` of an interrupted fit) and the recorded release (the l
 released outputs with the spend; a rerun replays them: no fresh selection or noise, no second
 spend). A rerun that changes only the student's settings refits the student (post-processing:
 no privacy cost); a rerun that changes anything upstream of the student is refused. With the
-same seed, two runs give the same report (wall times, paths and resume flags aside).
+same seed and ``releaser_noise: seeded``, two runs give the same report (wall times, paths and resume flags
+aside); with the default secure noise the releases differ from run to run (the noise comes from the OS).
 """
 
 from __future__ import annotations

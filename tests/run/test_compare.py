@@ -19,7 +19,7 @@ def compared(tmp_path_factory):
     cfg = TransferConfig(
         run_name="dd", checkpoints_dir=str(tmp_path_factory.mktemp("cmp")), num_teachers=250, num_private=5000,
         num_public=600, num_eval=200, separation=6.0, num_queries=500, max_unstable=5, teacher_epochs=3,
-        teacher_lr=0.05, student_epochs=2, accelerator="cpu",
+        teacher_lr=0.05, student_epochs=2, accelerator="cpu", releaser_noise="seeded",  # PSM+18's continuous analysis
     )  # fmt: skip
     return cfg, run_compare(cfg, epsilons=[8.0], aggregators=["stability", "lnmax", "gnmax", "confident-gnmax"])
 

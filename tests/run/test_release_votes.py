@@ -148,3 +148,31 @@ def test_export_votes_is_owner_only(tmp_path, capsys):
     votes = np.load(written)
     assert votes.shape == (20, 60) and votes.dtype == np.int64
     assert "PRIVATE" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("aggregator", ["lnmax", "gnmax", "confident-gnmax"])
+def test_default_noise_differs_between_releases_with_the_same_seed(tmp_path, aggregator, capsys):
+    """`release --votes` draws from the OS by default: the same seed (0) gives different noise."""
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "split.npy", rng.integers(0, 2, (40, 300)))  # split votes: the noise decides
+    labels = []
+    for out in ("a", "b"):
+        assert main(["release", "--votes", str(tmp_path / "split.npy"), "--out", str(tmp_path / out), "--epsilon",
+                     "0.5", "--aggregator", aggregator, "--confident-threshold", "0"]) == 0  # fmt: skip
+        report = json.loads((tmp_path / out / "report.json").read_text())
+        assert report["noise"]["noise"] == "secure" and "warning" not in report["noise"]
+        labels.append(np.load(tmp_path / out / "labels.npy"))
+    assert "noise: secure" in capsys.readouterr().out
+    assert not np.array_equal(labels[0], labels[1])
+
+
+def test_seeded_release_warns_and_a_mode_switch_is_refused(votes, tmp_path, capsys):
+    path, _ = votes
+    out = tmp_path / "s"
+    assert _release(path, out, "--aggregator", "gnmax", "--noise", "seeded") == 0
+    report = json.loads((out / "report.json").read_text())
+    assert "NO privacy against anyone who knows the seed" in report["noise"]["warning"]
+    assert "SEEDED" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:  # the recorded labels carry the seeded guarantee only
+        _release(path, out, "--aggregator", "gnmax")
+    assert info.value.code == 2 and "noise='seeded'" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.run import BudgetTooSmallError, TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
 from pate_stab.teachers import TeacherEnsemble
@@ -27,7 +28,7 @@ def small(tmp_path, name: str = "run", **kw) -> TransferConfig:
     base = dict(
         run_name=name, checkpoints_dir=str(tmp_path), num_teachers=300, num_private=6000, num_public=400,
         num_eval=300, separation=6.0, num_queries=100, epsilon=8.0, max_unstable=10, teacher_epochs=5, teacher_lr=0.05,
-        student_epochs=3, accelerator="cpu",
+        student_epochs=3, accelerator="cpu", releaser_noise="seeded",  # these tests compare reruns' noise
     )  # fmt: skip
     base.update(kw)
     return TransferConfig(**base)
@@ -234,7 +235,7 @@ def test_secure_releaser_noise_end_to_end(tmp_path, first):
     assert entry.epsilon <= cfg.epsilon and entry.delta <= cfg.delta
     assert report["noise"] == {key: entry.metadata[key] for key in ("noise", "threshold", "noise_scale_exact")}
     _, seeded = first  # same teachers and queries, seeded noise: both answer the easy synthetic queries
-    assert seeded["noise"] == {"noise": "seeded"}
+    assert seeded["noise"] == {"noise": "seeded", "warning": SEEDED_NOISE_WARNING}
     assert report["queries"]["answered"] > 0.8 * seeded["queries"]["answered"]
     assert report["label_accuracy_answered"] > 0.9
     again = run_transfer(cfg)  # OS randomness cannot be redrawn: the rerun replays the recorded labels
@@ -245,8 +246,46 @@ def test_secure_releaser_noise_end_to_end(tmp_path, first):
 
 
 def test_releaser_noise_is_checked(tmp_path):
-    with pytest.raises(ValueError, match="releaser_noise must be one of seeded, secure"):
+    with pytest.raises(ValueError, match="releaser_noise must be one of secure, seeded"):
         small(tmp_path, releaser_noise="os")
+
+
+@pytest.mark.parametrize("aggregator", ["lnmax", "gnmax", "confident-gnmax"])
+def test_default_noise_is_not_fixed_by_the_published_seed(tmp_path, aggregator):
+    """Two runs with the default settings and the same seed (config.json publishes it) draw different noise.
+
+    At ε = 0.05 over 100 queries the noise decides most labels, so equal labels would mean equal noise.
+    """
+    cfg = TransferConfig(
+        run_name="a", checkpoints_dir=str(tmp_path), num_teachers=40, num_private=800, num_public=150, num_eval=50,
+        num_queries=100, epsilon=0.05, teacher_epochs=1, aggregator=aggregator, stop_after="release",
+        accelerator="cpu",
+    )  # fmt: skip
+    assert cfg.releaser_noise == "secure"
+    labels = []
+    for name in ("a", "b"):
+        run_transfer(replace(cfg, run_name=name))
+        with ledger_of(replace(cfg, run_name=name)) as ledger:
+            (entry,) = ledger.entries()
+            assert entry.metadata["noise"] == "secure" and "noise_warning" not in entry.metadata
+            labels.append(entry.result["labels"])
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["seed"] == 0
+    assert labels[0] != labels[1]
+
+
+def test_rerun_with_the_other_noise_mode_is_refused(tmp_path):
+    """The noise mode is part of the run's identity; a folder made before the default changed was seeded."""
+    cfg = small(tmp_path, num_teachers=40, num_private=800, num_public=150, num_eval=50, stop_after="teachers",
+                teacher_epochs=1, aggregator="gnmax")  # fmt: skip
+    run_transfer(cfg)  # seeded
+    with pytest.raises(ValueError, match="releaser_noise"):
+        run_transfer(replace(cfg, releaser_noise="secure"))
+    saved = json.loads((cfg.run_dir / "config.json").read_text())
+    del saved["releaser_noise"]  # a run folder written before the field existed
+    (cfg.run_dir / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="releaser_noise"):
+        run_transfer(replace(cfg, releaser_noise="secure"))
+    assert run_transfer(cfg)["status"] == "teachers trained"
 
 
 @pytest.mark.parametrize(
@@ -294,7 +333,7 @@ def test_default_selection_releases_the_first_queries_in_one_batch(first):
     counts = vote_histogram(prep.teachers.predict_votes(prep.task.public_x[: cfg.num_queries]), prep.task.num_classes)
     cal = calibrate(epsilon=cfg.epsilon, delta=cfg.delta, num_queries=cfg.num_queries,
                     max_unstable=cfg.max_unstable, mode=cfg.calibration)  # fmt: skip
-    expected = StabilityReleaser(cal, generator=prep.generators["release"]).release(counts).labels
+    expected = StabilityReleaser(cal, generator=prep.generators["release"], noise="seeded").release(counts).labels
     with ledger_of(cfg) as ledger:
         (entry,) = ledger.entries()
     assert entry.result["labels"] == expected.tolist()
