@@ -19,6 +19,7 @@ anything) exit with status 2 before any training or spending, and say what to ch
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import warnings
@@ -74,9 +75,10 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
     ("--num-queries", "num_queries", int, "m, public queries to label"),
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
-    ("--releaser-noise", "releaser_noise", str, "seeded (reproducible) or secure (OS randomness; stability releasers)"),
+    ("--releaser-noise", "releaser_noise", str, "secure (default: exact noise from the OS) or seeded (research "
+     "only: no privacy against anyone who knows the seed)"),
     ("--neighbouring", "neighbouring", str, "add_remove (default) or replace_one: the guarantee's relation"),
-    ("--partition-key", "partition_key", str, "content (default) or record_id; replace_one + content = 2 teachers"),
+    ("--partition-key", "partition_key", str, "content (default) or record_id (ids supplied with the data)"),
     ("--query-selection", "query_selection", str, "first (pool order), student-confidence or spread (selection.py)"),
     ("--selection-round-size", "selection_round_size", int, "student-confidence / spread: first and smallest round"),
     ("--selection-coverage", "selection_coverage", float, "spread: share of a round for uncovered confident points"),
@@ -146,14 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--num-queries", type=int, default=None, help="m calibrated for (default: the file's n)")
     rel.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
     rel.add_argument("--calibration", default="tight", choices=("paper", "tight"))
-    rel.add_argument("--noise", default="seeded", choices=("seeded", "secure"),
-                     help="stability releasers: seeded (reproducible) or secure (OS randomness)")  # fmt: skip
+    rel.add_argument("--noise", default="secure", choices=("secure", "seeded"),
+                     help="secure (default: exact noise from the OS) or seeded (reproducible research only: no "
+                     "privacy against anyone who knows the seed)")  # fmt: skip
     rel.add_argument("--gamma", type=float, default=0.1, help="stability-soft: the discretisation γ")
     rel.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
     rel.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"))
     rel.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
                      help="teachers one neighbouring data set changes (2: replace-one over content keys)")  # fmt: skip
-    rel.add_argument("--seed", type=int, default=0, help="noise seed (seeded mode)")
+    rel.add_argument("--seed", type=int, default=0, help="noise seed (seeded mode only)")
     rel.add_argument("--out", type=Path, default=Path("checkpoints") / "release",
                      help="output folder: labels.npy, labels.csv, report.json, ledger.jsonl")  # fmt: skip
     cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
@@ -243,16 +246,20 @@ def _relation_line(privacy: dict[str, Any] | None) -> str:
 
 
 def _print_report(r: dict[str, Any]) -> None:
-    q, t = r["queries"], r["teachers"]
+    diagnostics = Path(r["run_dir"]) / "private_diagnostics.json"
+    d = json.loads(diagnostics.read_text()) if diagnostics.is_file() else {}
+    q, t = r["queries"], d.get("teachers", {})
     not_asked = q.get("not_asked", 0)
     halted = f" (halted: {not_asked} not asked)" if q["halted"] else ""
     lines = [
         ("dataset", f"{r['dataset']} ({r['threat_model']['name']})"),
         ("teachers", f"k={r['num_teachers']} {r['teacher_model']['kind']}"),
-        ("mean teacher / plurality acc", f"{_fmt(t['mean_accuracy'])} / {_fmt(t['plurality_accuracy'])}"),
+        ("mean teacher / plurality acc", f"{_fmt(t.get('mean_accuracy'))} / {_fmt(t.get('plurality_accuracy'))} "
+         "(private diagnostic)"),  # fmt: skip
         ("aggregator", f"{r['aggregator']}"),
         ("query selection", _selection_line(r["query_selection"])),
         ("certified (ε, δ)", f"({r['epsilon']:.4g}, {r['delta']:.3g})"),
+        ("noise", _noise_line(r.get("noise", {}))),
         ("queries seen / answered / ⊥", f"{q['seen']} / {q['answered']} / {q['abstained']}{halted}"),
         ("privacy relation", _relation_line(r.get("privacy"))),
         ("label accuracy (answered)", _fmt(r["label_accuracy_answered"])),
@@ -265,13 +272,22 @@ def _print_report(r: dict[str, Any]) -> None:
     if r["student"]["test_accuracy"] is None:
         lines = [(k, v) for k, v in lines if k not in ("mean teacher / plurality acc", "student test accuracy")]
     lines += [
-        ("wall time (s)", " ".join(f"{k}={v:.1f}" for k, v in r["wall_time_s"].items())),
-        ("report", str(Path(r["run_dir"]) / "report.json")),
+        ("wall time (s)", " ".join(f"{k}={v:.1f}" for k, v in d.get("wall_time_s", {}).items())),
+        ("report (published)", str(Path(r["run_dir"]) / "report.json")),
+        ("private diagnostics", f"{diagnostics} (mode 0600: never publish)"),
         ("ledger", r["ledger"]["path"]),
     ]
     width = max(len(k) for k, _ in lines)
     for k, v in lines:
         print(f"{k:<{width}}  {v}")
+
+
+def _noise_line(noise: dict[str, Any]) -> str:
+    if noise.get("noise") == "secure":
+        return "secure (exact discrete noise from the OS's CSPRNG)"
+    from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+
+    return f"SEEDED — {noise.get('warning', SEEDED_NOISE_WARNING)}"
 
 
 def _selection_line(sel: dict[str, Any]) -> str:
@@ -339,6 +355,7 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         f"queries seen / answered / ⊥ / not asked: {q['seen']} / {q['answered']} / {q['abstained']} / {q['not_asked']}"
         f"{' (replayed from the ledger)' if report['reused'] else ''}"
     )
+    print(f"noise: {_noise_line(report['noise'])}")
     print(f"labels: {report['outputs']['labels_npy']}, {report['outputs']['labels_csv']}")
     print(f"report: {Path(args.out) / 'report.json'}; ledger: {report['ledger']['path']}")
     return 0
@@ -378,8 +395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
                 f"(query selection: {config.query_selection}), δ={config.delta:g}; "
-                f"mean teacher acc {_fmt(out['teachers']['mean_accuracy'])}, "
-                f"plurality acc {_fmt(out['teachers']['plurality_accuracy'])}"
+                f"mean teacher acc {_fmt(out['private']['teachers']['mean_accuracy'])}, "
+                f"plurality acc {_fmt(out['private']['teachers']['plurality_accuracy'])} (private diagnostics, "
+                "private_compare.json: never publish)"
             )
             print(out["table"])
             print(f"plot: {out['plot']}")

@@ -40,7 +40,9 @@ def main() -> None:
     ap.add_argument("--teachers", type=int, nargs="+", default=[250, 1000, 4000])
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 3.0, 8.0])
     ap.add_argument("--run", default="aggregator_table")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="synthetic votes (and the noise with --noise seeded)")
+    ap.add_argument("--noise", default="secure", choices=("secure", "seeded"),
+                    help="secure (exact noise from the OS) or seeded (reproducible research only)")  # fmt: skip
     args = ap.parse_args()
 
     out_dir = Path("checkpoints") / args.run
@@ -67,6 +69,7 @@ def main() -> None:
                     delta=args.delta,
                     max_unstable=args.max_unstable,
                     generator=gen,
+                    noise=args.noise,
                 )
                 for r in rows:
                     records.append({"p": p, "k": k, "target_epsilon": eps, **r.to_dict()})

@@ -33,8 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pate_stab.data.bounds import ADULT_NUMERIC_BOUNDS, MAGIC_BOUNDS, scale_to_bounds  # noqa: E402
-from pate_stab.data.tabular import load_adult, load_magic  # noqa: E402
+from pate_stab.data.tabular import OTHER, load_adult, load_magic  # noqa: E402
 from pate_stab.erm import (  # noqa: E402
     RampLoss,
     alpha_split,
@@ -55,18 +54,19 @@ METHODS = ["Stability", "alphaSplit", "dataSplit", "Random", "Control"]
 def load_unit_ball(name: str, data_root: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """Adult or MAGIC as float64 rows in the unit ball (public bounds, see above) and labels in {-1, 1}."""
     if name == "Adult":
-        data = load_adult(data_root / "adult", standardize=False, norm=None, label_format="pm1")
-        bounds, groups = ADULT_NUMERIC_BOUNDS, 14
-        missing = [j for j, f in enumerate(data.feature_names) if f.endswith("=?")]
-        keep_rows = data.x[:, missing].sum(dim=1) == 0
+        # published schema (adult.names): numeric columns already in [0, 1], categories one-hot
+        data = load_adult(data_root / "adult", norm=None, label_format="pm1")
+        groups = 14
+        # "?" (missing) is no published category: it lands in a column's <other> slot. Those rows
+        # are dropped, and so are the <other> columns, which are then empty (a fixed set of columns).
+        other = [j for j, f in enumerate(data.feature_names) if f.endswith(f"={OTHER}")]
+        keep_rows = data.x[:, other].sum(dim=1) == 0
         x, y = data.x[keep_rows].double(), data.y[keep_rows].double()
-        # One-hot columns of categories seen only in the dropped rows are empty: drop them too.
-        x = x[:, [j for j in range(x.shape[1]) if j < len(bounds) or bool(x[:, j].any())]]
+        x = x[:, [j for j in range(x.shape[1]) if j not in other]]
     else:
-        data = load_magic(data_root / "magic", standardize=False, norm=None, label_format="pm1")
-        bounds, groups = MAGIC_BOUNDS, 10
+        data = load_magic(data_root / "magic", norm=None, label_format="pm1")  # in [0, 1] (MAGIC_BOUNDS)
+        groups = 10
         x, y = data.x.double(), data.y.double()
-    x[:, : len(bounds)] = scale_to_bounds(x[:, : len(bounds)], bounds=bounds)
     return x / math.sqrt(groups), y
 
 

@@ -241,7 +241,7 @@ def run_hard(cls: ConceptClass, *, n: int, m: int, noise: float, setting, seed_g
     row["teacher_disagree"] = float(cls.disagreement(_first_teachers(teachers, 512)).mean())
     counts = cls.votes(teachers, xq)  # (m, 2)
     cal = _calibrate(args.epsilon, args.delta, m, setting.max_unstable, setting.mode)
-    rel = StabilityReleaser(cal, generator=g_noise)
+    rel = StabilityReleaser(cal, noise="seeded", generator=g_noise)
     res = rel.release(counts)
     labels = res.labels
     answered = labels >= 0
@@ -354,7 +354,7 @@ def run_soft(args, gen: torch.Generator) -> dict:
         )
         xt, yt = soft_task(k * n_prime, c, g_teach)
         scores = soft_scores(sgd_logistic(xt.view(k, n_prime), yt.view(k, n_prime), lr=args.soft_lr), xq)
-        rel = SoftLabelReleaser(cal, gamma=gamma, generator=g_noise)
+        rel = SoftLabelReleaser(cal, gamma=gamma, noise="seeded", generator=g_noise)
         res = rel.release(scores.clamp(0.0, 1.0))
         released = res.labels
         ok = ~torch.isnan(released)

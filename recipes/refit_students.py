@@ -20,6 +20,12 @@ Usage (from the project root)::
 ``--repeats R`` refits the releases of ``pate-stab compare --repeats R`` (repeat r's spend id ends
 in ``:rep=r``). Each row gives the student's accuracy on the evaluation split and on the pool
 points the release left without a label; with repeats, a summary per (aggregator, ε) follows.
+
+Everything in the output JSON and plot may be published (DESIGN.md fact 8): released counts,
+the certified ε of each replayed release and their total (Σε, Σδ by basic composition — the
+refit itself costs nothing), students' accuracies, and label accuracy (the released labels
+against the public pool's true labels: public-side information). The students' fit times go to
+``private_<out>`` (mode 0600) with the run's other wall times.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from pathlib import Path
 import yaml
 
 from pate_stab.run import STUDENT_FIELDS, clean_json
-from pate_stab.run.compare import format_summary, plot_rows, summarise_rows
+from pate_stab.run.compare import format_summary, plot_rows, summarise_rows, total_cost, total_cost_line
+from pate_stab.run.private import files_section, write_private_json
 from pate_stab.run.refit import RefitError, refit_students
+from pate_stab.run.report import LABEL_ACCURACY_NOTE
 
 
 def overrides_from(pairs: list[str]) -> dict:
@@ -62,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
 
     run_dir = args.run_dir
     try:
-        rows, new, spent_before = refit_students(
+        rows, new, spent_before, fit_s = refit_students(
             run_dir, aggregators=args.aggregators, epsilons=args.epsilons, overrides=overrides_from(args.overrides),
             seed=args.seed, repeats=args.repeats, accelerator=args.accelerator, echo=True,
         )  # fmt: skip
@@ -73,14 +81,20 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarise_rows(rows)
     if args.repeats > 1:
         print(format_summary(summary))
+    private_name = f"private_{Path(args.out).name}"
+    published = [args.out, str(Path(args.out).with_suffix(".png"))]
     out = clean_json({"run": config.run_name, "student": student_settings, "rows": rows, "summary": summary,
-                      "spent": list(spent_before)})  # fmt: skip
+                      "spent": list(spent_before), "total_cost": total_cost(rows),
+                      "label_accuracy_note": LABEL_ACCURACY_NOTE,
+                      "files": files_section(published, [private_name])})  # fmt: skip
     (run_dir / args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
+    write_private_json(run_dir / private_name, {"run": config.run_name, "wall_time_s": fit_s})
     plot = plot_rows(
         rows,
         (run_dir / args.out).with_suffix(".png"),
         title=f"{config.dataset}: refit students ({new.student_method}, {new.student_model})\n"
         f"on the releases of {config.run_name}",
+        caption=f"refit: no new privacy cost; the releases' {total_cost_line(rows)}",
     )
     print(f"plot: {plot}")
     print(f"written {run_dir / args.out}; privacy spent unchanged: {spent_before}")

@@ -38,9 +38,10 @@ def main() -> None:
     for k in args.k:
         config = dataclasses.replace(base, num_teachers=k, run_name=f"{base.run_name}_k{k}_sweep")
         out = run_compare(config, epsilons=args.epsilons)
-        t = out["teachers"]
+        t = out["private"]["teachers"]  # private diagnostics (private_compare.json): never publish
         print(
-            f"\nk={k}: mean teacher acc {t['mean_accuracy']:.4f}, plurality acc {t['plurality_accuracy']:.4f}, "
+            f"\nk={k}: mean teacher acc {t['mean_accuracy']:.4f}, plurality acc {t['plurality_accuracy']:.4f} "
+            "(private diagnostics), "
             f"m={out['num_queries']}, T={out['max_unstable']}, δ={out['delta']:g}"
         )
         print(out["table"])

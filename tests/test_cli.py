@@ -132,3 +132,16 @@ def test_transfer_summary_separates_bottom_from_not_asked(tmp_path, capsys):
     assert q["seen"] == q["answered"] + 2 and q["not_asked"] == 100 - q["seen"] > 0
     assert f"{q['seen']} / {q['answered']} / 2 (halted: {q['not_asked']} not asked)" in out.out
     assert "add/remove (content partition keys; 1 teacher per neighbour)" in out.out
+
+
+def test_noise_defaults_are_secure():
+    """Every entry point draws secure noise unless seeded noise is asked for by name."""
+    from pate_stab.cli import _config_dict, _make_config, build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["transfer", "--run-name", "x"])
+    assert _make_config(parser, _config_dict(parser, args, {})).releaser_noise == "secure"
+    args = parser.parse_args(["transfer", "--run-name", "x", "--releaser-noise", "seeded"])
+    assert _make_config(parser, _config_dict(parser, args, {})).releaser_noise == "seeded"
+    release = parser.parse_args(["release", "--votes", "v.npy", "--aggregator", "gnmax", "--epsilon", "1"])
+    assert release.noise == "secure"

@@ -4,7 +4,7 @@ Example::
 
     counts = vote_histogram(teacher_predictions, num_classes=10)          # (m, C)
     cal = calibrate(epsilon=8, delta=1e-5, num_queries=m, max_unstable=10, mode="tight")
-    labels = StabilityReleaser(cal, generator=gen).release(counts).labels  # −1 for ⊥
+    labels = StabilityReleaser(cal).release(counts).labels  # −1 for ⊥; exact noise from the OS
 """
 
 from pate_stab.aggregation.base import ABSTAIN, ReleaseResult

@@ -10,15 +10,30 @@ the stability releasers and the PATE baselines alike:
   (:meth:`PrivacyLedger.record_output`) before returning them. A crash can therefore lose only
   outputs that never left, never outputs whose charge is recorded without them;
 * a releaser built again under a recorded spend id (a rerun, a retry) returns the recorded
-  outputs call by call, after checking that each call asks about the same inputs (SHA-256 of
-  the input tensor), and raises :class:`~pate_stab.errors.ReplayedSpendError` as soon as a call
-  was not recorded: it never draws again under the old charge;
+  outputs call by call, after checking that each call asks about the same queries, and raises
+  :class:`~pate_stab.errors.ReplayedSpendError` as soon as a call was not recorded: it never
+  draws again under the old charge;
 * two releasers racing on one spend id get the same outputs: the ledger stores one per call,
   and a releaser that returned outputs it did not draw itself never draws afterwards (its own
   noise state no longer matches what was released).
 
 Each output carries the releaser's counters after the call (``state``), so a replayed releaser
 reports the same summary as the one that drew.
+
+What identifies a call in the ledger (which is published: DESIGN.md fact 8). The inputs of a
+call are the teachers' votes, a function of the private data: an unkeyed digest of them would
+let anyone who knows the other records tell neighbouring data sets apart. A call is therefore
+recorded by
+
+* ``queries``: SHA-256 of the *public* positions of its queries (``query_ids``, e.g. pool
+  indices), when the caller gives them — what runs do. The replay check then asks "same
+  queries, in the same order?"; that the votes on them are the same is the run's own check
+  (its private data identity, :func:`pate_stab.run.private.check_data_identity`); or
+* ``inputs_mac``: HMAC-SHA256 of the votes under the ledger folder's secret key
+  (:meth:`PrivacyLedger.private_key`, a 0600 file never published), when no query ids are
+  given. It checks the votes themselves and reveals nothing about them without the key.
+
+Ledgers written before this recorded ``inputs`` (plain SHA-256 of the votes); they still replay.
 """
 
 from __future__ import annotations
@@ -34,8 +49,9 @@ import torch
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
 from pate_stab.privacy.events import PrivacyEvent
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.private_files import keyed_digest, public_digest, tensor_bytes
 
-__all__ = ["ABSTAIN", "ReleaseResult", "LedgerRelease", "inputs_digest"]
+__all__ = ["ABSTAIN", "ReleaseResult", "LedgerRelease", "inputs_digest", "query_ids_digest"]
 
 ABSTAIN = -1
 """The label that encodes ⊥ (no answer) for hard labels; soft labels use NaN."""
@@ -50,11 +66,24 @@ class ReleaseResult:
 
 
 def inputs_digest(inputs: torch.Tensor) -> str:
-    """SHA-256 of a tensor's dtype, shape and values: identifies what a release call was asked."""
+    """SHA-256 of a tensor's dtype, shape and values (unkeyed).
+
+    For public tensors only, and for checking ledgers written before calls were recorded by
+    public query positions or a keyed MAC: on private inputs such as vote histograms this
+    digest identifies the data set (module docstring).
+    """
     t = inputs.detach().cpu().contiguous()
     h = hashlib.sha256(f"{t.dtype}|{tuple(t.shape)}|".encode("ascii"))
     h.update(t.numpy().tobytes())
     return h.hexdigest()
+
+
+def query_ids_digest(query_ids: torch.Tensor) -> str:
+    """SHA-256 of public query positions (int64, in order): how a run's release call is recorded."""
+    ids = torch.as_tensor(query_ids)
+    if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"query_ids must be a 1-d integer tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
+    return public_digest(tensor_bytes(ids.to(torch.int64)))
 
 
 def _labels_to_json(labels: torch.Tensor) -> list[Any]:
@@ -112,7 +141,9 @@ class LedgerRelease:
 
     def metadata_noise(self) -> dict[str, Any]:
         """The noise fields of the spend's metadata (what the releaser really draws)."""
-        return {k: v for k, v in self.metadata.items() if k in ("noise", "threshold", "noise_scale_exact")}
+        return {
+            k: v for k, v in self.metadata.items() if k in ("noise", "noise_warning", "threshold", "noise_scale_exact")
+        }
 
     def admit(self, m: int) -> None:
         """Refuse (nothing released) a call that would go past the queries the spend covers."""
@@ -134,19 +165,54 @@ class LedgerRelease:
             "start a new run (new run name or ledger) with its own budget."
         )
 
-    def _replay(self, output: Any, digest: str) -> Any:
-        if not isinstance(output, dict) or output.get("inputs") != digest:
+    def _check_noise(self, recorded: dict[str, Any]) -> None:
+        """Refuse to replay a spend paid for with another noise mode (a spend without one was seeded).
+
+        Its outputs carry that mode's guarantee, not this releaser's: a seeded release must never
+        be returned as a secure one.
+        """
+        then, now = recorded.get("noise", "seeded"), self.metadata.get("noise", "seeded")
+        if then != now:
+            raise self._refuse(f"it was drawn with noise={then!r}, and this releaser has noise={now!r}")
+
+    def _identity(self, inputs: torch.Tensor, query_ids: torch.Tensor | None) -> dict[str, str]:
+        """What the ledger records of a call's inputs (module docstring): public positions or a MAC."""
+        if query_ids is not None:
+            n, m = int(torch.as_tensor(query_ids).numel()), int(inputs.shape[0]) if inputs.dim() else 1
+            if n != m:
+                raise ValueError(f"query_ids has {n} entries for {m} queries")
+            return {"queries": query_ids_digest(query_ids)}
+        if self.ledger is None:
+            raise RuntimeError("a call is identified only when a ledger records it")
+        return {"inputs_mac": keyed_digest(self.ledger.private_key(), tensor_bytes(inputs))}
+
+    def _replay(self, output: Any, identity: dict[str, str], inputs: torch.Tensor) -> Any:
+        if not isinstance(output, dict):
+            raise self._refuse(f"call {self.calls} has no recorded output")
+        if "inputs" in output:  # a ledger written before calls were recorded without private digests
+            same = output["inputs"] == inputs_digest(inputs)
+        else:
+            recorded = {k: output[k] for k in ("queries", "inputs_mac") if k in output}
+            same = bool(recorded) and recorded == identity
+        if not same:
             raise self._refuse(f"call {self.calls} was recorded for other inputs than this call's")
         return output
 
-    def run(self, inputs: torch.Tensor, draw: Callable[[], tuple[ReleaseResult, dict[str, Any]]]) -> tuple[
-        ReleaseResult, dict[str, Any], bool
-    ]:
+    def run(
+        self,
+        inputs: torch.Tensor,
+        draw: Callable[[], tuple[ReleaseResult, dict[str, Any]]],
+        *,
+        query_ids: torch.Tensor | None = None,
+    ) -> tuple[ReleaseResult, dict[str, Any], bool]:
         """The outputs of one release call on ``inputs``: drawn and recorded, or replayed.
 
         Args:
-            inputs: what the call releases outputs for (its digest is recorded and checked).
+            inputs: what the call releases outputs for (the teachers' votes: private).
             draw: draws the noise and returns (result, the releaser's counters after it).
+            query_ids: the public positions of the call's queries (one per row of ``inputs``):
+                recorded as their SHA-256 and checked on replay. Without them the call is
+                recorded by a MAC of ``inputs`` under the ledger folder's secret key.
 
         Returns:
             (result, counters, replayed): ``replayed`` is True when the outputs came from the
@@ -165,11 +231,13 @@ class LedgerRelease:
             self.queries_offered += m
             self.calls += 1
             return result, state, False
-        digest = inputs_digest(inputs)
+        identity = self._identity(inputs, query_ids)
         entry = self.ledger.entry(self.spend_id)
         index = self.calls
+        if entry is not None:
+            self._check_noise(entry.metadata)
         if entry is not None and index < len(entry.outputs):
-            output = self._replay(entry.outputs[index], digest)
+            output = self._replay(entry.outputs[index], identity, inputs)
             if not self._owner:
                 self._may_draw = False
             return self._adopt(output, m, replayed=True)
@@ -179,7 +247,7 @@ class LedgerRelease:
             self.ledger.check_budget(epsilon=self.epsilon, delta=self.delta, spend_id=self.spend_id)
         result, state = draw()
         output = {
-            "inputs": digest,
+            **identity,
             "labels": _labels_to_json(result.labels),
             "dtype": str(result.labels.dtype).removeprefix("torch."),
             "status": [int(v) for v in result.status.tolist()],
@@ -197,13 +265,15 @@ class LedgerRelease:
             )
             if recorded.replayed:  # another releaser recorded this spend first: release its outputs
                 self._may_draw = False
-                return self._adopt(self._replay(recorded.outputs[0] if recorded.outputs else None, digest), m, True)
+                return self._adopt(
+                    self._replay(recorded.outputs[0] if recorded.outputs else None, identity, inputs), m, True
+                )
             self._owner = True
         else:
             stored = self.ledger.record_output(self.spend_id, index, output)
             if stored != output:
                 self._may_draw = False
-                return self._adopt(self._replay(stored, digest), m, True)
+                return self._adopt(self._replay(stored, identity, inputs), m, True)
         self.queries_offered += m
         self.calls += 1
         return result, state, False

@@ -26,8 +26,10 @@ class BaselineReleaser:
     under a recorded spend id replays the recorded labels and never draws again.
 
     Args:
-        aggregator: a calibrated :class:`LNMax`, :class:`GNMax` or :class:`ConfidentGNMax`.
-        generator: the noise (float64, never reused).
+        aggregator: a calibrated :class:`LNMax`, :class:`GNMax` or :class:`ConfidentGNMax`; its
+            ``noise`` says where the noise comes from (secure: its own exact samplers and source).
+        generator: the seeded noise (float64, never reused); required with ``noise="seeded"``,
+            not used with secure noise.
         ledger: optional :class:`~pate_stab.privacy.ledger.PrivacyLedger`.
         spend_id: the release's ledger id (None: a fresh one).
     """
@@ -36,7 +38,7 @@ class BaselineReleaser:
         self,
         aggregator: LNMax | GNMax | ConfidentGNMax,
         *,
-        generator: torch.Generator,
+        generator: torch.Generator | None = None,
         ledger: PrivacyLedger | None = None,
         spend_id: str | None = None,
     ) -> None:
@@ -44,7 +46,11 @@ class BaselineReleaser:
             raise TypeError(f"aggregator must be LNMax, GNMax or ConfidentGNMax, got {type(aggregator).__name__}")
         self.aggregator = aggregator
         self.mechanism = aggregator.name
-        self._generator = check_generator(generator)
+        self.noise = aggregator.noise
+        if self.noise == "seeded":
+            self._generator: torch.Generator | None = check_generator(generator)
+        else:
+            self._generator = None
         counters = ("queries_seen", "answered", "abstained")
         self._spend = LedgerRelease(
             ledger=ledger,
@@ -66,7 +72,7 @@ class BaselineReleaser:
     def queries_seen(self) -> int:
         return self.aggregator.queries_seen
 
-    def release(self, counts: Any) -> ReleaseResult:
+    def release(self, counts: Any, *, query_ids: torch.Tensor | None = None) -> ReleaseResult:
         """Vote histograms (m, C) → labels (m,), −1 for ⊥ (Confident-GNMax); status 1 answered, 0 ⊥."""
         check_vote_counts(counts)
         counts = torch.as_tensor(counts).to(torch.int64)
@@ -77,7 +83,7 @@ class BaselineReleaser:
             status = (labels != ABSTAIN).to(torch.int8)
             return ReleaseResult(labels, status), {"queries_seen": agg.queries_seen, "answered": agg.answered}
 
-        result, state, replayed = self._spend.run(counts, draw)
+        result, state, replayed = self._spend.run(counts, draw, query_ids=query_ids)
         if replayed:
             agg.queries_seen, agg.answered = int(state["queries_seen"]), int(state["answered"])
         return result

@@ -21,6 +21,27 @@ events are expressed at unit sensitivity, which is dp-accounting's ``ADD_OR_REMO
 relation for unsampled Laplace / Gaussian events; the record-level relation enters only
 through "one record moves one vote".
 
+Noise (DESIGN fact 9). ``noise="secure"`` (the default) adds exact integer noise to the integer
+counts, from the OS's CSPRNG (or a ``source=``), so that the low bits of floating-point noise
+cannot leak the counts (Mironov 2012): LNMax the discrete Laplace, GNMax and Confident-GNMax the
+discrete Gaussian (:mod:`pate_stab.privacy.secure_noise`). Their accounting is stated for the
+discrete laws, not borrowed from the continuous ones, whose loss distributions differ:
+
+* LNMax: DLap with parameter a = :func:`exact_laplace_parameter` (b) <= 1/b. One teacher moves
+  one vote (−1, +1 in two counts), so one query's privacy loss is the sum of two independent
+  sensitivity-1 discrete Laplace losses: with PLD accounting ``ComposedDpEvent([DiscreteLaplaceDpEvent
+  (a, 1)] * 2)``, exactly. Otherwise (RDP, or two changed teachers) the query is pure
+  (2g·a)-DP (the ratio bound P[X = x]/P[X = x + j] <= e^{a|j|}), hence (2g²a²)-zCDP (Bun & Steinke
+  2016, Prop 3.3): ``ZCDpEvent``.
+* GNMax, Confident-GNMax: N_Z(0, σ'²) with σ'² >= σ² exact. For independent coordinates and an
+  integer shift v the Rényi divergence is at most α‖v‖²/(2σ'²) (Canonne, Kamath & Steinke 2020,
+  Prop 5 and Thm 14): exactly the RDP of ``GaussianDpEvent`` at the calibrated σ, so these events
+  are accounted with the RDP accountant (PLD accounting of the continuous Gaussian is refused).
+
+``noise="seeded"`` draws float64 Laplace / Gaussian noise from the ``generator`` passed to
+:meth:`release`: reproducible research only — it carries no privacy against anyone who knows the
+seed, and the summary says so (``noise_warning``).
+
 Release semantics: labels are int64 class indices, −1 for ⊥ (Confident-GNMax only). An
 aggregator counts the queries it has answered and refuses (``BudgetExhaustedError``, nothing
 released) to go beyond ``num_queries``.
@@ -34,6 +55,7 @@ References:
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -62,6 +84,16 @@ from pate_stab.aggregation.pate_accounting import (
 )
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.noise import gaussian, laplace
+from pate_stab.privacy.secure_noise import (
+    SEEDED_NOISE_WARNING,
+    RandomSource,
+    SystemRandomSource,
+    check_noise,
+    discrete_gaussian,
+    discrete_laplace,
+    exact_laplace_parameter,
+    exact_sigma_sq_at_least,
+)
 
 __all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
 
@@ -71,24 +103,78 @@ class _Aggregator:
     name = "aggregator"
 
     def __init__(
-        self, *, num_queries: int, delta: float, accountant: AccountantName, teachers_changed: int = 1
+        self,
+        *,
+        num_queries: int,
+        delta: float,
+        accountant: AccountantName | None,
+        teachers_changed: int = 1,
+        noise: str = "secure",
+        source: RandomSource | None = None,
     ) -> None:
         self.teachers_changed = check_int("teachers_changed", teachers_changed, minimum=1)
         if self.teachers_changed > 2:
             raise ValueError(f"teachers_changed must be 1 or 2, got {self.teachers_changed}")
         self.num_queries = check_int("num_queries", num_queries, minimum=1)
         self.delta = check_delta(delta)
-        self.accountant = check_accountant(accountant)
+        self.noise = check_noise(noise)
+        if source is not None and not hasattr(source, "uint63"):
+            raise TypeError(f"source must be a RandomSource, got {type(source).__name__}")
+        self._source: RandomSource = source if source is not None else SystemRandomSource()
+        self.accountant = self._accountant(accountant)
         self.queries_seen = 0
         self.answered = 0
-        check_pld_feasible(self.dp_event(), self.delta, self.accountant)
+        check_pld_feasible(self._rdp_bound_event(), self.delta, self.accountant)
         self._certified_epsilon = accountant_epsilon(self.dp_event(), self.delta, self.accountant)
+
+    def _accountant(self, accountant: AccountantName | None) -> str:
+        """The accountant: the one asked for (checked against the noise), or the noise's default."""
+        allowed = self.accountants(self.noise, self.teachers_changed)
+        if accountant is None:
+            return allowed[0]
+        name = check_accountant(accountant)
+        if name not in allowed:
+            raise ValueError(
+                f"{self.name} with noise={self.noise!r} and teachers_changed={self.teachers_changed} is accounted "
+                f"with {' or '.join(repr(a) for a in allowed)}, not {name!r} (the continuous mechanism's loss "
+                "distribution does not bound the discrete noise's)"
+            )
+        return name
+
+    @classmethod
+    def accountants(cls, noise: str, teachers_changed: int) -> tuple[str, ...]:
+        """The accountants valid for this noise, the default first.
+
+        Seeded (continuous) noise: PLD or RDP. Secure discrete Gaussian noise: RDP only (module
+        docstring).
+        """
+        return ("pld", "rdp") if check_noise(noise) == "seeded" else ("rdp",)
+
+    def _rdp_bound_event(self) -> dp_event.DpEvent:
+        """An event the RDP accountant supports whose RDP bounds the run's (for the PLD feasibility check)."""
+        return self.dp_event()
+
+    def _generator(self, generator: torch.Generator | None) -> torch.Generator | None:
+        if self.noise == "seeded":
+            if generator is None:
+                raise TypeError(f"{self.name} with noise='seeded' needs a generator")
+            return check_generator(generator)
+        return None
+
+    def noise_fields(self) -> dict[str, Any]:
+        """The noise actually drawn: mode, exact parameters (secure) or the seeded-noise warning."""
+        if self.noise == "seeded":
+            return {"noise": "seeded", "noise_warning": SEEDED_NOISE_WARNING}
+        return {"noise": "secure", **self._exact_parameters()}
+
+    def _exact_parameters(self) -> dict[str, str]:
+        raise NotImplementedError
 
     # --- to be provided by each aggregator
     def per_query_event(self) -> dp_event.DpEvent:
         raise NotImplementedError
 
-    def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         raise NotImplementedError
 
     def _parameters(self) -> dict[str, float]:
@@ -114,12 +200,12 @@ class _Aggregator:
         return accountant_epsilon(self.per_query_event(), delta, self.accountant)
 
     # --- release
-    def release(self, counts: Any, *, generator: torch.Generator) -> torch.Tensor:
+    def release(self, counts: Any, *, generator: torch.Generator | None = None) -> torch.Tensor:
         """Answer one query per row of ``counts``.
 
         Args:
             counts: ``(m, C)`` non-negative integer vote histogram (see ``votes.vote_histogram``).
-            generator: source of the noise.
+            generator: the seeded noise (required with ``noise="seeded"``; not used with secure noise).
 
         Returns:
             ``(m,)`` int64 labels; −1 (:data:`ABSTAIN`) encodes ⊥.
@@ -127,7 +213,7 @@ class _Aggregator:
         Raises:
             BudgetExhaustedError: the queries would exceed ``num_queries``; nothing is released.
         """
-        check_generator(generator)
+        gen = self._generator(generator)
         counts = check_vote_counts(counts)
         m = counts.shape[0]
         if self.queries_seen + m > self.num_queries:
@@ -136,14 +222,14 @@ class _Aggregator:
                 f"answered, {m} more requested"
             )
         parts = [
-            self._labels(counts[start : start + ROWS_PER_CHUNK], generator) for start in range(0, m, ROWS_PER_CHUNK)
+            self._labels(counts[start : start + ROWS_PER_CHUNK], gen) for start in range(0, m, ROWS_PER_CHUNK)
         ]
         labels = torch.cat(parts)
         self.queries_seen += m
         self.answered += int((labels != ABSTAIN).sum())
         return labels
 
-    def sample(self, counts_row: Any, num_samples: int, *, generator: torch.Generator) -> torch.Tensor:
+    def sample(self, counts_row: Any, num_samples: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
         """``num_samples`` independent runs of the single-query mechanism on one histogram row.
 
         For statistical tests of the output distribution only: these runs are not counted
@@ -152,17 +238,18 @@ class _Aggregator:
         Returns:
             ``(num_samples,)`` int64 labels (−1 for ⊥).
         """
-        check_generator(generator)
+        gen = self._generator(generator)
         num_samples = check_int("num_samples", num_samples, minimum=1)
         row = check_tensor("counts_row", counts_row, ndim=1, floating=False)
         counts = check_vote_counts(row.unsqueeze(0)).expand(num_samples, -1)
-        return self._labels(counts, generator)
+        return self._labels(counts, gen)
 
     def summary(self) -> dict[str, Any]:
         """Configuration, certified privacy and release counters, as plain Python values."""
         return {
             "mechanism": self.name,
             **self._parameters(),
+            **self.noise_fields(),
             "num_queries": self.num_queries,
             "epsilon": self.certified_epsilon,
             "delta": self.certified_delta,
@@ -182,7 +269,7 @@ class _Aggregator:
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v:.6g}" for k, v in self._parameters().items())
         return (
-            f"{type(self).__name__}({params}, num_queries={self.num_queries}, "
+            f"{type(self).__name__}({params}, noise={self.noise!r}, num_queries={self.num_queries}, "
             f"epsilon={self.certified_epsilon:.4g}, delta={self.delta:.3g})"
         )
 
@@ -215,11 +302,37 @@ class LNMax(_Aggregator):
         noise_scale: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName = "pld",
+        accountant: AccountantName | None = None,
         teachers_changed: int = 1,
+        noise: str = "secure",
+        source: RandomSource | None = None,
     ) -> None:
         self.noise_scale = check_positive("noise_scale", noise_scale)
-        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed)
+        self.noise_parameter = exact_laplace_parameter(self.noise_scale)  # secure: DLap's exact a <= 1/b
+        super().__init__(
+            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
+            noise=noise, source=source,
+        )  # fmt: skip
+
+    @classmethod
+    def accountants(cls, noise: str, teachers_changed: int) -> tuple[str, ...]:
+        """Seeded: PLD or RDP. Secure: PLD (exact discrete Laplace losses) or RDP with one changed
+        teacher; RDP (zCDP of the pure-DP bound) with two."""
+        if check_noise(noise) == "seeded" or teachers_changed == 1:
+            return ("pld", "rdp")
+        return ("rdp",)
+
+    @staticmethod
+    def secure_event(noise_scale: float, *, teachers_changed: int, accountant: str) -> dp_event.DpEvent:
+        """One secure LNMax query (module docstring): exact DLap losses (PLD, one changed teacher), else zCDP.
+
+        Example: b = 2, one teacher, PLD → two ``DiscreteLaplaceDpEvent(0.5, 1)`` composed.
+        """
+        a = exact_laplace_parameter(noise_scale)
+        if accountant == "pld" and teachers_changed == 1:
+            return dp_event.ComposedDpEvent([dp_event.DiscreteLaplaceDpEvent(float(a), 1)] * 2)
+        pure = 2 * teachers_changed * a  # ℓ1 change 2g, ratio bound e^{a|j|} per count: pure (2g·a)-DP
+        return dp_event.ZCDpEvent(rho=float(pure * pure / 2))  # Bun & Steinke 2016, Prop 3.3
 
     @classmethod
     def calibrate(
@@ -228,21 +341,43 @@ class LNMax(_Aggregator):
         epsilon: float,
         delta: float,
         num_queries: int,
-        accountant: AccountantName = "pld",
+        accountant: AccountantName | None = None,
         teachers_changed: int = 1,
+        noise: str = "secure",
+        source: RandomSource | None = None,
     ) -> LNMax:
         """The smallest Laplace scale b whose ``num_queries`` queries are (ε, δ)-DP.
 
+        With secure noise, the event is :meth:`secure_event` (discrete Laplace); with seeded noise
+        the continuous Laplace mechanism's.
+
         Example:
-            ``LNMax.calibrate(epsilon=1.0, delta=1e-5, num_queries=1).noise_scale`` ≈ 1.99996
-            (= 2/(1 + 2·10⁻⁵): the Laplace mechanism with pure ε₀ is (ε₀ + 2 log(1 − δ), δ)-DP).
+            ``LNMax.calibrate(epsilon=1.0, delta=1e-5, num_queries=1, noise="seeded").noise_scale``
+            ≈ 1.99996 (= 2/(1 + 2·10⁻⁵): the Laplace mechanism with pure ε₀ is
+            (ε₀ + 2 log(1 − δ), δ)-DP).
         """
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         num_queries = check_int("num_queries", num_queries, minimum=1)
-        accountant_name = check_accountant(accountant)
+        g = check_int("teachers_changed", teachers_changed, minimum=1)
+        mode = check_noise(noise)
+        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
         # per query pure ε₀ = 2/b → zCDP ρ = ε₀²/2 = 2/b²
         guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=2.0 * num_queries)
+        if mode == "secure":
+            scale = calibrate_scale(
+                lambda b: dp_event.SelfComposedDpEvent(
+                    cls.secure_event(b, teachers_changed=g, accountant=accountant_name), num_queries
+                ),
+                epsilon=epsilon,
+                delta=delta,
+                guess=g * guess,
+                accountant=accountant_name,
+            )
+            return cls(
+                noise_scale=scale, num_queries=num_queries, delta=delta, accountant=accountant_name,
+                teachers_changed=g, noise=mode, source=source,
+            )  # fmt: skip
         scale = calibrate_scale(
             lambda b: dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(b / 2.0), num_queries),
             epsilon=epsilon,
@@ -251,25 +386,45 @@ class LNMax(_Aggregator):
             accountant=accountant_name,
         )
         # g changed teachers multiply the sensitivity by g: the same event needs g times the noise
-        g = check_int("teachers_changed", teachers_changed, minimum=1)
         return cls(
-            noise_scale=g * scale, num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=g
-        )
+            noise_scale=g * scale, num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=g,
+            noise=mode, source=source,
+        )  # fmt: skip
 
     @property
     def per_query_pure_epsilon(self) -> float:
-        """ε₀ = 2g/b: one query is (ε₀, 0)-DP (Laplace mechanism, ℓ1 sensitivity 2g)."""
+        """ε₀ = 2g/b (seeded) or 2g·a (secure, a <= 1/b): one query is (ε₀, 0)-DP (ℓ1 sensitivity 2g)."""
+        if self.noise == "secure":
+            return float(2 * self.teachers_changed * self.noise_parameter)
         return 2.0 * self.teachers_changed / self.noise_scale
 
     def per_query_event(self) -> dp_event.DpEvent:
+        if self.noise == "secure":
+            g, accountant = self.teachers_changed, self.accountant
+            return self.secure_event(self.noise_scale, teachers_changed=g, accountant=accountant)
         return dp_event.LaplaceDpEvent(noise_multiplier=self.noise_scale / (2.0 * self.teachers_changed))
 
-    def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def _rdp_bound_event(self) -> dp_event.DpEvent:
+        if self.noise == "secure":  # the zCDP of the pure-DP bound: an RDP bound of the exact losses
+            return dp_event.SelfComposedDpEvent(
+                self.secure_event(self.noise_scale, teachers_changed=self.teachers_changed, accountant="rdp"),
+                self.num_queries,
+            )
+        return self.dp_event()
+
+    def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        if generator is None:  # secure: exact DLap(1/a) on the integer counts
+            noise = discrete_laplace(1 / self.noise_parameter, counts.numel(), source=self._source)
+            return (counts.to(torch.int64) + noise.view(counts.shape)).argmax(dim=1)  # ties: lowest class
         noisy = counts + laplace(self.noise_scale, counts.shape, generator=generator)  # (m, C)
         return noisy.argmax(dim=1)
 
     def _parameters(self) -> dict[str, float]:
         return {"noise_scale": self.noise_scale}
+
+    def _exact_parameters(self) -> dict[str, str]:
+        a = self.noise_parameter
+        return {"noise_parameter_exact": f"{a.numerator}/{a.denominator}"}
 
 
 # --------------------------------------------------------------------------- GNMax
@@ -299,11 +454,17 @@ class GNMax(_Aggregator):
         sigma: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName = "pld",
+        accountant: AccountantName | None = None,
         teachers_changed: int = 1,
+        noise: str = "secure",
+        source: RandomSource | None = None,
     ) -> None:
         self.sigma = check_positive("sigma", sigma)
-        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed)
+        self.sigma_sq_exact = exact_sigma_sq_at_least(self.sigma)  # secure: N_Z's exact σ'² >= σ²
+        super().__init__(
+            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
+            noise=noise, source=source,
+        )  # fmt: skip
 
     @classmethod
     def calibrate(
@@ -312,19 +473,24 @@ class GNMax(_Aggregator):
         epsilon: float,
         delta: float,
         num_queries: int,
-        accountant: AccountantName = "pld",
+        accountant: AccountantName | None = None,
         teachers_changed: int = 1,
+        noise: str = "secure",
+        source: RandomSource | None = None,
     ) -> GNMax:
         """The smallest σ whose ``num_queries`` queries are (ε, δ)-DP.
 
-        m Gaussian queries compose to one Gaussian mechanism with μ = √(2m)/σ, so the answer
-        satisfies the analytic Gaussian curve (Balle & Wang 2018, Thm 8)
-        δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ). Example: ε = 1, δ = 1e-5, m = 1 → σ ≈ 5.27.
+        Seeded (continuous) noise with PLD: m Gaussian queries compose to one Gaussian mechanism
+        with μ = √(2m)/σ, so the answer satisfies the analytic Gaussian curve (Balle & Wang 2018,
+        Thm 8) δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ). Example: ε = 1, δ = 1e-5, m = 1, seeded → σ ≈ 5.27.
+        Secure (discrete Gaussian) noise is calibrated with the RDP accountant (module docstring).
         """
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         num_queries = check_int("num_queries", num_queries, minimum=1)
-        accountant_name = check_accountant(accountant)
+        mode = check_noise(noise)
+        g0 = check_int("teachers_changed", teachers_changed, minimum=1)
+        accountant_name = cls.accountants(mode, g0)[0] if accountant is None else check_accountant(accountant)
         # per query ρ = (√2)²/(2σ²) = 1/σ²
         guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=float(num_queries))
         sigma = calibrate_scale(
@@ -334,18 +500,26 @@ class GNMax(_Aggregator):
             guess=guess,
             accountant=accountant_name,
         )
-        g = check_int("teachers_changed", teachers_changed, minimum=1)
-        return cls(sigma=g * sigma, num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=g)
+        return cls(
+            sigma=g0 * sigma, num_queries=num_queries, delta=delta, accountant=accountant_name, teachers_changed=g0,
+            noise=mode, source=source,
+        )  # fmt: skip
 
     def per_query_event(self) -> dp_event.DpEvent:
         return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / (SQRT2 * self.teachers_changed))
 
-    def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        if generator is None:  # secure: exact N_Z(0, σ'²) on the integer counts
+            noise = discrete_gaussian(self.sigma, counts.numel(), source=self._source)
+            return (counts.to(torch.int64) + noise.view(counts.shape)).argmax(dim=1)  # ties: lowest class
         noisy = counts + gaussian(self.sigma, counts.shape, generator=generator)  # (m, C)
         return noisy.argmax(dim=1)
 
     def _parameters(self) -> dict[str, float]:
         return {"sigma": self.sigma}
+
+    def _exact_parameters(self) -> dict[str, str]:
+        return {"sigma_sq_exact": _fraction_text(self.sigma_sq_exact)}
 
 
 # --------------------------------------------------------------------------- Confident-GNMax
@@ -386,13 +560,20 @@ class ConfidentGNMax(_Aggregator):
         sigma2: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName = "pld",
+        accountant: AccountantName | None = None,
         teachers_changed: int = 1,
+        noise: str = "secure",
+        source: RandomSource | None = None,
     ) -> None:
         self.threshold = check_real("threshold", threshold)
         self.sigma1 = check_positive("sigma1", sigma1)
         self.sigma2 = check_positive("sigma2", sigma2)
-        super().__init__(num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed)
+        self.sigma1_sq_exact = exact_sigma_sq_at_least(self.sigma1)  # secure: N_Z's exact variances
+        self.sigma2_sq_exact = exact_sigma_sq_at_least(self.sigma2)
+        super().__init__(
+            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
+            noise=noise, source=source,
+        )  # fmt: skip
 
     @classmethod
     def calibrate(
@@ -403,21 +584,26 @@ class ConfidentGNMax(_Aggregator):
         num_queries: int,
         threshold: float,
         sigma_ratio: float = 2.0,
-        accountant: AccountantName = "pld",
+        accountant: AccountantName | None = None,
         teachers_changed: int = 1,
+        noise: str = "secure",
+        source: RandomSource | None = None,
     ) -> ConfidentGNMax:
         """The smallest σ2 (with σ1 = sigma_ratio · σ2) whose ``num_queries`` queries are (ε, δ)-DP.
 
         The ratio is a modelling choice (PATE 2018 used σ1 between about 2σ2 and 5σ2); under
         data-independent accounting the check costs m/σ1² and the answers 2m/σ2² in the
-        composed Gaussian's μ², so μ = √(m (1/σ1² + 2/σ2²)).
+        composed Gaussian's μ², so μ = √(m (1/σ1² + 2/σ2²)). Secure (discrete Gaussian) noise is
+        calibrated with the RDP accountant (module docstring).
         """
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         num_queries = check_int("num_queries", num_queries, minimum=1)
         threshold = check_real("threshold", threshold)
         sigma_ratio = check_positive("sigma_ratio", sigma_ratio)
-        accountant_name = check_accountant(accountant)
+        mode = check_noise(noise)
+        g = check_int("teachers_changed", teachers_changed, minimum=1)
+        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
 
         def event(s2: float) -> dp_event.DpEvent:
             return dp_event.SelfComposedDpEvent(
@@ -431,15 +617,16 @@ class ConfidentGNMax(_Aggregator):
         rho_unit = num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
         guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=rho_unit)
         sigma2 = calibrate_scale(event, epsilon=epsilon, delta=delta, guess=guess, accountant=accountant_name)
-        g = check_int("teachers_changed", teachers_changed, minimum=1)
         return cls(
             threshold=threshold,
             sigma1=g * sigma_ratio * sigma2,
             sigma2=g * sigma2,
             num_queries=num_queries,
             delta=delta,
-            accountant=accountant,
+            accountant=accountant_name,
             teachers_changed=g,
+            noise=mode,
+            source=source,
         )
 
     def per_query_event(self) -> dp_event.DpEvent:
@@ -448,11 +635,26 @@ class ConfidentGNMax(_Aggregator):
             [dp_event.GaussianDpEvent(self.sigma1 / g), dp_event.GaussianDpEvent(self.sigma2 / (SQRT2 * g))]
         )
 
-    def _labels(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         m = counts.shape[0]
+        if generator is None:  # secure: exact N_Z(0, σ1'²) on the integer largest count, N_Z(0, σ2'²) on the counts
+            top = counts.max(dim=1).values.to(torch.int64) + discrete_gaussian(self.sigma1, m, source=self._source)
+            confident = top >= self.threshold  # an integer against a real threshold: exact
+            noise = discrete_gaussian(self.sigma2, counts.numel(), source=self._source).view(counts.shape)
+            return torch.where(confident, (counts.to(torch.int64) + noise).argmax(dim=1), ABSTAIN)
         confident = counts.max(dim=1).values + gaussian(self.sigma1, (m,), generator=generator) >= self.threshold
         noisy = counts + gaussian(self.sigma2, counts.shape, generator=generator)  # (m, C)
         return torch.where(confident, noisy.argmax(dim=1), ABSTAIN)
 
     def _parameters(self) -> dict[str, float]:
         return {"threshold": self.threshold, "sigma1": self.sigma1, "sigma2": self.sigma2}
+
+    def _exact_parameters(self) -> dict[str, str]:
+        return {
+            "sigma1_sq_exact": _fraction_text(self.sigma1_sq_exact),
+            "sigma2_sq_exact": _fraction_text(self.sigma2_sq_exact),
+        }
+
+
+def _fraction_text(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"

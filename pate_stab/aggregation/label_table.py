@@ -4,13 +4,15 @@ The stability releaser (hard labels, paper and tight calibration) and PATE's LNM
 Confident-GNMax are each calibrated to the target (ε, δ) for the same number of queries with
 data-independent accounting, run on the same vote histograms, and scored against the true
 labels of the public queries. The true labels are used for evaluation only: no mechanism sees
-them. Each run draws its noise from its own child generator.
+them. Each run draws exact noise from the OS (``noise="secure"``, the default) or, for
+reproducible research, from its own child generator (``noise="seeded"``: the table then says that
+its rows carry no privacy against anyone who knows the seed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -20,6 +22,7 @@ from pate_stab.aggregation.base import ABSTAIN
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, make_releaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING, check_noise
 from pate_stab.rng import spawn_generators
 
 __all__ = ["AggregatorRow", "compare_aggregators", "TABLE_AGGREGATORS", "format_table"]
@@ -40,6 +43,7 @@ class AggregatorRow:
     answered: int
     label_accuracy_answered: float
     label_accuracy_overall: float
+    noise: str = "secure"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,11 +74,12 @@ def compare_aggregators(
     epsilon: float,
     delta: float,
     max_unstable: int,
-    generator: torch.Generator,
+    generator: torch.Generator | None = None,
     aggregators: Sequence[str] = TABLE_AGGREGATORS,
     confident_threshold: float | None = None,
     ledger: PrivacyLedger | None = None,
     run_id: str = "compare",
+    noise: str = "secure",
 ) -> list[AggregatorRow]:
     """Run the aggregators on the same teacher votes and return one row each.
 
@@ -84,7 +89,7 @@ def compare_aggregators(
         num_classes: C.
         epsilon, delta: the target each aggregator is calibrated to for m queries.
         max_unstable: T for the stability releaser.
-        generator: randomness; one child generator per aggregator.
+        generator: seeded noise only (required then): one child generator per aggregator.
         aggregators: which to run (registry names taking vote histograms; see
             :data:`~pate_stab.aggregation.registry.AGGREGATORS`).
         confident_threshold: Confident-GNMax's threshold on the max count (default 0.6·k).
@@ -93,6 +98,7 @@ def compare_aggregators(
             second call on the same ledger and ``run_id`` replays the recorded labels (same
             rows, nothing spent or drawn again), whatever ``generator``.
         run_id: prefix of the ledger spend ids.
+        noise: ``"secure"`` (default) or ``"seeded"`` (reproducible research only).
 
     Returns:
         A list of :class:`AggregatorRow`, in the order of ``aggregators``.
@@ -105,13 +111,17 @@ def compare_aggregators(
     eps = check_epsilon(epsilon)
     d = check_delta(delta)
     t = check_int("max_unstable", max_unstable, minimum=1)
-    check_generator(generator)
+    mode = check_noise(noise)
+    if mode == "seeded" or generator is not None:
+        check_generator(generator)
     for name in aggregators:
         if aggregator_spec(name).votes != "histogram":
             raise ValueError(f"{name} does not take vote histograms; choose from {TABLE_AGGREGATORS}")
     k, m = preds.shape
     counts = vote_histogram(preds, num_classes)
-    gens = spawn_generators(generator, len(aggregators))
+    gens: list[torch.Generator | None] = (
+        list(spawn_generators(generator, len(aggregators))) if generator is not None else [None] * len(aggregators)
+    )
     rows: list[AggregatorRow] = []
     settings = AggregatorSettings(
         epsilon=eps,
@@ -120,13 +130,15 @@ def compare_aggregators(
         num_teachers=k,
         max_unstable=t,
         confident_fraction=0.6 if confident_threshold is None else float(confident_threshold) / k,
+        noise=mode,
     )
     for name, gen in zip(aggregators, gens, strict=True):
         rel = make_releaser(name, settings, generator=gen, ledger=ledger, spend_id=f"{run_id}-{name}")
         labels = rel.release(counts).labels
         s = rel.summary()
         calibration = s.get("calibration", "data-independent")
-        rows.append(_row(name, calibration, s["epsilon"], s["delta"], labels, rel.queries_seen, truth))
+        row = _row(name, calibration, s["epsilon"], s["delta"], labels, rel.queries_seen, truth)
+        rows.append(replace(row, noise=s.get("noise", "seeded")))
     return rows
 
 
@@ -141,4 +153,6 @@ def format_table(rows: Sequence[AggregatorRow]) -> str:
             f"{r.mechanism:<17}{r.calibration:<17}{r.epsilon:>7.3f}{r.delta:>10.2e}{r.queries_seen:>8}"
             f"{r.answered:>10}{r.label_accuracy_answered:>10.4f}{r.label_accuracy_overall:>10.4f}"
         )
+    if any(r.noise == "seeded" for r in rows):
+        lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
     return "\n".join(lines)

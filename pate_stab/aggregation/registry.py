@@ -54,7 +54,7 @@ class Releaser(Protocol):
     @property
     def queries_seen(self) -> int: ...
 
-    def release(self, votes: Any) -> ReleaseResult: ...
+    def release(self, votes: Any, *, query_ids: torch.Tensor | None = None) -> ReleaseResult: ...
 
     def summary(self) -> dict[str, Any]: ...
 
@@ -74,8 +74,9 @@ class AggregatorSettings:
         sigma_ratio: Confident-GNMax's σ1/σ2.
         teachers_changed: teachers one neighbouring data set may change (1, or 2 for replace-one
             over content-keyed shards: group privacy).
-        noise: the stability releasers' noise, "seeded" or "secure" (the baselines draw seeded
-            float noise).
+        noise: every aggregator's noise: "secure" (default: exact discrete samplers fed by the OS's
+            CSPRNG) or "seeded" (reproducible research only: no privacy against anyone who knows
+            the seed).
     """
 
     epsilon: float
@@ -88,7 +89,7 @@ class AggregatorSettings:
     confident_fraction: float = 0.6
     sigma_ratio: float = 2.0
     teachers_changed: int = 1
-    noise: str = "seeded"
+    noise: str = "secure"
 
 
 Builder = Callable[..., Releaser]
@@ -151,26 +152,31 @@ def _soft(s: AggregatorSettings, *, generator, ledger, spend_id, source=None) ->
     )  # fmt: skip
 
 
-def _baseline(make: Callable[[AggregatorSettings], LNMax | GNMax | ConfidentGNMax]) -> Builder:
+def _baseline(make: Callable[..., LNMax | GNMax | ConfidentGNMax]) -> Builder:
     def build(s: AggregatorSettings, *, generator, ledger, spend_id, source=None) -> Releaser:  # type: ignore[no-untyped-def]
-        return BaselineReleaser(make(s), generator=generator, ledger=ledger, spend_id=spend_id)
+        secure = s.noise == "secure"
+        return BaselineReleaser(
+            make(s, source), generator=None if secure else generator, ledger=ledger, spend_id=spend_id
+        )
 
     return build
 
 
-def _lnmax(s: AggregatorSettings) -> LNMax:
+def _lnmax(s: AggregatorSettings, source: RandomSource | None) -> LNMax:
     return LNMax.calibrate(
-        epsilon=s.epsilon, delta=s.delta, num_queries=s.num_queries, teachers_changed=s.teachers_changed
-    )
+        epsilon=s.epsilon, delta=s.delta, num_queries=s.num_queries, teachers_changed=s.teachers_changed,
+        noise=s.noise, source=source,
+    )  # fmt: skip
 
 
-def _gnmax(s: AggregatorSettings) -> GNMax:
+def _gnmax(s: AggregatorSettings, source: RandomSource | None) -> GNMax:
     return GNMax.calibrate(
-        epsilon=s.epsilon, delta=s.delta, num_queries=s.num_queries, teachers_changed=s.teachers_changed
-    )
+        epsilon=s.epsilon, delta=s.delta, num_queries=s.num_queries, teachers_changed=s.teachers_changed,
+        noise=s.noise, source=source,
+    )  # fmt: skip
 
 
-def _confident_gnmax(s: AggregatorSettings) -> ConfidentGNMax:
+def _confident_gnmax(s: AggregatorSettings, source: RandomSource | None) -> ConfidentGNMax:
     return ConfidentGNMax.calibrate(
         epsilon=s.epsilon,
         delta=s.delta,
@@ -178,6 +184,8 @@ def _confident_gnmax(s: AggregatorSettings) -> ConfidentGNMax:
         threshold=s.confident_fraction * s.num_teachers,
         sigma_ratio=s.sigma_ratio,
         teachers_changed=s.teachers_changed,
+        noise=s.noise,
+        source=source,
     )
 
 
@@ -218,8 +226,8 @@ def make_releaser(
 ) -> Releaser:
     """The aggregator ``name`` calibrated to ``settings``, spending through ``ledger`` under ``spend_id``.
 
-    ``generator`` draws the noise (not used by the stability releasers in secure mode, which
-    take OS randomness or ``source``).
+    ``generator`` draws the noise in seeded mode only; in secure mode (the default) every
+    aggregator draws exact discrete noise from the OS's CSPRNG, or from ``source``.
     """
     return aggregator_spec(name).build(settings, generator=generator, ledger=ledger, spend_id=spend_id, source=source)
 

@@ -37,6 +37,8 @@ from pate_stab.privacy.calibration import Calibration, calibration_leak, check_c
 from pate_stab.privacy.events import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.secure_noise import (
+    NOISE_MODES,
+    SEEDED_NOISE_WARNING,
     RandomSource,
     SecureSparseVector,
     exact_scale_at_least,
@@ -45,8 +47,6 @@ from pate_stab.privacy.secure_noise import (
 from pate_stab.privacy.stability import OnlineQueryRelease
 
 __all__ = ["ABSTAIN", "NOISE_MODES", "ReleaseResult", "StabilityReleaser", "releaser_event", "secure_sparse_vector"]
-
-NOISE_MODES = ("seeded", "secure")
 
 _SeededSparseVector = TypeVar("_SeededSparseVector")
 
@@ -85,7 +85,7 @@ def calibration_summary(calibration: Calibration) -> dict[str, Any]:
 def check_noise_mode(noise: Any, generator: torch.Generator | None) -> str:
     """A releaser's ``noise`` argument: "seeded" needs a generator, "secure" ignores it."""
     if noise not in NOISE_MODES:
-        raise ValueError(f"noise must be 'seeded' or 'secure', got {noise!r}")
+        raise ValueError(f"noise must be 'secure' or 'seeded', got {noise!r}")
     if noise == "seeded" and generator is None:
         raise TypeError("generator is required with noise='seeded'")
     return str(noise)
@@ -115,7 +115,7 @@ def secure_sparse_vector(calibration: Calibration, *, source: RandomSource | Non
 def noise_summary(svt: SecureSparseVector | None) -> dict[str, Any]:
     """The noise fields of a releaser's summary and ledger spend (secure mode: what it really uses)."""
     if svt is None:
-        return {"noise": "seeded"}
+        return {"noise": "seeded", "noise_warning": SEEDED_NOISE_WARNING}
     lam = svt.noise_scale
     return {"noise": "secure", "threshold": svt.threshold, "noise_scale_exact": f"{lam.numerator}/{lam.denominator}"}
 
@@ -192,17 +192,18 @@ class StabilityReleaser:
         spend_id: the ledger id of this run. A releaser built again with a recorded id returns
             the recorded labels call by call and refuses (``ReplayedSpendError``) any call that
             was not recorded: it is never charged twice and never draws twice.
-        noise: ``"seeded"`` (float64 Laplace from ``generator``: reproducible research) or
-            ``"secure"`` (exact discrete Laplace on the integer distances, random bits from the
-            OS's CSPRNG or ``source``; immune to the floating-point attack on Laplace noise,
-            Mironov 2012), set up by :func:`secure_sparse_vector` so that the calibration's
-            (ε, δ) still holds; ``generator`` is not used.
+        noise: ``"secure"`` (the default: exact discrete Laplace on the integer distances, random
+            bits from the OS's CSPRNG or ``source``; immune to the floating-point attack on
+            Laplace noise, Mironov 2012), set up by :func:`secure_sparse_vector` so that the
+            calibration's (ε, δ) still holds; ``generator`` is not used) or ``"seeded"`` (float64
+            Laplace from ``generator``: reproducible research only, no privacy against anyone who
+            knows the seed).
         source: random bits for secure mode (default: the OS).
         teachers_changed: teachers one neighbouring data set may change (1, or 2 for replace-one
             over content-keyed shards; module docstring).
 
-    Batch and online forms give identical labels for the same generator, however the queries
-    are split into calls.
+    Batch and online forms give identical labels for the same generator (seeded noise), however
+    the queries are split into calls.
     """
 
     mechanism = "stability_hard"
@@ -211,10 +212,10 @@ class StabilityReleaser:
         self,
         calibration: Calibration,
         *,
-        generator: torch.Generator | None,
+        generator: torch.Generator | None = None,
         ledger: PrivacyLedger | None = None,
         spend_id: str | None = None,
-        noise: str = "seeded",
+        noise: str = "secure",
         source: RandomSource | None = None,
         teachers_changed: int = 1,
     ) -> None:
@@ -250,8 +251,11 @@ class StabilityReleaser:
         row = check_tensor("counts", counts, ndim=1, floating=False)
         return int(self.release(row.unsqueeze(0)).labels[0])
 
-    def release(self, counts: Any) -> ReleaseResult:
+    def release(self, counts: Any, *, query_ids: torch.Tensor | None = None) -> ReleaseResult:
         """Vote histograms (m, C) → labels (m,) with −1 for ⊥, in query order.
+
+        ``query_ids``: the queries' public positions (e.g. pool indices); the ledger records
+        them instead of any digest of the votes (:class:`~pate_stab.aggregation.base.LedgerRelease`).
 
         Raises:
             BudgetExhaustedError: more queries than the calibration covers; nothing released.
@@ -280,7 +284,7 @@ class StabilityReleaser:
                 labels, status = self._oqr.release(top_label(counts), dist.to(torch.float64))
             return ReleaseResult(labels, status), self._counters()
 
-        result, state, replayed = self._spend.run(counts, draw)
+        result, state, replayed = self._spend.run(counts, draw, query_ids=query_ids)
         if replayed:
             self._replayed = state
         return result

@@ -12,12 +12,13 @@ exact-leak threshold (Alg 6's w = λ log(4m/δ) misses the bound: DESIGN fact 3)
 
 Distances use the sensitivity-1 definition of DESIGN fact 2 on both histograms.
 
-Noise. ``noise="seeded"`` draws float64 Laplace noise from the generator (reproducible
-research); ``noise="secure"`` runs the same tests as exact integer comparisons with discrete
+Noise. ``noise="secure"`` (the default) runs the tests as exact integer comparisons with discrete
 Laplace noise from the OS's CSPRNG (:func:`~pate_stab.aggregation.releaser.secure_sparse_vector`,
 shared with the hard-label releaser): the distances of both histograms are integers, the
 cutoff is the same 2T failed tests, and the integer threshold keeps each of the 2m tests'
 leak within the calibration's ``leak_per_test``, so the certified (ε, δ) is unchanged.
+``noise="seeded"`` draws float64 Laplace noise from the generator: reproducible research only, no
+privacy against anyone who knows the seed.
 
 Multi-class soft labels are not supported by this releaser: scores must be one probability per
 teacher and query (shape (k, m)). For C classes, release each class's score as its own query
@@ -78,10 +79,10 @@ class SoftLabelReleaser:
         calibration: Calibration,
         *,
         gamma: float,
-        generator: torch.Generator | None,
+        generator: torch.Generator | None = None,
         ledger: PrivacyLedger | None = None,
         spend_id: str | None = None,
-        noise: str = "seeded",
+        noise: str = "secure",
         source: RandomSource | None = None,
         teachers_changed: int = 1,
     ) -> None:
@@ -121,7 +122,7 @@ class SoftLabelReleaser:
         col = check_tensor("scores", scores, ndim=1, floating=True)
         return float(self.release(col.unsqueeze(1)).labels[0])
 
-    def release(self, scores: Any) -> ReleaseResult:
+    def release(self, scores: Any, *, query_ids: torch.Tensor | None = None) -> ReleaseResult:
         """Teacher scores (k, m) in [0, 1] → released scores (m,), in query order.
 
         Raises:
@@ -179,7 +180,7 @@ class SoftLabelReleaser:
 
         # the released scores depend on the teachers' scores only through the two histograms
         inputs = torch.cat([plain_hist, shifted_hist], dim=1)
-        result, state, replayed = self._spend.run(inputs, draw)
+        result, state, replayed = self._spend.run(inputs, draw, query_ids=query_ids)
         if replayed:
             self._replayed = state
         return result

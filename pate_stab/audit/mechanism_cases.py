@@ -17,12 +17,13 @@ Every mechanism of the package that releases something computed from private dat
 statistical test (``dp_test`` unless said otherwise):
 
 * privacy: Laplace mechanism, sparse vector (T = 1, 2), stability test (BTT18 Alg 2), discrete
-  Laplace, snapping, integer sparse vector — :func:`mechanism_cases`; noise reduction
+  Laplace, discrete Gaussian, snapping, integer sparse vector — :func:`mechanism_cases`; noise reduction
   (``tests/privacy/test_noise_reduction.py``); InteractiveAboveThreshold's ex-post loss
   (``tests/erm/test_accuracy_first.py``, per output cell); Gaussian / l2-Laplace noise laws (KS).
 * aggregation: hard and soft releasers in both noise modes at real calibrations
-  (:func:`pate_stab.audit.releaser_cases.releaser_cases`); LNMax, GNMax, Confident-GNMax
-  (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``).
+  (:func:`pate_stab.audit.releaser_cases.releaser_cases`); LNMax, GNMax, Confident-GNMax with
+  seeded and secure noise (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``,
+  ``tests/aggregation/test_baselines_secure.py``).
 * erm: output perturbation (Chaudhuri et al. Alg 1) and rls-out (Wu et al. Alg 4), objective
   perturbation (both budget branches), Ligett et al.'s covariance and logistic output
   perturbation, the exponential mechanism, Chaudhuri & Vinterbo's noisy selection and private
@@ -42,9 +43,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from dp_accounting import dp_event
 
 from pate_stab._validation import check_int, check_probability
-from pate_stab.aggregation.baselines import GNMax, LNMax
+from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.pate_accounting import accountant_epsilon
 from pate_stab.aggregation.votes import distance_to_instability, top_label
 from pate_stab.audit.erm_cases import erm_mechanism_cases, erm_mutation_cases
 from pate_stab.audit.harness import Mechanism, MechanismCase, dp_test
@@ -52,7 +55,13 @@ from pate_stab.erm.losses import HuberHingeLoss
 from pate_stab.erm.output_perturbation import l2_laplace_vectors, output_perturbation, output_perturbation_sensitivity
 from pate_stab.erm.solver import solve_erm
 from pate_stab.privacy.noise import laplace
-from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_laplace, snapping, snapping_epsilon
+from pate_stab.privacy.secure_noise import (
+    SeededRandomSource,
+    discrete_gaussian,
+    discrete_laplace,
+    snapping,
+    snapping_epsilon,
+)
 from pate_stab.privacy.sparse_vector import above_threshold_scan
 
 __all__ = ["AuditRow", "mechanism_cases", "mutation_cases", "audit_mechanisms"]
@@ -117,6 +126,32 @@ def _hard_releaser(noise_scale: float, threshold: float, max_unstable: int) -> M
 
 def _aggregator(agg: Any) -> Mechanism:
     return lambda counts, n, gen: agg.sample(counts, n, generator=gen)
+
+
+def _secure_aggregator(make: Any) -> Mechanism:
+    """A secure aggregator built per call on a source seeded from ``gen`` (reproducible audits)."""
+
+    def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        source = SeededRandomSource(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        return make(source).sample(counts, n)
+
+    return mech
+
+
+def _secure_discrete_gaussian(sigma: float) -> Mechanism:
+    """A counting query plus N_Z(0, σ'²) (CKS20 Alg 3), as floats so half-line events are tried."""
+
+    def mech(value: int, n: int, gen: torch.Generator) -> torch.Tensor:
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        return (value + discrete_gaussian(sigma, n, source=SeededRandomSource(seed))).to(torch.float64)
+
+    return mech
+
+
+def discrete_gaussian_claim(sigma: float, delta: float) -> float:
+    """ε at δ of a sensitivity-1 integer query plus N_Z(0, σ²): the RDP accountant on
+    ``GaussianDpEvent(σ)``, valid for the discrete Gaussian (CKS20 Prop 5)."""
+    return accountant_epsilon(dp_event.GaussianDpEvent(sigma), delta, "rdp")
 
 
 def _output_perturbation(epsilon: float) -> Mechanism:
@@ -184,8 +219,11 @@ def mechanism_cases() -> list[MechanismCase]:
     The releasers' cases are separate (:func:`pate_stab.audit.releaser_cases.releaser_cases`).
     """
     delta = 1e-5
-    gnmax = GNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1)
-    lnmax = LNMax(noise_scale=2.0, num_queries=1, delta=delta)
+    gnmax = GNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1, noise="seeded")
+    lnmax = LNMax(noise_scale=2.0, num_queries=1, delta=delta, noise="seeded")
+    secure_gnmax = GNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1)
+    secure_lnmax = LNMax(noise_scale=2.0, num_queries=1, delta=delta)
+    secure_confident = ConfidentGNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1, threshold=10)
     one_vote = "one teacher's vote moves"
     # sparse vector: in b the eight leading queries are 1 lower (harder to pass) and the last is
     # 1 higher (harder to fail); the pattern ⊤^8 ⊥ then has a loss close to the claimed 2/λ.
@@ -204,10 +242,27 @@ def mechanism_cases() -> list[MechanismCase]:
                       [[3, 1, 0]], 1.0, relation=one_vote),
         MechanismCase("hard releaser (Alg 4, λ=2, w=2, T=1)", _hard_releaser(2.0, 2.0, 1), hard_a, hard_b, 1.0,
                       relation=one_vote),
-        MechanismCase("LNMax (b=2, one query)", _aggregator(lnmax), torch.tensor([4, 3, 0]),
+        MechanismCase("LNMax seeded (b=2, one query)", _aggregator(lnmax), torch.tensor([4, 3, 0]),
                       torch.tensor([3, 4, 0]), lnmax.per_query_pure_epsilon, relation=one_vote),
-        MechanismCase("GNMax (one query)", _aggregator(gnmax), torch.tensor([1, 0, 0]), torch.tensor([0, 1, 0]),
-                      gnmax.single_query_epsilon(delta), delta=delta, relation=one_vote),
+        MechanismCase("GNMax seeded (one query)", _aggregator(gnmax), torch.tensor([1, 0, 0]),
+                      torch.tensor([0, 1, 0]), gnmax.single_query_epsilon(delta), delta=delta, relation=one_vote),
+        MechanismCase("LNMax secure (DLap a=1/2, one query)",
+                      _secure_aggregator(lambda src: LNMax(noise_scale=2.0, num_queries=1, delta=delta, source=src)),
+                      torch.tensor([4, 3, 0]), torch.tensor([3, 4, 0]), secure_lnmax.per_query_pure_epsilon,
+                      relation=one_vote, sample_factor=0.5),
+        MechanismCase("GNMax secure (discrete Gaussian, one query)",
+                      _secure_aggregator(lambda src: GNMax(sigma=secure_gnmax.sigma, num_queries=1, delta=delta,
+                                                           source=src)),
+                      torch.tensor([1, 0, 0]), torch.tensor([0, 1, 0]), secure_gnmax.single_query_epsilon(delta),
+                      delta=delta, relation=one_vote, sample_factor=0.5),
+        MechanismCase("Confident-GNMax secure (one query)",
+                      _secure_aggregator(lambda src: ConfidentGNMax(
+                          threshold=10, sigma1=secure_confident.sigma1, sigma2=secure_confident.sigma2, num_queries=1,
+                          delta=delta, source=src)),
+                      torch.tensor([10, 9, 0]), torch.tensor([9, 9, 1]), secure_confident.single_query_epsilon(delta),
+                      delta=delta, relation=one_vote, sample_factor=0.5),
+        MechanismCase("secure discrete Gaussian (σ=1.5)", _secure_discrete_gaussian(1.5), 0, 1,
+                      discrete_gaussian_claim(1.5, delta), delta=delta, relation="integer counting query 0 vs 1"),
         MechanismCase("output perturbation (Huber hinge, n=20, λ=10)", _output_perturbation(1.0), "D", "D'", 1.0,
                       featurize=lambda t: t[:, 0], relation="replace one record (label flip)"),
         MechanismCase("secure discrete Laplace (scale 1)", _secure_discrete_laplace(1.0), 0, 1, 1.0,
@@ -273,6 +328,7 @@ def mutation_cases() -> list[MechanismCase]:
       queries that all grow by 1, P[max <= 0] moves by e^{Kε}.
     * Laplace noise of scale ε instead of 1/ε (float sampler, exact integer sampler, and the
       stability test of BTT18 Alg 2).
+    * the exact discrete Gaussian with σ/2 under the claim of σ (RDP accounting, CKS20).
     * the ERM, selection and density mechanisms with one constant wrong
       (:func:`pate_stab.audit.erm_cases.erm_mutation_cases`).
     """
@@ -288,6 +344,8 @@ def mutation_cases() -> list[MechanismCase]:
                       relation="integer counting query 0 vs 1", sample_factor=0.5),
         MechanismCase("stability test noise Lap(ε) not Lap(1/ε) (ε=0.5)", _stability_test_noise(eps, 1.0),
                       [[4, 0, 0]], [[3, 1, 0]], eps, relation="one teacher's vote moves"),
+        MechanismCase("discrete Gaussian σ halved (claim of σ=1.5)", _secure_discrete_gaussian(0.75), 0, 1,
+                      discrete_gaussian_claim(1.5, 1e-5), delta=1e-5, relation="integer counting query 0 vs 1"),
         *erm_mutation_cases(),
     ]
 

@@ -20,6 +20,7 @@ from pate_stab.data.images import (
     pate_split,
     read_idx,
 )
+from pate_stab.data.schema import EncodedTable, TabularSchema, encode_table
 from pate_stab.data.splits import random_split_indices
 from pate_stab.data.synthetic import (
     apply_label_noise,
@@ -44,12 +45,15 @@ from pate_stab.data.tabular import (
 __all__ = [
     "ADULT_NUMERIC_BOUNDS",
     "MAGIC_BOUNDS",
+    "EncodedTable",
     "ImageData",
     "PateSplits",
     "Split",
     "TabularData",
+    "TabularSchema",
     "apply_label_noise",
     "bounds_from_data",
+    "encode_table",
     "gaussian_mixture_means",
     "load_adult",
     "load_cifar10",

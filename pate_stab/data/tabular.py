@@ -1,30 +1,38 @@
 """Tabular data sets read from a path: UCI Adult, MAGIC gamma, KDD-99 (10 %), IWPC warfarin.
 
-Preprocessing follows the papers that use them:
+Every encoding is fixed by public information before a row is read (DESIGN.md fact 6), so one
+record never changes the width, the column order, another record's encoding or a split's size:
 
-* Adult, MAGIC (Chaudhuri & Vinterbo 2013, Section 5): categorical variables one-hot encoded
-  (Adult: 14 attributes → 108 columns here; the paper's 98 after its own recoding), numeric
-  columns standardised, rows "constrained to the unit ball". Label 1 = income > 50K (Adult),
-  1 = gamma / signal (MAGIC).
+* Adult: the :class:`~pate_stab.data.schema.TabularSchema` shipped as ``schemas/adult.json``,
+  built from the published ``adult.names`` by :func:`adult_schema_from_names` (a test checks that
+  the two agree): the 14 attributes in the file's order, each categorical one with its published
+  categories plus an ``<other>`` slot (the missing value "?"), the six numeric ones scaled from
+  the a-priori bounds :data:`~pate_stab.data.bounds.ADULT_NUMERIC_BOUNDS` to [0, 1] (clipped):
+  113 columns. The shipped file makes ``adult.names`` unnecessary at load time; the parser shows
+  where every entry comes from. Label 1 = income > 50K. The official split is by file
+  (``part="train"``: ``adult.data``, ``part="test"``: ``adult.test``).
+* MAGIC (Chaudhuri & Vinterbo 2013, Section 5): the ten columns of ``magic04.names`` scaled from
+  :data:`~pate_stab.data.bounds.MAGIC_BOUNDS` to [0, 1] (clipped). Label 1 = gamma (signal).
 * KDD-99 (Ligett et al. 2017, Appendix B.1): log(1 + x) on duration, src_bytes and dst_bytes,
-  the three text columns (protocol_type, service, flag) dropped (38 features) or one-hot
-  encoded, rows rescaled to ℓ1 norm ≤ 1. Label 1 = any attack, 0 = "normal.".
-* IWPC warfarin (Wu et al. 2016, Section 6, after the IWPC 2009 model): age in decades,
-  height, weight, race, VKORC1 rs9923231 genotype, CYP2C9 genotype, enzyme-inducer status,
-  amiodarone; real target = therapeutic dose (mg/week). Rows without a dose are dropped;
-  missing height/weight are imputed with the column mean and missing age with the median
-  decade; unknown genotypes get their own one-hot column. :func:`load_warfarin_iwpc` is the
+  the three text columns (protocol_type, service, flag) dropped (38 features) or one-hot encoded
+  over category lists the caller states (``categories=``; values not listed go to ``<other>``),
+  rows projected into the unit ℓ1 ball. Label 1 = any attack, 0 = "normal.".
+* IWPC warfarin (Wu et al. 2016, Section 6, after the IWPC 2009 model): age in decades, height,
+  weight scaled from the public ranges of :func:`load_warfarin_iwpc` to [0, 1] (clipped; a
+  missing value gets the range's midpoint 0.5, fixed a priori), race (the IWPC data's White /
+  Asian / Black or African American / Unknown), VKORC1 rs9923231 genotype (A/A, A/G, G/G),
+  CYP2C9 genotype (*1/*1 … *3/*3), each with an ``<other>`` slot, enzyme-inducer status,
+  amiodarone; real target = therapeutic dose (mg/week). :func:`load_warfarin_iwpc` is the
   encoding of the IWPC dosing model used by the ERM reproductions (Wu et al. 2016, Ligett et
   al. 2017): complete rows only, age / height / weight / dose mapped with public ranges passed
   as arguments (:mod:`pate_stab.data.bounds`), rows in the unit ball.
 
-Two kinds of preprocessing are kept apart, because only one of them is private:
-
-* ``norm="l2"`` / ``"l1"`` projects each row into the unit ball, x ↦ x / max(1, ‖x‖). It uses
-  no statistic of the data set, so it adds no privacy cost (DESIGN.md fact 6).
-* ``standardize=True`` (z-scores) and the one-hot vocabularies use statistics of the whole
-  loaded file, as in the papers. This is *not* a private operation; where that matters, pass
-  ``standardize=False`` and standardise with statistics of public data (:func:`standardize`).
+``norm="l2"`` / ``"l1"`` projects each row into the unit ball, x ↦ x / max(1, ‖x‖): a map of
+each row on its own, no statistic of the data set. ``standardize=True`` (z-scores with the mean
+and standard deviation of the whole loaded file, as the papers do) and KDD-99's
+``categories="from_data"`` read statistics of every row, private ones included: they are
+opt-outs and raise :class:`~pate_stab._validation.PrivacyLeakWarning`. For a private pipeline
+standardise with statistics of public data (:func:`standardize`).
 
 Labels: ``label_format="01"`` gives int64 {0, 1}; ``"pm1"`` gives float32 {−1, +1}.
 """
@@ -33,7 +41,11 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -41,19 +53,38 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_tensor
-from pate_stab.data.bounds import scale_to_bounds
+from pate_stab._validation import check_tensor, warn_privacy_leak
+from pate_stab.data.bounds import ADULT_NUMERIC_BOUNDS, MAGIC_BOUNDS, scale_to_bounds
+from pate_stab.data.schema import (
+    OTHER,
+    Column,
+    EncodedTable,
+    TabularSchema,
+    encode_categorical,
+    encode_table,
+    schema_from_uci_names,
+)
 
 __all__ = [
+    "ADULT_FIELDS",
+    "KDD_TEXT_COLUMNS",
+    "OTHER",
+    "Column",
+    "EncodedTable",
     "TabularData",
-    "standardize",
-    "project_to_unit_ball",
+    "TabularSchema",
+    "WARFARIN_IWPC_FEATURES",
+    "adult_schema",
+    "adult_schema_from_names",
+    "encode_table",
     "load_adult",
-    "load_magic",
     "load_kddcup99",
+    "load_magic",
     "load_warfarin",
     "load_warfarin_iwpc",
-    "WARFARIN_IWPC_FEATURES",
+    "magic_schema",
+    "project_to_unit_ball",
+    "standardize",
 ]
 
 Norm = Literal["l2", "l1"] | None
@@ -97,33 +128,33 @@ def project_to_unit_ball(x: Tensor, *, norm: Literal["l2", "l1"] = "l2") -> Tens
     return x / x.norm(p=p, dim=1, keepdim=True).clamp_min(1.0)
 
 
+def _standardize_in_file(x: np.ndarray, columns: Sequence[int], what: str) -> np.ndarray:
+    """The opt-out: z-scores of ``columns`` with statistics of every loaded row (PrivacyLeakWarning)."""
+    warn_privacy_leak(
+        f"{what}(standardize=True): means and standard deviations read from every row of the file, private "
+        "ones included; this is not covered by any privacy guarantee. Use standardize=False and "
+        "standardise with statistics of public data.",
+        stacklevel=4,
+    )
+    x = x.copy()
+    cols = list(columns)
+    if cols:
+        mean, std = x[:, cols].mean(axis=0), x[:, cols].std(axis=0)
+        x[:, cols] = (x[:, cols] - mean) / np.where(std > 0, std, 1.0)
+    return x
+
+
 def _finish(
-    numeric: np.ndarray,
-    numeric_names: list[str],
-    categorical: list[list[str]],
-    categorical_names: list[str],
+    x: np.ndarray,
+    names: list[str],
     labels: np.ndarray,
     *,
-    standardize_numeric: bool,
     norm: Norm,
     label_format: LabelFormat | Literal["real"],
 ) -> TabularData:
-    blocks = [numeric.astype(np.float64)]
-    names = list(numeric_names)
-    if standardize_numeric and numeric.shape[1]:
-        mean = blocks[0].mean(axis=0)
-        std = blocks[0].std(axis=0)
-        blocks[0] = (blocks[0] - mean) / np.where(std > 0, std, 1.0)
-    for col_name, values in zip(categorical_names, categorical, strict=True):
-        vocab = sorted(set(values))
-        index = {v: i for i, v in enumerate(vocab)}
-        onehot = np.zeros((len(values), len(vocab)))
-        onehot[np.arange(len(values)), [index[v] for v in values]] = 1.0
-        blocks.append(onehot)
-        names.extend(f"{col_name}={v}" for v in vocab)
-    x = torch.from_numpy(np.concatenate(blocks, axis=1)).to(torch.float32)
+    xt = torch.from_numpy(np.asarray(x, dtype=np.float64)).to(torch.float32)
     if norm is not None:
-        x = project_to_unit_ball(x, norm=norm)
+        xt = project_to_unit_ball(xt, norm=norm)
     if label_format == "real":
         y = torch.from_numpy(labels.astype(np.float64)).to(torch.float32)
     elif label_format == "01":
@@ -132,7 +163,7 @@ def _finish(
         y = torch.from_numpy(labels.astype(np.float32) * 2 - 1)
     else:
         raise ValueError(f"label_format must be '01' or 'pm1', got {label_format!r}")
-    return TabularData(x=x, y=y, feature_names=names)
+    return TabularData(x=xt, y=y, feature_names=names)
 
 
 def _require(path: Path, what: str) -> Path:
@@ -141,107 +172,121 @@ def _require(path: Path, what: str) -> Path:
     return path
 
 
-_ADULT_COLUMNS = [
-    ("age", "num"),
-    ("workclass", "cat"),
-    ("fnlwgt", "num"),
-    ("education", "cat"),
-    ("education-num", "num"),
-    ("marital-status", "cat"),
-    ("occupation", "cat"),
-    ("relationship", "cat"),
-    ("race", "cat"),
-    ("sex", "cat"),
-    ("capital-gain", "num"),
-    ("capital-loss", "num"),
-    ("hours-per-week", "num"),
-    ("native-country", "cat"),
-]
+def _from_schema(
+    table: EncodedTable,
+    schema: TabularSchema,
+    *,
+    standardize: bool,
+    norm: Norm,
+    label_format: LabelFormat,
+    what: str,
+) -> TabularData:
+    if table.y is None:
+        raise ValueError(f"{what}: the file has no label column {schema.label!r}")
+    x = table.x.double().numpy()
+    if standardize:
+        numeric, j = [], 0
+        for col in schema.columns:
+            if col.kind == "numeric":
+                numeric.append(j)
+            j += col.width
+        x = _standardize_in_file(x, numeric, what)
+    return _finish(x, table.feature_names, table.y.numpy(), norm=norm, label_format=label_format)
+
+
+ADULT_LABEL_ALIASES = {"<=50K.": "<=50K", ">50K.": ">50K"}  # adult.test writes the class with a full stop
+
+
+def adult_schema_from_names(path: str | Path) -> TabularSchema:
+    """UCI Adult's schema from its published ``adult.names``: columns, order and categories as
+    listed there, numeric bounds :data:`~pate_stab.data.bounds.ADULT_NUMERIC_BOUNDS`, classes
+    (``<=50K``, ``>50K``) so that label 1 = income > 50K. Builds ``schemas/adult.json``."""
+    return schema_from_uci_names(
+        path, bounds=ADULT_NUMERIC_BOUNDS, label="income", classes=("<=50K", ">50K"), label_aliases=ADULT_LABEL_ALIASES
+    )
+
+
+@cache
+def adult_schema() -> TabularSchema:
+    """The shipped Adult schema (``pate_stab/data/schemas/adult.json``, from ``adult.names``)."""
+    text = resources.files("pate_stab.data").joinpath("schemas/adult.json").read_text(encoding="utf-8")
+    return TabularSchema.from_dict(json.loads(text))
+
+
+ADULT_FIELDS = (
+    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income",
+)  # fmt: skip
+"""The fields of a line of ``adult.data`` / ``adult.test`` (the files have no header row)."""
 
 
 def load_adult(
     data_dir: str | Path,
     *,
-    include_test: bool = True,
-    standardize: bool = True,
+    part: Literal["all", "train", "test"] = "all",
+    standardize: bool = False,
     norm: Norm = "l2",
     label_format: LabelFormat = "01",
 ) -> TabularData:
-    """UCI Adult from ``data_dir/adult.data`` (+ ``adult.test``): 32,561 (+16,281) rows.
+    """UCI Adult from ``data_dir/adult.data`` (32,561 rows) and / or ``adult.test`` (16,281 rows).
 
-    Rows from ``adult.data`` come first, then ``adult.test`` (so the official split is
-    ``[:32561]`` / ``[32561:]``). Missing values ("?") are a category of their own.
+    Encoded with :func:`adult_schema` (module docstring): 113 columns whatever the rows. ``part``
+    picks the file(s): ``"train"`` = ``adult.data``, ``"test"`` = ``adult.test``, ``"all"`` = both,
+    ``adult.data`` first. ``standardize=True`` z-scores the numeric columns with statistics of the
+    loaded rows (PrivacyLeakWarning).
     """
+    if part not in ("all", "train", "test"):
+        raise ValueError(f"part must be 'all', 'train' or 'test', got {part!r}")
     data_dir = Path(data_dir)
-    files = [_require(data_dir / "adult.data", "UCI Adult")]
-    if include_test:
-        files.append(_require(data_dir / "adult.test", "UCI Adult"))
-    rows: list[list[str]] = []
-    for path in files:
-        with open(path, newline="") as fh:
-            for rec in csv.reader(fh, skipinitialspace=True):
-                if len(rec) == 15:
-                    rows.append([v.strip() for v in rec])
-    num_idx = [i for i, (_, kind) in enumerate(_ADULT_COLUMNS) if kind == "num"]
-    cat_idx = [i for i, (_, kind) in enumerate(_ADULT_COLUMNS) if kind == "cat"]
-    numeric = np.array([[float(r[i]) for i in num_idx] for r in rows])
-    labels = np.array([1 if r[14].rstrip(".") == ">50K" else 0 for r in rows])
-    return _finish(
-        numeric,
-        [_ADULT_COLUMNS[i][0] for i in num_idx],
-        [[r[i] for r in rows] for i in cat_idx],
-        [_ADULT_COLUMNS[i][0] for i in cat_idx],
-        labels,
-        standardize_numeric=standardize,
-        norm=norm,
-        label_format=label_format,
+    names = {"all": ("adult.data", "adult.test"), "train": ("adult.data",), "test": ("adult.test",)}[part]
+    files = [_require(data_dir / name, "UCI Adult") for name in names]
+    schema = adult_schema()
+    tables = [encode_table(path, schema, columns=ADULT_FIELDS) for path in files]
+    y = [t.y for t in tables if t.y is not None]
+    table = EncodedTable(torch.cat([t.x for t in tables]), torch.cat(y), None, tables[0].feature_names)
+    return _from_schema(table, schema, standardize=standardize, norm=norm, label_format=label_format, what="load_adult")
+
+
+_MAGIC_FIELDS = (*MAGIC_BOUNDS, "class")
+
+
+def magic_schema() -> TabularSchema:
+    """MAGIC's schema: the ten columns of ``magic04.names`` with :data:`~pate_stab.data.bounds.MAGIC_BOUNDS`,
+    classes ``h`` (hadron, 0) and ``g`` (gamma, 1)."""
+    return TabularSchema(
+        columns=tuple(Column(name, "numeric", bounds=b) for name, b in MAGIC_BOUNDS.items()),
+        label="class",
+        classes=("h", "g"),
+        source="magic04.names (columns, order, classes); bounds pate_stab.data.bounds.MAGIC_BOUNDS (a priori)",
     )
 
 
 def load_magic(
     data_dir: str | Path,
     *,
-    standardize: bool = True,
+    standardize: bool = False,
     norm: Norm = "l2",
     label_format: LabelFormat = "01",
 ) -> TabularData:
-    """MAGIC gamma telescope from ``data_dir/magic04.data``: 19,020 rows, 10 features.
+    """MAGIC gamma telescope from ``data_dir/magic04.data``: 19,020 rows, 10 features in [0, 1].
 
-    Label 1 = gamma (signal, "g"), 0 = hadron (background, "h").
+    Label 1 = gamma (signal, "g"), 0 = hadron (background, "h"). ``standardize=True`` z-scores
+    the columns with statistics of the file (PrivacyLeakWarning).
     """
     path = _require(Path(data_dir) / "magic04.data", "MAGIC gamma telescope")
-    with open(path, newline="") as fh:
-        rows = [r for r in csv.reader(fh) if len(r) == 11]
-    numeric = np.array([[float(v) for v in r[:10]] for r in rows])
-    labels = np.array([1 if r[10].strip() == "g" else 0 for r in rows])
-    names = [
-        "fLength",
-        "fWidth",
-        "fSize",
-        "fConc",
-        "fConc1",
-        "fAsym",
-        "fM3Long",
-        "fM3Trans",
-        "fAlpha",
-        "fDist",
-    ]
-    return _finish(
-        numeric,
-        names,
-        [],
-        [],
-        labels,
-        standardize_numeric=standardize,
-        norm=norm,
-        label_format=label_format,
-    )
+    schema = magic_schema()
+    table = encode_table(path, schema, columns=_MAGIC_FIELDS)
+    return _from_schema(table, schema, standardize=standardize, norm=norm, label_format=label_format, what="load_magic")
+
+
+KDD_TEXT_COLUMNS = ("protocol_type", "service", "flag")
 
 
 def load_kddcup99(
     data_dir: str | Path,
     *,
     text_columns: Literal["drop", "onehot"] = "drop",
+    categories: Mapping[str, Sequence[str]] | Literal["from_data"] | None = None,
     standardize: bool = False,
     norm: Norm = "l1",
     label_format: LabelFormat = "01",
@@ -251,13 +296,30 @@ def load_kddcup99(
     Defaults follow Ligett et al. 2017: log1p on the first three numeric columns, text columns
     dropped (38 features), rows projected into the unit ℓ1 ball. (The paper divides by the
     largest row norm instead, which reads a statistic of the data; the projection does not.)
+
+    Args:
+        text_columns: ``"onehot"`` encodes protocol_type, service and flag over ``categories``.
+        categories: for ``"onehot"``, the public list of each text column's values (every column
+            of :data:`KDD_TEXT_COLUMNS`); values not listed go to ``<other>``. ``"from_data"``
+            reads the values present in the file (PrivacyLeakWarning).
+        standardize: z-scores of the numeric columns over the file (PrivacyLeakWarning).
     """
+    if text_columns not in ("drop", "onehot"):
+        raise ValueError(f"text_columns must be 'drop' or 'onehot', got {text_columns!r}")
+    if text_columns == "onehot" and categories is None:
+        raise ValueError(
+            "text_columns='onehot' needs the public category lists of "
+            f"{', '.join(KDD_TEXT_COLUMNS)} (categories={{column: [values]}}); categories='from_data' reads them "
+            "from the records (PrivacyLeakWarning)"
+        )
+    if isinstance(categories, Mapping):
+        missing = [c for c in KDD_TEXT_COLUMNS if c not in categories]
+        if missing:
+            raise ValueError(f"categories lacks the column(s) {missing}")
     data_dir = Path(data_dir)
     path = data_dir / "kddcup.data_10_percent.gz"
     if not path.is_file():
-        path = _require(
-            data_dir / "kddcup.data_10_percent", "KDD-99 10% (kddcup.data_10_percent.gz)"
-        )
+        path = _require(data_dir / "kddcup.data_10_percent", "KDD-99 10% (kddcup.data_10_percent.gz)")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", newline="") as fh:
         rows = [r for r in csv.reader(fh) if len(r) == 42]
@@ -265,36 +327,48 @@ def load_kddcup99(
     num_idx = [i for i in range(41) if i not in text_idx]
     numeric = np.array([[r[i] for i in num_idx] for r in rows]).astype(np.float64)
     numeric[:, :3] = np.log1p(numeric[:, :3])  # duration, src_bytes, dst_bytes
+    if standardize:
+        numeric = _standardize_in_file(numeric, range(numeric.shape[1]), "load_kddcup99")
     labels = np.array([0 if r[41] == "normal." else 1 for r in rows])
-    text_names = ["protocol_type", "service", "flag"]
-    categorical = [[r[i] for r in rows] for i in text_idx] if text_columns == "onehot" else []
-    if text_columns not in ("drop", "onehot"):
-        raise ValueError(f"text_columns must be 'drop' or 'onehot', got {text_columns!r}")
-    return _finish(
-        numeric,
-        [f"f{i}" for i in num_idx],
-        categorical,
-        text_names if categorical else [],
-        labels,
-        standardize_numeric=standardize,
-        norm=norm,
-        label_format=label_format,
-    )
+    blocks, names = [numeric], [f"f{i}" for i in num_idx]
+    if text_columns == "onehot":
+        if categories == "from_data":
+            warn_privacy_leak(
+                "load_kddcup99(categories='from_data'): the one-hot vocabularies are read from every record, "
+                "private ones included; one record can add a column. Pass public category lists."
+            )
+        for j, name in zip(text_idx, KDD_TEXT_COLUMNS, strict=True):
+            values = [r[j] for r in rows]
+            cats = sorted(set(values)) if categories == "from_data" else list(categories[name])  # type: ignore[index]
+            blocks.append(encode_categorical(values, cats))
+            names.extend(f"{name}={c}" for c in (*cats, OTHER))
+    return _finish(np.concatenate(blocks, axis=1), names, labels, norm=norm, label_format=label_format)
+
+
+WARFARIN_RACES = ("Asian", "Black or African American", "White", "Unknown")
+WARFARIN_VKORC1 = ("A/A", "A/G", "G/G")
+WARFARIN_CYP2C9 = ("*1/*1", "*1/*2", "*1/*3", "*2/*2", "*2/*3", "*3/*3")
 
 
 def load_warfarin(
     data_dir: str | Path,
     *,
-    standardize: bool = True,
+    standardize: bool = False,
     norm: Norm = "l2",
+    age_decades: tuple[float, float] = (0.0, 9.0),
+    height_cm: tuple[float, float] = (120.0, 210.0),
+    weight_kg: tuple[float, float] = (30.0, 200.0),
 ) -> TabularData:
     """IWPC warfarin from ``data_dir/warfarin.csv``: real target = therapeutic dose (mg/week).
 
-    Features (20 columns): age (decades), height (cm), weight (kg) (standardised), race
-    (Asian / Black or African American / White / Unknown), VKORC1 rs9923231 (A/A, A/G, G/G,
-    NA), CYP2C9 (*1/*1, *1/*2, *1/*3, *2/*2, *2/*3, *3/*3, other-or-NA), enzyme inducer
-    (carbamazepine, phenytoin or rifampin = 1), amiodarone = 1. Labels are the raw dose; scale
-    them into a bounded range with a bound you choose, not one read from the data.
+    Features (21 columns): age (decades), height (cm), weight (kg), each mapped from its public
+    range to [0, 1] (clipped; missing → 0.5, the range's midpoint), race (Asian / Black or African
+    American / White / Unknown / other), VKORC1 rs9923231 (A/A, A/G, G/G, other = NA), CYP2C9
+    (*1/*1, *1/*2, *1/*3, *2/*2, *2/*3, *3/*3, other), enzyme inducer (carbamazepine, phenytoin
+    or rifampin = 1), amiodarone = 1. Rows without a dose are dropped (a rule on each row alone).
+    Labels are the raw dose; scale them into a bounded range with a bound you choose, not one
+    read from the data. ``standardize=True`` z-scores age, height and weight with statistics of
+    the file (PrivacyLeakWarning).
     """
     path = _require(Path(data_dir) / "warfarin.csv", "IWPC warfarin")
     with open(path, newline="", encoding="utf-8-sig") as fh:
@@ -302,52 +376,35 @@ def load_warfarin(
     header, body = table[0], table[1:]
     col = {name: i for i, name in enumerate(header)}
     vk = "VKORC1 genotype: -1639 G>A (3673); chr16:31015190; rs9923231; C/T"
-    body = [
-        r
-        for r in body
-        if len(r) > col[vk] and r[col["Therapeutic Dose of Warfarin"]] not in ("", "NA")
-    ]
+    body = [r for r in body if len(r) > col[vk] and r[col["Therapeutic Dose of Warfarin"]] not in ("", "NA")]
 
-    def number(name: str) -> np.ndarray:
-        vals = np.array(
-            [float(r[col[name]]) if r[col[name]] not in ("", "NA") else np.nan for r in body]
-        )
-        return np.where(np.isnan(vals), np.nanmean(vals), vals)
+    def number(name: str) -> list[float]:
+        return [float(r[col[name]]) if r[col[name]] not in ("", "NA") else np.nan for r in body]
 
-    decades = np.array(
-        [float(r[col["Age"]][0]) if r[col["Age"]][:1].isdigit() else np.nan for r in body]
-    )
-    decades = np.where(np.isnan(decades), np.nanmedian(decades), decades)
-    numeric = np.stack([decades, number("Height (cm)"), number("Weight (kg)")], axis=1)
-    race = [r[col["Race"]] or "Unknown" for r in body]
-    vkorc1 = [r[col[vk]] if r[col[vk]] in ("A/A", "A/G", "G/G") else "NA" for r in body]
-    known = {"*1/*1", "*1/*2", "*1/*3", "*2/*2", "*2/*3", "*3/*3"}
-    cyp = [
-        r[col["Cyp2C9 genotypes"]] if r[col["Cyp2C9 genotypes"]] in known else "other" for r in body
-    ]
+    decades = [float(r[col["Age"]][0]) if r[col["Age"]][:1].isdigit() else np.nan for r in body]
+    raw = np.array([decades, number("Height (cm)"), number("Weight (kg)")], dtype=np.float64).T  # (n, 3)
+    missing = np.isnan(raw)
+    raw[missing] = 0.0
+    numeric = scale_to_bounds(torch.from_numpy(raw), bounds=[age_decades, height_cm, weight_kg]).numpy()
+    numeric[missing] = 0.5  # midpoint of the public range, fixed before any row is read
+    if standardize:
+        numeric = _standardize_in_file(numeric, range(3), "load_warfarin")
+    race = encode_categorical([r[col["Race"]] or "Unknown" for r in body], WARFARIN_RACES)
+    vkorc1 = encode_categorical([r[col[vk]] for r in body], WARFARIN_VKORC1)
+    cyp = encode_categorical([r[col["Cyp2C9 genotypes"]] for r in body], WARFARIN_CYP2C9)
 
     def flag(*names: str) -> np.ndarray:
-        return np.array([[1.0 if any(r[col[n]] == "1" for n in names) else 0.0] for r in body])
+        return np.array([[1.0 if any(r[col[n]] == "1" for n in names) else 0.0] for r in body]).reshape(-1, 1)
 
     inducer = flag("Carbamazepine (Tegretol)", "Phenytoin (Dilantin)", "Rifampin or Rifampicin")
     amiodarone = flag("Amiodarone (Cordarone)")
     dose = np.array([float(r[col["Therapeutic Dose of Warfarin"]]) for r in body])
-    data = _finish(
-        numeric,
-        ["age_decades", "height_cm", "weight_kg"],
-        [race, vkorc1, cyp],
-        ["race", "vkorc1_rs9923231", "cyp2c9"],
-        dose,
-        standardize_numeric=standardize,
-        norm=None,
-        label_format="real",
-    )
-    x = torch.cat([data.x, torch.from_numpy(np.concatenate([inducer, amiodarone], 1)).float()], 1)
-    if norm is not None:
-        x = project_to_unit_ball(x, norm=norm)
-    return TabularData(
-        x=x, y=data.y, feature_names=data.feature_names + ["enzyme_inducer", "amiodarone"]
-    )
+    names = ["age_decades", "height_cm", "weight_kg"]
+    for name, cats in (("race", WARFARIN_RACES), ("vkorc1_rs9923231", WARFARIN_VKORC1), ("cyp2c9", WARFARIN_CYP2C9)):
+        names.extend(f"{name}={c}" for c in (*cats, OTHER))
+    names += ["enzyme_inducer", "amiodarone"]
+    x = np.concatenate([numeric, race, vkorc1, cyp, inducer, amiodarone], axis=1)
+    return _finish(x, names, dose, norm=norm, label_format="real")
 
 
 WARFARIN_IWPC_FEATURES = [

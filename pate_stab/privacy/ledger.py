@@ -7,7 +7,7 @@ after ``spend`` returns. A crash can therefore leave a spend recorded whose rele
 
 File format (``checkpoints/<run>/ledger.jsonl`` in a run): line 1 is a header with the budget,
 the neighbouring relation, the integrity mode and the run id; every later line is one record
-(``spend``, ``output``, ``result``, ``ex_post`` or ``progress``). Each line is canonical JSON
+(``spend``, ``output``, ``result``, ``ex_post``, ``budget`` or ``progress``). Each line is canonical JSON
 (sorted keys) carrying a consecutive ``seq``, the digest of the previous line (``prev``) and its
 own digest over the rest of the record.
 
@@ -23,6 +23,16 @@ spend, and :class:`pate_stab.errors.LedgerError` names the line and what is wron
   deliberate edits by anyone who lacks the key, provided the key is kept outside the ledger's
   folder (it is never written to the file). A keyed ledger refuses to open without its key, and
   a key refuses a plain ledger.
+
+A ledger written for publication (``timestamps=False``, as runs open theirs) carries no wall-clock
+times: the time between two records measures private stages (teacher training, vote counting).
+Its lines hold the budget, the relation, the spends with their events and released outputs, and
+digests of public inputs only (see :class:`pate_stab.aggregation.base.LedgerRelease`).
+
+Raising the budget. A ledger opened with a larger budget than the one it records is refused,
+unless the caller says why (``raise_budget="..."``): the new budget is then appended as an
+explicit ``budget`` record with that reason, and every later spend is checked against it. A
+budget is never lowered.
 
 Budget rule: the spent total is the *basic composition* of the recorded spends, (Σ ε_i, Σ δ_i)
 (Dwork & Roth 2014, Thm 3.16). It is valid for any adaptive sequence of (ε_i, δ_i)-DP
@@ -66,8 +76,9 @@ from pate_stab._validation import check_delta, check_epsilon, check_nonnegative
 from pate_stab.errors import BudgetExhaustedError, LedgerError
 from pate_stab.privacy.accounting import implies_guarantee
 from pate_stab.privacy.events import ExPostEvent, PrivacyEvent, event_from_dict
+from pate_stab.privacy.private_files import run_private_key
 
-__all__ = ["PrivacyLedger", "LedgerEntry", "NEIGHBOURING_RELATIONS", "DEFAULT_NEIGHBOURING"]
+__all__ = ["PrivacyLedger", "LedgerEntry", "NEIGHBOURING_RELATIONS", "DEFAULT_NEIGHBOURING", "recorded_budget"]
 
 FORMAT = "pate_stab.ledger"
 VERSION = 1
@@ -89,7 +100,7 @@ class LedgerEntry:
         mechanism: short name of the mechanism.
         event: the event describing what was done, if given.
         metadata: free JSON data given with the spend.
-        time: Unix time of the spend.
+        time: Unix time of the spend (None in a ledger written without timestamps).
         result: payload recorded with :meth:`PrivacyLedger.record_result` (``has_result``).
         outputs: the released outputs, one payload per release call, in order (the first one
             stored with the spend itself, see :meth:`PrivacyLedger.spend`).
@@ -104,7 +115,7 @@ class LedgerEntry:
     mechanism: str
     event: PrivacyEvent | None
     metadata: dict[str, Any]
-    time: float
+    time: float | None
     result: Any = None
     has_result: bool = False
     outputs: tuple[Any, ...] = ()
@@ -130,6 +141,30 @@ def _json_value(name: str, value: Any) -> Any:
         raise ValueError(f"{name} must be JSON-serialisable without NaN/inf: {exc}") from exc
 
 
+def recorded_budget(path: str | os.PathLike[str]) -> tuple[float, float] | None:
+    """The budget a ledger file records now (its header, raised by any ``budget`` records), or
+    None when there is no file. Nothing is verified: opening the ledger does that.
+
+    Raises:
+        LedgerError: the file has no readable header.
+    """
+    target = Path(path)
+    if not target.is_file() or target.stat().st_size == 0:
+        return None
+    budget: tuple[float, float] | None = None
+    with target.open("rb") as f:
+        for raw in f:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break  # a torn last line: opening the ledger reports it
+            if record.get("kind") in ("header", "budget"):
+                budget = (float(record["budget_epsilon"]), float(record["budget_delta"]))
+    if budget is None:
+        raise LedgerError(f"{target} has no ledger header")
+    return budget
+
+
 class PrivacyLedger:
     """A run's privacy budget and the append-only record of what was spent from it.
 
@@ -147,10 +182,16 @@ class PrivacyLedger:
         mac_key: optional secret (≥ 16 bytes) for HMAC-SHA256 line digests, so that deliberate
             edits are detected by whoever holds the key (module docstring, "Integrity"). Never
             stored in the file.
+        timestamps: write wall-clock times into the header and the spends (default). A ledger
+            meant for publication is written without them (module docstring).
+        raise_budget: why the budget may be raised: when the file records a smaller budget
+            than (``budget_epsilon``, ``budget_delta``), a ``budget`` record with this reason
+            raises it (None: a different budget is refused).
 
     Raises:
         LedgerError: the file exists but is corrupted, truncated, was made for another budget,
-            relation, run or integrity mode, or was reopened without its run id.
+            relation, run or integrity mode, or was reopened without its run id; or it records
+            another budget and ``raise_budget`` was not given (or would lower it).
         ValueError / TypeError: invalid arguments.
     """
 
@@ -163,11 +204,18 @@ class PrivacyLedger:
         run_id: str | None = None,
         neighbouring: str = DEFAULT_NEIGHBOURING,
         mac_key: bytes | None = None,
+        timestamps: bool = True,
+        raise_budget: str | None = None,
     ) -> None:
-        self._budget = (
+        self._requested_budget = (
             check_epsilon(budget_epsilon, "budget_epsilon"),
             check_delta(budget_delta, "budget_delta", allow_zero=True),
         )
+        self._budget = self._requested_budget  # the recorded budget once the file is read
+        if raise_budget is not None and (not isinstance(raise_budget, str) or not raise_budget.strip()):
+            raise TypeError("raise_budget must be a non-empty reason (str) or None")
+        self._timestamps = bool(timestamps)
+        self._raise_budget = raise_budget
         if neighbouring not in NEIGHBOURING_RELATIONS:
             raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
@@ -215,8 +263,9 @@ class PrivacyLedger:
                     "neighbouring": self._neighbouring,
                     "integrity": "sha256" if self._mac_key is None else "hmac-sha256",
                     "accounting": "basic composition of the recorded (epsilon, delta)",
-                    "created": time.time(),
                 }
+                if self._timestamps:
+                    header["created"] = time.time()
                 self._append(header)
                 dir_fd = os.open(self._path.parent, os.O_RDONLY)
                 try:
@@ -230,8 +279,29 @@ class PrivacyLedger:
                         "without one could be another run's, whose spends would then be mixed with this run's)"
                     )
                 self._sync()
+                self._settle_budget()
             # a forked child reopens the file: it must accept the same run
             self._requested_run_id = str(self._header["run_id"]) if self._header else self._requested_run_id
+
+    def _settle_budget(self) -> None:
+        """Check the recorded budget against the requested one; raise it by a record if allowed."""
+        recorded, wanted = self._budget, self._requested_budget
+        if recorded == wanted:
+            return
+        raises = wanted[0] >= recorded[0] and wanted[1] >= recorded[1]
+        if self._raise_budget is None or not raises:
+            how = (
+                "pass raise_budget=<reason> to record a larger budget"
+                if raises
+                else "a budget is never lowered"
+            )
+            raise LedgerError(
+                f"ledger {self._path}: the ledger records budget (epsilon={recorded[0]}, delta={recorded[1]})"
+                f" but was opened with (epsilon={wanted[0]}, delta={wanted[1]}); {how}"
+            )
+        self._append(
+            {"kind": "budget", "budget_epsilon": wanted[0], "budget_delta": wanted[1], "reason": self._raise_budget}
+        )
 
     @contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[None]:
@@ -322,6 +392,8 @@ class PrivacyLedger:
                 self._apply_attachment(record, where)
             elif kind == "progress":
                 self._progress.append(dict(record["info"]))
+            elif kind == "budget":
+                self._apply_budget(record, where)
             else:
                 raise LedgerError(f"{where}: unknown record kind {kind!r}")
         except (KeyError, TypeError, ValueError) as exc:
@@ -332,12 +404,10 @@ class PrivacyLedger:
     def _check_header(self, header: dict[str, Any], where: str) -> None:
         if header.get("format") != FORMAT or header.get("version") != VERSION:
             raise LedgerError(f"{where}: not a {FORMAT} v{VERSION} header")
-        stored = (header.get("budget_epsilon"), header.get("budget_delta"))
-        if stored != self._budget:
-            raise LedgerError(
-                f"{where}: the ledger was created with budget (epsilon={stored[0]}, delta={stored[1]})"
-                f" but opened with (epsilon={self._budget[0]}, delta={self._budget[1]})"
-            )
+        self._budget = (
+            check_epsilon(header["budget_epsilon"], "budget_epsilon"),
+            check_delta(header["budget_delta"], "budget_delta", allow_zero=True),
+        )  # compared with the requested budget once every line is read (_settle_budget)
         if header.get("neighbouring") != self._neighbouring:
             raise LedgerError(
                 f"{where}: the ledger records neighbouring={header.get('neighbouring')!r}, "
@@ -348,6 +418,15 @@ class PrivacyLedger:
                 f"{where}: the ledger belongs to run {header.get('run_id')!r}, not {self._requested_run_id!r}"
             )
         self._header = header
+
+    def _apply_budget(self, record: dict[str, Any], where: str) -> None:
+        new = (
+            check_epsilon(record["budget_epsilon"], "budget_epsilon"),
+            check_delta(record["budget_delta"], "budget_delta", allow_zero=True),
+        )
+        if not isinstance(record["reason"], str) or new[0] < self._budget[0] or new[1] < self._budget[1]:
+            raise LedgerError(f"{where}: a budget record must raise the budget and give a reason")
+        self._budget = new
 
     def _apply_spend(self, record: dict[str, Any], where: str) -> None:
         spend_id = record["spend_id"]
@@ -362,7 +441,7 @@ class PrivacyLedger:
             mechanism=str(record["mechanism"]),
             event=event,
             metadata=dict(record["metadata"]),
-            time=float(record["time"]),
+            time=None if record.get("time") is None else float(record["time"]),
             outputs=(record["output"],) if "output" in record else (),
             ex_post=event if isinstance(event, ExPostEvent) else None,
         )
@@ -506,8 +585,9 @@ class PrivacyLedger:
                 "mechanism": mechanism,
                 "event": event_dict,
                 "metadata": meta,
-                "time": time.time(),
             }
+            if self._timestamps:
+                record["time"] = time.time()
             if out is not None:
                 record["output"] = out
             self._append(record)
@@ -604,7 +684,7 @@ class PrivacyLedger:
         data = _json_value("info", {**dict(info or {}), **fields})
         with self._locked(exclusive=True):
             self._sync()
-            self._append({"kind": "progress", "info": data, "time": time.time()})
+            self._append({"kind": "progress", "info": data} | ({"time": time.time()} if self._timestamps else {}))
 
     def spent(self) -> tuple[float, float]:
         """(Σ ε, Σ δ) over all recorded spends (basic composition)."""
@@ -656,6 +736,11 @@ class PrivacyLedger:
     @property
     def path(self) -> Path:
         return self._path
+
+    def private_key(self) -> bytes:
+        """The secret key of the ledger's folder (:func:`~pate_stab.privacy.private_files.run_private_key`):
+        for MACs of private inputs, which are never written into the ledger unkeyed."""
+        return run_private_key(self._path.parent)
 
     @property
     def budget(self) -> tuple[float, float]:

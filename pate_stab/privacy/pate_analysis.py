@@ -37,8 +37,9 @@ References:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -62,12 +63,14 @@ from pate_stab.privacy.pate_rdp import (
     check_orders,
     epsilon_at_orders,
     gnmax_log_q,
+    gnmax_log_q_discrete,
     gnmax_rdp_data_independent,
     gnmax_rdp_unchecked,
     lnmax_log_q,
     lnmax_rdp,
     lnmax_rdp_data_independent,
     threshold_log_pr_answered,
+    threshold_log_q_discrete,
     threshold_rdp,
     threshold_rdp_data_independent,
 )
@@ -81,6 +84,7 @@ from pate_stab.privacy.smooth_sensitivity import (
 )
 
 __all__ = [
+    "NoiseKind",
     "gnmax_data_dependent_rdp",
     "confident_gnmax_data_dependent_rdp",
     "lnmax_data_dependent_rdp",
@@ -89,22 +93,42 @@ __all__ = [
 ]
 
 
+NoiseKind = Literal["continuous", "discrete"]
+"""The aggregator's noise: float Laplace / Gaussian (seeded) or the exact discrete laws (secure)."""
+
 # --------------------------------------------------------------------------- composition over a run
 
 
-def gnmax_data_dependent_rdp(*, counts: Any, sigma: float, orders: Any = None) -> FloatArray:
+def _noise_kind(noise: Any) -> str:
+    if noise not in ("continuous", "discrete"):
+        raise ValueError(f"noise must be 'continuous' or 'discrete', got {noise!r}")
+    return str(noise)
+
+
+def gnmax_data_dependent_rdp(
+    *, counts: Any, sigma: float, orders: Any = None, noise: NoiseKind = "continuous"
+) -> FloatArray:
     """Data-dependent RDP of a GNMax run: Σ over rows of :func:`gnmax_rdp` at :func:`gnmax_log_q`.
 
-    RDP composes additively [Mironov 2017, Prop 1]; [PSM+18, §3].
+    RDP composes additively [Mironov 2017, Prop 1]; [PSM+18, §3]. ``noise="discrete"`` (secure
+    noise: N_Z(0, σ²)) bounds q with :func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`.
 
     Returns:
         ``(A,)`` float64.
     """
-    return gnmax_rdp_unchecked(gnmax_log_q(counts=counts, sigma=sigma), float(sigma), check_orders(orders)).sum(axis=0)
+    log_q = (gnmax_log_q if _noise_kind(noise) == "continuous" else gnmax_log_q_discrete)(counts=counts, sigma=sigma)
+    return gnmax_rdp_unchecked(log_q, float(sigma), check_orders(orders)).sum(axis=0)
 
 
 def confident_gnmax_data_dependent_rdp(
-    *, counts: Any, answered: Any, threshold: float, sigma1: float, sigma2: float, orders: Any = None
+    *,
+    counts: Any,
+    answered: Any,
+    threshold: float,
+    sigma1: float,
+    sigma2: float,
+    orders: Any = None,
+    noise: NoiseKind = "continuous",
 ) -> FloatArray:
     """Data-dependent RDP of a Confident-GNMax run [PSM+18, Alg 1, §4.2].
 
@@ -115,6 +139,10 @@ def confident_gnmax_data_dependent_rdp(
     Args:
         counts: ``(n, C)`` vote histograms, one row per query asked.
         answered: ``(n,)`` boolean mask of the answered queries.
+        noise: ``"continuous"`` (PSM+18) or ``"discrete"`` (secure noise: both steps' q bounded
+            with the discrete Gaussian's sub-Gaussian tails,
+            :func:`~pate_stab.privacy.pate_rdp.threshold_log_q_discrete` and
+            :func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`).
 
     Returns:
         ``(A,)`` float64.
@@ -122,14 +150,19 @@ def confident_gnmax_data_dependent_rdp(
     array = check_counts(counts)
     mask = check_answered(answered, array.shape[0])
     orders_array = check_orders(orders)
-    step1 = threshold_rdp(
-        log_pr_answered=threshold_log_pr_answered(counts=array, threshold=threshold, sigma1=sigma1),
-        sigma1=sigma1,
-        orders=orders_array,
-    ).sum(axis=0)
+    if _noise_kind(noise) == "continuous":
+        step1 = threshold_rdp(
+            log_pr_answered=threshold_log_pr_answered(counts=array, threshold=threshold, sigma1=sigma1),
+            sigma1=sigma1,
+            orders=orders_array,
+        ).sum(axis=0)
+    else:  # the check is a sensitivity-1 Gaussian: GNMax's Thm 6 with σ1√2 [PSM+18, §4.2]
+        log_q = threshold_log_q_discrete(counts=array, threshold=threshold, sigma1=sigma1)
+        s1 = float(sigma1)
+        step1 = gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * s1, orders_array, variance=2.0 * s1**2).sum(axis=0)
     if not mask.any():
         return np.asarray(step1, dtype=np.float64)
-    step2 = gnmax_data_dependent_rdp(counts=array[mask], sigma=sigma2, orders=orders_array)
+    step2 = gnmax_data_dependent_rdp(counts=array[mask], sigma=sigma2, orders=orders_array, noise=noise)
     return np.asarray(step1 + step2, dtype=np.float64)
 
 
@@ -228,6 +261,7 @@ def data_dependent_summary(
     ss_beta: float | None = None,
     ss_sigma: float | None = None,
     generator: torch.Generator | None = None,
+    noise: NoiseKind = "continuous",
 ) -> DataDependentSummary:
     """Data-independent and data-dependent ε of a run, and the GNSS-sanitised data-dependent ε.
 
@@ -247,6 +281,14 @@ def data_dependent_summary(
     looking at the votes (the reference's optimisation of them over the votes is not
     releasable). ``ss_beta`` defaults to 0.4/α, inside the reference's range [0.3/α, 0.495/α).
     Conditions C5–C6 are checked for the GNMax σ at that order.
+
+    Secure noise (``noise="discrete"``, GNMax kinds only): the raw data-dependent RDP with q
+    bounded by the discrete Gaussian's sub-Gaussian tails
+    (:func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`,
+    :func:`~pate_stab.privacy.pate_rdp.threshold_log_q_discrete`), and no sanitisation: PSM+18's
+    smooth-sensitivity bounds (App. C) are derived for the continuous q bound, so the
+    ``ss_*`` arguments and ``generator`` must be left out and the sanitised fields are None.
+    No bound on q is derived here for discrete Laplace noise (LNMax): refused.
 
     Args:
         counts: ``(n, C)`` integer vote histograms (one row per query asked; rows sum to k).
@@ -268,6 +310,14 @@ def data_dependent_summary(
     delta = check_delta(delta)
     orders_array = check_orders(orders)
     conversion_name = check_conversion(conversion)
+    kind = _noise_kind(noise)
+    if kind == "discrete":
+        if aggregator_kind == "lnmax":
+            raise ValueError("no data-dependent bound on q is derived for discrete Laplace noise (secure LNMax)")
+        given = {"ss_order": ss_order, "ss_beta": ss_beta, "ss_sigma": ss_sigma, "generator": generator}
+        if any(v is not None for v in given.values()):
+            named = ", ".join(k for k, v in given.items() if v is not None)
+            raise ValueError(f"{named}: no smooth-sensitivity sanitisation is derived for discrete noise")
     n, num_classes = array.shape
     num_teachers = int(array[0].sum())
     num_answered = n
@@ -286,7 +336,7 @@ def data_dependent_summary(
         _forbid({"sigma1": sigma1, "sigma2": sigma2, "threshold": threshold, "answered": answered}, "gnmax")
         _forbid({"noise_scale": noise_scale}, "gnmax")
         s = check_positive("sigma", _require("sigma", sigma, "gnmax"))
-        rdp = gnmax_data_dependent_rdp(counts=array, sigma=s, orders=orders_array)
+        rdp = gnmax_data_dependent_rdp(counts=array, sigma=s, orders=orders_array, noise=kind)  # type: ignore[arg-type]
         rdp_independent = n * gnmax_rdp_data_independent(sigma=s, orders=orders_array)
         sanitise.append((gnmax_log_q(counts=array, sigma=s), array, s))
     elif aggregator_kind == "confident_gnmax":
@@ -297,8 +347,9 @@ def data_dependent_summary(
         mask = check_answered(_require("answered", answered, "confident_gnmax"), n)
         num_answered = int(mask.sum())
         rdp = confident_gnmax_data_dependent_rdp(
-            counts=array, answered=mask, threshold=t, sigma1=s1, sigma2=s2, orders=orders_array
-        )
+            counts=array, answered=mask, threshold=t, sigma1=s1, sigma2=s2, orders=orders_array,
+            noise=kind,  # type: ignore[arg-type]
+        )  # fmt: skip
         rdp_independent = n * threshold_rdp_data_independent(
             sigma1=s1, orders=orders_array
         ) + num_answered * gnmax_rdp_data_independent(sigma=s2, orders=orders_array)
@@ -324,7 +375,7 @@ def data_dependent_summary(
         "data_dependent_epsilon": float(eps_dep[i_dep]),
         "data_dependent_order": float(orders_array[i_dep]),
     }
-    if aggregator_kind == "lnmax":
+    if aggregator_kind == "lnmax" or kind == "discrete":
         return DataDependentSummary(**common)
 
     order = check_order(_require("ss_order", ss_order, aggregator_kind))

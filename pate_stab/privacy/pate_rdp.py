@@ -14,6 +14,13 @@ sensitivity in :mod:`pate_stab.privacy.smooth_sensitivity`.
 - The Confident-GNMax threshold check [PSM+18, Alg 1, §4.2]: its data-dependent RDP is a function
   of the largest count only.
 - LNMax [PAE+17, Thm 3 with Lemma 4 (bound on q)], in RDP form.
+- Secure (discrete Gaussian) noise: Thm 6 needs only the mechanism's RDP at two orders, which
+  the discrete Gaussian on integer counts shares with the continuous one [CKS20, Prop 5, Thm
+  14], and an upper bound on q; Prop 7's bound uses continuous Gaussian tails, so under discrete
+  noise q is bounded with the discrete Gaussian's sub-Gaussian moment bound instead
+  (:func:`gnmax_log_q_discrete`, :func:`threshold_log_q_discrete`): a looser but valid q, hence a
+  valid (larger) data-dependent RDP. [CKS20] Canonne, Kamath & Steinke, The discrete Gaussian for
+  differential privacy, NeurIPS 2020 (arXiv:2004.00010).
 
 Conventions (the same as :mod:`pate_stab.aggregation.baselines`). One changed record changes
 one teacher, so a histogram row moves by −1 in one class and +1 in another: the count vector has
@@ -67,9 +74,11 @@ __all__ = [
     "Conversion",
     "rdp_to_epsilon",
     "gnmax_log_q",
+    "gnmax_log_q_discrete",
     "gnmax_rdp_data_independent",
     "gnmax_rdp",
     "threshold_log_pr_answered",
+    "threshold_log_q_discrete",
     "threshold_rdp_data_independent",
     "threshold_rdp",
     "lnmax_log_q",
@@ -235,6 +244,29 @@ def gnmax_log_q_unchecked(array: npt.NDArray[np.int64], sigma: float) -> FloatAr
     return _log_q_from_gaps(special.log_ndtr(-gaps / (math.sqrt(2.0) * sigma)), array.shape[1])
 
 
+def gnmax_log_q_discrete(*, counts: Any, sigma: float) -> FloatArray:
+    """Upper bound on log P[GNMax ≠ plurality] per row under discrete Gaussian noise N_Z(0, σ²).
+
+    The discrete analogue of [PSM+18, Prop 7]: with ties broken to the lowest class, the answer
+    differs from the plurality i* (first maximum) only if some j has n_j + Z_j >= n_{i*} + Z_{i*},
+    so q <= Σ_{j ≠ i*} P[Z_j − Z_{i*} >= g_j], g_j = n_{i*} − n_j. N_Z(0, σ²) satisfies
+    E[e^{tZ}] <= e^{t²σ²/2} (it is σ²-sub-Gaussian, CKS20 §2); for the difference of two independent draws
+    E[e^{t(Z_j − Z_i)}] <= e^{t²σ²}, and Chernoff's bound at t = g/(2σ²) gives
+    P[Z_j − Z_i >= g] <= exp(−g²/(4σ²)) for g > 0 (1 for g = 0); the sum is capped at 1.
+    (The continuous bound Φ̄(g/(√2σ)) is at most half of it.)
+
+    Example: ``gnmax_log_q_discrete(counts=[[10, 0]], sigma=5.0)`` = [−1.0].
+
+    Returns:
+        ``(n,)`` float64 natural logarithms (<= 0).
+    """
+    array = check_counts(counts)
+    sigma = check_positive("sigma", sigma)
+    gaps = _gaps_without_plurality(array)
+    log_terms = np.where(gaps > 0, -(gaps**2) / (4.0 * sigma**2), 0.0)
+    return np.asarray(np.minimum(special.logsumexp(log_terms, axis=1), 0.0), dtype=np.float64)
+
+
 def gnmax_rdp_data_independent(*, sigma: float, orders: Any = None) -> FloatArray:
     """Data-independent RDP of one GNMax query: α/σ² [PSM+18, Prop 8] (Gaussian, ℓ2 sensitivity √2).
 
@@ -244,9 +276,15 @@ def gnmax_rdp_data_independent(*, sigma: float, orders: Any = None) -> FloatArra
     return np.asarray(check_orders(orders) / sigma**2, dtype=np.float64)
 
 
-def gnmax_rdp_unchecked(log_q: FloatArray, sigma: float, orders: FloatArray) -> FloatArray:
-    """``(n, A)`` RDP of GNMax given bounds log q (n,), [PSM+18, Thm 6 with Prop 10's μ1, μ2]."""
-    variance = sigma**2
+def gnmax_rdp_unchecked(
+    log_q: FloatArray, sigma: float, orders: FloatArray, *, variance: float | None = None
+) -> FloatArray:
+    """``(n, A)`` RDP of GNMax given bounds log q (n,), [PSM+18, Thm 6 with Prop 10's μ1, μ2].
+
+    ``variance`` is σ² computed by the caller where σ is itself a product (the threshold check's
+    σ1√2: 2σ1² exactly, so that the cap α/variance is the data-independent α/(2σ1²) to the bit).
+    """
+    variance = sigma**2 if variance is None else variance
     lq = log_q[:, None]  # (n, 1)
     alpha = orders[None, :]  # (1, A)
     independent = np.broadcast_to(alpha / variance, (lq.shape[0], alpha.shape[1]))
@@ -310,6 +348,27 @@ def threshold_log_pr_answered(*, counts: Any, threshold: float, sigma1: float) -
     return np.asarray(special.log_ndtr((array.max(axis=1) - threshold) / sigma1), dtype=np.float64)
 
 
+def threshold_log_q_discrete(*, counts: Any, threshold: float, sigma1: float) -> FloatArray:
+    """Upper bound on log P[the check's less likely outcome] per row under N_Z(0, σ1²) noise.
+
+    With a = max_j n_j − T: if a >= 0 the likely outcome is "answered" and q = P[Z < −a]; if a < 0
+    it is ⊥ and q = P[Z >= −a]. The discrete Gaussian is symmetric, so each is < ½, and by its
+    sub-Gaussian moment bound (CKS20 §2) with Chernoff, P[Z >= |a|] <= exp(−a²/(2σ1²)):
+    q <= min(½, exp(−a²/(2σ1²))). It replaces the continuous min(p, 1 − p) of
+    :func:`threshold_rdp` (Thm 6 takes any likely outcome and any upper bound on q).
+
+    Example: ``threshold_log_q_discrete(counts=[[200, 50]], threshold=100.0, sigma1=50.0)`` = [−2.0].
+
+    Returns:
+        ``(n,)`` float64.
+    """
+    array = check_counts(counts)
+    threshold = check_real("threshold", threshold)
+    sigma1 = check_positive("sigma1", sigma1)
+    a = array.max(axis=1).astype(np.float64) - threshold
+    return np.asarray(np.minimum(-math.log(2.0), -(a**2) / (2.0 * sigma1**2)), dtype=np.float64)
+
+
 def threshold_rdp_data_independent(*, sigma1: float, orders: Any = None) -> FloatArray:
     """Data-independent RDP of the threshold check: α/(2σ1²) (Gaussian, sensitivity 1 of the max count).
 
@@ -335,7 +394,7 @@ def threshold_rdp(*, log_pr_answered: Any, sigma1: float, orders: Any = None) ->
     sigma1 = check_positive("sigma1", sigma1)
     log_p = check_log_q(log_pr_answered)
     log_q = np.minimum(log_p, log1mexp(log_p))
-    return gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * sigma1, check_orders(orders))
+    return gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * sigma1, check_orders(orders), variance=2.0 * sigma1**2)
 
 
 # --------------------------------------------------------------------------- LNMax

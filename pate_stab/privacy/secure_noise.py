@@ -13,6 +13,14 @@ the privacy argument lives:
   the support of ``f(D) + X`` is all of ℤ for every D: nothing porous. Vote counts and
   distances to instability are integers, so the releasers can use it directly
   (:class:`SecureSparseVector`).
+* :func:`discrete_gaussian` draws integer noise with ``P[X = x] ∝ exp(−x² / (2σ²))`` exactly, by
+  CKS20 Algorithm 3 (discrete Laplace proposals with scale t = ⌊σ⌋ + 1, accepted with probability
+  exp(−(|Y| − σ²/t)² / (2σ²)) by exact Bernoulli trials), σ² an exact rational
+  (:func:`exact_sigma_sq_at_least`). For an integer vector query whose neighbours differ by v,
+  independent N_Z(0, σ²) coordinates give Rényi divergence at most α·‖v‖₂²/(2σ²) at every order
+  α > 1, the continuous Gaussian's value (CKS20 Prop 5 with independence across coordinates, their
+  Thm 14): ρ = ‖v‖₂²/(2σ²)-zCDP, so RDP accounting of a ``GaussianDpEvent`` holds for it. PLD
+  accounting of the continuous Gaussian does not (the discrete loss distribution differs).
 * :func:`snapping` is Mironov 2012's snapping mechanism for real outputs (sensitivity 1):
   ``clamp_B(round_Λ(clamp_B(f(D)) + S·λ·ln U*))`` with U* uniform on the doubles of (0, 1]
   (full precision, variable exponent) and Λ the smallest power of two >= λ. Its outputs are
@@ -22,8 +30,8 @@ the privacy argument lives:
 Randomness. Every sampler takes ``source=``: :class:`SystemRandomSource` (the default) reads
 ``os.urandom`` and cannot be replayed; :class:`SeededRandomSource` replays a seed and is for
 reproducible research and tests only — whoever knows the seed can subtract the noise, exactly
-as with the seeded torch generators of :mod:`pate_stab.privacy.noise`, which remain the
-toolkit's reproducible default.
+as with the seeded torch generators of :mod:`pate_stab.privacy.noise` (every release draws from
+the OS by default; seeded noise is the explicit research option, :data:`SEEDED_NOISE_WARNING`).
 
 Scales are handled as exact rationals: a float ``scale`` is replaced by the nearest fraction
 with denominator at most 2^20 (:func:`exact_scale`), and that value is the one sampled from;
@@ -53,6 +61,14 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_pmf",
     "discrete_laplace_tail",
+    "discrete_gaussian",
+    "discrete_gaussian_pmf",
+    "discrete_gaussian_tail_bound",
+    "exact_sigma_sq_at_least",
+    "exact_laplace_parameter",
+    "NOISE_MODES",
+    "SEEDED_NOISE_WARNING",
+    "check_noise",
     "secure_leak_probability",
     "secure_threshold_for_leak",
     "SecureSparseVector",
@@ -63,6 +79,24 @@ __all__ = [
 
 _MAX_DENOMINATOR = 1 << 20
 _TWO63 = 1 << 63
+_VECTOR_BOUND = 1 << 62  # _randbelow's bounds stay below this; larger ones take the big-integer path
+
+NOISE_MODES = ("secure", "seeded")
+"""Where a release's noise comes from: ``"secure"`` (default: exact discrete samplers fed by the
+OS's CSPRNG) or ``"seeded"`` (reproducible research only)."""
+
+SEEDED_NOISE_WARNING = (
+    "seeded noise: this release carries NO privacy against anyone who knows the seed "
+    "(the run's seed is in config.json); use secure noise for anything published"
+)
+"""What every summary, report, ledger spend and table row of a seeded release says (DESIGN fact 9)."""
+
+
+def check_noise(noise: object) -> str:
+    """A release's ``noise`` argument: ``"secure"`` or ``"seeded"`` (ValueError otherwise)."""
+    if noise not in NOISE_MODES:
+        raise ValueError(f"noise must be 'secure' or 'seeded', got {noise!r}")
+    return str(noise)
 
 
 class RandomSource(Protocol):
@@ -221,6 +255,187 @@ def discrete_laplace_tail(z: int, scale: float | Fraction | int) -> float:
     return 1.0 - q ** (-z) / (1.0 + q)
 
 
+def _randbelow_int(bound: int, source: RandomSource) -> int:
+    """One uniform integer in [0, bound) for any integer bound >= 1 (63-bit words, rejection)."""
+    words = -(-bound.bit_length() // 63)
+    span = 1 << (63 * words)
+    limit = span - span % bound  # accept r < limit: r mod bound is exactly uniform
+    while True:
+        r = 0
+        for w in source.uint63(words).tolist():
+            r = (r << 63) | int(w)
+        if r < limit:
+            return r % bound
+
+
+def _bernoulli_exp_int(num: int, den: int, source: RandomSource, k: int = 1) -> bool:
+    """Bernoulli(exp(−num/den)) for 0 <= num <= den, any integer sizes (CKS20 Alg 1), from trial k on."""
+    while _randbelow_int(den * k, source) < num:
+        k += 1
+    return k % 2 == 1
+
+
+def _bernoulli_exp_small(num: np.ndarray, den: int, source: RandomSource) -> np.ndarray:
+    """Bernoulli(exp(−num/den)) for integers 0 <= num <= den (CKS20 Alg 1), vectorised.
+
+    As :func:`_bernoulli_exp`; an entry whose trial bound den·k would leave int64 finishes in exact
+    big-integer arithmetic (:func:`_bernoulli_exp_int`).
+    """
+    result = np.zeros(num.shape, dtype=bool)
+    alive = np.arange(num.size)
+    k = 1
+    while alive.size:
+        if den * k >= _VECTOR_BOUND:
+            for i in alive.tolist():
+                result[i] = _bernoulli_exp_int(int(num[i]), den, source, k)
+            break
+        a = _randbelow(np.full(alive.size, den * k, dtype=np.int64), source) < num[alive]
+        result[alive[~a]] = k % 2 == 1
+        alive = alive[a]
+        k += 1
+    return result
+
+
+def _bernoulli_exp_rational(num: list[int], den: int, source: RandomSource) -> np.ndarray:
+    """Bernoulli(exp(−num_i/den)) for non-negative integers num_i (any size), exactly (CKS20 Alg 1).
+
+    exp(−γ) = exp(−1)^⌊γ⌋ · exp(−(γ − ⌊γ⌋)): ⌊γ⌋ Bernoulli(e^{−1}) trials that must all succeed,
+    then one Bernoulli(exp(−frac)) trial; all vectorised over the entries.
+    """
+    whole = np.array([n // den for n in num], dtype=object)
+    frac = [n % den for n in num]
+    ok = np.ones(len(num), dtype=bool)
+    pending = np.flatnonzero(whole > 0)
+    while pending.size:  # the Bernoulli(e^{-1}) trials of the integer part
+        hit = _bernoulli_exp_small(np.ones(pending.size, dtype=np.int64), 1, source)
+        ok[pending[~hit]] = False
+        whole[pending[hit]] -= 1
+        pending = pending[hit][whole[pending[hit]] > 0]
+    rest = np.flatnonzero(ok)
+    if rest.size == 0:
+        return ok
+    if den < _VECTOR_BOUND:
+        ok[rest] = _bernoulli_exp_small(np.array([frac[i] for i in rest.tolist()], dtype=np.int64), den, source)
+    else:
+        ok[rest] = [_bernoulli_exp_int(frac[i], den, source) for i in rest.tolist()]
+    return ok
+
+
+def exact_sigma_sq_at_least(sigma: float | Fraction | int) -> Fraction:
+    """σ'² >= σ², an exact rational with a power-of-two denominator: the variance parameter sampled.
+
+    The denominator is the largest power of two <= 2^20 that keeps the rejection test of
+    :func:`discrete_gaussian` in int64 arithmetic where possible (``2·σ'²·d·t² < 2^56``); σ'² is
+    σ² rounded up to it, so σ'² >= σ² exactly (for a float σ, its exact binary value). A larger
+    σ'² only lowers the Rényi divergence α‖v‖²/(2σ'²): a calibrated σ stays valid.
+    Example: 5.0 → 25 (already exact).
+    """
+    value = sigma if isinstance(sigma, Fraction) else Fraction(check_positive("sigma", sigma))
+    if not value > 0:
+        raise ValueError(f"sigma must be > 0, got {sigma!r}")
+    sq = value * value
+    if sq >= 1 << 80:
+        raise ValueError(f"sigma {sigma!r} is out of the supported range (0, 2^40)")
+    t = math.isqrt(math.floor(sq)) + 1
+    d = _MAX_DENOMINATOR
+    while d > 1 and 2 * math.ceil(sq * d) * d * t * t >= 1 << 56:
+        d //= 2
+    return Fraction(math.ceil(sq * d), d)
+
+
+def discrete_gaussian(
+    sigma: float | Fraction | int, size: int, *, source: RandomSource | None = None
+) -> torch.Tensor:
+    """Exact discrete Gaussian noise: P[X = x] = exp(−x²/(2σ'²)) / Σ_y exp(−y²/(2σ'²)) on ℤ.
+
+    Canonne, Kamath & Steinke 2020, Algorithm 3 with σ'² = :func:`exact_sigma_sq_at_least` (σ) and
+    t = ⌊σ'⌋ + 1: draw Y ~ DLap(t) (:func:`discrete_laplace`, exact) and accept it with probability
+    exp(−(|Y| − σ'²/t)²/(2σ'²)), a Bernoulli(exp(−γ)) with γ = (|Y|·t·d − n)²/(2·n·d·t²) for
+    σ'² = n/d, decided in exact integer arithmetic (Alg 1). Rejected draws are redrawn; every
+    batch of draws reads its random words in one call to the source.
+
+    Privacy (an integer query, neighbours differing by v ∈ ℤ^C, independent coordinates): Rényi
+    divergence <= α·‖v‖₂²/(2σ'²) at every order, CKS20 Prop 5 and Thm 14 — the continuous
+    Gaussian's RDP, so the RDP accountant on ``GaussianDpEvent`` is valid; the continuous PLD is not.
+
+    Args:
+        sigma: σ > 0 (rounded up to the exact σ'² above; σ < 2^40).
+        size: number of samples.
+        source: random bits (default: the OS's CSPRNG).
+
+    Returns:
+        ``(size,)`` int64 tensor.
+
+    Example: σ = 1 gives P[X = 0] = 1/Σ_y e^{−y²/2} ≈ 0.3989.
+    """
+    sq = exact_sigma_sq_at_least(sigma)
+    size = check_int("size", size, minimum=0)
+    src = _source(source)
+    n, d = sq.numerator, sq.denominator
+    t = math.isqrt(n // d) + 1
+    den = 2 * n * d * t * t
+    out = np.empty(size, dtype=np.int64)
+    pending = np.arange(size)
+    while pending.size:
+        y = discrete_laplace(t, pending.size, source=src).numpy()
+        gap = [abs(v) * t * d - n for v in y.tolist()]
+        keep = _bernoulli_exp_rational([g * g for g in gap], den, src)
+        out[pending[keep]] = y[keep]
+        pending = pending[~keep]
+    return torch.from_numpy(out)
+
+
+def _log_theta(sq: float, shift: float = 0.0) -> float:
+    """log Σ_{y ∈ ℤ} exp(−(y − shift)²/(2σ²)), summed to double precision (|y − shift| <= 40σ + 2)."""
+    sigma = math.sqrt(sq)
+    span = int(math.ceil(40.0 * sigma)) + 2
+    ys = np.arange(-span, span + 1, dtype=np.float64) - shift
+    e = -(ys**2) / (2.0 * sq)
+    top = float(e.max())
+    return top + math.log(float(np.exp(e - top).sum()))
+
+
+def discrete_gaussian_pmf(x: int | np.ndarray, sigma: float | Fraction | int) -> np.ndarray:
+    """P[X = x] for :func:`discrete_gaussian` with this σ (at its exact σ'²), as float64."""
+    sq = float(exact_sigma_sq_at_least(sigma))
+    xs = np.asarray(x, dtype=np.float64)
+    return np.asarray(np.exp(-(xs**2) / (2.0 * sq) - _log_theta(sq)), dtype=np.float64)
+
+
+def discrete_gaussian_tail_bound(gap: float | np.ndarray, sigma: float, *, differences: int = 1) -> np.ndarray:
+    """Upper bound on P[S >= gap] for S a sum of ``differences`` ∈ {1, 2} ±-signed N_Z(0, σ²) draws.
+
+    The discrete Gaussian is sub-Gaussian with the continuous Gaussian's moment bound
+    E[e^{sX}] <= e^{s²σ²/2} (σ²-sub-Gaussian, CKS20 §2), so a sum of j independent ones has E[e^{sS}] <=
+    e^{j s²σ²/2}, and Chernoff's bound gives P[S >= g] <= exp(−g²/(2jσ²)) for g > 0 (1 for g <= 0).
+    For GNMax (j = 2: the difference of two noisy counts) this is exp(−g²/(4σ²)) where the continuous
+    analysis (PSM+18 Prop 7) uses Φ̄(g/(√2σ)) <= ½·exp(−g²/(4σ²)). Natural-log form:
+    :func:`pate_stab.privacy.pate_rdp.discrete_log_tail`.
+    """
+    if differences not in (1, 2):
+        raise ValueError(f"differences must be 1 or 2, got {differences!r}")
+    g = np.asarray(gap, dtype=np.float64)
+    s = check_positive("sigma", sigma)
+    return np.asarray(np.where(g > 0, np.exp(-np.maximum(g, 0.0) ** 2 / (2.0 * differences * s * s)), 1.0))
+
+
+def exact_laplace_parameter(noise_scale: float) -> Fraction:
+    """a = N·2^{−k} <= 1/b with 2^19 <= N < 2^20, the largest such: the discrete Laplace parameter used.
+
+    The discrete Laplace sampled with scale t = 1/a >= b has P[X = x] ∝ exp(−a|x|) with a exactly a
+    double, so dp-accounting's ``DiscreteLaplaceDpEvent(noise_parameter=a)`` describes the very
+    distribution sampled. Example: b = 2 → a = 1/2.
+    """
+    inv = 1 / Fraction(check_positive("noise_scale", noise_scale))
+    e = inv.numerator.bit_length() - inv.denominator.bit_length()  # floor(log2(1/b)) or one more
+    if Fraction(2) ** e > inv:
+        e -= 1
+    scale = Fraction(2) ** (19 - e)  # inv · scale ∈ [2^19, 2^20)
+    a = Fraction(math.floor(inv * scale)) / scale
+    exact_scale(1 / a)  # the sampler's range: raises for b outside it
+    return a
+
+
 def secure_leak_probability(*, threshold: int, noise_scale: float | Fraction | int) -> float:
     """P[Q − V > threshold] with Q ~ DLap(2λ), V ~ DLap(λ): how often a distance-0 query passes.
 
@@ -292,6 +507,9 @@ class SecureSparseVector:
     def _draw(self, scale: Fraction) -> int:
         return int(discrete_laplace(scale, 1, source=self._source)[0])
 
+    def _draw_many(self, scale: Fraction, n: int) -> list[int]:
+        return [int(v) for v in discrete_laplace(scale, n, source=self._source).tolist()]
+
     @property
     def halted(self) -> bool:
         return self.num_failed >= self.max_unstable
@@ -300,8 +518,11 @@ class SecureSparseVector:
         """Test one integer query value; True is ⊤, False is ⊥. Raises HaltedError after the cutoff."""
         if self.halted:
             raise HaltedError(f"sparse vector halted after {self.max_unstable} failed queries")
-        value = check_int("value", value)
-        noisy = value + self._draw(2 * self.noise_scale)
+        return self._test(check_int("value", value), self._draw(2 * self.noise_scale))
+
+    def _test(self, value: int, query_noise: int) -> bool:
+        """One test with its query noise already drawn (DLap(2λ)); draws the next threshold after a ⊥."""
+        noisy = value + query_noise
         self.num_seen += 1
         if noisy > self.threshold + self._threshold_noise:
             self.num_passed += 1
@@ -314,19 +535,26 @@ class SecureSparseVector:
     def process_many(self, values: torch.Tensor, *, stop_after_failures: int | None = None) -> torch.Tensor:
         """Integer values (m,) → int8 codes (1 ⊤, 0 ⊥, −1 not processed).
 
-        Identical to calling :meth:`process` on each value in order, stopping at the cutoff or,
+        The same law as calling :meth:`process` on each value in order, stopping at the cutoff or,
         with ``stop_after_failures``, after that many ⊥ in this call (the rest are left
-        unprocessed and draw no noise), as :meth:`SparseVector.process_many
-        <pate_stab.privacy.sparse_vector.SparseVector.process_many>` does.
+        unprocessed), as :meth:`SparseVector.process_many
+        <pate_stab.privacy.sparse_vector.SparseVector.process_many>` does. Without
+        ``stop_after_failures`` the query noises of all the values are drawn in one batch (query
+        i gets the i-th draw, the threshold draws come as in :meth:`process`); the draws of
+        queries left unprocessed after the cutoff are discarded unused. With it, each query
+        draws its own noise (the call usually stops early).
         """
         values = check_tensor("values", values, ndim=1, floating=False, nonempty=False)
         stop = None if stop_after_failures is None else check_int("stop_after_failures", stop_after_failures, minimum=1)
         out = torch.full((values.numel(),), -1, dtype=torch.int8)
+        batch: list[int] | None = None
+        if stop is None and values.numel() and not self.halted:
+            batch = self._draw_many(2 * self.noise_scale, values.numel())
         failed = 0
         for i, v in enumerate(values.tolist()):
             if self.halted or (stop is not None and failed >= stop):
                 break
-            passed = self.process(int(v))
+            passed = self.process(int(v)) if batch is None else self._test(int(v), batch[i])
             out[i] = 1 if passed else 0
             failed += not passed
         return out

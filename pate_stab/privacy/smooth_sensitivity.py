@@ -246,7 +246,7 @@ def threshold_rdp_by_max(num_teachers: int, threshold: float, sigma1: float, ord
     values = np.arange(num_teachers + 1, dtype=np.float64)
     log_p = special.log_ndtr((values - threshold) / sigma1)
     log_q = np.minimum(log_p, log1mexp(log_p))
-    return gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * sigma1, np.array([order]))[:, 0]
+    return gnmax_rdp_unchecked(log_q, math.sqrt(2.0) * sigma1, np.array([order]), variance=2.0 * sigma1**2)[:, 0]
 
 
 def threshold_local_sensitivity(*, votes: Any, threshold: float, sigma1: float, order: float) -> FloatArray:

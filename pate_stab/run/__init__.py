@@ -11,7 +11,8 @@ exports the configuration, :func:`run_transfer`, :func:`run_compare` and the typ
 | :mod:`~pate_stab.run.selection` | which public points to query, from public information and released outputs |
 | :mod:`~pate_stab.run.release` | one registry aggregator releases labels through the run's ledger |
 | :mod:`~pate_stab.run.student` | the student on the released labels (post-processing) |
-| :mod:`~pate_stab.run.report` | ``report.json``: what was trained, released, spent and measured |
+| :mod:`~pate_stab.run.report` | ``report.json`` (published) and the private diagnostics (0600) |
+| :mod:`~pate_stab.run.private` | which files a run may publish, private files (0600), the run's data identity |
 | :mod:`~pate_stab.run.transfer` | :func:`run_transfer`: the steps above in order |
 | :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
 | :mod:`~pate_stab.run.refit` | :func:`refit_students`: new students on a run's recorded releases (no spend) |

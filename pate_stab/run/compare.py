@@ -12,6 +12,19 @@ at the same budget with the same procedure, on the points that procedure chose f
 separate spend in the run's ledger (the ledger's budget is their basic-composition sum), with a
 deterministic spend id, so a rerun reuses them.
 
+Published and private (DESIGN.md fact 8, :mod:`pate_stab.run.private`). ``compare.json``,
+``compare.txt`` and ``compare.png`` hold what may be published: the certified ε and δ of each
+release, the sanitised data-dependent ε, release counts, student accuracy on the evaluation split,
+and label accuracy — the released labels against the public pool's true labels, public-side
+information. Each row is a separate release from the same private data, so the table's total
+cost is printed beside it: (Σε, Σδ) by basic composition. ``private_compare.json`` (mode 0600)
+holds what no mechanism paid for: mean teacher and plurality accuracy, the raw data-dependent ε
+with its inputs, wall times.
+
+The ledger's budget is the plan's total. A rerun with more repeats (or more ε or aggregators)
+raises it by an explicit ``budget`` record in the ledger, with the plan as its reason; earlier
+releases replay. Repeated ε values are refused (each ε is one spend id per repeat).
+
 Where the stability releaser cannot answer at a setting, the row says which k (at this ε) or
 which ε (with this k) a unanimous vote would need (:func:`pate_stab.theory.teachers_for_unanimous_answer`).
 """
@@ -30,23 +43,28 @@ from tqdm import tqdm
 from pate_stab._validation import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
+from pate_stab.privacy.ledger import recorded_budget
+from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data import pool_truth
-from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent
+from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
 from pate_stab.run.prepare import prepare
+from pate_stab.run.private import write_private_json
 from pate_stab.run.release import label_accuracy, release_labels
-from pate_stab.run.report import clean_json, open_ledger
+from pate_stab.run.report import LABEL_ACCURACY_NOTE, clean_json, noise_report, open_ledger, run_files
 from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 
-__all__ = ["format_rows", "format_summary", "plot_rows", "run_compare", "summarise_rows"]
+__all__ = ["PRIVATE_COMPARE", "format_rows", "format_summary", "plot_rows", "run_compare", "summarise_rows",
+           "total_cost", "total_cost_line"]  # fmt: skip
+
+PRIVATE_COMPARE = "private_compare.json"
 
 _COLUMNS = (  # (row key, header, format, width)
     ("aggregator", "aggregator", "{:<16}", 16),
     ("target_epsilon", "target", "{:>6.2f}", 6),
     ("epsilon", "ε", "{:>7.3f}", 7),
-    ("epsilon_dd_raw", "ε dd raw", "{:>8.3f}", 8),
     ("epsilon_dd_sanitised", "ε dd san", "{:>8.3f}", 8),
     ("delta", "δ", "{:>9.1e}", 9),
     ("seen", "seen", "{:>6d}", 6),
@@ -55,10 +73,31 @@ _COLUMNS = (  # (row key, header, format, width)
     ("student_acc", "student_acc", "{:>11.4f}", 11),
 )
 TABLE_LEGEND = (
-    "ε: data-independent, enforced against the budget; ε dd raw: PATE's data-dependent ε (depends on the "
-    "private votes, not private); ε dd san: the same after smooth-sensitivity sanitisation (private). "
-    "The stability releasers' ε is data-independent by construction."
+    "ε: data-independent, enforced against the budget; ε dd san: PATE's data-dependent ε after "
+    "smooth-sensitivity sanitisation (private; the raw figure is not, and stays in private_compare.json). "
+    "The stability releasers' ε is data-independent by construction. " + LABEL_ACCURACY_NOTE + "."
 )
+
+
+def total_cost(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The table's total privacy cost: (Σε, Σδ) of its releases by basic composition (Dwork &
+    Roth 2014, Thm 3.16): every row is a separate release from the same private data."""
+    return {
+        "epsilon": math.fsum(float(r["epsilon"]) for r in rows),
+        "delta": math.fsum(float(r["delta"]) for r in rows),
+        "releases": len(rows),
+        "composition": "basic composition of the releases' certified (epsilon, delta): "
+        "every row is a separate release from the same private data",
+    }
+
+
+def total_cost_line(rows: Sequence[dict[str, Any]]) -> str:
+    """One line for a table or a plot: the total of :func:`total_cost`."""
+    t = total_cost(rows)
+    return (
+        f"total privacy cost of these {t['releases']} releases: Σε = {t['epsilon']:.4g}, Σδ = {t['delta']:.2g} "
+        "(basic composition)"
+    )
 
 
 def format_rows(rows: Sequence[dict[str, Any]]) -> str:
@@ -73,6 +112,9 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
         note = r.get("note") or r.get("data_dependent_note") or ""
         lines.append(" ".join(cells) + ("  " + note if note else ""))
     lines.append(TABLE_LEGEND)
+    lines.append(total_cost_line(rows))
+    if any(r.get("noise") == "seeded" for r in rows):
+        lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
     return "\n".join(lines)
 
 
@@ -124,10 +166,20 @@ def format_summary(summary: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot_rows(rows: Sequence[dict[str, Any]], path: Path, *, title: str, reference: float | None = None) -> Path:
+def plot_rows(
+    rows: Sequence[dict[str, Any]],
+    path: Path,
+    *,
+    title: str,
+    reference: float | None = None,
+    caption: str | None = None,
+) -> Path:
     """Student test accuracy vs target ε, one line per aggregator (matplotlib, Agg backend).
 
     With repeated releases, the line is the mean and the error bar the min–max range.
+    ``reference``: a horizontal line (e.g. an accuracy reached without privacy); a plot meant
+    for publication draws only published figures. ``caption``: a line under the plot (the
+    total privacy cost by default, :func:`total_cost_line`).
     """
     import matplotlib
 
@@ -156,7 +208,8 @@ def plot_rows(rows: Sequence[dict[str, Any]], path: Path, *, title: str, referen
     ax.set_title(title, fontsize=9, wrap=True)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.text(0.5, 0.01, total_cost_line(rows) if caption is None else caption, ha="center", va="bottom", fontsize=7)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
@@ -182,6 +235,12 @@ def run_compare(
     """
     if not epsilons or any(not (isinstance(e, int | float) and math.isfinite(e) and e > 0) for e in epsilons):
         raise ValueError(f"epsilons must be positive finite numbers, got {list(epsilons)!r}")
+    repeated = sorted({float(e) for e in epsilons if [float(x) for x in epsilons].count(float(e)) > 1})
+    if repeated:
+        raise ValueError(
+            f"epsilons repeat {', '.join(f'{e!r}' for e in repeated)}: each ε is one release per repeat; "
+            "use repeats=R (--repeats R) for independent releases at one ε"
+        )
     start = time.perf_counter()
     prep = prepare(config, check_budget=False, data=data)
     binary = prep.task.num_classes == 2
@@ -202,18 +261,25 @@ def run_compare(
     bottom_gens = spawn_generators(prep.generators["bottom"], len(plan))
     selection_gens = spawn_generators(prep.generators["selection"], len(plan))
     dd_gens = spawn_generators(prep.generators["data_dependent"], len(plan))
-    # each release is (ε, δ)-DP on its own; the ledger counts their basic composition
+    # each release is (ε, δ)-DP on its own; the ledger counts their basic composition. A ledger
+    # made for a smaller plan (fewer repeats, ε or aggregators) gets its budget raised by a record
+    plan_budget = (math.fsum(e for e, _, _ in plan), config.delta * len(plan))
+    recorded = recorded_budget(prep.run_dir / "ledger.jsonl") or plan_budget
+    budget = (max(plan_budget[0], recorded[0]), max(plan_budget[1], recorded[1]))
     ledger = open_ledger(
         prep.run_dir,
         run_name=config.run_name,
-        budget_epsilon=math.fsum(e for e, _, _ in plan),
-        budget_delta=config.delta * len(plan),
+        budget_epsilon=budget[0],
+        budget_delta=budget[1],
         neighbouring=config.neighbouring,
+        raise_budget=f"compare plan: {repeats} repeat(s) x epsilons {[float(x) for x in epsilons]} "
+        f"x aggregators {list(aggregators)}",
     )
     teacher_mean, plurality = teacher_accuracies(
         prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
     )
     rows: list[dict[str, Any]] = []
+    private_rows: list[dict[str, Any]] = []
     try:
         for i, (eps, agg, rep) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
             note = ""
@@ -236,7 +302,7 @@ def run_compare(
             acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
             student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
             s = release.summary
-            dd = release_data_dependent(prep, release, generator=dd_gens[i])
+            dd, dd_private = split_data_dependent(release_data_dependent(prep, release, generator=dd_gens[i]))
             accuracy = student_accuracies(prep, student, release)
             rows.append(
                 {
@@ -259,11 +325,14 @@ def run_compare(
                     "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
                     "spend_id": release.spend_id,
                     "reused": release.reused,
+                    **noise_report(s),
                     **dd,
                     **needed,
                     "note": note,
                 }
             )
+            private_rows.append({"aggregator": agg, "target_epsilon": eps, "repeat": rep,
+                                 "spend_id": release.spend_id, **dd_private})  # fmt: skip
         summary = summarise_rows(rows)
         table = format_rows(rows) + ("\n\n" + format_summary(summary) if repeats > 1 else "")
         plot = plot_rows(
@@ -271,7 +340,6 @@ def run_compare(
             prep.run_dir / "compare.png",
             title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m} ({config.query_selection})\n"
             f"{config.student_method} student, δ={config.delta:g}" + (f", {repeats} releases" if repeats > 1 else ""),
-            reference=plurality,
         )
         out = {
             "run": config.run_name,
@@ -286,22 +354,33 @@ def run_compare(
                 "privacy": SELECTION_PRIVACY,
             },
             "delta": config.delta,
+            "noise": noise_report({"noise": config.releaser_noise}),
             "privacy": config.privacy_relation(),
             "epsilon_columns": DATA_DEPENDENT_LABEL,
             "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},
-            "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality},
+            "label_accuracy_note": LABEL_ACCURACY_NOTE,
             "rows": rows,
             "summary": summary,
+            "total_cost": total_cost(rows),
             "repeats": repeats,
             "student": {"model": config.student_model, "method": config.student_method},
             "ledger": ledger.report(),
-            "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
             "plot": str(plot),
+            "files": run_files(prep.run_dir, ["compare.json", "compare.txt", "compare.png"], [PRIVATE_COMPARE]),
         }
-        out = clean_json(out)
+        private = {
+            "run": config.run_name,
+            "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality,
+                         "evaluated_on": "evaluation split"},  # fmt: skip
+            "rows": private_rows,
+            "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
+        }
+        out, private = clean_json(out), clean_json(private)
+        write_private_json(prep.run_dir / PRIVATE_COMPARE, private)
         (prep.run_dir / "compare.json").write_text(json.dumps(out, indent=2, sort_keys=True))
         (prep.run_dir / "compare.txt").write_text(table + "\n")
         out["table"] = table
+        out["private"] = private  # in memory only: written to private_compare.json
         return out
     finally:
         ledger.close()

@@ -61,8 +61,8 @@ THREAT_MODELS = {
 }
 PARTITION_KEYS = {
     "content": "the record's own bytes (features and label): a replaced record may move to another shard",
-    "record_id": "the record's id, kept by a replacement (own data: the ids supplied with it; bundled data "
-    "sets: the row number in the private split)",
+    "record_id": "an id supplied with each private record (an id column or array; never its row number), kept "
+    "by a neighbouring data set and by a replacement; runs on data without ids refuse it",
 }
 _WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
 # the student is post-processing of the release: a rerun may change these and only refits the student
@@ -99,7 +99,14 @@ NOT_IDENTITY = (
 class TransferConfig:
     """Everything a transfer run needs; a recipe YAML holds these keys.
 
-    Defaults describe a small synthetic task; see ``recipes/*.yaml`` for data sets.
+    Defaults describe a small synthetic task; see ``recipes/*.yaml`` for data sets. How the
+    defaults were chosen (DESIGN.md fact 10; README, "How the settings were chosen"): ``graph_*``
+    in advance from Iscen et al. 2019 (comment below); the privacy settings (ε, δ, T, m,
+    calibration, relation) state the problem and tune nothing; ``dd_order`` / ``dd_sigma`` are
+    fixed before any vote; the teacher, selection, student and FixMatch defaults were set for the
+    synthetic demo when the code was written (FixMatch's τ, μ, λ_u from Sohn et al. 2020) and no
+    record says how — none may be tuned on pool or evaluation labels: fix them on another public
+    task, or (selection, student: post-processing) by cross-validation on released labels.
     """
 
     run_name: str = "transfer"
@@ -147,11 +154,18 @@ class TransferConfig:
     teacher_batch_size: int = 8
     teacher_lr: float = 1e-2
     teacher_weight_decay: float = 1e-3
-    graph_neighbors: int = 7  # propagate: kNN graph degree
-    graph_power: float = 1.0  # propagate: affinity exponent in max(cos, 0)^power
-    graph_alpha: float = 0.999  # propagate: propagation weight α in [0, 1)
-    graph_steps: int = 50  # propagate: terms of the series Σ (αS)^t
-    graph_pca_dim: int | None = 100  # propagate: public PCA of the features before the graph (None: none)
+    # The graph settings are fixed in advance from Iscen, Tolias, Avrithis & Chum (2019), "Label
+    # propagation for deep semi-supervised learning" (CVPR; the affinity max(cos, 0)^γ is theirs),
+    # as their public code (LP-DeepSSL, update_plabels) runs it: k = 50 neighbours, γ = 3,
+    # α = 0.99 (also Zhou et al. 2004's α), 20 iterations of the solver (here: 20 terms of the
+    # series, the same number of sparse products), the graph on the features as they are (no
+    # extra PCA). No label of the pool or the evaluation split chose them. They are also the
+    # graph of spread selection and of the spread student.
+    graph_neighbors: int = 50  # propagate / spread: kNN graph degree
+    graph_power: float = 3.0  # propagate / spread: affinity exponent γ in max(cos, 0)^γ
+    graph_alpha: float = 0.99  # propagate / spread: propagation weight α in [0, 1)
+    graph_steps: int = 20  # propagate / spread: terms of the series Σ (αS)^t
+    graph_pca_dim: int | None = None  # propagate / spread: public PCA of the features before the graph (None: none)
     # release
     aggregator: str = "stability"
     epsilon: float = 8.0
@@ -163,10 +177,11 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
-    # the stability releasers' noise: "seeded" (float Laplace from the run's seed: reproducible
-    # research) or "secure" (exact discrete Laplace from the OS's CSPRNG, immune to the
-    # floating-point attack; see StabilityReleaser). The baselines always draw float noise.
-    releaser_noise: Literal["seeded", "secure"] = "seeded"
+    # every aggregator's noise: "secure" (exact discrete Laplace / Gaussian from the OS's CSPRNG,
+    # immune to the floating-point attack) or "seeded" (float noise from the run's seed, which
+    # config.json publishes: reproducible research only, no privacy against anyone who knows it).
+    # Part of the run's identity: a rerun with the other mode is refused.
+    releaser_noise: Literal["secure", "seeded"] = "secure"
     # which public inputs are queried: "first" (pool order) or "student-confidence" (rounds chosen
     # from public data and released labels; see pate_stab.run.selection)
     query_selection: str = "first"
@@ -309,8 +324,10 @@ class TransferConfig:
     def teachers_changed(self) -> int:
         """Teachers one neighbouring data set can change (DESIGN.md fact 1).
 
-        Add/remove one record changes one shard with either key. Replace-one changes one shard
-        when the key is a record id (the replacement keeps it) and up to two under content keys
+        Add/remove one record changes one shard with either key (record ids are supplied with the
+        data, so no other record's id changes; :func:`pate_stab.run.prepare.partition_keys` refuses
+        data without them). Replace-one changes one shard when the key is a record id (the
+        replacement keeps it) and up to two under content keys
         (the replacement may hash elsewhere); the aggregators then use group privacy over two
         teachers (:func:`~pate_stab.aggregation.votes.distance_to_instability` with
         ``group_size=2``, doubled sensitivities for the PATE baselines).

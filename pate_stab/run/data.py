@@ -59,8 +59,11 @@ class Task:
     # features of them (the fixmatch student trains on images); None for non-image data
     public_images: Tensor | None = None
     eval_images: Tensor | None = None
-    # declared class names (own data), and record ids supplied with the private set
+    # declared class names (own data)
     class_names: tuple[str, ...] | None = None
+    # one int64 id per private record, supplied with the data (a column or an array) and kept by a
+    # neighbouring data set; None when the source has none. ``partition_key: record_id`` hashes
+    # these; row numbers are never used (removing a record would renumber every later one)
     private_ids: Tensor | None = None
 
 
@@ -109,11 +112,12 @@ def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[lis
         return [x[:a], y[:a], x[a:b], y[a:b], x[b:], y[b:]], config.num_classes
     path = _require_dir(config)
     if config.dataset == "adult":
-        data = load_adult(path, standardize=False, norm=None)
-        n_train = 32561  # adult.data rows; adult.test follows (official split)
-        test_x, test_y = data.x[n_train:], data.y[n_train:]
-        half = test_x.shape[0] // 2
-        return [data.x[:n_train], data.y[:n_train], test_x[:half], test_y[:half], test_x[half:], test_y[half:]], 2
+        # the official split is by file: adult.data is private; adult.test (public) gives the pool
+        # (its first half) and the evaluation split; the published schema fixes every column
+        train = load_adult(path, part="train", norm=None)
+        test = load_adult(path, part="test", norm=None)
+        half = len(test) // 2
+        return [train.x, train.y, test.x[:half], test.y[:half], test.x[half:], test.y[half:]], 2
     loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist, "svhn": load_svhn, "cifar10": load_cifar10}
     splits = pate_split(loader[config.dataset](path, download=config.download))
     s = splits
@@ -145,6 +149,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         raise ValueError(f"data= is for dataset 'arrays', not {config.dataset!r}")
     elif config.dataset == "files":
         own = load_own_data(config)
+    ids: Tensor | None = None  # the bundled data sets carry no record ids
     if own is not None:
         if config.threat_model != "public-pool":
             raise ValueError("own data brings its own public pool: use threat_model 'public-pool'")
@@ -157,6 +162,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         ex = own.eval_x if own.eval_x is not None else own.public_x[:0]
         ey = own.eval_y if own.eval_y is not None else torch.empty(0, dtype=torch.int64)
         px, py, ux, uy, num_classes = own.private_x, own.private_y, own.public_x, own.public_y, own.num_classes
+        ids = own.private_ids
     else:
         (px, py, ux, uy, ex, ey), num_classes = _raw_splits(config, generator)
     if config.threat_model == "label-only":
@@ -166,6 +172,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
             raise ValueError("label_only_pool leaves no records for the teachers")
         pool, keep = random_split_indices(px.shape[0], [n_pool, px.shape[0] - n_pool], generator=generator)
         ux, uy, px, py = px[pool], py[pool], px[keep], py[keep]
+        ids = None if ids is None else ids[keep]
     images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
     feature_map: dict[str, Any] = {"kind": config.features}
     if config.dataset == "adult" or (own is not None and own.kind == "table"):
@@ -182,7 +189,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
     # scattering / ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
     class_names = own.class_names if own is not None else None
-    private_ids = own.private_ids if own is not None else None
     return Task(
-        px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images, class_names, private_ids
-    )
+        px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images,
+        class_names=class_names, private_ids=ids,
+    )  # fmt: skip

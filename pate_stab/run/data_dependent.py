@@ -10,9 +10,15 @@ before releasing — and reports both data-dependent figures, labelled, so that 
 also be compared on PATE's own footing. The stability releasers have no data-dependent figure:
 their ε is data-independent by construction (the sparse vector pays only for ⊥).
 
+What may be published (DESIGN.md fact 8): :func:`split_data_dependent` separates the sanitised
+figure and the data-independent quantities (published) from the raw figure and the inputs of its
+sanitisation — the data-dependent RDP, its smooth sensitivity and the noise's standard deviation
+(private diagnostics). PATE publishes only the sanitised figure.
+
 The sanitisation's order and noise multiplier are settings of the run (``dd_order``,
 ``dd_sigma``), fixed before the votes are seen, and its noise comes from the run's seeded
-generator.
+generator. A release made with secure (discrete) noise gets the raw figure from the discrete
+Gaussian's tail bound and no sanitised figure (:func:`_secure_figures`).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pate_stab.privacy.pate_rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import Release
 
-__all__ = ["DATA_DEPENDENT_LABEL", "data_dependent_figures", "release_data_dependent"]
+__all__ = ["DATA_DEPENDENT_LABEL", "data_dependent_figures", "release_data_dependent", "split_data_dependent"]
 
 DATA_DEPENDENT_LABEL = {
     "epsilon": "data-independent ε (enforced against the budget)",
@@ -41,6 +47,37 @@ DATA_DEPENDENT_LABEL = {
 }
 
 _PARAMETERS = ("noise_scale", "sigma", "sigma1", "sigma2", "threshold")
+
+# fields of DataDependentSummary that are computed from the votes without being released
+_RAW_DETAIL = (
+    "data_dependent_epsilon",
+    "data_dependent_order",
+    "data_dependent_rdp_at_ss_order",
+    "smooth_sensitivity",
+    "sanitisation_noise_std",
+)
+_NOT_SANITISED = "raw only, not sanitised"
+
+
+def split_data_dependent(figures: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(published, private) parts of :func:`data_dependent_figures`' output.
+
+    Published: the accounting, the sanitised ε (a mechanism's output), the data-independent RDP
+    ε, and the detail's data-independent and released fields. Private: the raw ε, the raw
+    detail fields (the data-dependent RDP, its order, smooth sensitivity, noise std) and, where
+    the sanitisation's conditions failed on these votes, the error message.
+    """
+    public = {k: v for k, v in figures.items() if k not in ("epsilon_dd_raw", "data_dependent_detail")}
+    private: dict[str, Any] = {"epsilon_dd_raw": figures.get("epsilon_dd_raw")}
+    detail = figures.get("data_dependent_detail")
+    if detail is not None:
+        public["data_dependent_detail"] = {k: v for k, v in detail.items() if k not in _RAW_DETAIL}
+        private["data_dependent_detail"] = {k: v for k, v in detail.items() if k in _RAW_DETAIL}
+    note = str(figures.get("data_dependent_note", ""))
+    if note.startswith(_NOT_SANITISED):
+        public["data_dependent_note"] = "not sanitised at these settings (the reason is in the private diagnostics)"
+        private["data_dependent_note"] = note
+    return public, private
 
 
 def data_dependent_figures(
@@ -86,6 +123,9 @@ def data_dependent_figures(
     kwargs: dict[str, Any] = {"delta": delta, **params}
     if kind == "confident_gnmax":
         kwargs["answered"] = (labels != ABSTAIN).numpy()
+    # a summary without a noise field comes from a release when PATE's aggregators drew float noise
+    if summary.get("noise", "seeded") == "secure":
+        return _secure_figures(out, kind, counts, kwargs)
     if kind != "lnmax":
         kwargs.update(ss_order=order, ss_sigma=sigma, generator=generator)
     try:
@@ -102,7 +142,7 @@ def data_dependent_figures(
                 sigma1=params["sigma1"], sigma2=params["sigma2"], orders=DEFAULT_ORDERS,
             )  # fmt: skip
         out["epsilon_dd_raw"] = rdp_to_epsilon(rdp=rdp, orders=DEFAULT_ORDERS, delta=delta)[0]
-        out["data_dependent_note"] = f"raw only, not sanitised: {exc}"
+        out["data_dependent_note"] = f"{_NOT_SANITISED}: {exc}"
         return out
     if s is not None:
         out["epsilon_dd_raw"] = s.data_dependent_epsilon
@@ -111,6 +151,29 @@ def data_dependent_figures(
         out["data_dependent_detail"] = s.to_dict()
         if kind == "lnmax":
             out["data_dependent_note"] = "raw only: no smooth-sensitivity analysis of LNMax"
+    return out
+
+
+def _secure_figures(out: dict[str, Any], kind: str, counts: torch.Tensor, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a release made with secure (discrete) noise: raw only, with the discrete q bounds.
+
+    PSM+18's analysis bounds q with continuous Gaussian tails; under the discrete Gaussian q is
+    bounded by its sub-Gaussian tails instead
+    (:func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`), and Thm 6 applies unchanged (the
+    discrete Gaussian has the continuous one's RDP). The smooth-sensitivity sanitisation is
+    derived for the continuous bound only, so no sanitised figure is given; nor is any figure for
+    discrete Laplace noise (LNMax), whose q bound is not derived here.
+    """
+    if kind == "lnmax":
+        out["data_dependent_note"] = "not computed: no data-dependent bound is derived for discrete Laplace noise"
+        return out
+    s = data_dependent_summary(counts.numpy(), aggregator_kind=kind, noise="discrete", **kwargs)  # type: ignore[arg-type]
+    out["epsilon_dd_raw"] = s.data_dependent_epsilon
+    out["epsilon_rdp_data_independent"] = s.data_independent_epsilon
+    out["data_dependent_detail"] = s.to_dict()
+    out["data_dependent_note"] = (
+        "raw only: discrete Gaussian q bound (sub-Gaussian tails); no smooth-sensitivity sanitisation is derived for it"
+    )
     return out
 
 

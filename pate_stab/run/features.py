@@ -4,15 +4,23 @@
 it on the public pool's images only (no labels; scattering itself uses no data, its projection
 the public coefficients; the SSL encoder trains on the public images) and maps the private,
 public and evaluation inputs, row by row. The result is saved as
-``<run>/features/<name>_<key>.pt``; the key hashes the extractor's options, the input tensors and
-(SSL) the generator's state, so a rerun of the same run reuses the file and a file made from
-other inputs is never used. ``raw`` and ``pca`` stay in :func:`pate_stab.run.data.load_task`.
+``<run>/features/<name>_<key>.pt`` (mode 0600: it holds the private records' features).
+
+The key names the file, and the file name is published (``report.json``'s ``features.cache``),
+so it is computed from public inputs and options only: the extractor's name and options, the
+public pool and evaluation inputs, and (SSL) the generator's state. The private records enter
+only as HMAC-SHA256 under the run folder's secret key
+(:func:`~pate_stab.privacy.private_files.run_private_key`), stored inside the private cache
+file; a cached file whose MAC does not match this run's private inputs is recomputed, so a
+file made from other inputs is never used. ``raw`` and ``pca`` stay in
+:func:`pate_stab.run.data.load_task`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,10 +31,11 @@ from torch import Tensor
 
 from pate_stab.features import make_features
 from pate_stab.features.ssl import SSLConfig
+from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.data import Task
 
-__all__ = ["EXTRACTED_FEATURES", "extract_features", "extractor_options", "features_key"]
+__all__ = ["EXTRACTED_FEATURES", "extract_features", "extractor_options", "features_key", "private_inputs_mac"]
 
 EXTRACTED_FEATURES = ("scattering", "ssl")
 SSL_EMBED_DIM = SSLConfig().embed_dim
@@ -52,7 +61,11 @@ def _tensor_digest(h: Any, t: Tensor) -> None:
 
 
 def features_key(name: str, options: dict[str, Any], inputs: list[Tensor], generator: torch.Generator | None) -> str:
-    """Cache key: the extractor's name and options, every input tensor, and the generator's state."""
+    """Cache key: the extractor's name and options, the given input tensors, and the generator's state.
+
+    Pass public inputs only (the key names a published file); private inputs are checked with
+    :func:`private_inputs_mac`.
+    """
     h = hashlib.sha1(json.dumps({"name": name, "options": options}, sort_keys=True).encode())
     for t in inputs:
         _tensor_digest(h, t)
@@ -66,6 +79,21 @@ def _transform_rows(extractor: Any, x: Tensor) -> Tensor:
     if x.shape[0]:
         return extractor.transform(x)
     return extractor.transform(torch.zeros(1, *x.shape[1:], dtype=x.dtype))[:0]
+
+
+def private_inputs_mac(key: bytes, private_x: Tensor) -> str:
+    """HMAC-SHA256 of the private inputs under the run's secret key (kept in the private cache file)."""
+    return keyed_digest(key, tensor_bytes(private_x))
+
+
+def _save_private(obj: Any, path: Path) -> None:
+    """torch.save to ``path`` atomically, the file readable by its owner only (mode 0600)."""
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        torch.save(obj, f)
+    tmp.replace(path)
 
 
 def extract_features(
@@ -87,20 +115,20 @@ def extract_features(
         ValueError: the inputs are not images.
     """
     name = config.features
-    inputs = [task.private_x, task.public_x, task.eval_x]
-    if any(t.dim() not in (3, 4) for t in inputs):
+    if any(t.dim() not in (3, 4) for t in (task.private_x, task.public_x, task.eval_x)):
         raise ValueError(f"features={name!r} needs images (n, C, H, W); this task's inputs have shape "
                          f"{tuple(task.public_x.shape)}")  # fmt: skip
     options = extractor_options(config)
     uses_generator = name == "ssl"
-    key = features_key(name, options, inputs, generator if uses_generator else None)
+    # public inputs only: the key is the cache file's (published) name
+    key = features_key(name, options, [task.public_x, task.eval_x], generator if uses_generator else None)
+    private_mac = private_inputs_mac(run_private_key(cache_dir.parent), task.private_x)
     path = cache_dir / f"{name}_{key}.pt"
-    cached = path.is_file()
-    if cached:
-        saved = torch.load(path, weights_only=False)
-        if saved.get("key") != key:
-            raise ValueError(f"{path} holds features with another key; remove it")
-    else:
+    saved = torch.load(path, weights_only=False) if path.is_file() else None
+    if saved is not None and saved.get("key") != key:
+        raise ValueError(f"{path} holds features with another key; remove it")
+    cached = saved is not None and saved.get("private_mac") == private_mac
+    if saved is None or not cached:  # no cache, or one made from other private inputs: recompute
         kwargs = dict(options)
         if uses_generator:
             kwargs["config"] = SSLConfig(**options["config"])
@@ -111,6 +139,7 @@ def extract_features(
         fit_s = time.perf_counter() - t0
         saved = {
             "key": key,
+            "private_mac": private_mac,
             "options": options,
             "private": extractor.transform(task.private_x),
             "public": extractor.transform(task.public_x),
@@ -121,9 +150,7 @@ def extract_features(
             "total_s": time.perf_counter() - t0,
         }
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        torch.save(saved, tmp)
-        tmp.replace(path)
+        _save_private(saved, path)
     feature_map: dict[str, Any] = {
         "kind": name,
         **saved["meta"],

@@ -2,7 +2,8 @@
 
 :func:`prepare` loads the task, refuses a budget at which the run's stability releaser could not
 answer anything (:class:`BudgetTooSmallError`, before any training), checks that the run folder
-holds this configuration (or none), partitions the private records by their key (content or
+holds this configuration (or none) and was made with these data (a MAC of the splits in a private
+file, :func:`~pate_stab.run.private.check_data_identity`), partitions the private records by their key (content or
 record id, DESIGN.md fact 1) and trains the teachers as one vectorised Lightning fit — or
 reloads them. Votes on the public pool are computed later, only when a release asks for them.
 """
@@ -21,9 +22,10 @@ from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
 from pate_stab.rng import child_seed, seeded_generator
-from pate_stab.run.config import NOT_IDENTITY, TransferConfig
+from pate_stab.run.config import NOT_IDENTITY, PARTITION_KEYS, TransferConfig
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
+from pate_stab.run.private import check_data_identity
 from pate_stab.teachers import (
     ModelSpec,
     PoolVotes,
@@ -35,8 +37,9 @@ from pate_stab.teachers import (
     record_keys_from_tensors,
     train_teachers,
 )
+from pate_stab.teachers.partition import RecordKeys
 
-__all__ = ["BudgetTooSmallError", "Prepared", "check_answerable", "pool_graph", "prepare"]
+__all__ = ["BudgetTooSmallError", "Prepared", "check_answerable", "partition_keys", "pool_graph", "prepare"]
 
 
 class BudgetTooSmallError(ValueError):
@@ -61,6 +64,42 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
             f"k={config.num_teachers}, or a smaller T or m (or --allow-unanswerable to run anyway)."
         )
     return {"teachers_needed_for_unanimous_answer": status.teachers_needed}
+
+
+def partition_keys(task: Task, partition_key: str, *, dataset: str = "the data") -> RecordKeys:
+    """The record keys the run's partition hashes (DESIGN.md fact 1).
+
+    ``"content"``: each private record's bytes (features and label). ``"record_id"``: the ids
+    supplied with the data (``task.private_ids``), which a neighbouring data set keeps for every
+    other record and a replacement keeps for the replaced one; never row numbers, which removing
+    one record would shift for every later record (and so move every shard).
+
+    Raises:
+        ValueError: an unknown key; ``record_id`` without ids, with ids that are not one per
+            private record, or with a repeated id (two records would share a key).
+        TypeError: ids that are not a 1-D integer tensor.
+    """
+    n = task.private_x.shape[0]
+    if partition_key == "content":
+        return record_keys_from_tensors(task.private_x, task.private_y)
+    if partition_key != "record_id":
+        raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {partition_key!r}")
+    ids = task.private_ids
+    if ids is None:
+        raise ValueError(
+            f"partition_key: record_id needs record ids supplied with the data (an id column or array), and "
+            f"{dataset!r} has none; row numbers are not ids (removing one record renumbers every later one). "
+            "Supply ids or use partition_key: content"
+        )
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+        raise TypeError("record ids must be a 1-D integer tensor")
+    if ids.shape[0] != n:
+        raise ValueError(f"record ids: need one id per private record ({n}), got {ids.shape[0]}")
+    values, counts = torch.unique(ids, return_counts=True)
+    if bool((counts > 1).any()):
+        repeated = values[counts > 1][:5].tolist()
+        raise ValueError(f"record ids are not unique: {repeated} appear more than once")
+    return ids.to(torch.int64)
 
 
 @dataclass
@@ -98,13 +137,17 @@ def pool_graph(prep: Prepared) -> PoolGraph:
     return prep.graph
 
 
+PAST_DEFAULTS = {"releaser_noise": "seeded"}
+"""Settings whose default changed: a config.json without the key was made under the old default."""
+
+
 def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
     path = run_dir / "config.json"
     mine = {k: v for k, v in config.to_dict().items() if k not in NOT_IDENTITY}
     if path.is_file():
         saved = json.loads(path.read_text())
         # a key added to TransferConfig after the folder was made had its default value then
-        defaults = TransferConfig().to_dict()
+        defaults = TransferConfig().to_dict() | PAST_DEFAULTS
         saved = {k: saved.get(k, defaults[k]) for k in defaults if k not in NOT_IDENTITY} | {
             k: v for k, v in saved.items() if k not in NOT_IDENTITY and k not in defaults
         }
@@ -134,11 +177,22 @@ def prepare(config: TransferConfig, *, check_budget: bool = True, data: OwnData 
     t0 = time.perf_counter()
     task = load_task(config, generator=gens["data"], data=data)
     timings["data"] = time.perf_counter() - t0
+    # record ids are checked before anything is written; content keys are read from the final inputs
+    record_ids = None
+    if config.partition_key == "record_id":
+        record_ids = partition_keys(task, "record_id", dataset=config.dataset)
     if check_budget:
         check_answerable(config, task.num_classes)
     if config.num_queries > task.public_x.shape[0]:
         raise ValueError(f"num_queries={config.num_queries} exceeds the public pool ({task.public_x.shape[0]} inputs)")
     _check_run_dir(config, run_dir)
+    # the data are part of the run's identity; their MAC stays in a private file (pate_stab.run.private)
+    # (a pool without labels stands as an empty label tensor; ids supplied with the data are part of it)
+    public_y = task.public_y if task.public_y is not None else torch.empty(0, dtype=torch.int64)
+    splits = [task.private_x, task.private_y, task.public_x, public_y, task.eval_x, task.eval_y]
+    if task.private_ids is not None:
+        splits.append(task.private_ids)
+    check_data_identity(run_dir, splits)
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
     resumed_features = None
@@ -148,12 +202,7 @@ def prepare(config: TransferConfig, *, check_budget: bool = True, data: OwnData 
         timings["features"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    if config.partition_key == "record_id" and task.private_ids is not None:
-        keys: Any = task.private_ids  # ids supplied with the data: a replacement keeps its shard
-    elif config.partition_key == "record_id":
-        keys = torch.arange(task.private_x.shape[0], dtype=torch.int64)
-    else:
-        keys = record_keys_from_tensors(task.private_x, task.private_y)
+    keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key)
     shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
     timings["partition"] = time.perf_counter() - t0
 

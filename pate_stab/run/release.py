@@ -8,7 +8,8 @@ result. The teachers' votes on a pool point are computed (``prep.votes``) only i
 call that hands the point to the aggregator, so selection never sees the votes of a point it has
 not had released.
 
-Replay. The spend id is ``<run>:<aggregator>:eps=<ε>``. The aggregator records each call's
+Replay. The spend id is ``<run>:<aggregator>:eps=<repr(ε)>`` (exact: two different ε never share
+one; ledgers written with ``eps=<ε:g>`` still replay where that form is exact). The aggregator records each call's
 outputs with its spend before they leave; the whole release — labels, the queried pool positions
 and the rounds — is then stored with ``record_result``. A rerun returns the stored release; a
 rerun after a crash before ``record_result`` replays the recorded calls (same selection, no
@@ -31,7 +32,7 @@ from pate_stab.run.prepare import Prepared
 from pate_stab.run.selection import SELECTION_PRIVACY, release_in_rounds
 from pate_stab.run.student import selector_confidence, selector_spread
 
-__all__ = ["Release", "label_accuracy", "release_labels", "release_spend_id", "selection_report"]
+__all__ = ["Release", "label_accuracy", "recorded_spend_id", "release_labels", "release_spend_id", "selection_report"]
 
 
 @dataclass
@@ -65,13 +66,37 @@ def _replay(prep: Prepared, aggregator: str, soft: bool, spend_id: str, payload:
             f"{spend_id} was released with query_selection={selection['strategy']!r}, "
             f"not {prep.config.query_selection!r}"
         )
+    # a summary without a noise field was released when PATE's aggregators always drew seeded noise
+    noise = payload["summary"].get("noise", "seeded")
+    if noise != prep.config.releaser_noise:
+        raise ValueError(
+            f"{spend_id} was released with releaser_noise={noise!r}, not {prep.config.releaser_noise!r}: its "
+            "labels carry that mode's guarantee (set releaser_noise to it, or start a new run)"
+        )
     index = torch.tensor(selection["index"], dtype=torch.int64) if "index" in selection else torch.arange(len(labels))
     return Release(aggregator, labels, soft, payload["summary"], spend_id, True, index, selection)
 
 
 def release_spend_id(run_name: str, aggregator: str, epsilon: float, repeat: int = 0) -> str:
-    """The ledger spend id of a run's release: ``<run>:<aggregator>:eps=<ε>[:rep=<repeat>]``."""
-    return f"{run_name}:{aggregator}:eps={epsilon:g}" + (f":rep={repeat}" if repeat else "")
+    """The ledger spend id of a run's release: ``<run>:<aggregator>:eps=<repr(ε)>[:rep=<repeat>]``.
+
+    ``repr`` of a float is its shortest exact decimal form, so two different ε never share a
+    spend id (``:g`` kept six digits: 1.0000001 and 1.0000002 replayed one release).
+    """
+    eps = float(epsilon)
+    if not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    return f"{run_name}:{aggregator}:eps={eps!r}" + (f":rep={repeat}" if repeat else "")
+
+
+def recorded_spend_id(ledger: PrivacyLedger, run_name: str, aggregator: str, epsilon: float, repeat: int = 0) -> str:
+    """The spend id under which ``ledger`` holds this release: :func:`release_spend_id`, or the
+    ``eps=<ε:g>`` form of older ledgers where that form is exact (it parses back to ``epsilon``)."""
+    spend_id = release_spend_id(run_name, aggregator, epsilon, repeat)
+    legacy = f"{run_name}:{aggregator}:eps={float(epsilon):g}" + (f":rep={repeat}" if repeat else "")
+    if ledger.entry(spend_id) is None and float(f"{float(epsilon):g}") == float(epsilon) and ledger.entry(legacy):
+        return legacy
+    return spend_id
 
 
 def release_labels(
@@ -101,7 +126,7 @@ def release_labels(
     spec = aggregator_spec(aggregator)
     if spec.binary_only and prep.task.num_classes != 2:
         raise ValueError(f"{aggregator} needs a binary task")
-    spend_id = release_spend_id(config.run_name, aggregator, epsilon, repeat)
+    spend_id = recorded_spend_id(ledger, config.run_name, aggregator, epsilon, repeat)
     recorded = ledger.entry(spend_id)
     if recorded is not None and recorded.has_result:
         return _replay(prep, aggregator, spec.soft, spend_id, recorded.result)
@@ -116,7 +141,8 @@ def release_labels(
     bar = tqdm(total=config.num_queries, desc=f"release {aggregator}", unit="query", disable=not config.progress)
 
     def release(index: Tensor) -> Tensor:
-        labels = rel.release(votes.scores(index) if spec.votes == "scores" else votes.histograms(index)).labels
+        inputs = votes.scores(index) if spec.votes == "scores" else votes.histograms(index)
+        labels = rel.release(inputs, query_ids=index).labels  # the ledger records the pool positions
         bar.update(int(index.numel()))
         return labels
 

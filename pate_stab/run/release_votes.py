@@ -24,9 +24,14 @@ NaN, negative or non-integer counts, rows with different totals, an empty file �
 Privacy. The votes are a function of the private data; the guarantee is the aggregator's, under
 the neighbouring relation the caller states (``neighbouring``): one changed record must change
 at most one teacher's row (``teachers_changed=2`` covers replace-one over content-keyed shards).
-Replay: the spend id is ``<run>:<aggregator>:eps=<ε>``; a rerun returns the recorded release,
-and a rerun with a different votes file is refused (the ledger records the votes' digest), so
-nothing is spent twice and nothing is drawn twice.
+Replay: the spend id is ``<run>:<aggregator>:eps=<repr(ε)>``; a rerun returns the recorded
+release, and a rerun with a different votes file is refused, so nothing is spent twice and
+nothing is drawn twice. The votes are private, so their identity is HMAC-SHA256 under the output
+folder's secret key, kept in ``private_identity.json`` (mode 0600); the published ledger records
+the release calls by the queries' positions in the file only.
+
+Files (DESIGN.md fact 8): ``labels.npy``, ``labels.csv``, ``report.json`` and ``ledger.jsonl``
+may be published; ``private_identity.json`` and ``private_key`` may not (the report's ``files``).
 """
 
 from __future__ import annotations
@@ -46,8 +51,11 @@ from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, 
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.rng import seeded_generator
-from pate_stab.run.report import clean_json
+from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
+from pate_stab.run.release import release_spend_id
+from pate_stab.run.report import clean_json, noise_report
 
 __all__ = ["LAYOUTS", "VotesError", "export_votes", "load_votes", "release_votes"]
 
@@ -178,7 +186,7 @@ def release_votes(
     num_queries: int | None = None,
     max_unstable: int = 10,
     calibration: Literal["paper", "tight"] = "tight",
-    noise: str = "seeded",
+    noise: str = "secure",
     gamma: float = 0.1,
     confident_threshold: float = 0.6,
     sigma_ratio: float = 2.0,
@@ -195,7 +203,8 @@ def release_votes(
         epsilon, delta: the target; it is also the ledger's budget for this output folder.
         out_dir: where the labels, the report and the ledger go (created).
         num_queries: m the aggregator is calibrated for (default: the file's n; at least n).
-        seed: the noise's seed (seeded mode): whoever knows it can remove the noise.
+        noise: ``"secure"`` (default: exact noise from the OS) or ``"seeded"`` (from ``seed``).
+        seed: the noise's seed (seeded mode only): whoever knows it can remove the noise.
         Others: as :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
 
     Returns:
@@ -227,34 +236,59 @@ def release_votes(
             calibration=calibration, gamma=gamma, confident_fraction=confident_threshold, sigma_ratio=sigma_ratio,
             teachers_changed=teachers_changed, noise=noise,
         )  # fmt: skip
-        make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; spends nothing
+        make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; draws nothing
     except (TypeError, ValueError) as exc:
         raise VotesError(str(exc)) from exc
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     run = run_name or out.name
-    spend_id = f"{run}:{aggregator}:eps={float(epsilon):g}"
+    spend_id = release_spend_id(run, aggregator, float(epsilon))
     with PrivacyLedger(
         out / "ledger.jsonl", budget_epsilon=float(epsilon), budget_delta=float(delta), run_id=run,
-        neighbouring=neighbouring,
+        neighbouring=neighbouring, timestamps=False,
     ) as ledger:  # fmt: skip
-        digest = inputs_digest(votes)
+        legacy = f"{run}:{aggregator}:eps={float(epsilon):g}"  # the spend id of older folders
+        if ledger.entry(spend_id) is None and ledger.entry(legacy) is not None:
+            spend_id = legacy
+        votes_mac = keyed_digest(run_private_key(out), tensor_bytes(votes))
+        identity_path = out / PRIVATE_IDENTITY
+        identity = json.loads(identity_path.read_text()) if identity_path.is_file() else {}
         recorded = ledger.entry(spend_id)
         if recorded is not None and recorded.has_result:
             payload = recorded.result
-            if payload.get("votes_digest") != digest:
+            # older folders kept an unkeyed digest of the votes in the ledger
+            same = identity.get("votes_mac", {}).get(spend_id) == votes_mac or (
+                "votes_digest" in payload and payload["votes_digest"] == inputs_digest(votes)
+            )
+            if not same:
                 raise ReplayedSpendError(
                     f"spend {spend_id!r} in {out / 'ledger.jsonl'} released other votes; the recorded labels "
                     "belong to them. Use a new output folder (with its own budget) for these votes"
                 )
+            recorded_noise = payload.get("summary", {}).get("noise", "seeded")
+            if recorded_noise != noise:
+                raise ReplayedSpendError(
+                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} was released with noise={recorded_noise!r}, not "
+                    f"{noise!r}; its labels carry that mode's guarantee. Ask for noise={recorded_noise!r} to read "
+                    "them again, or use a new output folder (with its own budget)"
+                )
             reused = True
         else:
+            known = identity.get("votes_mac", {}).get(spend_id)
+            if known is not None and known != votes_mac:
+                raise ReplayedSpendError(
+                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} was started on other votes; nothing was released "
+                    "now. Use a new output folder (with its own budget) for these votes"
+                )
+            identity.setdefault("votes_mac", {})[spend_id] = votes_mac
+            write_private_json(identity_path, {k: v for k, v in identity.items() if k != "private"})
             gen = seeded_generator(seed)
             rel = make_releaser(aggregator, settings, generator=gen, ledger=ledger, spend_id=spend_id)
-            labels = rel.release(votes).labels
+            # the queries' positions in the file identify the call in the (published) ledger
+            labels = rel.release(votes, query_ids=torch.arange(n)).labels
             summary = rel.summary()
             summary["not_asked"] = n - int(summary["queries_seen"])
-            payload = {"labels": clean_json(labels.tolist()), "summary": clean_json(summary), "votes_digest": digest}
+            payload = {"labels": clean_json(labels.tolist()), "summary": clean_json(summary)}
             ledger.record_result(spend_id, payload)
             reused = False
         ledger_report = ledger.report()
@@ -284,10 +318,14 @@ def release_votes(
                 "halted": bool(s.get("halted", False)),
             },
             "privacy": {"neighbouring": neighbouring, "teachers_changed_per_neighbour": teachers_changed},
+            "noise": noise_report(s),
             "summary": s,
             "reused": reused,
             "outputs": {"labels_npy": str(out / "labels.npy"), "labels_csv": str(out / "labels.csv")},
             "ledger": {**ledger_report, "spend_id": spend_id},
+            "files": files_section(
+                ["labels.npy", "labels.csv", "report.json", "ledger.jsonl"], [PRIVATE_IDENTITY, "private_key"]
+            ),
         }
     )
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))

@@ -16,14 +16,20 @@ order:
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
 on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool,
 :mod:`pate_stab.run.features`), ``teachers/`` (trained heads; propagation teachers are rebuilt
-from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt`` and ``report.json``.
+from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt``, ``report.json``
+(published) and ``private_diagnostics.json`` (mode 0600: statistics of the private data that no
+mechanism paid for, never published; :mod:`pate_stab.run.private` says which file is which and
+the report lists them under ``files``).
 
-Resume. Rerunning the same run folder reuses the cached features, the trained teachers (``teachers/weights.pt``, or
+Resume. A rerun must read the same data: the run folder records a MAC of its splits under the
+folder's secret key (``private_identity.json``, 0600) and refuses other data. Rerunning the
+same run folder reuses the cached features, the trained teachers (``teachers/weights.pt``, or
 Lightning's ``last.ckpt`` of an interrupted fit) and the recorded release (the ledger stores the
 released outputs with the spend; a rerun replays them: no fresh selection or noise, no second
 spend). A rerun that changes only the student's settings refits the student (post-processing:
 no privacy cost); a rerun that changes anything upstream of the student is refused. With the
-same seed, two runs give the same report (wall times, paths and resume flags aside).
+same seed and ``releaser_noise: seeded``, two runs give the same report (wall times, paths and resume flags
+aside); with the default secure noise the releases differ from run to run (the noise comes from the OS).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from pate_stab.run.config import TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.prepare import Prepared, prepare
+from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import open_ledger, transfer_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
@@ -81,7 +88,11 @@ def evaluate_and_report(
     start: float | None = None,
 ) -> dict[str, Any]:
     """Step 4: teachers and student on the evaluation split, pool figures where the pool has
-    labels, PATE's data-dependent ε; the report, also written to ``report.json``."""
+    labels, PATE's data-dependent ε; the published report, also written to ``report.json``.
+
+    The private diagnostics (teacher and plurality accuracy, the exact private size, the raw
+    data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
+    """
     t0 = time.perf_counter()
     task = prep.task
     label_answered, label_all = label_accuracy(release, pool_truth(task, release.index))
@@ -97,7 +108,7 @@ def evaluate_and_report(
     data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
     prep.timings["evaluation"] = time.perf_counter() - t0
     total = {} if start is None else {"total": time.perf_counter() - start}
-    report = transfer_report(
+    report, diagnostics = transfer_report(
         prep,
         ledger,
         release,
@@ -107,12 +118,16 @@ def evaluate_and_report(
         data_dependent=data_dependent,
         wall_times={**prep.timings, **total},
     )
+    write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
     (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     return report
 
 
 def run_transfer(config: TransferConfig, *, data: OwnData | None = None) -> dict[str, Any]:
-    """Run (or resume) one transfer and return its report (also written to ``report.json``).
+    """Run (or resume) one transfer and return its published report (also written to ``report.json``).
+
+    The private diagnostics (teacher and plurality accuracy, the exact private size, the raw
+    data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
 
     ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
 

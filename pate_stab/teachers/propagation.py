@@ -29,13 +29,17 @@ __all__ = ["PropagationSpec", "PropagationTeachers"]
 
 @dataclass(frozen=True)
 class PropagationSpec:
-    """The graph's settings (see :class:`~pate_stab.features.propagation.PoolGraph`)."""
+    """The graph's settings (see :class:`~pate_stab.features.propagation.PoolGraph`).
 
-    num_neighbors: int = 7
-    power: float = 1.0
-    alpha: float = 0.999
-    steps: int = 50
-    pca_dim: int | None = 100
+    Defaults fixed in advance from Iscen et al. (2019) and their public code: k = 50, γ = 3,
+    α = 0.99, 20 solver iterations (here 20 series terms), no PCA before the graph.
+    """
+
+    num_neighbors: int = 50
+    power: float = 3.0
+    alpha: float = 0.99
+    steps: int = 20
+    pca_dim: int | None = None
     kind: str = "propagate"
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def analytic_mu(epsilon: float, delta: float) -> float:
 def test_lnmax_single_query_pinned() -> None:
     """One Laplace query: ε₀ = 2/b pure, and (ε₀ + 2 log(1 − δ), δ)-DP exactly, so for ε = 1,
     δ = 1e-5 the scale is 2/(1 − 2 log(1 − 1e-5)) = 1.999960 (PLD discretisation 1e-4 in the loss)."""
-    agg = LNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=1)
+    agg = LNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=1, noise="seeded")
     expected = 2.0 / (1.0 - 2.0 * math.log1p(-DELTA))
     assert expected == pytest.approx(1.999960, abs=1e-6)
     assert agg.noise_scale == pytest.approx(expected, rel=2e-4)
@@ -47,7 +47,7 @@ def test_lnmax_single_query_pinned() -> None:
 
 def test_lnmax_event_uses_sensitivity_two() -> None:
     """A directly configured LNMax with b = 4 and one query is (0.5 + 2 log(1 − δ), δ)-DP."""
-    agg = LNMax(noise_scale=4.0, num_queries=1, delta=DELTA)
+    agg = LNMax(noise_scale=4.0, num_queries=1, delta=DELTA, noise="seeded")
     assert agg.certified_epsilon == pytest.approx(0.5 + 2 * math.log1p(-DELTA), abs=2e-4)
     assert agg.per_query_event() == dp_event.LaplaceDpEvent(noise_multiplier=2.0)
 
@@ -55,7 +55,7 @@ def test_lnmax_event_uses_sensitivity_two() -> None:
 @pytest.mark.parametrize("num_queries", [1, 100, 10_000])
 def test_gnmax_calibration_matches_analytic_gaussian(num_queries: int) -> None:
     """m GNMax queries = one Gaussian mechanism with μ = √(2m)/σ; pinned: m = 1 → σ ≈ 5.276."""
-    agg = GNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=num_queries)
+    agg = GNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=num_queries, noise="seeded")
     exact_sigma = math.sqrt(2 * num_queries) / analytic_mu(1.0, DELTA)
     if num_queries == 1:
         assert exact_sigma == pytest.approx(5.2759, abs=1e-3)
@@ -69,7 +69,9 @@ def test_confident_gnmax_calibration_matches_analytic_gaussian() -> None:
     """Data-independent: every query pays the check (Δ = 1) and an answer (Δ = √2):
     μ² = m (1/σ1² + 2/σ2²)."""
     m, ratio = 500, 3.0
-    agg = ConfidentGNMax.calibrate(epsilon=2.0, delta=DELTA, num_queries=m, threshold=100, sigma_ratio=ratio)
+    agg = ConfidentGNMax.calibrate(
+        epsilon=2.0, delta=DELTA, num_queries=m, threshold=100, sigma_ratio=ratio, noise="seeded"
+    )
     assert agg.sigma1 == pytest.approx(ratio * agg.sigma2)
     exact_sigma2 = math.sqrt(m * (1 / ratio**2 + 2)) / analytic_mu(2.0, DELTA)
     assert exact_sigma2 <= agg.sigma2 <= exact_sigma2 * (1 + 2e-3)
@@ -79,13 +81,14 @@ def test_confident_gnmax_calibration_matches_analytic_gaussian() -> None:
 
 def test_lnmax_many_queries_tighter_than_basic_and_rdp() -> None:
     m = 1000
-    agg = LNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=m)
-    rdp = LNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=m, accountant="rdp")
+    agg = LNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=m, noise="seeded")
+    rdp = LNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=m, accountant="rdp", noise="seeded")
     basic_scale = 2.0 * m / 1.0  # m pure (2/b)-DP queries, basic composition
     assert agg.noise_scale < rdp.noise_scale < basic_scale
     assert agg.certified_epsilon <= 1.0 and rdp.certified_epsilon <= 1.0
     # the PLD result is still a valid bound under the other accountant's analysis (no contradiction)
-    assert LNMax(noise_scale=agg.noise_scale, num_queries=m, delta=DELTA, accountant="rdp").certified_epsilon > 1.0
+    again = LNMax(noise_scale=agg.noise_scale, num_queries=m, delta=DELTA, accountant="rdp", noise="seeded")
+    assert again.certified_epsilon > 1.0
 
 
 @pytest.mark.parametrize(
@@ -104,7 +107,7 @@ def test_more_queries_or_less_epsilon_more_noise(make) -> None:  # type: ignore[
 
 
 def test_certified_epsilon_is_the_accountants() -> None:
-    agg = GNMax(sigma=30.0, num_queries=50, delta=DELTA)
+    agg = GNMax(sigma=30.0, num_queries=50, delta=DELTA, noise="seeded")
     acc = pld_privacy_accountant.PLDAccountant()
     acc.compose(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(30.0 / math.sqrt(2)), 50))
     assert agg.certified_epsilon == pytest.approx(acc.get_epsilon(DELTA), rel=1e-12)
@@ -122,16 +125,20 @@ def huge_margin_counts() -> torch.Tensor:
     return counts
 
 
+@pytest.mark.parametrize("noise", ["secure", "seeded"])
 @pytest.mark.parametrize(
-    "agg",
+    "make",
     [
-        LNMax(noise_scale=20.0, num_queries=300, delta=DELTA),  # margin 1000 = 50 b
-        GNMax(sigma=50.0, num_queries=300, delta=DELTA),  # margin 20 σ
-        ConfidentGNMax(threshold=500, sigma1=25.0, sigma2=50.0, num_queries=300, delta=DELTA),
+        lambda noise: LNMax(noise_scale=20.0, num_queries=300, delta=DELTA, noise=noise),  # margin 1000 = 50 b
+        lambda noise: GNMax(sigma=50.0, num_queries=300, delta=DELTA, noise=noise),  # margin 20 σ
+        lambda noise: ConfidentGNMax(
+            threshold=500, sigma1=25.0, sigma2=50.0, num_queries=300, delta=DELTA, noise=noise
+        ),
     ],
     ids=["LNMax", "GNMax", "ConfidentGNMax"],
 )
-def test_huge_margin_gives_argmax(agg, generator: torch.Generator) -> None:  # type: ignore[no-untyped-def]
+def test_huge_margin_gives_argmax(make, noise: str, generator: torch.Generator) -> None:  # type: ignore[no-untyped-def]
+    agg = make(noise)
     labels = agg.release(huge_margin_counts(), generator=generator)
     assert labels.dtype == torch.int64 and labels.shape == (300,)
     assert torch.equal(labels, torch.arange(300) % 4)
@@ -150,11 +157,14 @@ def test_confident_gnmax_below_threshold_abstains(generator: torch.Generator) ->
 
 def test_release_reproducible_and_matches_sample(generator: torch.Generator) -> None:
     counts = torch.tensor([[5, 4, 3]] * 1000)
-    a = GNMax(sigma=30.0, num_queries=1000, delta=DELTA).release(counts, generator=torch.Generator().manual_seed(7))
-    b = GNMax(sigma=30.0, num_queries=1000, delta=DELTA).release(counts, generator=torch.Generator().manual_seed(7))
+    def seeded(m: int) -> GNMax:
+        return GNMax(sigma=30.0, num_queries=m, delta=DELTA, noise="seeded")
+
+    a = seeded(1000).release(counts, generator=torch.Generator().manual_seed(7))
+    b = seeded(1000).release(counts, generator=torch.Generator().manual_seed(7))
     assert torch.equal(a, b)
     assert len(set(a.tolist())) == 3
-    s = GNMax(sigma=30.0, num_queries=1, delta=DELTA).sample(
+    s = seeded(1).sample(
         torch.tensor([5, 4, 3]), 1000, generator=torch.Generator().manual_seed(7)
     )
     assert torch.equal(a, s)
@@ -215,7 +225,7 @@ def test_constructors_reject_bad_noise() -> None:
 
 
 def test_release_rejects_bad_counts(generator: torch.Generator) -> None:
-    agg = GNMax(sigma=50.0, num_queries=100, delta=DELTA)
+    agg = GNMax(sigma=50.0, num_queries=100, delta=DELTA, noise="seeded")
     with pytest.raises(TypeError, match="integer"):
         agg.release(torch.tensor([[1.0, 2.0]]), generator=generator)
     with pytest.raises(ValueError, match="2 dimensions"):
@@ -382,6 +392,6 @@ def test_pld_refuses_vacuous_guarantees() -> None:
     with pytest.raises(ValueError, match="accountant='rdp'"):
         LNMax(noise_scale=100.0, num_queries=10**7, delta=DELTA)
     with pytest.raises(ValueError, match="accountant='rdp'"):
-        GNMax.calibrate(epsilon=100.0, delta=DELTA, num_queries=10)
+        GNMax.calibrate(epsilon=100.0, delta=DELTA, num_queries=10, noise="seeded")
     rdp = LNMax(noise_scale=100.0, num_queries=10**7, delta=DELTA, accountant="rdp")
     assert rdp.certified_epsilon > 64

@@ -28,7 +28,7 @@ def test_hand_made_histograms():
     k = int(2 * (w + 40 * CAL.noise_scale)) + 1  # far above the threshold
     stable = [0, k, 0]
     tie = [k // 2, k // 2, 0]
-    rel = StabilityReleaser(CAL, generator=torch.Generator().manual_seed(0))
+    rel = StabilityReleaser(CAL, noise="seeded", generator=torch.Generator().manual_seed(0))
     res = rel.release(_hist([stable, tie, stable, tie, stable, tie, stable]))
     assert res.labels.tolist() == [1, ABSTAIN, 1, ABSTAIN, 1, ABSTAIN, ABSTAIN]  # halts after the 3rd ⊥
     assert rel.halted and rel.summary()["answered"] == 3 and rel.summary()["abstained"] == 3
@@ -39,8 +39,8 @@ def test_online_equals_batch():
     k = 300
     top = torch.randint(150, k + 1, (400,), generator=gen)
     counts = torch.stack([top, k - top, torch.zeros_like(top)], dim=1)
-    a = StabilityReleaser(CAL, generator=torch.Generator().manual_seed(7))
-    b = StabilityReleaser(CAL, generator=torch.Generator().manual_seed(7))
+    a = StabilityReleaser(CAL, noise="seeded", generator=torch.Generator().manual_seed(7))
+    b = StabilityReleaser(CAL, noise="seeded", generator=torch.Generator().manual_seed(7))
     batch = a.release(counts).labels.tolist()
     online = [b.release_one(row) for row in counts]
     assert batch == online
@@ -48,7 +48,7 @@ def test_online_equals_batch():
 
 def test_more_queries_than_calibrated_is_refused():
     cal = calibrate(epsilon=8, delta=1e-5, num_queries=3, max_unstable=1, mode="tight")
-    rel = StabilityReleaser(cal, generator=torch.Generator().manual_seed(0))
+    rel = StabilityReleaser(cal, noise="seeded", generator=torch.Generator().manual_seed(0))
     rel.release(_hist([[5, 0], [5, 0]]))
     with pytest.raises(BudgetExhaustedError, match="3 queries"):
         rel.release(_hist([[5, 0], [5, 0]]))
@@ -56,13 +56,14 @@ def test_more_queries_than_calibrated_is_refused():
 
 def test_spend_recorded_before_release(tmp_path):
     ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=10.0, budget_delta=1e-4)
-    rel = StabilityReleaser(CAL, generator=torch.Generator().manual_seed(0), ledger=ledger, spend_id="run-1")
+    gen = torch.Generator().manual_seed(0)
+    rel = StabilityReleaser(CAL, noise="seeded", generator=gen, ledger=ledger, spend_id="run-1")
     assert ledger.spent() == (0.0, 0.0)
     rel.release(_hist([[900, 0]]))
     eps, delta = ledger.spent()
     assert eps == pytest.approx(CAL.certified_epsilon) and delta == pytest.approx(CAL.certified_delta)
     small = PrivacyLedger(tmp_path / "small.jsonl", run_id="t", budget_epsilon=1.0, budget_delta=1e-4)
-    rel2 = StabilityReleaser(CAL, generator=torch.Generator().manual_seed(0), ledger=small)
+    rel2 = StabilityReleaser(CAL, noise="seeded", generator=torch.Generator().manual_seed(0), ledger=small)
     with pytest.raises(BudgetExhaustedError):
         rel2.release(_hist([[900, 0]]))
     assert rel2.queries_seen == 0
@@ -78,7 +79,7 @@ def test_spend_recorded_before_release(tmp_path):
     ],
 )
 def test_bad_counts(counts, error):
-    rel = StabilityReleaser(CAL, generator=torch.Generator().manual_seed(0))
+    rel = StabilityReleaser(CAL, noise="seeded", generator=torch.Generator().manual_seed(0))
     with pytest.raises(error, match="counts"):
         rel.release(torch.tensor(counts))
 
@@ -86,9 +87,9 @@ def test_bad_counts(counts, error):
 def test_wrong_calibration_kind():
     soft = calibrate(epsilon=8, delta=1e-5, num_queries=10, max_unstable=1, soft_labels=True)
     with pytest.raises(ValueError, match="soft"):
-        StabilityReleaser(soft, generator=torch.Generator())
+        StabilityReleaser(soft, noise="seeded", generator=torch.Generator())
     with pytest.raises(ValueError, match="hard"):
-        SoftLabelReleaser(CAL, gamma=0.1, generator=torch.Generator())
+        SoftLabelReleaser(CAL, gamma=0.1, noise="seeded", generator=torch.Generator())
 
 
 # --------------------------------------------------------------------------- the leak
@@ -197,7 +198,7 @@ def test_soft_hand_made():
     straddling = torch.cat([torch.full((k // 2,), 0.29), torch.full((k - k // 2,), 0.31)]).double()  # shifted → 0.3
     spread = torch.linspace(0, 1, k, dtype=torch.float64)  # unstable on both
     scores = torch.stack([concentrated, straddling, spread, concentrated, spread, concentrated], dim=1)
-    rel = SoftLabelReleaser(SCAL, gamma=0.1, generator=torch.Generator().manual_seed(0))
+    rel = SoftLabelReleaser(SCAL, gamma=0.1, noise="seeded", generator=torch.Generator().manual_seed(0))
     res = rel.release(scores)
     assert res.status.tolist() == [PLAIN, SHIFTED, BOTTOM, PLAIN, BOTTOM, -1]  # 4 failed tests = 2T: halt
     assert res.labels[0].item() == pytest.approx(0.55) and res.labels[1].item() == pytest.approx(0.3)
@@ -212,15 +213,15 @@ def test_soft_online_equals_batch():
     spread = torch.rand(m, generator=gen, dtype=torch.float64) * 0.2
     scores = (centers + spread * (torch.rand(k, m, generator=gen, dtype=torch.float64) - 0.5)).clamp(0, 1)
     cal = calibrate(epsilon=8, delta=1e-5, num_queries=m, max_unstable=5, mode="tight", soft_labels=True)
-    a = SoftLabelReleaser(cal, gamma=0.1, generator=torch.Generator().manual_seed(2))
-    b = SoftLabelReleaser(cal, gamma=0.1, generator=torch.Generator().manual_seed(2))
+    a = SoftLabelReleaser(cal, gamma=0.1, noise="seeded", generator=torch.Generator().manual_seed(2))
+    b = SoftLabelReleaser(cal, gamma=0.1, noise="seeded", generator=torch.Generator().manual_seed(2))
     batch = a.release(scores).labels
     online = torch.tensor([b.release_one(scores[:, i]) for i in range(m)], dtype=torch.float64)
     assert torch.equal(torch.nan_to_num(batch, nan=-1.0), torch.nan_to_num(online, nan=-1.0))
 
 
 def test_soft_bad_input():
-    rel = SoftLabelReleaser(SCAL, gamma=0.1, generator=torch.Generator().manual_seed(0))
+    rel = SoftLabelReleaser(SCAL, gamma=0.1, noise="seeded", generator=torch.Generator().manual_seed(0))
     with pytest.raises(ValueError):
         rel.release(torch.tensor([[0.5, math.nan]], dtype=torch.float64))
     with pytest.raises(ValueError):
@@ -228,7 +229,7 @@ def test_soft_bad_input():
     with pytest.raises(ValueError, match="binary"):
         rel.release(torch.full((5, 3, 4), 0.25, dtype=torch.float64))
     with pytest.raises(ValueError, match="gamma|γ"):
-        SoftLabelReleaser(SCAL, gamma=0.3, generator=torch.Generator())
+        SoftLabelReleaser(SCAL, gamma=0.3, noise="seeded", generator=torch.Generator())
 
 
 @pytest.mark.statistical
@@ -292,7 +293,7 @@ def test_secure_noise_mode():
     with pytest.raises(ValueError, match="noise"):
         StabilityReleaser(CAL, generator=None, noise="fast")
     with pytest.raises(TypeError, match="generator"):
-        StabilityReleaser(CAL, generator=None)
+        StabilityReleaser(CAL, generator=None, noise="seeded")
 
 
 def test_secure_threshold_keeps_the_certified_delta_in_paper_mode():

@@ -105,7 +105,7 @@ def test_summary_and_ledger_fields_match_the_hard_releaser(tmp_path):
         assert e.metadata["calibration"]["noise_scale"] == cal.noise_scale
         assert (e.epsilon, e.delta) == (cal.certified_epsilon, cal.certified_delta)
         assert (summary["epsilon"], summary["delta"]) == (cal.certified_epsilon, cal.certified_delta)
-    seeded = SoftLabelReleaser(SCAL, gamma=0.1, generator=torch.Generator().manual_seed(0)).summary()
+    seeded = SoftLabelReleaser(SCAL, gamma=0.1, generator=torch.Generator().manual_seed(0), noise="seeded").summary()
     assert seeded["noise"] == "seeded" and seeded["threshold"] == SCAL.threshold
 
 
@@ -114,7 +114,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="noise"):
         SoftLabelReleaser(SCAL, gamma=0.1, generator=None, noise="fast")
     with pytest.raises(TypeError, match="generator"):
-        SoftLabelReleaser(SCAL, gamma=0.1, generator=None)  # seeded mode needs one
+        SoftLabelReleaser(SCAL, gamma=0.1, generator=None, noise="seeded")  # seeded mode needs one
     with pytest.raises(TypeError, match="source"):
         SoftLabelReleaser(SCAL, gamma=0.1, generator=None, noise="secure", source=object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="hard"):

@@ -13,12 +13,14 @@ import pytest
 import torch
 
 from pate_stab.aggregation import StabilityReleaser, compare_aggregators, vote_histogram
+from pate_stab.aggregation.base import inputs_digest, query_ids_digest
 from pate_stab.aggregation.baseline_releaser import BaselineReleaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
 from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger import PrivacyLedger, _digest
+from pate_stab.privacy.private_files import keyed_digest, tensor_bytes
 
 # T close to m: the releaser does not halt within these tests, so every call draws
 CAL = calibrate(epsilon=1.0, delta=1e-5, num_queries=60, max_unstable=45, mode="tight")
@@ -58,7 +60,8 @@ def test_four_secure_releasers_on_one_spend_id_release_one_draw(tmp_path):
 def test_first_call_outputs_are_in_the_spend_line(tmp_path):
     counts = _borderline_counts()
     ledger = _ledger(tmp_path)
-    labels = StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s").release(counts).labels
+    rel = StabilityReleaser(CAL, noise="seeded", generator=_gen(1), ledger=ledger, spend_id="s")
+    labels = rel.release(counts).labels
     lines = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     spend = [r for r in lines if r["kind"] == "spend"]
     assert len(lines) == 2 and len(spend) == 1  # header + one line holding the spend and its labels
@@ -68,11 +71,11 @@ def test_first_call_outputs_are_in_the_spend_line(tmp_path):
 def test_replay_returns_recorded_calls_then_refuses(tmp_path):
     counts = _borderline_counts(m=60)
     ledger = _ledger(tmp_path)
-    first = StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s")
+    first = StabilityReleaser(CAL, noise="seeded", generator=_gen(1), ledger=ledger, spend_id="s")
     a = first.release(counts[:20]).labels
     b = first.release(counts[20:40]).labels
     before = (tmp_path / "ledger.jsonl").read_bytes()
-    again = StabilityReleaser(CAL, generator=_gen(2), ledger=ledger, spend_id="s")
+    again = StabilityReleaser(CAL, noise="seeded", generator=_gen(2), ledger=ledger, spend_id="s")
     assert torch.equal(again.release(counts[:20]).labels, a)
     assert torch.equal(again.release(counts[20:40]).labels, b)
     assert again.summary()["answered"] == first.summary()["answered"]
@@ -85,17 +88,18 @@ def test_replay_returns_recorded_calls_then_refuses(tmp_path):
 def test_replay_with_other_inputs_is_refused(tmp_path):
     counts = _borderline_counts()
     ledger = _ledger(tmp_path)
-    StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s").release(counts[:30])
+    StabilityReleaser(CAL, noise="seeded", generator=_gen(1), ledger=ledger, spend_id="s").release(counts[:30])
     with pytest.raises(ReplayedSpendError, match="other inputs"):
-        StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s").release(counts[30:])
+        StabilityReleaser(CAL, noise="seeded", generator=_gen(1), ledger=ledger, spend_id="s").release(counts[30:])
 
 
 def test_owner_continues_after_its_own_calls(tmp_path):
     counts = _borderline_counts()
     ledger = _ledger(tmp_path)
-    rel = StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s")
+    rel = StabilityReleaser(CAL, noise="seeded", generator=_gen(1), ledger=ledger, spend_id="s")
     online = torch.cat([rel.release(counts[i : i + 10]).labels for i in range(0, 60, 10)])
-    batch = StabilityReleaser(CAL, generator=_gen(1)).release(counts).labels  # same generator, no ledger
+    # same generator, no ledger
+    batch = StabilityReleaser(CAL, noise="seeded", generator=_gen(1)).release(counts).labels
     assert torch.equal(online, batch)
     entry = ledger.entries()[0]
     assert len(entry.outputs) == 6 or rel.halted  # one output per call that drew (none after halting)
@@ -104,8 +108,8 @@ def test_owner_continues_after_its_own_calls(tmp_path):
 def test_racing_releaser_adopts_the_recorded_outputs_and_stops_drawing(tmp_path):
     counts = _borderline_counts()
     ledger = _ledger(tmp_path)
-    a = StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s")
-    b = StabilityReleaser(CAL, generator=_gen(2), ledger=ledger, spend_id="s")  # built before a spends
+    a = StabilityReleaser(CAL, noise="seeded", generator=_gen(1), ledger=ledger, spend_id="s")
+    b = StabilityReleaser(CAL, noise="seeded", generator=_gen(2), ledger=ledger, spend_id="s")  # built before a spends
     la = a.release(counts[:30]).labels
     lb = b.release(counts[:30]).labels  # b drew, found a's record, and returns a's labels
     assert torch.equal(la, lb)
@@ -119,9 +123,9 @@ def test_soft_releaser_replays(tmp_path):
     gen = _gen(5)
     scores = torch.rand(400, 40, generator=gen, dtype=torch.float64)
     ledger = _ledger(tmp_path)
-    a = SoftLabelReleaser(SOFT_CAL, gamma=0.1, generator=_gen(1), ledger=ledger, spend_id="soft")
+    a = SoftLabelReleaser(SOFT_CAL, gamma=0.1, noise="seeded", generator=_gen(1), ledger=ledger, spend_id="soft")
     out = a.release(scores).labels
-    b = SoftLabelReleaser(SOFT_CAL, gamma=0.1, generator=_gen(2), ledger=ledger, spend_id="soft")
+    b = SoftLabelReleaser(SOFT_CAL, gamma=0.1, noise="seeded", generator=_gen(2), ledger=ledger, spend_id="soft")
     again = b.release(scores).labels
     assert torch.equal(torch.isnan(out), torch.isnan(again))
     assert torch.equal(out.nan_to_num(-1), again.nan_to_num(-1))
@@ -160,7 +164,7 @@ def test_compare_aggregators_replays_instead_of_redrawing(tmp_path):
     rows = [
         compare_aggregators(
             votes, truth, num_classes=3, epsilon=1.0, delta=1e-5, max_unstable=3, generator=_gen(seed),
-            aggregators=("gnmax",), ledger=ledger,
+            aggregators=("gnmax",), ledger=ledger, noise="seeded",
         )[0]
         for seed in (1, 2, 3)
     ]  # fmt: skip
@@ -172,9 +176,70 @@ def test_compare_aggregators_replays_instead_of_redrawing(tmp_path):
 
 def test_budget_is_checked_before_any_noise_is_drawn(tmp_path):
     ledger = _ledger(tmp_path, budget=0.5)
-    rel = StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s")
+    rel = StabilityReleaser(CAL, noise="seeded", generator=_gen(1), ledger=ledger, spend_id="s")
     with pytest.raises(BudgetExhaustedError, match="nothing was drawn"):
         rel.release(_borderline_counts())
     assert ledger.entries() == []
     assert rel.queries_seen == 0  # the sparse vector processed nothing
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 1  # the header only
+
+
+# -- what the (published) ledger records of a call's inputs ------------------------------------------
+
+
+def test_ledger_holds_no_unkeyed_digest_of_the_votes(tmp_path):
+    """The votes are private: the ledger records public query positions, or a MAC under a private key.
+
+    On the old code the ledger stored SHA-256 of the vote histograms, which anyone who knows the
+    other records can recompute for each neighbouring data set.
+    """
+    counts = _borderline_counts(m=40)
+    ledger = _ledger(tmp_path)
+    StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="ids").release(
+        counts[:20], query_ids=torch.arange(100, 120)
+    )
+    StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="mac").release(counts[20:])
+    text = (tmp_path / "ledger.jsonl").read_text()
+    for votes in (counts, counts[:20], counts[20:]):
+        assert inputs_digest(votes) not in text
+    outputs = {e.spend_id: e.outputs[0] for e in ledger.entries()}
+    assert outputs["ids"]["queries"] == query_ids_digest(torch.arange(100, 120)) and "inputs_mac" not in outputs["ids"]
+    key = ledger.private_key()
+    assert (tmp_path / "private_key").stat().st_mode & 0o777 == 0o600
+    assert key.hex() not in text
+    assert outputs["mac"]["inputs_mac"] == keyed_digest(key, tensor_bytes(counts[20:]))
+
+
+def test_replay_checks_the_recorded_query_positions(tmp_path):
+    counts = _borderline_counts(m=40)
+    ledger = _ledger(tmp_path)
+    first = StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s")
+    labels = first.release(counts[:20], query_ids=torch.arange(20)).labels
+    again = StabilityReleaser(CAL, generator=_gen(2), ledger=ledger, spend_id="s")
+    assert torch.equal(again.release(counts[:20], query_ids=torch.arange(20)).labels, labels)
+    with pytest.raises(ReplayedSpendError, match="other inputs"):
+        StabilityReleaser(CAL, generator=_gen(2), ledger=ledger, spend_id="s").release(
+            counts[:20], query_ids=torch.arange(1, 21)
+        )
+    with pytest.raises(ValueError, match="query_ids has 3 entries for 20"):
+        StabilityReleaser(CAL, generator=_gen(2), ledger=ledger, spend_id="t").release(
+            counts[:20], query_ids=torch.arange(3)
+        )
+
+
+def test_ledgers_with_the_old_unkeyed_digest_still_replay(tmp_path):
+    counts = _borderline_counts(m=20)
+    ledger = _ledger(tmp_path)
+    StabilityReleaser(CAL, generator=_gen(1), ledger=ledger, spend_id="s").release(counts)
+    ledger.close()
+    path = tmp_path / "ledger.jsonl"
+    header, spend = (json.loads(line) for line in path.read_text().splitlines())
+    output = {k: v for k, v in spend["output"].items() if k != "inputs_mac"} | {"inputs": inputs_digest(counts)}
+    spend = {k: v for k, v in spend.items() if k != "sha256"} | {"output": output}
+    spend["sha256"] = _digest(spend)
+    path.write_text(json.dumps(header) + "\n" + json.dumps(spend) + "\n")
+    old = _ledger(tmp_path)
+    labels = StabilityReleaser(CAL, generator=_gen(5), ledger=old, spend_id="s").release(counts).labels
+    assert labels.tolist() == output["labels"]
+    with pytest.raises(ReplayedSpendError, match="other inputs"):
+        StabilityReleaser(CAL, generator=_gen(5), ledger=old, spend_id="s").release(counts.flip(0))

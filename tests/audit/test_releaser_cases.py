@@ -50,7 +50,7 @@ def test_soft_scan_equals_seeded_releaser(gamma):
     seen = set()
     for seed in range(25):
         scores = _scores(seed)
-        rel = SoftLabelReleaser(cal, gamma=gamma, generator=torch.Generator().manual_seed(seed))
+        rel = SoftLabelReleaser(cal, gamma=gamma, noise="seeded", generator=torch.Generator().manual_seed(seed))
         real = rel.release(scores).status
         t_gen, q_gen = spawn_generators(torch.Generator().manual_seed(seed), 2)  # as SparseVector does
         m = scores.shape[1]
@@ -73,7 +73,15 @@ def _recorded_draws(monkeypatch) -> list:
         draws.append((scale, value))
         return value
 
+    original_many = SecureSparseVector._draw_many
+
+    def recording_many(self, scale, n):
+        values = original_many(self, scale, n)
+        draws.extend((scale, v) for v in values)
+        return values
+
     monkeypatch.setattr(SecureSparseVector, "_draw", recording)
+    monkeypatch.setattr(SecureSparseVector, "_draw_many", recording_many)
     return draws
 
 

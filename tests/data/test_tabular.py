@@ -19,8 +19,10 @@ def test_adult(shared_data):
     assert data.x.norm(dim=1).max() <= 1 + 1e-5
     # 24.08 % of the combined records earn >50K (UCI documentation: 23.93 % / 24.78 % per part)
     assert data.y.float().mean().item() == pytest.approx(0.2393, abs=1e-3)
-    signed = load_adult(shared_data / "adult", include_test=False, label_format="pm1", norm="l1")
+    assert data.x.shape[1] == 113  # the published schema's width (adult.names), whatever the rows
+    signed = load_adult(shared_data / "adult", part="train", label_format="pm1", norm="l1")
     assert set(signed.y.unique().tolist()) == {-1.0, 1.0} and len(signed) == 32_561
+    assert len(load_adult(shared_data / "adult", part="test")) == 16_281
     assert signed.x.abs().sum(1).max() <= 1 + 1e-5
 
 
@@ -28,7 +30,7 @@ def test_magic_and_warfarin(shared_data):
     magic = load_magic(shared_data / "magic")
     assert magic.x.shape == (19_020, 10) and int(magic.y.sum()) == 12_332
     warf = load_warfarin(shared_data / "warfarin")
-    assert warf.x.shape[1] == len(warf.feature_names) == 20
+    assert warf.x.shape[1] == len(warf.feature_names) == 21
     assert warf.y.dtype == torch.float32 and bool((warf.y > 0).all())
     assert bool(torch.isfinite(warf.x).all())
 

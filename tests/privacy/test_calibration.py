@@ -198,5 +198,5 @@ def test_releaser_recomputes_the_leak_of_a_forged_calibration(tmp_path):
         releaser_event(forged)
     ledger = PrivacyLedger(tmp_path / "l.jsonl", run_id="t", budget_epsilon=10.0, budget_delta=1e-3)
     with pytest.raises(ValueError):
-        StabilityReleaser(forged, generator=torch.Generator().manual_seed(0), ledger=ledger)
+        StabilityReleaser(forged, noise="seeded", generator=torch.Generator().manual_seed(0), ledger=ledger)
     assert ledger.entries() == []

@@ -23,7 +23,7 @@ from pate_stab.privacy.events import (
     PureDpEvent,
     SparseVectorEvent,
 )
-from pate_stab.privacy.ledger import LedgerEntry, PrivacyLedger
+from pate_stab.privacy.ledger import LedgerEntry, PrivacyLedger, _digest, recorded_budget
 from tests.fork_worker import ask, worker_process
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
@@ -505,3 +505,54 @@ def test_check_budget_refuses_without_writing(path: Path) -> None:
         ledger.check_budget(epsilon=0.2, delta=0.0)
     ledger.check_budget(epsilon=0.9, delta=0.0, spend_id="a")  # a retry of a recorded spend fits
     assert path.read_bytes() == before
+
+
+# -- a ledger meant for publication, and raising its budget ------------------------------------------
+
+
+def test_ledger_without_timestamps_holds_no_wall_clock_time(path: Path) -> None:
+    """Published ledgers carry no times: the time between records measures private stages."""
+    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5, timestamps=False)
+    ledger.spend("q", epsilon=0.5, delta=0.0)
+    ledger.record_progress(done=1)
+    ledger.close()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert all("time" not in r and "created" not in r for r in records)
+    with PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5) as again:
+        assert again.entry("q").time is None and again.spent() == (0.5, 0.0)
+
+
+def test_budget_is_raised_only_by_an_explicit_recorded_event(path: Path) -> None:
+    first = PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5)
+    first.spend("a", epsilon=1.0, delta=0.0)
+    first.close()
+    with pytest.raises(LedgerError, match="raise_budget"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5)
+    with PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=2e-5, raise_budget="two repeats") as led:
+        assert led.budget == (2.0, 2e-5)
+        led.spend("b", epsilon=1.0, delta=0.0)
+        with pytest.raises(BudgetExhaustedError):
+            led.spend("c", epsilon=0.5, delta=0.0)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    (raised,) = [r for r in records if r["kind"] == "budget"]
+    assert (raised["budget_epsilon"], raised["budget_delta"], raised["reason"]) == (2.0, 2e-5, "two repeats")
+    assert recorded_budget(path) == (2.0, 2e-5)
+    # reopening with the raised budget needs no reason; the header's budget no longer opens it
+    PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=2e-5).close()
+    with pytest.raises(LedgerError, match="never lowered"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5, raise_budget="less")
+    with pytest.raises(TypeError, match="reason"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=3.0, budget_delta=2e-5, raise_budget=" ")
+
+
+def test_a_forged_budget_record_that_lowers_the_budget_is_refused(path: Path) -> None:
+    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5, raise_budget="x")
+    ledger.close()
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    forged = {"kind": "budget", "budget_epsilon": 1.0, "budget_delta": 1e-5, "reason": "lower", "seq": 1,
+              "prev": header["sha256"]}  # fmt: skip
+    forged["sha256"] = _digest(forged)
+    path.write_text(lines[0] + "\n" + json.dumps(forged, sort_keys=True) + "\n")
+    with pytest.raises(LedgerError, match="must raise the budget"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5)

@@ -37,7 +37,7 @@ def _loop(ledger_path: str, released_path: str, trial: str) -> int:
     j = 0
     while True:
         spend_id = f"{trial}-{j}"
-        rel = StabilityReleaser(CAL, generator=gen, ledger=ledger, spend_id=spend_id)
+        rel = StabilityReleaser(CAL, noise="seeded", generator=gen, ledger=ledger, spend_id=spend_id)
         for _ in range(8):  # 8 release calls of 8 queries: several points inside one run
             top = torch.randint(k // 2, k + 1, (8,), generator=gen)
             counts = torch.stack([top, k - top], dim=1)

@@ -116,7 +116,7 @@ bad_counts = st.one_of(
 def test_stability_releaser_bad_counts(counts, tmp_path_factory):
     path = tmp_path_factory.mktemp("l") / "ledger.jsonl"
     ledger = PrivacyLedger(path, run_id="t", budget_epsilon=100.0, budget_delta=0.1)
-    rel = StabilityReleaser(HARD_CAL, generator=_gen(), ledger=ledger)
+    rel = StabilityReleaser(HARD_CAL, noise="seeded", generator=_gen(), ledger=ledger)
     with pytest.raises(CLEAR):
         rel.release(counts)
     assert rel.queries_seen == 0 and ledger.spent() == (0.0, 0.0)  # nothing released, nothing spent
@@ -126,12 +126,12 @@ def test_stability_releaser_bad_counts(counts, tmp_path_factory):
 @given(big=st.integers(2**40, 2**62), m=st.integers(1, 4))
 def test_stability_releaser_huge_valid_counts(big, m):
     counts = torch.tensor([[big, 0, 0]] * m, dtype=torch.int64)
-    res = StabilityReleaser(HARD_CAL, generator=_gen()).release(counts)
+    res = StabilityReleaser(HARD_CAL, noise="seeded", generator=_gen()).release(counts)
     assert res.labels.tolist() == [0] * m  # a unanimous huge vote is stable
 
 
 def test_stability_releaser_empty_is_refused():
-    rel = StabilityReleaser(HARD_CAL, generator=_gen())
+    rel = StabilityReleaser(HARD_CAL, noise="seeded", generator=_gen())
     with pytest.raises(ValueError, match="empty"):
         rel.release(torch.zeros((0, 3), dtype=torch.int64))
     assert rel.queries_seen == 0
@@ -139,7 +139,7 @@ def test_stability_releaser_empty_is_refused():
 
 def test_stability_releaser_empty_spends_nothing(tmp_path):
     ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=100.0, budget_delta=0.1)
-    rel = StabilityReleaser(HARD_CAL, generator=_gen(), ledger=ledger)
+    rel = StabilityReleaser(HARD_CAL, noise="seeded", generator=_gen(), ledger=ledger)
     with pytest.raises(ValueError):
         rel.release(torch.zeros((0, 3), dtype=torch.int64))
     assert ledger.spent() == (0.0, 0.0)
@@ -154,7 +154,7 @@ bad_scores = st.sampled_from([
 @FUZZ
 @given(scores=bad_scores)
 def test_soft_releaser_bad_scores(scores):
-    rel = SoftLabelReleaser(SOFT_CAL, gamma=0.1, generator=_gen())
+    rel = SoftLabelReleaser(SOFT_CAL, gamma=0.1, noise="seeded", generator=_gen())
     with pytest.raises(CLEAR):
         rel.release(scores)
     assert rel._spend.queries_offered == 0
@@ -164,13 +164,13 @@ def test_soft_releaser_bad_scores(scores):
 @given(gamma=st.one_of(bad_positive, st.sampled_from([0.3, 0.7, 1.5])))
 def test_soft_releaser_bad_gamma(gamma):
     with pytest.raises(CLEAR):
-        SoftLabelReleaser(SOFT_CAL, gamma=gamma, generator=_gen())
+        SoftLabelReleaser(SOFT_CAL, gamma=gamma, noise="seeded", generator=_gen())
 
 
 @pytest.mark.parametrize("gamma", [1e-300, 2.0**-70])
 def test_tiny_gamma_is_a_clear_error(gamma):
     with pytest.raises(CLEAR):
-        SoftLabelReleaser(SOFT_CAL, gamma=gamma, generator=_gen())
+        SoftLabelReleaser(SOFT_CAL, gamma=gamma, noise="seeded", generator=_gen())
 
 
 # --------------------------------------------------------------------------- votes

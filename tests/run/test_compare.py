@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from pate_stab.aggregation.baselines import GNMax
+from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_compare
 from pate_stab.run.data_dependent import data_dependent_figures
+from pate_stab.run.release import recorded_spend_id, release_spend_id
 
 
 @pytest.fixture(scope="module")
@@ -17,30 +19,52 @@ def compared(tmp_path_factory):
     cfg = TransferConfig(
         run_name="dd", checkpoints_dir=str(tmp_path_factory.mktemp("cmp")), num_teachers=250, num_private=5000,
         num_public=600, num_eval=200, separation=6.0, num_queries=500, max_unstable=5, teacher_epochs=3,
-        teacher_lr=0.05, student_epochs=2, accelerator="cpu",
+        teacher_lr=0.05, student_epochs=2, accelerator="cpu", releaser_noise="seeded",  # PSM+18's continuous analysis
     )  # fmt: skip
     return cfg, run_compare(cfg, epsilons=[8.0], aggregators=["stability", "lnmax", "gnmax", "confident-gnmax"])
 
 
 def test_baseline_rows_show_both_epsilons_labelled(compared):
+    """The sanitised data-dependent ε is published; the raw one and its inputs are private."""
     cfg, out = compared
     rows = {r["aggregator"]: r for r in out["rows"]}
+    private = {r["aggregator"]: r for r in out["private"]["rows"]}
     for name in ("gnmax", "confident-gnmax"):
-        r = rows[name]
+        r, p = rows[name], private[name]
         assert r["epsilon"] <= 8.0 * (1 + 1e-12)  # the enforced, data-independent figure
-        assert 0 < r["epsilon_dd_raw"] <= r["epsilon_rdp_data_independent"] * (1 + 1e-9)
+        assert "epsilon_dd_raw" not in r
+        assert 0 < p["epsilon_dd_raw"] <= r["epsilon_rdp_data_independent"] * (1 + 1e-9)
         assert r["epsilon_dd_sanitised"] > 0
         detail = r["data_dependent_detail"]
         assert detail["ss_order"] == cfg.dd_order and detail["ss_sigma"] == cfg.dd_sigma
-    assert rows["lnmax"]["epsilon_dd_raw"] is not None and rows["lnmax"]["epsilon_dd_sanitised"] is None
+        assert "smooth_sensitivity" not in detail and "data_dependent_epsilon" not in detail
+        assert p["data_dependent_detail"]["smooth_sensitivity"] >= 0
+    assert private["lnmax"]["epsilon_dd_raw"] is not None and rows["lnmax"]["epsilon_dd_sanitised"] is None
     assert "raw only" in rows["lnmax"]["data_dependent_note"]
-    assert rows["stability"]["epsilon_dd_raw"] is None
+    assert private["stability"]["epsilon_dd_raw"] is None
     assert rows["stability"]["data_dependent_note"] == "data-independent by construction"
     assert "enforced against the budget" in out["epsilon_columns"]["epsilon"]
     assert "NOT differentially private" in out["epsilon_columns"]["epsilon_dd_raw"]
-    assert "ε dd raw" in out["table"] and "ε dd san" in out["table"] and "not private" in out["table"]
+    assert "ε dd raw" not in out["table"] and "ε dd san" in out["table"] and "public pool's true labels" in out["table"]
     on_disk = json.loads((cfg.run_dir / "compare.json").read_text())
-    assert on_disk["rows"][1]["epsilon_dd_raw"] == rows["lnmax"]["epsilon_dd_raw"]
+    assert "teachers" not in on_disk and "wall_time_s" not in on_disk
+    assert all("epsilon_dd_raw" not in r for r in on_disk["rows"])
+    private_path = cfg.run_dir / "private_compare.json"
+    assert private_path.stat().st_mode & 0o777 == 0o600
+    on_disk_private = json.loads(private_path.read_text())
+    assert on_disk_private["rows"][1]["epsilon_dd_raw"] == private["lnmax"]["epsilon_dd_raw"]
+    assert 0 <= on_disk_private["teachers"]["plurality_accuracy"] <= 1
+    assert "private_compare.json" in on_disk["files"]["private"]
+
+
+def test_total_cost_is_printed_beside_the_table(compared):
+    cfg, out = compared
+    total = out["total_cost"]
+    assert total["epsilon"] == pytest.approx(sum(r["epsilon"] for r in out["rows"]), rel=1e-12)
+    assert total["delta"] == pytest.approx(sum(r["delta"] for r in out["rows"]), rel=1e-12)
+    assert "basic composition" in total["composition"]
+    text = (cfg.run_dir / "compare.txt").read_text()
+    assert f"Σε = {total['epsilon']:.4g}" in text and "basic composition" in text
 
 
 def test_budget_is_spent_on_the_data_independent_figure(compared):
@@ -67,3 +91,39 @@ def test_raw_figure_survives_a_sanitisation_that_does_not_apply():
 def test_two_changed_teachers_get_no_data_dependent_figure():
     out = _figures(2)
     assert out["epsilon_dd_raw"] is None and "one changed teacher" in out["data_dependent_note"]
+
+
+def test_repeated_epsilons_are_refused(compared):
+    cfg, _ = compared
+    with pytest.raises(ValueError, match="epsilons repeat 8.0.*repeats"):
+        run_compare(cfg, epsilons=[8.0, 8], aggregators=["lnmax"])
+
+
+def test_more_repeats_raise_the_budget_by_a_recorded_event(tmp_path):
+    """A compare extended with more repeats replays the earlier releases and records a larger budget."""
+    cfg = TransferConfig(
+        run_name="rep", checkpoints_dir=str(tmp_path), num_teachers=50, num_private=1000, num_public=100,
+        num_eval=100, separation=6.0, num_queries=20, teacher_epochs=1, student_epochs=1, accelerator="cpu",
+    )  # fmt: skip
+    one = run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"])
+    two = run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"], repeats=2)
+    assert [r["reused"] for r in two["rows"]] == [True, False]
+    assert two["rows"][0]["spend_id"] == one["rows"][0]["spend_id"]
+    assert two["ledger"]["budget"] == {"epsilon": 4.0, "delta": 2 * cfg.delta}
+    lines = [json.loads(line) for line in (cfg.run_dir / "ledger.jsonl").read_text().splitlines()]
+    (raised,) = [r for r in lines if r["kind"] == "budget"]
+    assert raised["budget_epsilon"] == 4.0 and "2 repeat(s)" in raised["reason"]
+    again = run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"])  # fewer repeats: replays, budget kept
+    assert again["rows"][0]["reused"] and again["ledger"]["budget"]["epsilon"] == 4.0
+
+
+def test_spend_ids_are_exact(tmp_path):
+    """Two ε that agree to six digits are two releases (``eps={ε:g}`` made them one spend id)."""
+    assert release_spend_id("r", "stability", 1.0000001) != release_spend_id("r", "stability", 1.0000002)
+    assert release_spend_id("r", "lnmax", 3.0, 2) == "r:lnmax:eps=3.0:rep=2"
+    with pytest.raises(ValueError, match="positive finite"):
+        release_spend_id("r", "lnmax", float("nan"))
+    with PrivacyLedger(tmp_path / "l.jsonl", run_id="r", budget_epsilon=10.0, budget_delta=1e-5) as ledger:
+        ledger.spend("r:lnmax:eps=3", epsilon=3.0, delta=0.0)  # the form older ledgers used
+        assert recorded_spend_id(ledger, "r", "lnmax", 3.0) == "r:lnmax:eps=3"  # still replays
+        assert recorded_spend_id(ledger, "r", "lnmax", 3.0000001) == "r:lnmax:eps=3.0000001"

@@ -15,6 +15,7 @@ from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.compare import run_compare
+from pate_stab.run.data import Task
 from pate_stab.run.prepare import prepare
 from pate_stab.run.student import teacher_accuracies
 from pate_stab.teachers import PropagationTeachers
@@ -102,7 +103,9 @@ def test_scattering_and_propagation_end_to_end_cached_and_reported(tmp_path, ima
     assert cache.is_file() and cache.parent == cfg.run_dir / "features"
     assert report["resumed"]["features"] is False
     assert report["teacher_model"]["kind"] == "propagate" and report["teacher_model"]["train"] is None
-    assert report["teachers"]["mean_accuracy"] > 0.5 and report["teachers"]["plurality_accuracy"] > 0.9
+    teachers = json.loads((cfg.run_dir / "private_diagnostics.json").read_text())["teachers"]
+    assert teachers["mean_accuracy"] > 0.5 and teachers["plurality_accuracy"] > 0.9
+    assert cache.stat().st_mode & 0o777 == 0o600  # the private records' features
     assert report["queries"]["answered"] > 0 and report["label_accuracy_answered"] > 0.9
     saved = torch.load(cache, weights_only=False)
     assert saved["public"].shape == (200, 20) and saved["private"].shape == (1500, 20)
@@ -144,7 +147,8 @@ def test_compare_gives_every_row_the_same_features_and_teachers(tmp_path, images
     assert len(list((cfg.run_dir / "features").glob("scattering_*.pt"))) == 1
     prep = prepare(small(tmp_path, name="one"))  # what a transfer run of this config builds
     teacher_mean, plurality = teacher_accuracies(prep.teachers, prep.task.eval_x, prep.task.eval_y, 3)
-    assert (out["teachers"]["mean_accuracy"], out["teachers"]["plurality_accuracy"]) == (teacher_mean, plurality)
+    teachers = out["private"]["teachers"]
+    assert (teachers["mean_accuracy"], teachers["plurality_accuracy"]) == (teacher_mean, plurality)
     assert prep.task.feature_map["cache"] == "features/" + next((cfg.run_dir / "features").glob("*.pt")).name
 
 
@@ -170,9 +174,9 @@ def test_selection_reads_propagation_votes_only_of_points_the_releaser_processes
         events.append(("votes", x.clone(), out))
         return out
 
-    def spy_release(self, counts):
+    def spy_release(self, counts, **kwargs):
         events.append(("release", counts.clone()))
-        return real_release(self, counts)
+        return real_release(self, counts, **kwargs)
 
     monkeypatch.setattr(PropagationTeachers, "predict_votes", spy_votes)
     monkeypatch.setattr(StabilityReleaser, "release", spy_release)
@@ -189,3 +193,22 @@ def test_selection_reads_propagation_votes_only_of_points_the_releaser_processes
         assert torch.equal(counts, vote_histogram(votes, 3))
         queried += rows
     assert len(queried) <= cfg.num_queries
+
+
+def test_feature_cache_is_named_by_public_inputs_and_checks_the_private_ones(tmp_path):
+    """The cache file's name is published: it must not change with the private records; a cache
+    made from other private records is recomputed, never used."""
+    (px, py, ux, uy, ex, ey), _ = fake_splits(small(tmp_path), torch.Generator())
+    cfg = small(tmp_path)
+    cache_dir = tmp_path / "run" / "features"
+    gen = torch.Generator().manual_seed(0)
+    task = Task(px, py, ux, uy, ex, ey, 3, "public-pool")
+    first, cached = run_features.extract_features(task, cfg, cache_dir, generator=gen)
+    assert cached is False
+    neighbour = Task(px[1:], py[1:], ux, uy, ex, ey, 3, "public-pool")  # one private record removed
+    second, cached = run_features.extract_features(neighbour, cfg, cache_dir, generator=gen)
+    assert cached is False  # other private inputs: recomputed
+    assert second.feature_map["cache"] == first.feature_map["cache"]  # same published name
+    assert second.private_x.shape[0] == 1499 and torch.allclose(second.private_x, first.private_x[1:], atol=1e-5)
+    third, cached = run_features.extract_features(neighbour, cfg, cache_dir, generator=gen)
+    assert cached is True and torch.equal(third.private_x, second.private_x)

@@ -77,7 +77,7 @@ def test_python_arrays_transfer_compare_refit(tmp_path):
 
     ledger = (tmp_path / "arr_cmp" / "ledger.jsonl").read_text()
     data = load_own_arrays(private, ux, evaluation)
-    rows, _, _ = refit_students(tmp_path / "arr_cmp", aggregators=["gnmax"], epsilons=[8.0],
+    rows, _, _, _ = refit_students(tmp_path / "arr_cmp", aggregators=["gnmax"], epsilons=[8.0],
                                 overrides={"student_epochs": 3}, data=data)  # fmt: skip
     assert rows[0]["answered"] == out["rows"][1]["answered"]
     assert (tmp_path / "arr_cmp" / "ledger.jsonl").read_text() == ledger
@@ -353,7 +353,7 @@ def test_python_files_compare_and_refit(kind, csv_files, image_folders, tmp_path
     (row,) = out["rows"]
     assert row["answered"] >= 20 and row["student_acc"] > 0.85 and row["label_acc"] is None  # pools unlabelled
     before = (tmp_path / kind / "ledger.jsonl").read_text()
-    rows, new, _ = refit_students(tmp_path / kind, aggregators=["stability"], epsilons=[8.0],
+    rows, new, _, _ = refit_students(tmp_path / kind, aggregators=["stability"], epsilons=[8.0],
                                   overrides={"student_model": "logistic"})  # fmt: skip
     assert new.student_model == "logistic" and rows[0]["answered"] == row["answered"]
     assert (tmp_path / kind / "ledger.jsonl").read_text() == before

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from pate_stab.aggregation.base import inputs_digest
 from pate_stab.cli import main
 from pate_stab.run.release_votes import VotesError, load_votes, release_votes
 
@@ -75,6 +76,22 @@ def test_rerun_replays_and_other_votes_are_refused(votes, tmp_path, capsys):
     assert (out / "ledger.jsonl").read_bytes() == ledger
 
 
+def test_published_files_hold_no_digest_of_the_votes(votes, tmp_path):
+    """The votes are private: their identity is a MAC in a 0600 file, never a digest in the ledger or report."""
+    path, _ = votes
+    out = tmp_path / "p"
+    report = release_votes(path, aggregator="stability", epsilon=8.0, delta=1e-5, out_dir=out)
+    counts, _ = load_votes(path)
+    unkeyed = inputs_digest(counts)
+    for name in report["files"]["published"]:
+        assert unkeyed not in (out / name).read_bytes().decode("latin-1"), name
+    assert set(report["files"]["private"]) == {"private_identity.json", "private_key"}
+    for name in report["files"]["private"]:
+        assert (out / name).stat().st_mode & 0o777 == 0o600, name
+    macs = json.loads((out / "private_identity.json").read_text())["votes_mac"]
+    assert list(macs) == [report["ledger"]["spend_id"]] == ["p:stability:eps=8.0"]
+
+
 def _bad_files(tmp_path):
     cases = {}
 
@@ -131,3 +148,31 @@ def test_export_votes_is_owner_only(tmp_path, capsys):
     votes = np.load(written)
     assert votes.shape == (20, 60) and votes.dtype == np.int64
     assert "PRIVATE" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("aggregator", ["lnmax", "gnmax", "confident-gnmax"])
+def test_default_noise_differs_between_releases_with_the_same_seed(tmp_path, aggregator, capsys):
+    """`release --votes` draws from the OS by default: the same seed (0) gives different noise."""
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "split.npy", rng.integers(0, 2, (40, 300)))  # split votes: the noise decides
+    labels = []
+    for out in ("a", "b"):
+        assert main(["release", "--votes", str(tmp_path / "split.npy"), "--out", str(tmp_path / out), "--epsilon",
+                     "0.5", "--aggregator", aggregator, "--confident-threshold", "0"]) == 0  # fmt: skip
+        report = json.loads((tmp_path / out / "report.json").read_text())
+        assert report["noise"]["noise"] == "secure" and "warning" not in report["noise"]
+        labels.append(np.load(tmp_path / out / "labels.npy"))
+    assert "noise: secure" in capsys.readouterr().out
+    assert not np.array_equal(labels[0], labels[1])
+
+
+def test_seeded_release_warns_and_a_mode_switch_is_refused(votes, tmp_path, capsys):
+    path, _ = votes
+    out = tmp_path / "s"
+    assert _release(path, out, "--aggregator", "gnmax", "--noise", "seeded") == 0
+    report = json.loads((out / "report.json").read_text())
+    assert "NO privacy against anyone who knows the seed" in report["noise"]["warning"]
+    assert "SEEDED" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:  # the recorded labels carry the seeded guarantee only
+        _release(path, out, "--aggregator", "gnmax")
+    assert info.value.code == 2 and "noise='seeded'" in capsys.readouterr().err

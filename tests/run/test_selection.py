@@ -51,7 +51,7 @@ def _run(x, votes, selector, *, seed=1, strategy="student-confidence", coverage=
     """One selection through one releaser; ``selector`` is the confidence (or, for "spread", the
     spread) function."""
     cal = calibrate(epsilon=4.0, delta=1e-5, num_queries=M, max_unstable=T, mode="tight")
-    rel = StabilityReleaser(cal, generator=torch.Generator().manual_seed(seed))
+    rel = StabilityReleaser(cal, noise="seeded", generator=torch.Generator().manual_seed(seed))
     offered: list[int] = []
 
     def release(index):
@@ -98,7 +98,8 @@ def test_selection_answers_more_than_pool_order_within_m_and_one_releaser():
     answered = int((out.labels != -1).sum())
     assert answered == rel.summary()["answered"]
     cal = calibrate(epsilon=4.0, delta=1e-5, num_queries=M, max_unstable=T, mode="tight")
-    in_order = StabilityReleaser(cal, generator=torch.Generator().manual_seed(1)).release(votes[:M]).labels
+    seeded = StabilityReleaser(cal, noise="seeded", generator=torch.Generator().manual_seed(1))
+    in_order = seeded.release(votes[:M]).labels
     assert answered > int((in_order != -1).sum())
     with pytest.raises(BudgetExhaustedError):  # the one releaser is calibrated for M queries
         rel.release(votes[: M - rel.summary()["queries_seen"] + 1])

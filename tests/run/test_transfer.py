@@ -16,6 +16,7 @@ from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.run import BudgetTooSmallError, TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
 from pate_stab.teachers import TeacherEnsemble
@@ -27,7 +28,7 @@ def small(tmp_path, name: str = "run", **kw) -> TransferConfig:
     base = dict(
         run_name=name, checkpoints_dir=str(tmp_path), num_teachers=300, num_private=6000, num_public=400,
         num_eval=300, separation=6.0, num_queries=100, epsilon=8.0, max_unstable=10, teacher_epochs=5, teacher_lr=0.05,
-        student_epochs=3, accelerator="cpu",
+        student_epochs=3, accelerator="cpu", releaser_noise="seeded",  # these tests compare reruns' noise
     )  # fmt: skip
     base.update(kw)
     return TransferConfig(**base)
@@ -61,14 +62,27 @@ def test_report_fields_and_ledger_agree(first):
         "queries",
         "label_accuracy_answered",
         "student",
-        "teachers",
-        "wall_time_s",
         "ledger",
         "threat_model",
+        "files",
     ):
         assert key in report, key  # fmt: skip
+    # statistics of the private data no mechanism paid for are in the private file only
+    for key in ("teachers", "wall_time_s"):
+        assert key not in report, key
+    assert "private" not in report["sizes"]
+    diagnostics_path = cfg.run_dir / "private_diagnostics.json"
+    assert diagnostics_path.stat().st_mode & 0o777 == 0o600
+    diagnostics = json.loads(diagnostics_path.read_text())
+    assert "NOT differentially private" in diagnostics["private"]
+    assert diagnostics["sizes"]["private"] == cfg.num_private
+    assert 0 <= diagnostics["teachers"]["mean_accuracy"] <= 1
     for stage in ("data", "partition", "teachers", "votes", "release", "student", "evaluation"):
-        assert report["wall_time_s"][stage] >= 0
+        assert diagnostics["wall_time_s"][stage] >= 0
+    assert "private_diagnostics.json" in report["files"]["private"]
+    assert {"report.json", "ledger.jsonl", "student.pt", "config.json"} <= set(report["files"]["published"])
+    for name in ("private_key", "private_identity.json"):
+        assert (cfg.run_dir / name).stat().st_mode & 0o777 == 0o600, name
     q = report["queries"]
     assert q["answered"] + q["abstained"] == cfg.num_queries and q["answered"] >= 90
     assert 0 <= report["student"]["test_accuracy"] <= 1
@@ -153,6 +167,26 @@ def test_changed_config_in_same_run_dir_is_refused(first):
         run_transfer(replace(cfg, num_teachers=301))
 
 
+def test_changed_data_in_same_run_dir_is_refused(first, monkeypatch):
+    """The run's identity includes its data (a MAC in a private file), not config.json alone."""
+    cfg, _ = first
+    load = run_prepare.load_task
+
+    def one_record_less(config, *, generator):
+        task = load(config, generator=generator)
+        task.private_x, task.private_y = task.private_x[1:], task.private_y[1:]
+        return task
+
+    monkeypatch.setattr(run_prepare, "load_task", one_record_less)
+    with pytest.raises(ValueError, match="made with other data"):
+        run_transfer(cfg)
+    mac = json.loads((cfg.run_dir / "private_identity.json").read_text())["data_mac"]
+    key = (cfg.run_dir / "private_key").read_bytes().hex()
+    for public in ("config.json", "report.json", "ledger.jsonl"):
+        text = (cfg.run_dir / public).read_text()
+        assert mac not in text and key not in text, public
+
+
 def test_budget_too_small_fails_before_training(tmp_path):
     cfg = small(tmp_path, epsilon=1.0)
     with pytest.raises(BudgetTooSmallError, match=r"needs about k=\d+ teachers.*you have k=300.*ε ≥"):
@@ -165,7 +199,8 @@ def test_label_only_threat_model(tmp_path):
     report = run_transfer(cfg)
     assert report["threat_model"]["name"] == "label-only"
     assert "only labels are private" in report["threat_model"]["description"]
-    assert report["sizes"] == {"private": 5600, "public_pool": 400, "evaluation": 300}
+    assert report["sizes"] == {"public_pool": 400, "evaluation": 300}
+    assert json.loads((cfg.run_dir / "private_diagnostics.json").read_text())["sizes"] == {"private": 5600}
 
 
 @pytest.mark.parametrize("aggregator", ["gnmax", "confident-gnmax"])
@@ -200,7 +235,7 @@ def test_secure_releaser_noise_end_to_end(tmp_path, first):
     assert entry.epsilon <= cfg.epsilon and entry.delta <= cfg.delta
     assert report["noise"] == {key: entry.metadata[key] for key in ("noise", "threshold", "noise_scale_exact")}
     _, seeded = first  # same teachers and queries, seeded noise: both answer the easy synthetic queries
-    assert seeded["noise"] == {"noise": "seeded"}
+    assert seeded["noise"] == {"noise": "seeded", "warning": SEEDED_NOISE_WARNING}
     assert report["queries"]["answered"] > 0.8 * seeded["queries"]["answered"]
     assert report["label_accuracy_answered"] > 0.9
     again = run_transfer(cfg)  # OS randomness cannot be redrawn: the rerun replays the recorded labels
@@ -211,8 +246,46 @@ def test_secure_releaser_noise_end_to_end(tmp_path, first):
 
 
 def test_releaser_noise_is_checked(tmp_path):
-    with pytest.raises(ValueError, match="releaser_noise must be one of seeded, secure"):
+    with pytest.raises(ValueError, match="releaser_noise must be one of secure, seeded"):
         small(tmp_path, releaser_noise="os")
+
+
+@pytest.mark.parametrize("aggregator", ["lnmax", "gnmax", "confident-gnmax"])
+def test_default_noise_is_not_fixed_by_the_published_seed(tmp_path, aggregator):
+    """Two runs with the default settings and the same seed (config.json publishes it) draw different noise.
+
+    At ε = 0.05 over 100 queries the noise decides most labels, so equal labels would mean equal noise.
+    """
+    cfg = TransferConfig(
+        run_name="a", checkpoints_dir=str(tmp_path), num_teachers=40, num_private=800, num_public=150, num_eval=50,
+        num_queries=100, epsilon=0.05, teacher_epochs=1, aggregator=aggregator, stop_after="release",
+        accelerator="cpu",
+    )  # fmt: skip
+    assert cfg.releaser_noise == "secure"
+    labels = []
+    for name in ("a", "b"):
+        run_transfer(replace(cfg, run_name=name))
+        with ledger_of(replace(cfg, run_name=name)) as ledger:
+            (entry,) = ledger.entries()
+            assert entry.metadata["noise"] == "secure" and "noise_warning" not in entry.metadata
+            labels.append(entry.result["labels"])
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["seed"] == 0
+    assert labels[0] != labels[1]
+
+
+def test_rerun_with_the_other_noise_mode_is_refused(tmp_path):
+    """The noise mode is part of the run's identity; a folder made before the default changed was seeded."""
+    cfg = small(tmp_path, num_teachers=40, num_private=800, num_public=150, num_eval=50, stop_after="teachers",
+                teacher_epochs=1, aggregator="gnmax")  # fmt: skip
+    run_transfer(cfg)  # seeded
+    with pytest.raises(ValueError, match="releaser_noise"):
+        run_transfer(replace(cfg, releaser_noise="secure"))
+    saved = json.loads((cfg.run_dir / "config.json").read_text())
+    del saved["releaser_noise"]  # a run folder written before the field existed
+    (cfg.run_dir / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="releaser_noise"):
+        run_transfer(replace(cfg, releaser_noise="secure"))
+    assert run_transfer(cfg)["status"] == "teachers trained"
 
 
 @pytest.mark.parametrize(
@@ -260,7 +333,7 @@ def test_default_selection_releases_the_first_queries_in_one_batch(first):
     counts = vote_histogram(prep.teachers.predict_votes(prep.task.public_x[: cfg.num_queries]), prep.task.num_classes)
     cal = calibrate(epsilon=cfg.epsilon, delta=cfg.delta, num_queries=cfg.num_queries,
                     max_unstable=cfg.max_unstable, mode=cfg.calibration)  # fmt: skip
-    expected = StabilityReleaser(cal, generator=prep.generators["release"]).release(counts).labels
+    expected = StabilityReleaser(cal, generator=prep.generators["release"], noise="seeded").release(counts).labels
     with ledger_of(cfg) as ledger:
         (entry,) = ledger.entries()
     assert entry.result["labels"] == expected.tolist()
@@ -280,9 +353,9 @@ def selected(tmp_path_factory):
         events.append(("votes", x.clone(), out))
         return out
 
-    def spy_release(self, counts):
+    def spy_release(self, counts, **kwargs):
         events.append(("release", counts.clone()))
-        return real_release(self, counts)
+        return real_release(self, counts, **kwargs)
 
     def refuse(*args, **kwargs):
         raise AssertionError("called on resume")

@@ -1,0 +1,440 @@
+"""Tabular encodings fixed by public information: a schema, and tables encoded with it.
+
+DESIGN.md fact 6: categorical vocabularies, numeric bounds, column order and the encoded width
+are never read from private rows. A :class:`TabularSchema` states them in advance — from a data
+set's published description (e.g. UCI's ``adult.names``), from a public split, or chosen a priori
+— and :func:`encode_table` maps each row on its own:
+
+* ``numeric`` column with public bounds (lo, hi): ``(clip(v, lo, hi) − lo) / (hi − lo)`` ∈ [0, 1];
+  values outside the bounds are clipped (``out_of_bounds="raise"`` rejects them instead);
+* ``categorical`` column with categories c_1 … c_K: K + 1 indicator columns, c_1 … c_K and one
+  ``<other>`` slot that takes every value not listed (a missing "?", a category nobody listed);
+* the label column (optional in a table: a public pool has none) → the index of its class;
+* the id column (optional) → an int64 record id, e.g. for ``partition_key: record_id``.
+
+So the encoded width (:attr:`TabularSchema.num_features`) and every row's encoding depend on the
+schema and that row alone: adding, removing or changing another record changes neither.
+
+A schema file (JSON, or YAML with ``.yaml`` / ``.yml``) looks like::
+
+    {"columns": [{"name": "age", "kind": "numeric", "bounds": [17, 90]},
+                 {"name": "sex", "kind": "categorical", "categories": ["Female", "Male"]}],
+     "label": "income", "classes": ["<=50K", ">50K"], "id_column": null,
+     "label_aliases": {"<=50K.": "<=50K", ">50K.": ">50K"}, "source": "UCI adult.names"}
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = [
+    "OTHER",
+    "Column",
+    "EncodedTable",
+    "TabularSchema",
+    "encode_categorical",
+    "encode_table",
+    "schema_from_uci_names",
+]
+
+OTHER = "<other>"
+"""Name of the extra indicator slot of every categorical column (values not in its list)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One input column: ``numeric`` with public ``bounds`` or ``categorical`` with fixed ``categories``."""
+
+    name: str
+    kind: Literal["numeric", "categorical"]
+    bounds: tuple[float, float] | None = None
+    categories: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"column name must be a non-empty string, got {self.name!r}")
+        if self.kind == "numeric":
+            if self.bounds is None or len(self.bounds) != 2:
+                raise ValueError(f"numeric column {self.name!r} needs public bounds (lo, hi)")
+            lo, hi = (float(b) for b in self.bounds)
+            if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+                raise ValueError(f"column {self.name!r}: bounds must be finite with hi > lo, got {self.bounds!r}")
+            if self.categories:
+                raise ValueError(f"numeric column {self.name!r} takes no categories")
+            object.__setattr__(self, "bounds", (lo, hi))
+        elif self.kind == "categorical":
+            cats = tuple(str(c) for c in self.categories)
+            if not cats or len(set(cats)) != len(cats) or OTHER in cats:
+                raise ValueError(
+                    f"categorical column {self.name!r} needs a non-empty list of distinct categories "
+                    f"(not {OTHER!r}), got {list(self.categories)!r}"
+                )
+            if self.bounds is not None:
+                raise ValueError(f"categorical column {self.name!r} takes no bounds")
+            object.__setattr__(self, "categories", cats)
+        else:
+            raise ValueError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {self.kind!r}")
+
+    @property
+    def width(self) -> int:
+        return 1 if self.kind == "numeric" else len(self.categories) + 1
+
+    @property
+    def feature_names(self) -> list[str]:
+        if self.kind == "numeric":
+            return [self.name]
+        return [f"{self.name}={c}" for c in (*self.categories, OTHER)]
+
+
+@dataclass(frozen=True)
+class TabularSchema:
+    """Ordered input columns, the label and its classes, and an optional record-id column.
+
+    Everything here is public and fixed before any private row is read; :func:`encode_table`
+    encodes a table with it.
+
+    Args:
+        columns: the input columns, in the order of the encoded features.
+        label: the label column's name (None: the tables carry no label).
+        classes: the label's classes; class i is encoded as i.
+        id_column: a column of integer record ids (kept by neighbouring data sets), or None.
+        label_aliases: other spellings of a class (``adult.test`` writes ``">50K."``).
+        source: where the schema comes from (documentation only).
+    """
+
+    columns: tuple[Column, ...]
+    label: str | None = None
+    classes: tuple[str, ...] = ()
+    id_column: str | None = None
+    label_aliases: Mapping[str, str] = field(default_factory=dict)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        cols = tuple(c if isinstance(c, Column) else Column(**c) for c in self.columns)
+        if not cols:
+            raise ValueError("a schema needs at least one input column")
+        names = [c.name for c in cols] + [n for n in (self.label, self.id_column) if n is not None]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"column names must be distinct (inputs, label, id column); repeated: {repeated}")
+        classes = tuple(str(c) for c in self.classes)
+        if self.label is not None and (len(classes) < 2 or len(set(classes)) != len(classes)):
+            raise ValueError(f"label {self.label!r} needs at least two distinct classes, got {list(self.classes)!r}")
+        if self.label is None and classes:
+            raise ValueError("classes given without a label column")
+        aliases = {str(k): str(v) for k, v in dict(self.label_aliases).items()}
+        unknown = sorted(v for v in aliases.values() if v not in classes)
+        if unknown:
+            raise ValueError(f"label_aliases map to values that are not classes: {unknown}")
+        object.__setattr__(self, "columns", cols)
+        object.__setattr__(self, "classes", classes)
+        object.__setattr__(self, "label_aliases", aliases)
+
+    @property
+    def num_features(self) -> int:
+        """The encoded width: 1 per numeric column, categories + 1 per categorical one (no data needed)."""
+        return sum(c.width for c in self.columns)
+
+    @property
+    def feature_names(self) -> list[str]:
+        return [n for c in self.columns for n in c.feature_names]
+
+    def to_dict(self) -> dict[str, Any]:
+        columns: list[dict[str, Any]] = []
+        for c in self.columns:
+            if c.kind == "numeric":
+                columns.append({"name": c.name, "kind": c.kind, "bounds": list(cast(tuple, c.bounds))})
+            else:
+                columns.append({"name": c.name, "kind": c.kind, "categories": list(c.categories)})
+        return {
+            "columns": columns,
+            "label": self.label,
+            "classes": list(self.classes),
+            "id_column": self.id_column,
+            "label_aliases": dict(self.label_aliases),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TabularSchema:
+        known = {"columns", "label", "classes", "id_column", "label_aliases", "source"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown schema keys: {unknown} (known: {sorted(known)})")
+        if not isinstance(data.get("columns"), list):
+            raise ValueError("a schema needs 'columns', a list of {name, kind, bounds | categories}")
+        columns = []
+        for j, c in enumerate(data["columns"]):
+            if not isinstance(c, Mapping) or set(c) - {"name", "kind", "bounds", "categories"}:
+                raise ValueError(f"schema column {j}: expected keys name, kind, bounds | categories, got {c!r}")
+            bounds = c.get("bounds")
+            columns.append(
+                Column(
+                    name=c.get("name", ""),
+                    kind=c.get("kind", ""),
+                    bounds=None if bounds is None else tuple(bounds),
+                    categories=tuple(c.get("categories", ())),
+                )
+            )
+        return cls(
+            columns=tuple(columns),
+            label=data.get("label"),
+            classes=tuple(data.get("classes") or ()),
+            id_column=data.get("id_column"),
+            label_aliases=dict(data.get("label_aliases") or {}),
+            source=str(data.get("source", "")),
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TabularSchema:
+        """Read a schema from JSON (``.json``) or YAML (``.yaml`` / ``.yml``)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"schema file {path} does not exist")
+        text = path.read_text(encoding="utf-8")
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        elif path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise ValueError(f"schema file {path}: expected .json, .yaml or .yml")
+        if not isinstance(data, Mapping):
+            raise ValueError(f"schema file {path}: expected a mapping at the top level")
+        try:
+            return cls.from_dict(data)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"schema file {path}: {err}") from err
+
+
+@dataclass(frozen=True)
+class EncodedTable:
+    """A table encoded with a schema: ``x`` (n, num_features) float32, ``y`` int64 or None, ``ids`` or None."""
+
+    x: Tensor
+    y: Tensor | None
+    ids: Tensor | None
+    feature_names: list[str]
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+
+def _read_rows(path: Path, columns: Sequence[str] | None) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Header and (line number, fields) of a CSV file; blank lines and lines starting with ``|``
+    (UCI's comment convention, e.g. the first line of ``adult.test``) are skipped."""
+    if not path.is_file():
+        raise FileNotFoundError(f"table file {path} does not exist")
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows: list[tuple[int, list[str]]] = []
+    with opener(path, "rt", newline="", encoding="utf-8-sig") as fh:
+        for line, rec in enumerate(csv.reader(fh, skipinitialspace=True), start=1):
+            if not rec or all(not v.strip() for v in rec) or rec[0].startswith("|"):
+                continue
+            rows.append((line, [v.strip() for v in rec]))
+    if columns is None:
+        if not rows:
+            raise ValueError(f"{path}: no header row")
+        header = rows[0][1]
+        rows = rows[1:]
+    else:
+        header = list(columns)
+    for line, rec in rows:
+        if len(rec) != len(header):
+            raise ValueError(f"{path}, line {line}: {len(rec)} fields, expected {len(header)} ({', '.join(header)})")
+    return header, rows
+
+
+def _table(
+    source: str | Path | Sequence[Mapping[str, Any]], columns: Sequence[str] | None
+) -> tuple[str, list[int], dict[str, list[Any]] | None]:
+    """Where the rows come from (for messages), each row's number, and the table column-wise
+    (None for an empty sequence of rows)."""
+    if isinstance(source, str | Path):
+        path = Path(source)
+        header, rows = _read_rows(path, columns)
+        table = {name: [rec[j] for _, rec in rows] for j, name in enumerate(header)}
+        return str(path), [line for line, _ in rows], table
+    if isinstance(source, Mapping) or not isinstance(source, Sequence):
+        raise TypeError("rows must be a path or a sequence of mappings (column name → value)")
+    names: list[str] = []
+    for r in source:
+        if not isinstance(r, Mapping):
+            raise TypeError(f"rows must be mappings (column name → value), got {type(r).__name__}")
+        names.extend(k for k in r if k not in names)
+    if not source:  # no rows, no names: an empty table with every column of the schema is meant
+        return "rows", [], None
+    table = {name: [r.get(name) for r in source] for name in names}
+    return "rows", list(range(1, len(source) + 1)), table
+
+
+def _bad(where: str, line: int, column: str, value: Any, what: str) -> ValueError:
+    return ValueError(f"{where}, row {line}, column {column!r}: {what} (value {value!r})")
+
+
+def _numbers(where: str, lines: list[int], column: str, values: list[Any]) -> Iterator[float]:
+    for line, v in zip(lines, values, strict=True):
+        if v is None or (isinstance(v, str) and not v.strip()):
+            raise _bad(where, line, column, v, "missing value")
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise _bad(where, line, column, v, "cannot parse as a number") from None
+        if math.isnan(f):
+            raise _bad(where, line, column, v, "NaN")
+        yield f
+
+
+def encode_categorical(values: Sequence[Any], categories: Sequence[str]) -> np.ndarray:
+    """Indicators (n, K + 1) of ``values`` over the fixed ``categories`` and the ``<other>`` slot."""
+    index = {c: j for j, c in enumerate(categories)}
+    other = len(categories)
+    n = len(values)
+    codes = np.fromiter((index.get(str(v).strip(), other) for v in values), dtype=np.int64, count=n)
+    onehot = np.zeros((n, other + 1))
+    onehot[np.arange(n), codes] = 1.0
+    return onehot
+
+
+def encode_table(
+    rows_or_path: str | Path | Sequence[Mapping[str, Any]],
+    schema: TabularSchema,
+    *,
+    columns: Sequence[str] | None = None,
+    out_of_bounds: Literal["clip", "raise"] = "clip",
+) -> EncodedTable:
+    """Encode a table with a public schema, row by row (module docstring).
+
+    Args:
+        rows_or_path: a CSV file (``.gz`` read as gzip; header row unless ``columns`` is given) or
+            a sequence of mappings column name → value. Columns the schema does not name are
+            ignored; the label and id columns may be absent (``y`` / ``ids`` are then None).
+        schema: the public encoding.
+        columns: the field names of a CSV file without a header row (e.g. UCI's ``adult.data``).
+        out_of_bounds: ``"clip"`` clamps numeric values to their public bounds (documented, no
+            privacy cost: a fixed map of each value); ``"raise"`` rejects them.
+
+    Returns:
+        :class:`EncodedTable`: ``x`` (n, ``schema.num_features``) float32 in [0, 1], ``y`` int64
+        class indices or None, ``ids`` int64 or None, and the feature names.
+
+    Raises:
+        FileNotFoundError: a missing file.
+        ValueError: naming the file (or "rows"), the row and the column: a missing input column,
+            a missing or unparsable number, NaN, a value outside the bounds with ``"raise"``, a
+            label that is not a class, an id that is not an integer; a line with the wrong
+            number of fields.
+    """
+    if not isinstance(schema, TabularSchema):
+        raise TypeError(f"schema must be a TabularSchema, got {type(schema).__name__}")
+    if out_of_bounds not in ("clip", "raise"):
+        raise ValueError(f"out_of_bounds must be 'clip' or 'raise', got {out_of_bounds!r}")
+    where, lines, read = _table(rows_or_path, columns)
+    n = len(lines)
+    table = read if read is not None else {c.name: [] for c in schema.columns}
+    missing = [c.name for c in schema.columns if c.name not in table]
+    if missing:
+        raise ValueError(f"{where}: missing column(s) {missing} (columns present: {sorted(table)})")
+    blocks: list[np.ndarray] = []
+    for col in schema.columns:
+        values = table[col.name]
+        if col.kind == "numeric":
+            lo, hi = cast(tuple[float, float], col.bounds)  # set by Column.__post_init__
+            v = np.fromiter(_numbers(where, lines, col.name, values), dtype=np.float64, count=n)
+            if out_of_bounds == "raise":
+                outside = np.flatnonzero((v < lo) | (v > hi))
+                if outside.size:
+                    i = int(outside[0])
+                    raise _bad(where, lines[i], col.name, values[i], f"outside the public bounds [{lo:g}, {hi:g}]")
+            blocks.append(((np.clip(v, lo, hi) - lo) / (hi - lo))[:, None])
+        else:
+            blocks.append(encode_categorical(values, col.categories))
+    x = torch.from_numpy(np.concatenate(blocks, axis=1) if n else np.zeros((0, schema.num_features)))
+    y = None
+    if schema.label is not None and schema.label in table:
+        classes = {c: i for i, c in enumerate(schema.classes)}
+        labels = []
+        for line, v in zip(lines, table[schema.label], strict=True):
+            s = str(v).strip() if v is not None else ""
+            s = schema.label_aliases.get(s, s)
+            if s not in classes:
+                raise _bad(where, line, schema.label, v, f"not a class of the schema ({', '.join(schema.classes)})")
+            labels.append(classes[s])
+        y = torch.tensor(labels, dtype=torch.int64)
+    ids = None
+    if schema.id_column is not None and schema.id_column in table:
+        parsed = []
+        for line, v in zip(lines, table[schema.id_column], strict=True):
+            try:
+                parsed.append(int(str(v).strip()))
+            except ValueError:
+                raise _bad(where, line, schema.id_column, v, "record id is not an integer") from None
+        ids = torch.tensor(parsed, dtype=torch.int64)
+    return EncodedTable(x=x.to(torch.float32), y=y, ids=ids, feature_names=schema.feature_names)
+
+
+def schema_from_uci_names(
+    path: str | Path,
+    *,
+    bounds: Mapping[str, tuple[float, float]],
+    label: str,
+    classes: Sequence[str],
+    label_aliases: Mapping[str, str] | None = None,
+) -> TabularSchema:
+    """A schema from a UCI ``.names`` file: each ``name: continuous.`` line a numeric column with
+    the public ``bounds`` given here, each ``name: v1, v2, ….`` line a categorical column with the
+    published categories, in the file's order.
+
+    The class line (the first line of the form ``a, b.`` without a colon, e.g. ``>50K, <=50K.``
+    in ``adult.names``) must list exactly ``classes``; ``classes`` fixes their encoding order.
+
+    Raises:
+        ValueError: no attribute lines, a numeric column without bounds, bounds for a column the
+            file does not list, or published classes other than ``classes``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"UCI names file {path} does not exist")
+    cols: list[Column] = []
+    published: list[str] | None = None
+    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = raw.split("|", 1)[0].strip()
+        if not line.endswith("."):
+            continue
+        if ":" not in line:
+            if published is None and "," in line:
+                published = [v.strip() for v in line[:-1].split(",")]
+            continue
+        name, rest = (s.strip() for s in line[:-1].split(":", 1))
+        if rest == "continuous":
+            if name not in bounds:
+                raise ValueError(f"{path}: numeric column {name!r} has no public bounds")
+            cols.append(Column(name, "numeric", bounds=bounds[name]))
+        else:
+            cols.append(Column(name, "categorical", categories=tuple(v.strip() for v in rest.split(","))))
+    if not cols:
+        raise ValueError(f"{path}: no attribute lines ('name: continuous.' or 'name: v1, v2.')")
+    extra = sorted(set(bounds) - {c.name for c in cols})
+    if extra:
+        raise ValueError(f"bounds given for columns {path} does not list: {extra}")
+    if published is None or sorted(published) != sorted(classes):
+        raise ValueError(f"{path}: published classes {published} differ from {list(classes)}")
+    return TabularSchema(
+        columns=tuple(cols),
+        label=label,
+        classes=tuple(classes),
+        label_aliases=dict(label_aliases or {}),
+        source=f"{path.name} (categories, column order, classes); numeric bounds chosen a priori",
+    )

@@ -1,0 +1,121 @@
+"""Private files of a run folder: its secret key, keyed digests, files readable by their owner only.
+
+A run writes two kinds of files (DESIGN.md fact 8). Published files hold only mechanism outputs
+and what is computed from them and from public data. Everything else computed from private data
+goes into files created with mode 0600 whose names say they are private
+(``private_diagnostics.json``, ``private_key``, ``private_identity.json``); the published files
+never need them.
+
+A digest of private data is itself private: an unkeyed hash (SHA-256 of the private inputs or
+of the teachers' votes) lets anyone who knows every other record test which of two neighbouring
+data sets was used. Where a run must recognise private inputs again (a cached item, a rerun's
+data), it stores HMAC-SHA256 under the run folder's secret key (:func:`run_private_key`: 32 bytes
+from the OS, created once per folder, mode 0600, never written into a published file), and
+keeps even that MAC in a private file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from pathlib import Path
+
+import torch
+
+__all__ = [
+    "PRIVATE_KEY_NAME",
+    "keyed_digest",
+    "public_digest",
+    "run_private_key",
+    "tensor_bytes",
+    "write_private",
+]
+
+PRIVATE_KEY_NAME = "private_key"
+_KEY_BYTES = 32
+
+
+def write_private(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """Write ``data`` to ``path`` atomically, readable and writable by its owner only (mode 0600).
+
+    The file is written beside ``path`` under a temporary name created with mode 0600 and then
+    renamed, so that no reader ever sees a partial file or a wider mode.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a stale temporary file keeps its mode otherwise
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(target)
+    return target
+
+
+def run_private_key(folder: str | os.PathLike[str]) -> bytes:
+    """The folder's secret key (``<folder>/private_key``), created from ``os.urandom`` on first use.
+
+    Raises:
+        PermissionError: the key file is readable by others than its owner (mode not 0600);
+            the key may have leaked, so nothing keyed with it is trusted.
+        ValueError: the key file has the wrong length.
+    """
+    path = Path(folder) / PRIVATE_KEY_NAME
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process created it first
+            pass
+        else:
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(_KEY_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise PermissionError(
+            f"{path} has mode {mode:o}; a run's private key must be readable by its owner only (0600)"
+        )
+    key = path.read_bytes()
+    if len(key) != _KEY_BYTES:
+        raise ValueError(f"{path} holds {len(key)} bytes, expected a {_KEY_BYTES}-byte key; remove it to start afresh")
+    return key
+
+
+def tensor_bytes(t: torch.Tensor) -> bytes:
+    """A tensor's dtype, shape and values as bytes (the input of a digest)."""
+    t = t.detach().cpu().contiguous()
+    return f"{t.dtype}|{tuple(t.shape)}|".encode("ascii") + t.numpy().tobytes()
+
+
+def keyed_digest(key: bytes, *parts: bytes) -> str:
+    """HMAC-SHA256 of the length-prefixed ``parts`` under ``key`` (hex).
+
+    Reveals nothing about the parts to anyone without the key (HMAC is a pseudo-random
+    function; Bellare, Canetti & Krawczyk 1996); still, keep it in private files only.
+    """
+    if not isinstance(key, bytes) or len(key) < 16:
+        raise TypeError("key must be bytes of length >= 16")
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for part in parts:
+        mac.update(len(part).to_bytes(8, "big"))
+        mac.update(part)
+    return mac.hexdigest()
+
+
+def public_digest(*parts: bytes) -> str:
+    """SHA-256 of the length-prefixed ``parts`` (hex): for public inputs only (e.g. query positions)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.hexdigest()

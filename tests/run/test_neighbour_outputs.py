@@ -1,0 +1,290 @@
+"""Neighbouring data sets give the same published files, except for the released outputs.
+
+DESIGN.md facts 1, 6 and 8: a run's published files may depend on the private data only through
+its mechanism's outputs. For each data source and each partition mode, the main job (``transfer``)
+runs on D and on D with one private record removed (add/remove neighbours), in the same run
+folder, with the release's noise fixed (``releaser_noise="seeded"``, the same seed). Then
+
+* every top-level entry of the run folder is listed in the report's ``files`` section, as
+  published or as private;
+* every published file is byte-identical between D and D′, except for the released outputs and
+  what is computed from them: the labels and counters in the ledger, the release counts, the
+  selection rounds, label and student accuracy and the student's weights. Where the released
+  outputs are equal as well, everything published must be byte-identical, the student included;
+* at most one teacher's votes on the public pool differ between D and D′ (one record moves one
+  teacher; checked on the teachers themselves, which are private), and some vote on a queried
+  point does differ: the settings (small shards) make the pair sensitive to anything published
+  that depends on the votes.
+
+A digest of private data in a published file (the feature cache's name, the ledger's record of
+the votes), a vocabulary read from the private rows, or record ids that are row numbers (every
+later record changes shard) make one of these checks fail.
+
+"Remove one private record": ``pate_stab.run.data._raw_splits`` is wrapped (synthetic, MNIST;
+the MNIST subset is taken there too), or the data file itself loses one row (Adult, so that the
+loader sees the neighbour as it would be on disk). The production code path is unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import pate_stab.run.data as run_data
+import pate_stab.run.prepare as run_prepare
+from pate_stab.run import TransferConfig, run_transfer
+from pate_stab.run.prepare import prepare
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+RELEASED = "<released output>"
+# report.json fields computed from the released outputs (and public data)
+REPORT_RELEASED = (
+    ("queries",),
+    ("label_accuracy_answered",),
+    ("label_accuracy_all_queries",),
+    ("query_selection", "rounds"),
+    ("query_selection", "offered"),
+    ("student", "test_accuracy"),
+    ("student", "history"),
+    ("student", "trained_on"),
+    ("student", "unlabelled_pool_accuracy"),
+    ("student", "unlabelled_pool_size"),
+)
+# fields of a release call's or a release's record in the ledger that are its outputs
+OUTPUT_RELEASED = ("labels", "status", "state")
+SUMMARY_RELEASED = ("answered", "abstained", "queries_seen", "halted", "not_asked", "answered_plain",
+                    "answered_shifted", "replayed_calls")  # fmt: skip
+SELECTION_RELEASED = ("rounds", "index", "offered")
+
+
+def _mask(data: dict[str, Any], path: tuple[str, ...]) -> None:
+    for key in path[:-1]:
+        data = data.get(key, {})
+    if isinstance(data, dict) and path[-1] in data:
+        data[path[-1]] = RELEASED
+
+
+def _masked_ledger_line(record: dict[str, Any]) -> dict[str, Any]:
+    """One ledger line without its released outputs (and the digests chained over them)."""
+    record = {k: v for k, v in record.items() if k not in ("sha256", "prev")}
+    outputs = []
+    if isinstance(record.get("output"), dict):
+        outputs.append(record["output"])
+    if record.get("kind") == "output":
+        outputs.append(record["payload"])
+    for out in outputs:
+        for key in OUTPUT_RELEASED:
+            if key in out:
+                out[key] = RELEASED
+    if record.get("kind") == "result":
+        payload = record["payload"]
+        payload["labels"] = RELEASED
+        for key in SUMMARY_RELEASED:
+            if key in payload.get("summary", {}):
+                payload["summary"][key] = RELEASED
+        for key in SELECTION_RELEASED:
+            if key in payload.get("selection", {}):
+                payload["selection"][key] = RELEASED
+    return record
+
+
+def _released(run_dir: Path) -> list[Any]:
+    """The released outputs as recorded in the ledger: labels and the queried pool positions."""
+    lines = [json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
+    return [(r["payload"]["labels"], r["payload"].get("selection")) for r in lines if r["kind"] == "result"]
+
+
+def _published(run_dir: Path) -> tuple[dict[str, bytes], dict[str, Any], list[Any]]:
+    """(raw bytes of every published file, the same with released outputs masked, the released outputs)."""
+    report = json.loads((run_dir / "report.json").read_text())
+    # what a run publishes at least, if the report does not say (its absence fails in _run_pair)
+    files = report.get("files", {"published": ["config.json", "report.json", "ledger.jsonl", "student.pt"]})
+    if "private" in files:
+        listed = set(files["published"]) | {name.rstrip("/") for name in files["private"]}
+        present = {p.name for p in run_dir.iterdir()}
+        assert present <= listed, f"files neither published nor private: {sorted(present - listed)}"
+    raw, masked = {}, {}
+    for name in files["published"]:
+        data = (run_dir / name).read_bytes()
+        raw[name] = data
+        if name == "report.json":
+            view = json.loads(data)
+            for path in REPORT_RELEASED:
+                _mask(view, path)
+            masked[name] = view
+        elif name == "ledger.jsonl":
+            masked[name] = [_masked_ledger_line(json.loads(line)) for line in data.decode().splitlines()]
+        elif name == "student.pt":
+            masked[name] = RELEASED  # the student is trained on the released labels
+        else:
+            masked[name] = data
+    return raw, masked, _released(run_dir)
+
+
+def _teacher_votes(config: TransferConfig) -> torch.Tensor:
+    prep = prepare(config, check_budget=False)  # reloads (or rebuilds) the run's teachers
+    return prep.teachers.predict_votes(prep.task.public_x)  # (k, n)
+
+
+def _run_pair(config: TransferConfig, monkeypatch: pytest.MonkeyPatch, remove: Any) -> None:
+    """Run D, then D′ (``remove()`` applied) in the same folder, and compare what they publish."""
+    outcome = []
+    for neighbour in (False, True):
+        if neighbour:
+            remove(monkeypatch)
+        shutil.rmtree(config.run_dir, ignore_errors=True)
+        run_transfer(config)
+        outcome.append((*_published(config.run_dir), _teacher_votes(config)))
+    (raw_d, masked_d, released_d, votes_d), (raw_n, masked_n, released_n, votes_n) = outcome
+    assert set(raw_d) == set(raw_n)
+    for name in raw_d:
+        assert masked_d[name] == masked_n[name], f"{name} differs between neighbouring data sets"
+    if released_d == released_n:  # same releases: nothing published may differ at all
+        for name in raw_d:
+            assert raw_d[name] == raw_n[name], f"{name} differs although the releases are identical"
+    assert "files" in json.loads(raw_d["report.json"]), "the report does not say which file is published"
+    changed = int((votes_d != votes_n).any(dim=1).sum())
+    assert changed <= config.teachers_changed, f"{changed} teachers changed their votes for one record removed"
+    # the removed record moved a vote on a queried point: a digest of the votes would differ
+    assert bool((votes_d != votes_n)[:, : config.num_queries].any()), "the neighbour changes no queried vote"
+
+
+def _drop_private_record(index: int, subset: tuple[int, int, int] | None = None):
+    """A wrapper of ``_raw_splits`` (optionally taking the first rows of each split) that removes
+    private record ``index`` once applied."""
+    original = run_data._raw_splits
+
+    def install(monkeypatch: pytest.MonkeyPatch, *, drop: bool = True) -> None:
+        supplied: list[torch.Tensor] = []
+
+        def splits(config: TransferConfig, generator: torch.Generator):
+            (px, py, ux, uy, ex, ey), num_classes = original(config, generator)
+            if subset is not None:
+                a, b, c = subset
+                px, py, ux, uy, ex, ey = px[:a], py[:a], ux[:b], uy[:b], ex[:c], ey[:c]
+            ids = torch.arange(px.shape[0], dtype=torch.int64)
+            if drop:
+                keep = ids != index
+                px, py, ids = px[keep], py[keep], ids[keep]
+            supplied[:] = [ids]
+            return [px, py, ux, uy, ex, ey], num_classes
+
+        monkeypatch.setattr(run_data, "_raw_splits", splits)
+        _supply_ids(monkeypatch, lambda: supplied[0])
+
+    return install
+
+
+def _supply_ids(monkeypatch: pytest.MonkeyPatch, ids: Any) -> None:
+    """Record ids supplied with the data, as a user's id column would be: each record keeps its id
+    in the neighbouring data set (the bundled loaders supply none, so record-id keys are refused).
+    ``ids()`` gives the private split's ids once its rows are loaded."""
+
+    def load_task(config: TransferConfig, *, generator: torch.Generator) -> run_data.Task:
+        task = run_data.load_task(config, generator=generator)
+        if config.partition_key != "record_id":
+            return task
+        return dataclasses.replace(task, private_ids=ids().clone())
+
+    monkeypatch.setattr(run_prepare, "load_task", load_task)
+
+
+PARTITIONS = [
+    pytest.param("content", id="content-keys"),
+    pytest.param("record_id", id="record-id-keys"),
+]
+
+
+@pytest.mark.parametrize("aggregator", ["lnmax", "stability"])
+@pytest.mark.parametrize("partition_key", PARTITIONS)
+def test_synthetic(tmp_path, monkeypatch, partition_key, aggregator):
+    config = TransferConfig(
+        run_name="nb", checkpoints_dir=str(tmp_path), num_teachers=100, num_private=600, num_public=200,
+        num_eval=200, separation=3.0, num_queries=40, aggregator=aggregator, epsilon=20.0, max_unstable=5,
+        teacher_epochs=2,
+        teacher_lr=0.1, student_epochs=2, accelerator="cpu", releaser_noise="seeded", partition_key=partition_key,
+        neighbouring="add_remove",
+    )  # fmt: skip
+    install = _drop_private_record(index=7)
+    install(monkeypatch, drop=False)  # D, with the ids its records are supplied with
+    _run_pair(config, monkeypatch, install)
+
+
+@pytest.mark.parametrize("partition_key", PARTITIONS)
+def test_mnist_with_cached_scattering_features(tmp_path, monkeypatch, partition_key):
+    if not (DATA / "mnist" / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip("MNIST idx files not found in ../shared/data/mnist")
+    subset = (400, 150, 100)  # private, public pool, evaluation
+    install = _drop_private_record(index=3, subset=subset)  # a record whose removal moves queried votes
+    install(monkeypatch, drop=False)  # D: the subset itself
+    config = TransferConfig(
+        run_name="nb", checkpoints_dir=str(tmp_path), dataset="mnist", data_dir=str(DATA / "mnist"),
+        features="scattering", pca_dim=20, teacher_model="propagate", graph_pca_dim=None, num_teachers=20,
+        graph_neighbors=5, graph_power=1.0,  # a sparse graph: the removed record moves queried votes
+        num_queries=120, aggregator="lnmax", epsilon=20.0, student_model="logistic", student_epochs=2,
+        accelerator="cpu", releaser_noise="seeded", partition_key=partition_key,
+    )  # fmt: skip
+    _run_pair(config, monkeypatch, install)
+    report = json.loads((config.run_dir / "report.json").read_text())
+    assert report["features"]["cache"].startswith("features/scattering_")  # the cache was used and is named
+
+
+def _adult_files(folder: Path, rows: int, test_rows: int, drop: int | None) -> None:
+    """The first ``rows`` rows of adult.data (less row ``drop``) and ``test_rows`` of adult.test."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = (DATA / "adult" / "adult.data").read_text().splitlines()[:rows]
+    if drop is not None:
+        data = data[:drop] + data[drop + 1 :]
+    (folder / "adult.data").write_text("\n".join(data) + "\n")
+    test = (DATA / "adult" / "adult.test").read_text().splitlines()[: test_rows + 1]  # + its first comment line
+    (folder / "adult.test").write_text("\n".join(test) + "\n")
+
+
+def _rarest_row(rows: int, test_rows: int) -> int:
+    """The private row holding the rarest category value over both files (it may be the only one)."""
+    lines = (DATA / "adult" / "adult.data").read_text().splitlines()[:rows]
+    test = (DATA / "adult" / "adult.test").read_text().splitlines()[1 : test_rows + 1]
+    parsed = [[v.strip() for v in r] for r in csv.reader(lines + test) if len(r) == 15]
+    counts = Counter((i, r[i]) for r in parsed for i in (1, 3, 5, 6, 7, 8, 9, 13))
+    rarity = [min(counts[(i, r[i])] for i in (1, 3, 5, 6, 7, 8, 9, 13)) for r in parsed[:rows]]
+    return min(range(len(rarity)), key=rarity.__getitem__)
+
+
+@pytest.mark.parametrize(
+    "partition_key",
+    [
+        pytest.param("content", id="content-keys"),
+        pytest.param("record_id", id="record-id-keys"),
+    ],
+)
+def test_adult(tmp_path, monkeypatch, partition_key):
+    if not (DATA / "adult" / "adult.data").is_file():
+        pytest.skip("UCI Adult not found in ../shared/data/adult")
+    rows, test_rows = 1500, 600
+    drop = _rarest_row(rows, test_rows)
+    folder = tmp_path / "adult"
+    _adult_files(folder, rows, test_rows, drop=None)
+    config = TransferConfig(
+        run_name="nb", checkpoints_dir=str(tmp_path / "ck"), dataset="adult", data_dir=str(folder),
+        num_teachers=20, num_queries=30, aggregator="lnmax", epsilon=20.0, teacher_epochs=2, teacher_lr=0.1,
+        student_model="logistic", student_epochs=2, accelerator="cpu", releaser_noise="seeded",
+        partition_key=partition_key,
+    )  # fmt: skip
+
+    ids = torch.arange(rows, dtype=torch.int64)  # each row's id in the full file
+    _supply_ids(monkeypatch, lambda: ids)
+
+    def remove(mp: pytest.MonkeyPatch) -> None:
+        _adult_files(folder, rows, test_rows, drop=drop)
+        _supply_ids(mp, lambda: ids[ids != drop])
+
+    _run_pair(config, monkeypatch, remove)
