@@ -14,7 +14,7 @@ File kinds, read from the path: ``.npz`` (arrays ``x``, optional ``y`` and ``ids
 (a dict with the same keys), ``.npy`` (the path holds x; labels in the file with the same name
 and ``_y`` for the trailing ``_x``, ids in ``_ids``), ``.csv`` or any other text table given with
 a schema (comma-separated, with a public schema:
-:mod:`pate_stab.data._schema`), and a folder of images: the labelled sets in torchvision's
+:mod:`pate_stab.data.schema`), and a folder of images: the labelled sets in torchvision's
 ``ImageFolder`` layout (one sub-folder per class), the public pool a flat folder.
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab.data._schema import SchemaError, TabularSchema, encode_table
+from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
 
 __all__ = ["IMAGE_SUFFIXES", "InputDataError", "OwnData", "load_files", "own_data"]
 
@@ -397,11 +397,17 @@ def load_files(
     if kind == "table":
         if schema is None:
             raise InputDataError("a CSV data set needs its public schema (schema: PATH / --schema)")
-        sch = schema if isinstance(schema, TabularSchema) else TabularSchema.from_file(schema)
         if classes is not None:
             raise InputDataError("a CSV data set takes its classes from the schema; do not also pass classes")
         try:
-            tables = {role: encode_table(p, sch) for role, p in paths.items()}
+            sch = schema if isinstance(schema, TabularSchema) else TabularSchema.from_file(schema)
+        except SchemaError as exc:
+            raise InputDataError(str(exc)) from exc
+        if sch.label is None:
+            raise InputDataError("the CSV schema names no label column ('label' and its 'classes')")
+        try:
+            # a column the schema does not declare is refused, never dropped silently
+            tables = {role: encode_table(p, sch, undeclared="raise") for role, p in paths.items()}
         except SchemaError as exc:
             raise InputDataError(str(exc)) from exc
         if sch.id_column and tables["private"].ids is None:
@@ -414,7 +420,7 @@ def load_files(
             (tables["private"].x, tables["private"].y),
             tables["public"].x,
             None if ev_t is None else (ev_t.x, ev_t.y),
-            classes=list(sch.class_names),
+            classes=list(sch.classes),
             public_y=tables["public"].y,
             private_ids=tables["private"].ids,
             kind="table",

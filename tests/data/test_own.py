@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pate_stab.data._schema import SchemaError, TabularSchema, encode_table
+from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
 from pate_stab.data.own import InputDataError, load_files, own_data
 
 PIL = pytest.importorskip("PIL.Image")
@@ -113,7 +113,7 @@ def write_csv(path, rows, header="rid,x1,colour,label"):
 
 def test_csv_encoding_uses_only_the_schema(tmp_path):
     schema = TabularSchema.from_dict(SCHEMA)
-    assert schema.num_features == 4 and schema.class_names == ("no", "yes")
+    assert schema.num_features == 4 and schema.classes == ("no", "yes")
     table = encode_table(write_csv(tmp_path / "t.csv", ["7,0,red,no", "9, 10 ,blue,no.", "3,-2.5,green,yes"]), schema)
     # x1: (clip(v) + 5) / 10; colour: red, green, other (blue is not declared)
     expected = [[0.5, 1, 0, 0], [1.0, 0, 0, 1], [0.25, 0, 1, 0]]
@@ -131,13 +131,13 @@ def test_csv_errors_name_the_file_line_and_column(tmp_path):
     with pytest.raises(InputDataError, match=r"extra.csv: column 'age' is not in the schema"):
         load_files(extra, pool, schema=tmp_path / "s.json")
     missing = write_csv(tmp_path / "missing.csv", ["1,red,no"], header="rid,colour,label")
-    with pytest.raises(InputDataError, match=r"missing.csv: schema column 'x1' is missing"):
+    with pytest.raises(InputDataError, match=r"missing.csv: missing column\(s\) \['x1'\]"):
         load_files(missing, pool, schema=tmp_path / "s.json")
     nan = write_csv(tmp_path / "nan.csv", ["1,0,red,no", "2,nan,red,yes"])
-    with pytest.raises(InputDataError, match=r"nan.csv, line 3, column 'x1': 'nan' is not a finite number"):
+    with pytest.raises(InputDataError, match=r"nan.csv, row 3, column 'x1': NaN"):
         load_files(nan, pool, schema=tmp_path / "s.json")
     label = write_csv(tmp_path / "label.csv", ["1,0,red,maybe"])
-    with pytest.raises(InputDataError, match=r"label.csv, line 2, column 'label': label 'maybe' is not one"):
+    with pytest.raises(InputDataError, match=r"label.csv, row 2, column 'label': not a class of the schema"):
         load_files(label, pool, schema=tmp_path / "s.json")
     with pytest.raises(InputDataError, match="needs its public schema"):
         load_files(good, pool)
