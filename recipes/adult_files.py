@@ -1,7 +1,7 @@
 """UCI Adult through the generic CSV path, beside the dedicated loader, on the same split and settings.
 
-``recipes/adult.yaml`` reads Adult with :func:`pate_stab.data.load_adult` (vocabularies from the
-files); ``recipes/adult_files.yaml`` reads the same rows as ``dataset: files`` with the public
+``recipes/adult.yaml`` reads Adult with :func:`pate_stab.data.load_adult` (the shipped schema
+``pate_stab/data/schemas/adult.json``, from ``adult.names``); ``recipes/adult_files.yaml`` reads the same rows as ``dataset: files`` with the public
 schema ``recipes/adult_schema.json``. This script writes the public pool and the evaluation set
 (the two halves of ``adult.test``, as the dedicated loader splits it) into ``--split-dir`` (a
 git-ignored folder under ``checkpoints/``; the data stays out of the repository), then runs
@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> None:
         config, extra = load_recipe(ROOT / "recipes" / f"{name}.yaml", **override)
         out = run_compare(config, epsilons=args.epsilons or extra["epsilons"], aggregators=args.aggregators, repeats=1)
         results[name] = out
-        print(f"\n{name}: mean teacher {out['teachers']['mean_accuracy']:.4f}, plurality "
-              f"{out['teachers']['plurality_accuracy']:.4f}")  # fmt: skip
+        teachers = out["private"]["teachers"]  # private diagnostics (private_compare.json), printed here only
+        print(f"\n{name}: mean teacher {teachers['mean_accuracy']:.4f}, plurality "
+              f"{teachers['plurality_accuracy']:.4f}")  # fmt: skip
         print(out["table"])
     keys = ("aggregator", "target_epsilon", "answered", "label_acc", "student_acc")
     both = {n: [{k: r[k] for k in keys} for r in out["rows"]] for n, out in results.items()}

@@ -371,7 +371,7 @@ def run_compare(
         private = {
             "run": config.run_name,
             "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality,
-                         "evaluated_on": "evaluation split"},  # fmt: skip
+                         "evaluated_on": "evaluation split" if prep.task.eval_y.numel() else None},  # fmt: skip
             "rows": private_rows,
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
         }

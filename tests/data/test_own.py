@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
 from pate_stab.data.own import InputDataError, load_files, own_data
+from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
 
 PIL = pytest.importorskip("PIL.Image")
 

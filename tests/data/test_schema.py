@@ -158,3 +158,13 @@ def test_headerless_files_comments_spellings_and_undeclared_columns(tmp_path):
         encode_table(extra, SCHEMA, undeclared="raise")
     with pytest.raises(ValueError, match=r"rows, row 1, column 'age': not a finite number"):
         encode_table([{"age": "inf", "colour": "red", "score": 0}], SCHEMA)
+
+
+def test_adult_recipe_schema_is_the_shipped_schema_for_headerless_files():
+    from pathlib import Path
+
+    recipe = TabularSchema.from_file(Path(__file__).resolve().parents[2] / "recipes" / "adult_schema.json")
+    shipped = adult_schema()
+    assert recipe.columns == shipped.columns and recipe.classes == shipped.classes
+    assert recipe.label_aliases == shipped.label_aliases and recipe.comment == shipped.comment == "|"
+    assert not recipe.header and recipe.order == ADULT_FIELDS

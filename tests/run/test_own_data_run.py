@@ -45,6 +45,18 @@ def refit_cli(run_dir, *extra):
     return json.loads((run_dir / "refit_students.json").read_text())
 
 
+def private_diagnostics(run_dir) -> dict:
+    """The run's private diagnostics (mode 0600), after checking that the published report holds
+    none of them and lists which file is which."""
+    run_dir = Path(run_dir)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert "teachers" not in report and "private" not in report["sizes"] and "wall_time_s" not in report
+    assert "private_diagnostics.json" in report["files"]["private"]
+    path = run_dir / "private_diagnostics.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    return json.loads(path.read_text())
+
+
 def exits_2(args, capsys) -> str:
     with pytest.raises(SystemExit) as info:
         main(args)
@@ -64,7 +76,9 @@ def test_python_arrays_transfer_compare_refit(tmp_path):
     assert report["queries"]["answered"] >= 20 and report["student"]["test_accuracy"] > 0.9
     # no pool labels: the pool figures are absent, the evaluation figures present
     assert report["pool_labelled"] is False and report["label_accuracy_answered"] is None
-    assert report["student"]["unlabelled_pool_accuracy"] is None and report["teachers"]["plurality_accuracy"] > 0.9
+    diagnostics = private_diagnostics(result.prep.run_dir)
+    assert report["student"]["unlabelled_pool_accuracy"] is None and diagnostics["teachers"]["plurality_accuracy"] > 0.9
+    assert diagnostics["sizes"]["private"] == N_PRIVATE
     answered = result.labels != -1
     assert result.labels.shape == result.index.shape and float((result.labels[answered] == uy[result.index[answered]])
                                                                 .double().mean()) > 0.9  # fmt: skip
@@ -76,17 +90,21 @@ def test_python_arrays_transfer_compare_refit(tmp_path):
     assert all(r["label_acc"] is not None and r["student_acc"] > 0.8 for r in out["rows"])  # pool labels given
 
     ledger = (tmp_path / "arr_cmp" / "ledger.jsonl").read_text()
-    data = load_own_arrays(private, ux, evaluation)
+    # the refit reads the run's data again (its identity is checked: here the pool labels are part of it)
+    with pytest.raises(ValueError, match="made with other data"):
+        refit_students(tmp_path / "arr_cmp", aggregators=["gnmax"], epsilons=[8.0],
+                       data=load_own_arrays(private, ux, evaluation))  # fmt: skip
+    data = load_own_arrays(private, ux, evaluation, public_y=uy)
     rows, _, _, _ = refit_students(tmp_path / "arr_cmp", aggregators=["gnmax"], epsilons=[8.0],
                                 overrides={"student_epochs": 3}, data=data)  # fmt: skip
     assert rows[0]["answered"] == out["rows"][1]["answered"]
     assert (tmp_path / "arr_cmp" / "ledger.jsonl").read_text() == ledger
 
 
-def load_own_arrays(private, ux, evaluation):
+def load_own_arrays(private, ux, evaluation, public_y=None):
     from pate_stab.data.own import own_data
 
-    return own_data(private, ux, evaluation, classes=3)
+    return own_data(private, ux, evaluation, classes=3, public_y=public_y)
 
 
 def test_python_arrays_bad_input_raises_before_any_run_folder(tmp_path):
@@ -267,7 +285,8 @@ def test_python_image_folders(image_folders, tmp_path):
                          **SMALL)  # fmt: skip
     report = run_transfer(cfg)
     assert report["classes"] == ["red", "green", "blue"] and report["sizes"]["evaluation"] == 0
-    assert report["student"]["test_accuracy"] is None and report["teachers"]["evaluated_on"] is None
+    assert report["student"]["test_accuracy"] is None
+    assert private_diagnostics(cfg.run_dir)["teachers"]["evaluated_on"] is None
     data = load_files(d / "train", d / "pool", d / "test")
     result = transfer_arrays(data, checkpoints_dir=str(tmp_path), run_name="q", **SMALL)
     assert result.report["student"]["test_accuracy"] > 0.9
