@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -273,11 +272,10 @@ def _selection_line(sel: dict[str, Any]) -> str:
 
 
 def _quiet() -> None:
+    # Lightning's banners; its warnings about deliberate choices and torch's sparse-tensor notices
+    # are filtered where the package triggers them (quiet_lightning, features.propagation)
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 
 def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -52,7 +52,15 @@ from pate_stab._validation import check_int
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, calibrated_noise
 from pate_stab.privacy.calibration import Calibration
 
-__all__ = ["PLAN_CONFIDENCE", "AggregatorPlan", "RunPlan", "laplace_difference_tail", "plan_for_config", "plan_run"]
+__all__ = [
+    "PLAN_CONFIDENCE",
+    "AggregatorPlan",
+    "RunPlan",
+    "analytic_gaussian_mu",
+    "laplace_difference_tail",
+    "plan_for_config",
+    "plan_run",
+]
 
 PLAN_CONFIDENCE = 0.95
 """The probability with which a planned answer is given (and is the plurality label)."""
@@ -84,6 +92,34 @@ def _lnmax_gap(noise_scale: float, competitors: int, fail: float) -> float:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if laplace_difference_tail(mid, noise_scale) > target else (lo, mid)
     return hi
+
+
+def analytic_gaussian_mu(*, epsilon: float, delta: float) -> float:
+    """The largest μ for which a μ-GDP mechanism (one Gaussian of sensitivity / σ = μ) is (ε, δ)-DP.
+
+    Balle & Wang 2018, Thm 8: δ(μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ), increasing in μ; solved by
+    bisection (Φ through erfc, no cancellation). m Gaussian mechanisms of μ₁ … μ_m compose to one
+    with μ = √(Σ μ_i²) (Dong, Roth & Su 2019, Cor 2). Pinned: ε = 1, δ = 1e-5 → μ ≈ 0.26805 (one
+    GNMax query, sensitivity √2: σ = √2/μ ≈ 5.27, as ``GNMax.calibrate``'s example).
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0 and 0 < delta < 1):
+        raise ValueError(f"need ε > 0 and δ in (0, 1), got ε={epsilon!r}, δ={delta!r}")
+
+    def phi(x: float) -> float:
+        return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+    def gap(mu: float) -> float:
+        a = phi(mu / 2 - epsilon / mu)
+        b = math.exp(epsilon + math.log(max(phi(-mu / 2 - epsilon / mu), 1e-300)))
+        return a - b - delta
+
+    lo, hi = 1e-6, 1.0
+    while gap(hi) < 0:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
+    return lo
 
 
 def _gaussian_gap(sigma: float, competitors: int, fail: float) -> float:
@@ -206,22 +242,31 @@ def _stability_row(name: str, s: AggregatorSettings, n: int, with_k: bool) -> Ag
 
 
 def _baseline_row(name: str, s: AggregatorSettings, n: int, c: int, with_k: bool) -> AggregatorPlan:
-    mechanism: Any = calibrated_noise(name, s)
-    competitors = c - 1
+    competitors, g, m = c - 1, s.teachers_changed, s.num_queries
     if name == "lnmax":
-        gap = _lnmax_gap(mechanism.noise_scale, competitors, _FAIL)
-        need, noise = math.ceil(gap), {"b": mechanism.noise_scale}
-    elif name == "gnmax":
-        gap = _gaussian_gap(mechanism.sigma, competitors, _FAIL)
-        need, noise = math.ceil(gap), {"sigma": mechanism.sigma}
-    else:  # confident-gnmax: the threshold check and the label each get half the failure probability
-        gap = _gaussian_gap(mechanism.sigma2, competitors, _FAIL / 2)
-        margin = mechanism.sigma1 * _STANDARD_NORMAL.inv_cdf(1.0 - _FAIL / 2)
-        need = max(math.ceil(margin / (1.0 - s.confident_fraction)), math.ceil(gap))
-        noise = {"sigma1": mechanism.sigma1, "sigma2": mechanism.sigma2}
-        if with_k:
-            noise["threshold"] = mechanism.threshold
-            noise["count_needed"] = mechanism.threshold + margin
+        b = calibrated_noise(name, s).noise_scale  # type: ignore[union-attr]
+        gap = _lnmax_gap(b, competitors, _FAIL)
+        need, noise = math.ceil(gap), {"b": b}
+    else:
+        # the Gaussian baselines compose exactly to one Gaussian (μ-GDP): σ in closed form, within the
+        # PLD calibration's discretisation of what the release uses (and far quicker)
+        mu = analytic_gaussian_mu(epsilon=s.epsilon, delta=s.delta)
+        if name == "gnmax":
+            sigma = g * math.sqrt(2.0 * m) / mu
+            gap = _gaussian_gap(sigma, competitors, _FAIL)
+            need, noise = math.ceil(gap), {"sigma": sigma}
+        else:  # confident-gnmax: the threshold check and the label each get half the failure probability
+            r = s.sigma_ratio
+            sigma2 = g * math.sqrt(m * (1.0 / r**2 + 2.0)) / mu
+            sigma1 = r * sigma2
+            gap = _gaussian_gap(sigma2, competitors, _FAIL / 2)
+            margin = sigma1 * _STANDARD_NORMAL.inv_cdf(1.0 - _FAIL / 2)
+            need = max(math.ceil(margin / (1.0 - s.confident_fraction)), math.ceil(gap))
+            noise = {"sigma1": sigma1, "sigma2": sigma2}
+            if with_k:
+                threshold = s.confident_fraction * s.num_teachers
+                noise["threshold"] = threshold
+                noise["count_needed"] = threshold + margin
     return AggregatorPlan(
         aggregator=name,
         halts=False,

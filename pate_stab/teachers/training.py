@@ -21,10 +21,10 @@ teacher's own shard size only. An explicit ``epochs`` is respected as given, wit
 
 Checkpoints and resume. With ``run_dir`` (convention: ``checkpoints/<run>/teachers``), the
 vectorised fit writes a Lightning checkpoint ``lightning/last.ckpt`` at the end of every epoch
-(stacked parameters, optimiser state, per-teacher early-stopping state; never the private
-data) and the finished ensemble as ``config.json`` + ``weights.pt``. ``resume=True`` continues
-from ``last.ckpt``; because every epoch's data order is a function of (seed, epoch), the
-resumed run equals the uninterrupted one.
+(every ⌈epochs / 20⌉-th epoch when a fit runs more than 20; stacked parameters, optimiser state,
+per-teacher early-stopping state; never the private data) and the finished ensemble as
+``config.json`` + ``weights.pt``. ``resume=True`` continues from ``last.ckpt``; because every
+epoch's data order is a function of (seed, epoch), the resumed run equals the uninterrupted one.
 
 Several devices. Teachers are independent, so the ensemble splits by teacher index: run
 ``train_teachers(..., teacher_indices=range(a, b), accelerator="gpu", devices=[r])`` in one
@@ -95,6 +95,9 @@ teachers on 12 MNIST records each (``recipes/teacher_schedule.py``, Adam at 1e-3
 mean training loss of 1.39 after 10 steps, 0.068 after 100 and 0.013 after 300 (under 1 % of the
 initial ln 10 = 2.30), and 0.002 after 1,000: 300 steps is where the loss has converged to within
 1 % of its start, at a third of the cost of 1,000."""
+
+
+CHECKPOINTS_PER_FIT = 20
 
 
 class ShortScheduleWarning(UserWarning):
@@ -369,14 +372,23 @@ class TeacherEnsembleModule(L.LightningModule):
 
 @contextlib.contextmanager
 def quiet_lightning(quiet: bool) -> Iterator[None]:
-    """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet``."""
+    """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet``, and always
+    its notices about choices made here on purpose: no DataLoader workers (the data are in-memory
+    tensors; the loader yields step numbers), a one-batch-per-epoch loader, and the deprecation
+    notice its own pytree helper triggers in torch (``LeafSpec``). Nothing else is filtered."""
+    from lightning.fabric.utilities.warnings import PossibleUserWarning
+
     loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
     levels = [lg.level for lg in loggers]
     if quiet:
         for lg in loggers:
             lg.setLevel(logging.WARNING)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*", category=PossibleUserWarning)
+            warnings.filterwarnings("ignore", message=".*is smaller than the logging interval.*")
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+            yield
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
@@ -397,8 +409,11 @@ def _trainer(
     if ckpt_dir is not None:
         from lightning.pytorch.callbacks import ModelCheckpoint
 
+        # at most about CHECKPOINTS_PER_FIT checkpoints (a schedule sized in steps can run hundreds
+        # of one-step epochs on tiny shards); a resumed fit redoes at most the epochs since the last
+        every = max(1, math.ceil((max_epochs or config.epochs or 1) / CHECKPOINTS_PER_FIT))
         callbacks.append(
-            ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=1)
+            ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=every)
         )
     trainer_kwargs.setdefault("enable_checkpointing", ckpt_dir is not None)
     return L.Trainer(
