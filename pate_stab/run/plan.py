@@ -301,7 +301,7 @@ def _recommend(rows: dict[str, AggregatorPlan], n: int, c: int, k: int | None, s
             f"{where}stability needs k ≥ {stab.teachers_needed} teachers ({n / stab.teachers_needed:.1f} records "
             f"each, and teachers that agree on the points asked); or {pate_text}"
         )
-    at = max(min(k or most, most), 1)
+    at = k if k is not None else max(most, 1)
     eps = answerability("stability", replace(s, num_teachers=at))
     eps_needed = eps.epsilon_needed if eps is not None else None
     eps_text = "" if eps_needed is None or math.isinf(eps_needed) else f"a larger ε (≥ {eps_needed:.3g} at k={at}), "
