@@ -290,9 +290,10 @@ def _recommend(rows: dict[str, AggregatorPlan], n: int, c: int, k: int | None, s
         else "a PATE aggregator (gnmax)"
     )
     if k is not None and stab.answerable:
+        gap = float(stab.teachers_needed)  # the hard-label releaser's gap needed (module docstring)
         return (
-            f"stability can answer at k={k}: a query is answered when its vote gap is ≥ {stab.gap_needed:.0f} "
-            f"({stab.gap_needed / k:.0%} of the teachers); train teachers to agree on the points asked "
+            f"stability can answer at k={k}: a query is answered when its vote gap is ≥ {gap:.0f} "
+            f"({gap / k:.0%} of the teachers); train teachers to agree on the points asked "
             f"({n / k:.1f} records each)"
         )
     if stab.teachers_needed <= most:
