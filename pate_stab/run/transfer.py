@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.data_dependent import release_data_dependent
+from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import label_accuracy, release_labels
@@ -50,11 +52,14 @@ from pate_stab.run.student import fit_student, student_accuracies, teacher_accur
 __all__ = ["run_transfer"]
 
 
-def run_transfer(config: TransferConfig) -> dict[str, Any]:
+def run_transfer(config: TransferConfig, *, on_plan: Callable[[RunPlan], None] | None = None) -> dict[str, Any]:
     """Run (or resume) one transfer and return its published report (also written to ``report.json``).
 
     The private diagnostics (teacher and plurality accuracy, the exact private size, the raw
     data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
+
+    ``on_plan`` receives the run's plan (:mod:`pate_stab.run.plan`) before the budget check and
+    any training (the command line prints it; it holds the private size n: not for publication).
 
     Raises:
         BudgetTooSmallError: the stability releaser would answer nothing (before any training).
@@ -64,7 +69,7 @@ def run_transfer(config: TransferConfig) -> dict[str, Any]:
             all recorded; nothing is drawn again (start a new run).
     """
     start = time.perf_counter()
-    prep = prepare(config)  # 1. data, partition, teachers
+    prep = prepare(config, on_plan=on_plan)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report
