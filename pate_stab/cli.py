@@ -1,9 +1,11 @@
-"""The ``pate-stab`` command line: demo, transfer, compare, calibrate.
+"""The ``pate-stab`` command line: demo, transfer, compare, release, plan, calibrate.
 
     pate-stab demo                                   # synthetic task, no data, under a minute
     pate-stab transfer --config recipes/mnist_quick.yaml [--epsilon 4 ...]
     pate-stab compare --config recipes/mnist_quick.yaml --epsilons 2 4 8
     pate-stab compare --config recipes/mnist_quick.yaml --query-selection student-confidence
+    pate-stab release --votes votes.npy --aggregator gnmax --epsilon 8 [--public-inputs x.npy]
+    pate-stab plan --num-private 1200 --num-classes 10 --num-queries 450 --epsilon 8 [--num-teachers 150]
     pate-stab calibrate --epsilon 8 --delta 1e-5 --num-queries 300 --max-unstable 10
     pate-stab transfer --private mine.npz --public pool.npz --evaluation test.npz --classes 3
     pate-stab transfer --private train/ --public pool/ --evaluation test/   # image folders
@@ -22,7 +24,6 @@ import argparse
 import json
 import logging
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,6 @@ DEMO = {
     "num_public": 2000,
     "num_eval": 2000,
     "teacher_model": "logistic",
-    "teacher_epochs": 10,
     "aggregator": "stability",
     "calibration": "tight",
     "epsilon": 8.0,
@@ -68,7 +68,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--pca-dim", "pca_dim", int, "PCA components for --features pca"),
     ("--num-teachers", "num_teachers", int, "k"),
     ("--teacher-model", "teacher_model", str, "logistic, mlp, cnn, or propagate (public-pool graph)"),
-    ("--teacher-epochs", "teacher_epochs", int, "epochs over each teacher's shard"),
+    ("--teacher-epochs", "teacher_epochs", int, "epochs over each teacher's shard (default: sized in steps)"),
     ("--aggregator", "aggregator", str, "stability, stability-soft, lnmax, gnmax, confident-gnmax"),
     ("--epsilon", "epsilon", float, "target ε"),
     ("--delta", "delta", float, "target δ"),
@@ -159,6 +159,27 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--seed", type=int, default=0, help="noise seed (seeded mode only)")
     rel.add_argument("--out", type=Path, default=Path("checkpoints") / "release",
                      help="output folder: labels.npy, labels.csv, report.json, ledger.jsonl")  # fmt: skip
+    rel.add_argument("--public-inputs", type=Path, default=None, metavar="PATH",
+                     help="the public points' inputs or features (.npy/.pt/.csv, one row per query, in the votes' "
+                     "order): queries are chosen by --query-selection from them and the released labels")  # fmt: skip
+    rel.add_argument("--query-selection", default=None, choices=("first", "spread"),
+                     help="with --public-inputs: spread (default there) or first (file order)")  # fmt: skip
+    rel.add_argument("--allow-unanswerable", action="store_true",
+                     help="release through a stability releaser even where a unanimous vote cannot pass")  # fmt: skip
+    rel.add_argument("--progress", dest="progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="progress bar over the release (default: on in a terminal)")  # fmt: skip
+    plan = sub.add_parser("plan", help="before training: what each aggregator can answer at your data's size")
+    plan.add_argument("--num-private", type=int, required=True, help="n, private records")
+    plan.add_argument("--num-classes", type=int, required=True, help="C")
+    plan.add_argument("--num-queries", type=int, required=True, help="m, public queries to label")
+    plan.add_argument("--epsilon", type=float, required=True, help="target ε")
+    plan.add_argument("--delta", type=float, default=1e-5, help="target δ")
+    plan.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
+    plan.add_argument("--num-teachers", type=int, default=None, help="k, if chosen: whether each aggregator answers")
+    plan.add_argument("--calibration", default="tight", choices=("paper", "tight"))
+    plan.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
+                      help="teachers one neighbouring data set changes (2: replace-one over content keys)")  # fmt: skip
+    plan.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
     cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
     cal.add_argument("--epsilon", type=float, required=True)
     cal.add_argument("--delta", type=float, default=1e-5)
@@ -298,11 +319,10 @@ def _selection_line(sel: dict[str, Any]) -> str:
 
 
 def _quiet() -> None:
+    # Lightning's banners; its warnings about deliberate choices and torch's sparse-tensor notices
+    # are filtered where the package triggers them (quiet_lightning, features.propagation)
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 
 def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -334,17 +354,36 @@ def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     return 0
 
 
+def _cmd_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pate_stab.run.plan import plan_run
+
+    try:
+        plan = plan_run(
+            num_private=args.num_private, num_classes=args.num_classes, num_queries=args.num_queries,
+            epsilon=args.epsilon, delta=args.delta, max_unstable=args.max_unstable, num_teachers=args.num_teachers,
+            calibration=args.calibration, teachers_changed=args.teachers_changed,
+            confident_fraction=args.confident_threshold,
+        )  # fmt: skip
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    print(plan.text())
+    return 0
+
+
 def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pate_stab.errors import PateStabError
+    from pate_stab.run.progress import default_progress
     from pate_stab.run.release_votes import release_votes
 
+    progress = default_progress() if args.progress is None else args.progress
     try:
         report = release_votes(
             args.votes, aggregator=args.aggregator, epsilon=args.epsilon, delta=args.delta, out_dir=args.out,
             layout=args.layout, num_classes=args.num_classes, num_queries=args.num_queries,
             max_unstable=args.max_unstable, calibration=args.calibration, noise=args.noise, gamma=args.gamma,
             confident_threshold=args.confident_threshold, neighbouring=args.neighbouring,
-            teachers_changed=args.teachers_changed, seed=args.seed,
+            teachers_changed=args.teachers_changed, seed=args.seed, public_inputs=args.public_inputs,
+            query_selection=args.query_selection, allow_unanswerable=args.allow_unanswerable, progress=progress,
         )  # fmt: skip
     except (ValueError, PateStabError) as exc:
         parser.error(str(exc))
@@ -375,9 +414,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "calibrate":
         return _cmd_calibrate(parser, args)
+    if args.command == "plan":
+        return _cmd_plan(parser, args)
+    _quiet()
     if args.command == "release":
         return _cmd_release(parser, args)
-    _quiet()
     from pate_stab.errors import PateStabError
 
     base = DEMO if args.command == "demo" else {}
@@ -406,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from pate_stab.run.transfer import run_transfer
 
-        report = run_transfer(config)
+        report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
         if report["status"] != "complete":
             print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
             return 0

@@ -1,8 +1,9 @@
 """UCI Adult through the generic CSV path, beside the dedicated loader, on the same split and settings.
 
 ``recipes/adult.yaml`` reads Adult with :func:`pate_stab.data.load_adult` (the shipped schema
-``pate_stab/data/schemas/adult.json``, from ``adult.names``); ``recipes/adult_files.yaml`` reads the same rows as ``dataset: files`` with the public
-schema ``recipes/adult_schema.json``. This script writes the public pool and the evaluation set
+``pate_stab/data/schemas/adult.json``, from ``adult.names``); ``recipes/adult_files.yaml`` reads
+the same rows as ``dataset: files`` with the public schema ``recipes/adult_schema.json`` (the
+shipped one, for header-less files). This script writes the public pool and the evaluation set
 (the two halves of ``adult.test``, as the dedicated loader splits it) into ``--split-dir`` (a
 git-ignored folder under ``checkpoints/``; the data stays out of the repository), then runs
 ``compare`` on both configurations and prints the two tables.

@@ -27,7 +27,7 @@ from pate_stab.aggregation.baseline_releaser import BaselineReleaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
-from pate_stab.privacy.calibration import calibrate
+from pate_stab.privacy.calibration import Calibration, calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.secure_noise import RandomSource
 from pate_stab.theory import teachers_for_unanimous_answer
@@ -39,6 +39,7 @@ __all__ = [
     "Releaser",
     "aggregator_spec",
     "answerability",
+    "calibrated_noise",
     "make_releaser",
 ]
 
@@ -232,6 +233,27 @@ def make_releaser(
     return aggregator_spec(name).build(settings, generator=generator, ledger=ledger, spend_id=spend_id, source=source)
 
 
+_BASELINE_MECHANISMS: dict[str, Callable[[AggregatorSettings, RandomSource | None], LNMax | GNMax | ConfidentGNMax]] = {
+    "lnmax": _lnmax,
+    "gnmax": _gnmax,
+    "confident-gnmax": _confident_gnmax,
+}
+
+
+def calibrated_noise(name: str, settings: AggregatorSettings) -> Calibration | LNMax | GNMax | ConfidentGNMax:
+    """The noise aggregator ``name`` would draw at ``settings``, without building a releaser.
+
+    The stability releasers' :class:`~pate_stab.privacy.calibration.Calibration` (λ, w, …), or the
+    calibrated PATE mechanism (LNMax's b, GNMax's σ, Confident-GNMax's σ1, σ2 and threshold).
+    Nothing is drawn or spent.
+    """
+    spec = aggregator_spec(name)
+    if spec.halts:
+        mode = name.partition("-")[2] if name in ("stability-paper", "stability-tight") else None
+        return _calibration(settings, mode, spec.soft)  # type: ignore[no-any-return]
+    return _BASELINE_MECHANISMS[name](settings, None)  # the noise it would draw; no source is used
+
+
 @dataclass(frozen=True)
 class Answerability:
     """Whether a stability releaser can answer at a setting.
@@ -239,7 +261,7 @@ class Answerability:
     Attributes:
         teachers_needed: the k for which a unanimous vote is answered w.p. ≥ 0.95.
         epsilon_needed: the smallest ε (to 1 %) at which the settings' k would be (None when k
-            suffices; inf when no ε below 10⁴ does).
+            suffices; inf when no ε up to 256 does: such a k cannot answer at any meaningful ε).
     """
 
     teachers_needed: int
@@ -248,6 +270,9 @@ class Answerability:
     @property
     def answerable(self) -> bool:
         return self.epsilon_needed is None
+
+
+_MAX_EPSILON = 256.0  # the ε search stops here (larger ε overflow the PLD accountant's e^ε)
 
 
 def _teachers_needed(name: str, s: AggregatorSettings) -> int:
@@ -273,7 +298,7 @@ def answerability(name: str, settings: AggregatorSettings) -> Answerability | No
     lo, hi = 0.01, 1.0
     while not ok(hi):
         lo, hi = hi, hi * 2
-        if hi > 1e4:
+        if hi > _MAX_EPSILON:
             return Answerability(need, math.inf)
     while hi / lo > 1.01:
         mid = math.sqrt(lo * hi)

@@ -19,6 +19,7 @@ records gets class 0.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,7 +32,15 @@ from pate_stab.features.base import public_pca_class
 if TYPE_CHECKING:
     from pate_stab.teachers.models import PublicFeatures
 
-__all__ = ["PoolGraph", "kernel_class_scores", "kernel_votes", "knn_affinities"]
+__all__ = ["PoolGraph", "kernel_class_scores", "kernel_votes", "knn_affinities", "to_sparse_csr"]
+
+
+def to_sparse_csr(matrix: Tensor) -> Tensor:
+    """``matrix.to_sparse_csr()`` without torch's "sparse CSR support is in beta" notice (the CSR
+    products used here are the stable ones; the notice is library noise in a user's terminal)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+        return matrix.to_sparse_csr()
 
 
 def knn_affinities(
@@ -51,7 +60,8 @@ def knn_affinities(
         cols.append(i.reshape(-1))
         vals.append(v.clamp(min=0).pow(power).reshape(-1))
     index = torch.stack([torch.cat(rows), torch.cat(cols)])
-    return torch.sparse_coo_tensor(index, torch.cat(vals), (queries.shape[0], base.shape[0])).coalesce()
+    shape = (queries.shape[0], base.shape[0])
+    return torch.sparse_coo_tensor(index, torch.cat(vals), shape, check_invariants=False).coalesce()  # built valid
 
 
 class PoolGraph:
@@ -121,7 +131,7 @@ class PoolGraph:
         degree = torch.sparse.sum(w, 1).to_dense().clamp(min=1e-12)
         i = w.indices()
         values = w.values() / (degree[i[0]] * degree[i[1]]).sqrt()
-        self.adjacency = torch.sparse_coo_tensor(i, values, w.shape).coalesce().to_sparse_csr()
+        self.adjacency = to_sparse_csr(torch.sparse_coo_tensor(i, values, w.shape, check_invariants=False).coalesce())
         return self
 
     def affinities(self, features: Tensor) -> Tensor:
@@ -144,7 +154,7 @@ class PoolGraph:
     def kernel(self, private_features: Tensor, query_features: Tensor) -> Tensor:
         """K (n_private, n_query) float32: ``K[l, q] = a_l · M · a_q``."""
         spread = self.propagate(query_features)
-        return self.affinities(private_features).to_sparse_csr() @ spread  # (n_private, n_q)
+        return to_sparse_csr(self.affinities(private_features)) @ spread  # (n_private, n_q)
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -5,6 +5,7 @@ exports the configuration, :func:`run_transfer`, :func:`run_compare` and the typ
 
 | module | step |
 |---|---|
+| :mod:`~pate_stab.run.plan` | :func:`plan_run`: before training, what each aggregator can answer at a data set's size |
 | :mod:`~pate_stab.run.config` | :class:`TransferConfig`: every setting of a run, checked |
 | :mod:`~pate_stab.run.data` | the private set, public pool and evaluation split (features fitted on public data) |
 | :mod:`~pate_stab.run.prepare` | budget check, run folder, record-keyed partition, teachers |
@@ -23,6 +24,7 @@ from pate_stab.run.api import compare_arrays, transfer_arrays
 from pate_stab.run.compare import format_rows, plot_rows, run_compare
 from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
 from pate_stab.run.data import Task, load_task
+from pate_stab.run.plan import RunPlan, plan_run
 from pate_stab.run.prepare import BudgetTooSmallError, Prepared
 from pate_stab.run.refit import refit_students
 from pate_stab.run.release import Release, label_accuracy, release_labels
@@ -38,6 +40,7 @@ __all__ = [
     "BudgetTooSmallError",
     "Prepared",
     "Release",
+    "RunPlan",
     "Task",
     "TransferConfig",
     "TransferResult",
@@ -49,6 +52,7 @@ __all__ = [
     "label_accuracy",
     "load_task",
     "open_ledger",
+    "plan_run",
     "plot_rows",
     "refit_students",
     "release_labels",

@@ -150,7 +150,9 @@ class TransferConfig:
     teacher_model: Literal["logistic", "mlp", "cnn", "propagate"] = "logistic"
     teacher_hidden: tuple[int, ...] = (64,)  # MLP widths, or the CNN's fully connected widths
     teacher_channels: tuple[int, int] = (64, 128)  # CNN only: the two convolution widths (PATE's)
-    teacher_epochs: int = 20
+    # None: sized in optimiser steps (pate_stab.teachers.training.teacher_epochs); a number is used as
+    # given, with a ShortScheduleWarning when some teacher would make fewer than DEFAULT_MIN_STEPS steps
+    teacher_epochs: int | None = None
     teacher_batch_size: int = 8
     teacher_lr: float = 1e-2
     teacher_weight_decay: float = 1e-3

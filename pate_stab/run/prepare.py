@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import NOT_IDENTITY, PARTITION_KEYS, TransferConfig
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
+from pate_stab.run.plan import RunPlan, plan_for_config
 from pate_stab.run.private import check_data_identity
 from pate_stab.teachers import (
     ModelSpec,
@@ -61,7 +63,9 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
             f"T={config.max_unstable}, m={config.num_queries} ({config.calibration} calibration) the "
             f"releaser needs about k={status.teachers_needed} teachers for a unanimous vote to be answered; you "
             f"have k={config.num_teachers}. Use more teachers, or ε ≥ {status.epsilon_needed:.3g} with "
-            f"k={config.num_teachers}, or a smaller T or m (or --allow-unanswerable to run anyway)."
+            f"k={config.num_teachers}, or a smaller T or m, or a PATE aggregator, which labels every query "
+            f"(--aggregator gnmax; `pate-stab plan` shows what each aggregator needs), or "
+            "--allow-unanswerable to run anyway."
         )
     return {"teachers_needed_for_unanimous_answer": status.teachers_needed}
 
@@ -161,11 +165,20 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
     path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True))
 
 
-def prepare(config: TransferConfig, *, check_budget: bool = True, data: OwnData | None = None) -> Prepared:
+def prepare(
+    config: TransferConfig,
+    *,
+    check_budget: bool = True,
+    data: OwnData | None = None,
+    on_plan: Callable[[RunPlan], None] | None = None,
+) -> Prepared:
     """Stages 1–2: data, partition, teachers (trained or reloaded); votes are computed on demand.
 
     ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
     Data is loaded and checked before the run folder is touched: bad input trains and spends nothing.
+    ``on_plan`` receives the run's plan (:func:`~pate_stab.run.plan.plan_for_config`) once the data
+    is loaded, before the budget check and any training: it holds the private size n, so show it
+    to the user, never publish it.
     """
     timings: dict[str, float] = {}
     run_dir = config.run_dir
@@ -177,6 +190,8 @@ def prepare(config: TransferConfig, *, check_budget: bool = True, data: OwnData 
     t0 = time.perf_counter()
     task = load_task(config, generator=gens["data"], data=data)
     timings["data"] = time.perf_counter() - t0
+    if on_plan is not None:
+        on_plan(plan_for_config(config, num_private=int(task.private_x.shape[0]), num_classes=task.num_classes))
     # record ids are checked before anything is written; content keys are read from the final inputs
     record_ids = None
     if config.partition_key == "record_id":

@@ -21,6 +21,20 @@ Files: ``.npy``, ``.pt`` (a tensor) or ``.csv`` (comma-separated numbers, one ma
 NaN, negative or non-integer counts, rows with different totals, an empty file — raises
 :class:`VotesError` naming the problem before the ledger is opened, so nothing is spent.
 
+Query order. By default the queries are asked in file order. With ``public_inputs`` — the public
+points' inputs or features, one row per query in the votes' order — the main job's query
+selection applies (:func:`~pate_stab.run.selection.release_in_rounds`, ``query_selection="spread"``
+by default): k-means representatives first, then the points whose neighbourhood on the public
+points' kNN graph was answered most consistently, away from earlier ⊥. The selection sees the
+public inputs and the released outputs only; a query's votes are read inside the releaser's call,
+when it is asked. ``labels.npy`` / ``labels.csv`` stay in file order (⊥ or not asked: −1 / empty),
+and ``report.json`` lists the order in which the queries were asked.
+
+Unanswerable settings. A stability releaser whose unanimous vote of the file's k teachers would
+not pass (:func:`~pate_stab.aggregation.registry.answerability`) would spend the budget on T ⊥
+and release nothing: :class:`UnanswerableError` is raised before the ledger is opened, naming
+what to change, unless ``allow_unanswerable``.
+
 Privacy. The votes are a function of the private data; the guarantee is the aggregator's, under
 the neighbouring relation the caller states (``neighbouring``): one changed record must change
 at most one teacher's row (``teachers_changed=2`` covers replace-one over content-keyed shards).
@@ -47,7 +61,7 @@ import numpy as np
 import torch
 
 from pate_stab.aggregation.base import inputs_digest
-from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, make_releaser
+from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, make_releaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger import PrivacyLedger
@@ -57,7 +71,15 @@ from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import clean_json, noise_report
 
-__all__ = ["LAYOUTS", "VotesError", "export_votes", "load_votes", "release_votes"]
+__all__ = [
+    "LAYOUTS",
+    "UnanswerableError",
+    "VotesError",
+    "export_votes",
+    "load_public_inputs",
+    "load_votes",
+    "release_votes",
+]
 
 LAYOUTS = ("predictions", "counts", "scores")
 Layout = Literal["predictions", "counts", "scores"]
@@ -65,6 +87,29 @@ Layout = Literal["predictions", "counts", "scores"]
 
 class VotesError(ValueError):
     """The votes file cannot be released as given; nothing was spent."""
+
+
+class UnanswerableError(VotesError):
+    """A stability releaser could not answer even a unanimous vote of these teachers; nothing was spent."""
+
+
+def load_public_inputs(path: str | os.PathLike[str], num_queries: int) -> torch.Tensor:
+    """The public points' inputs or features, one row per query: float32 (n, d) (rows flattened).
+
+    Raises:
+        VotesError: missing, unreadable, non-finite, or a row count other than the votes' n.
+    """
+    array = _read(Path(path))
+    if not np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_:
+        raise VotesError(f"public inputs {path} must be numbers, got dtype {array.dtype}")
+    if array.ndim < 2:
+        array = array.reshape(-1, 1)
+    x = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).flatten(1)
+    if not torch.isfinite(x).all():
+        raise VotesError(f"public inputs {path} contain NaN or infinite values")
+    if x.shape[0] != num_queries:
+        raise VotesError(f"public inputs {path} have {x.shape[0]} rows but the votes hold {num_queries} queries")
+    return x
 
 
 def _read(path: Path) -> np.ndarray:
@@ -194,6 +239,10 @@ def release_votes(
     teachers_changed: int = 1,
     seed: int = 0,
     run_name: str | None = None,
+    public_inputs: str | os.PathLike[str] | None = None,
+    query_selection: str | None = None,
+    allow_unanswerable: bool = False,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Release labels for the queries of a votes file; write labels.npy/.csv, report.json, ledger.jsonl.
 
@@ -205,13 +254,21 @@ def release_votes(
         num_queries: m the aggregator is calibrated for (default: the file's n; at least n).
         noise: ``"secure"`` (default: exact noise from the OS) or ``"seeded"`` (from ``seed``).
         seed: the noise's seed (seeded mode only): whoever knows it can remove the noise.
+        public_inputs: the public points' inputs or features (a file, one row per query in the
+            votes' order); queries are then chosen by ``query_selection``.
+        query_selection: ``"spread"`` (default with ``public_inputs``) or ``"first"`` (file order;
+            the only choice without ``public_inputs``).
+        allow_unanswerable: release through a stability releaser even when a unanimous vote of
+            the file's k teachers would not pass (it then spends on ⊥ and may release nothing).
+        progress: a progress bar over the queries released.
         Others: as :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
 
     Returns:
         The report (also ``report.json``).
 
     Raises:
-        VotesError: invalid votes or options; nothing was spent.
+        VotesError: invalid votes, public inputs or options; nothing was spent.
+        UnanswerableError: a stability releaser could not answer at this k; nothing was spent.
         BudgetExhaustedError / ReplayedSpendError: from the ledger; nothing was released.
     """
     spec = aggregator_spec(aggregator)
@@ -237,8 +294,25 @@ def release_votes(
             teachers_changed=teachers_changed, noise=noise,
         )  # fmt: skip
         make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; draws nothing
+        status = answerability(aggregator, settings)
     except (TypeError, ValueError) as exc:
         raise VotesError(str(exc)) from exc
+    if status is not None and not status.answerable and not allow_unanswerable:
+        eps = status.epsilon_needed
+        raise UnanswerableError(
+            f"{aggregator} cannot answer anything with k={k} teachers at ε={epsilon:g}, δ={delta:g}, T={max_unstable}, "
+            f"m={m} ({calibration} calibration): a unanimous vote needs k ≥ {status.teachers_needed}, so the budget "
+            f"would be spent on {max_unstable} ⊥. Use more teachers"
+            + ("" if eps is None or math.isinf(eps) else f", ε ≥ {eps:.3g}")
+            + ", a smaller T or m, or a PATE aggregator, which labels every query (--aggregator gnmax; "
+            "`pate-stab plan` shows what each aggregator needs), or --allow-unanswerable. Nothing was spent"
+        )
+    selection = query_selection or ("spread" if public_inputs is not None else "first")
+    if selection not in ("first", "spread"):
+        raise VotesError(f"query_selection must be 'first' or 'spread', got {selection!r}")
+    if selection != "first" and public_inputs is None:
+        raise VotesError(f"query_selection={selection!r} needs the public points' inputs (public_inputs)")
+    pool_x = load_public_inputs(public_inputs, n) if public_inputs is not None else None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     run = run_name or out.name
@@ -272,6 +346,12 @@ def release_votes(
                     f"{noise!r}; its labels carry that mode's guarantee. Ask for noise={recorded_noise!r} to read "
                     "them again, or use a new output folder (with its own budget)"
                 )
+            asked = payload.get("selection", {"strategy": "first"})
+            if asked["strategy"] != selection:
+                raise ReplayedSpendError(
+                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} was released with query selection "
+                    f"{asked['strategy']!r}, not {selection!r}; use a new output folder for another selection"
+                )
             reused = True
         else:
             known = identity.get("votes_mac", {}).get(spend_id)
@@ -284,11 +364,10 @@ def release_votes(
             write_private_json(identity_path, {k: v for k, v in identity.items() if k != "private"})
             gen = seeded_generator(seed)
             rel = make_releaser(aggregator, settings, generator=gen, ledger=ledger, spend_id=spend_id)
-            # the queries' positions in the file identify the call in the (published) ledger
-            labels = rel.release(votes, query_ids=torch.arange(n)).labels
+            labels, asked = _release_in_order(rel, votes, spec, selection, pool_x, n, max_unstable, seed, progress)
             summary = rel.summary()
             summary["not_asked"] = n - int(summary["queries_seen"])
-            payload = {"labels": clean_json(labels.tolist()), "summary": clean_json(summary)}
+            payload = {"labels": clean_json(labels.tolist()), "summary": clean_json(summary), "selection": asked}
             ledger.record_result(spend_id, payload)
             reused = False
         ledger_report = ledger.report()
@@ -320,6 +399,7 @@ def release_votes(
             "privacy": {"neighbouring": neighbouring, "teachers_changed_per_neighbour": teachers_changed},
             "noise": noise_report(s),
             "summary": s,
+            "query_selection": payload.get("selection", {"strategy": "first"}),
             "reused": reused,
             "outputs": {"labels_npy": str(out / "labels.npy"), "labels_csv": str(out / "labels.csv")},
             "ledger": {**ledger_report, "spend_id": spend_id},
@@ -330,6 +410,72 @@ def release_votes(
     )
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     return report
+
+
+def _release_in_order(
+    rel: Any,
+    votes: torch.Tensor,
+    spec: Any,
+    selection: str,
+    pool_x: torch.Tensor | None,
+    n: int,
+    max_unstable: int,
+    seed: int,
+    progress: bool,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Release the file's queries in file order or by the spread selection; labels come back in file order.
+
+    The selection gets only ``release`` (pool positions → released outputs); the votes are indexed
+    inside it, when the releaser is asked about those positions.
+    """
+    from tqdm import tqdm
+
+    def rows(index: torch.Tensor) -> torch.Tensor:
+        return votes[:, index] if spec.votes == "scores" else votes[index]
+
+    bar = tqdm(total=n, desc=f"release {rel.mechanism}", unit="query", disable=not progress)
+    with bar:
+        if selection == "first" or pool_x is None:
+            # the queries' positions in the file identify the call in the (published) ledger
+            labels = rel.release(votes, query_ids=torch.arange(n)).labels
+            bar.update(n)
+            return labels, {"strategy": "first"}
+        from pate_stab.features.propagation import PoolGraph
+        from pate_stab.run.config import TransferConfig
+        from pate_stab.run.selection import release_in_rounds
+        from pate_stab.student.spreading import spread_labels
+
+        defaults = TransferConfig()  # the main job's graph and selection settings
+        num_classes = 2 if spec.votes == "scores" else int(votes.shape[1])
+        graph = PoolGraph(
+            num_neighbors=defaults.graph_neighbors, power=defaults.graph_power, alpha=defaults.graph_alpha,
+            steps=defaults.graph_steps, pca_dim=defaults.graph_pca_dim,
+        ).fit(pool_x)  # fmt: skip
+        if graph.adjacency is None:
+            raise VotesError("the public inputs' kNN graph could not be built")
+        adjacency = graph.adjacency
+
+        def spread(index: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            answered = ~torch.isnan(labels) if labels.is_floating_point() else labels != -1
+            hard = (labels >= 0.5).long() if labels.is_floating_point() else labels.long()
+            classes = torch.where(answered, hard, torch.full_like(hard, num_classes))  # ⊥ → class C
+            return spread_labels(adjacency, index, classes, num_classes=num_classes + 1, alpha=defaults.graph_alpha,
+                                 steps=defaults.graph_steps)  # fmt: skip
+
+        def release(index: torch.Tensor) -> torch.Tensor:
+            out = rel.release(rows(index), query_ids=index).labels
+            bar.update(int(index.numel()))
+            return out
+
+        selected = release_in_rounds(
+            pool_x, num_queries=n, strategy="spread", release=release, halted=lambda: rel.halted, spread=spread,
+            coverage=defaults.selection_coverage, round_size=min(defaults.selection_round_size, n),
+            max_unstable=max_unstable if spec.halts else None, generator=seeded_generator(seed),
+        )  # fmt: skip
+    fill = math.nan if spec.soft else -1
+    labels = torch.full((n,), fill, dtype=torch.float64 if spec.soft else torch.int64)
+    labels[selected.index] = selected.labels.to(labels.dtype)
+    return labels, {"strategy": "spread", "order": selected.index.tolist(), "rounds": selected.rounds}
 
 
 def export_votes(teachers: Any, x: torch.Tensor, path: str | os.PathLike[str]) -> Path:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
+from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import Release, label_accuracy, release_labels
@@ -123,13 +125,17 @@ def evaluate_and_report(
     return report
 
 
-def run_transfer(config: TransferConfig, *, data: OwnData | None = None) -> dict[str, Any]:
+def run_transfer(
+    config: TransferConfig, *, data: OwnData | None = None, on_plan: Callable[[RunPlan], None] | None = None
+) -> dict[str, Any]:
     """Run (or resume) one transfer and return its published report (also written to ``report.json``).
 
     The private diagnostics (teacher and plurality accuracy, the exact private size, the raw
     data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
 
     ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
+    ``on_plan`` receives the run's plan (:mod:`pate_stab.run.plan`) before the budget check and
+    any training (the command line prints it; it holds the private size n: not for publication).
 
     Raises:
         BudgetTooSmallError: the stability releaser would answer nothing (before any training).
@@ -139,15 +145,17 @@ def run_transfer(config: TransferConfig, *, data: OwnData | None = None) -> dict
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
             all recorded; nothing is drawn again (start a new run).
     """
-    result = transfer_result(config, data=data)
+    result = transfer_result(config, data=data, on_plan=on_plan)
     return result if isinstance(result, dict) else result.report
 
 
-def transfer_result(config: TransferConfig, *, data: OwnData | None = None) -> TransferResult | dict[str, Any]:
+def transfer_result(
+    config: TransferConfig, *, data: OwnData | None = None, on_plan: Callable[[RunPlan], None] | None = None
+) -> TransferResult | dict[str, Any]:
     """:func:`run_transfer`, returning the student and the release with the report (a status dict
     when ``stop_after`` stops the run early)."""
     start = time.perf_counter()
-    prep = prepare(config, data=data)  # 1. data, partition, teachers
+    prep = prepare(config, data=data, on_plan=on_plan)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report

@@ -34,19 +34,24 @@ from pate_stab.teachers.partition import (
 from pate_stab.teachers.pool_votes import PoolVotes, VotingTeachers
 from pate_stab.teachers.propagation import PropagationSpec, PropagationTeachers
 from pate_stab.teachers.training import (
+    DEFAULT_MIN_STEPS,
+    ShortScheduleWarning,
     TeacherEnsembleModule,
     TrainConfig,
     epoch_plan,
+    teacher_epochs,
     train_teachers,
 )
 
 __all__ = [
+    "DEFAULT_MIN_STEPS",
     "ModelSpec",
     "PateCNN",
     "PoolVotes",
     "PropagationSpec",
     "PropagationTeachers",
     "PublicFeatures",
+    "ShortScheduleWarning",
     "StackedAdam",
     "StackedSGD",
     "TeacherEnsemble",
@@ -61,6 +66,7 @@ __all__ = [
     "record_keys_from_tensors",
     "shard_of_records",
     "stacked_forward",
+    "teacher_epochs",
     "train_teachers",
     "train_teachers_ddp",
 ]

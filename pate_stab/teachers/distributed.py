@@ -67,8 +67,10 @@ from pate_stab.teachers.training import (
     TeacherEnsembleModule,
     TrainConfig,
     _trainer,
+    check_schedule,
     check_training_inputs,
     quiet_lightning,
+    teacher_epochs,
 )
 
 __all__ = ["TeacherSliceStrategy", "rank_slice", "train_teachers_ddp"]
@@ -269,8 +271,11 @@ def train_teachers_ddp(
     ckpt_root = run_dir / "lightning" if run_dir is not None else None
     resume_epoch = latest_common_epoch(ckpt_root, devices * num_nodes) if resume and ckpt_root is not None else None
     strategy = TeacherSliceStrategy(resume_epoch=resume_epoch, process_group_backend=backend)
+    # every rank runs the epochs of the longest-training teacher overall (extra epochs inactive)
+    check_schedule([int(s.numel()) for s in shards], config)
     trainer = _trainer(
         config,
+        max_epochs=max(teacher_epochs([int(s.numel()) for s in shards], config)),
         accelerator=accelerator,
         devices=devices,
         progress_bar=progress_bar,

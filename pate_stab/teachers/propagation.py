@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from pate_stab._validation import check_int, check_tensor
-from pate_stab.features.propagation import PoolGraph, kernel_class_scores
+from pate_stab.features.propagation import PoolGraph, kernel_class_scores, to_sparse_csr
 
 __all__ = ["PropagationSpec", "PropagationTeachers"]
 
@@ -90,7 +90,7 @@ class PropagationTeachers:
             num_neighbors=s.num_neighbors, power=s.power, alpha=s.alpha, steps=s.steps, pca_dim=s.pca_dim
         ).fit(public_features)  # public features only
         # (n, n_p) sparse: each row depends on its own record only
-        self.private_affinities = self.graph.affinities(private_features).to_sparse_csr()
+        self.private_affinities = to_sparse_csr(self.graph.affinities(private_features))
         self.config: dict[str, Any] = {"graph": s.to_dict(), "fitted_on": "public pool features"}
 
     @property
