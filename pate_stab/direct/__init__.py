@@ -1,0 +1,24 @@
+"""pate_stab.direct: private learners trained directly on the private data, beside the releasers.
+
+DP-SGD (Abadi et al. 2016) with Opacus's Poisson sampler and RDP accountant; the convex heads
+themselves live in :mod:`pate_stab.erm` (one-vs-rest :class:`~pate_stab.erm.PrivateLinearHead`,
+softmax :mod:`pate_stab.erm.multinomial`). :mod:`pate_stab.run.direct` runs them as ``compare`` rows.
+"""
+
+from pate_stab.direct.dpsgd import (
+    DPSGDConfig,
+    DPSGDLinear,
+    clipped_noisy_gradient,
+    dpsgd_epsilon,
+    dpsgd_noise_multiplier,
+    train_dpsgd_linear,
+)
+
+__all__ = [
+    "DPSGDConfig",
+    "DPSGDLinear",
+    "clipped_noisy_gradient",
+    "dpsgd_epsilon",
+    "dpsgd_noise_multiplier",
+    "train_dpsgd_linear",
+]
