@@ -112,7 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="all aggregators on the same votes: table + plot")
     compare.add_argument("--config", type=Path, help="recipe YAML")
     compare.add_argument("--epsilons", type=float, nargs="+", default=None, help="target ε values")
-    compare.add_argument("--aggregators", nargs="+", default=None, help="subset of aggregators")
+    compare.add_argument("--aggregators", nargs="*", default=None,
+                         help="subset of aggregators (none given: only the direct learners)")  # fmt: skip
+    compare.add_argument("--direct", nargs="*", default=None, metavar="LEARNER",
+                         help="direct private learners trained on the private split, as rows beside the aggregators: "
+                         "objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear")  # fmt: skip
     compare.add_argument(
         "--repeats", type=int, default=None, help="releases per (aggregator, ε), each its own spend: mean and spread"
     )
@@ -343,9 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pate_stab.run.compare import run_compare
 
             epsilons = args.epsilons or compare_opts.get("epsilons") or [config.epsilon]
-            aggregators = args.aggregators or compare_opts.get("aggregators")
+            aggregators = args.aggregators if args.aggregators is not None else compare_opts.get("aggregators")
+            direct = args.direct if args.direct is not None else compare_opts.get("direct") or []
             repeats = args.repeats or compare_opts.get("repeats") or 1
-            out = run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats)
+            out = run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats, direct=direct)
             print(
                 f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
                 f"(query selection: {config.query_selection}), δ={config.delta:g}; "

@@ -303,7 +303,8 @@ def softmax_output_perturbation(
     w, dist = solve_softmax_erm(xt, yt, num_classes=num_classes, lam=lam, tol=solver_rtol * sensitivity)
     scale = sensitivity * (1.0 + 2.0 * solver_rtol) / epsilon
     noise = l2_laplace_vector(scale, num_classes * d, generator=generator).to(xt.device).reshape(num_classes, d)
-    return MultinomialModel(w + noise, epsilon, scale, lam, dist, "softmax output perturbation (Chaudhuri et al. Alg 1)")
+    mechanism = "softmax output perturbation (Chaudhuri et al. Alg 1)"
+    return MultinomialModel(w + noise, epsilon, scale, lam, dist, mechanism)
 
 
 def softmax_objective_perturbation(

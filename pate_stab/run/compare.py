@@ -32,6 +32,7 @@ from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent
+from pate_stab.run.direct import DIRECT_LEARNERS, check_direct_inputs, check_direct_learners, direct_legend, run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger
@@ -142,7 +143,9 @@ def plot_rows(rows: Sequence[dict[str, Any]], path: Path, *, title: str, referen
         )
         x, mean = [p[0] for p in pts], [p[1] for p in pts]
         err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
-        ax.errorbar(x, mean, yerr=err, marker="o", capsize=3, label=name)
+        style = {"linestyle": "--", "marker": "s"} if name in DIRECT_LEARNERS else {"marker": "o"}
+        label = name + (" (direct)" if name in DIRECT_LEARNERS else "")
+        ax.errorbar(x, mean, yerr=err, capsize=3, label=label, **style)
     if reference is not None:
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
     ax.set_xscale("log")
@@ -166,11 +169,14 @@ def run_compare(
     epsilons: Sequence[float],
     aggregators: Sequence[str] | None = None,
     repeats: int = 1,
+    direct: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Release the same votes with every aggregator at every ε, train a student on each release.
 
     ``repeats`` > 1 releases every (aggregator, ε) that many times, each a separate spend with
     its own noise, selection and student; the summary gives mean, spread and range per setting.
+    ``direct`` adds direct private learners trained on the private split at the same ε values
+    (:mod:`pate_stab.run.direct`), each a spend of the same ledger, after the aggregator rows.
     Writes ``compare.json``, ``compare.txt`` and ``compare.png`` in the run folder.
 
     Returns:
@@ -181,6 +187,7 @@ def run_compare(
     start = time.perf_counter()
     prep = prepare(config, check_budget=False)
     binary = prep.task.num_classes == 2
+    direct = check_direct_learners(list(direct))
     if aggregators is None:
         aggregators = [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
     bad = [a for a in aggregators if a not in RUN_AGGREGATORS or (aggregator_spec(a).binary_only and not binary)]
@@ -189,21 +196,27 @@ def run_compare(
             f"aggregators not available for this task: {bad} (choose from {', '.join(RUN_AGGREGATORS)}; "
             "stability-soft needs a binary task)"
         )
+    if direct:
+        check_direct_inputs(prep)  # before anything is spent
     k, m = config.num_teachers, config.num_queries
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
     plan = [(float(e), a, r) for r in range(repeats) for e in epsilons for a in aggregators]
-    release_gens = spawn_generators(prep.generators["release"], len(plan))
-    student_gens = spawn_generators(prep.generators["student"], len(plan))
-    bottom_gens = spawn_generators(prep.generators["bottom"], len(plan))
-    selection_gens = spawn_generators(prep.generators["selection"], len(plan))
-    dd_gens = spawn_generators(prep.generators["data_dependent"], len(plan))
+    if not plan and not direct:
+        raise ValueError("nothing to compare: no aggregators and no direct learners")
+    n_gens = max(len(plan), 1)
+    release_gens = spawn_generators(prep.generators["release"], n_gens)
+    student_gens = spawn_generators(prep.generators["student"], n_gens)
+    bottom_gens = spawn_generators(prep.generators["bottom"], n_gens)
+    selection_gens = spawn_generators(prep.generators["selection"], n_gens)
+    dd_gens = spawn_generators(prep.generators["data_dependent"], n_gens)
+    direct_plan = [(float(e), d, r) for r in range(repeats) for e in epsilons for d in direct]
     # each release is (ε, δ)-DP on its own; the ledger counts their basic composition
     ledger = open_ledger(
         prep.run_dir,
         run_name=config.run_name,
-        budget_epsilon=math.fsum(e for e, _, _ in plan),
-        budget_delta=config.delta * len(plan),
+        budget_epsilon=math.fsum(e for e, _, _ in plan + direct_plan),
+        budget_delta=config.delta * len(plan + direct_plan),
         neighbouring=config.neighbouring,
     )
     teacher_mean, plurality = teacher_accuracies(
@@ -260,8 +273,12 @@ def run_compare(
                     "note": note,
                 }
             )
+        for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.progress):
+            rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep))
         summary = summarise_rows(rows)
         table = format_rows(rows) + ("\n\n" + format_summary(summary) if repeats > 1 else "")
+        if direct:
+            table += "\n" + direct_legend(rows, run_neighbouring=config.neighbouring)
         plot = plot_rows(
             rows,
             prep.run_dir / "compare.png",
@@ -289,6 +306,7 @@ def run_compare(
             "rows": rows,
             "summary": summary,
             "repeats": repeats,
+            "direct_learners": direct,
             "student": {"model": config.student_model, "method": config.student_method},
             "ledger": ledger.report(),
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
