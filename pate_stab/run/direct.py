@@ -152,16 +152,20 @@ def _pool_standardiser(prep: Prepared) -> tuple[Tensor, Tensor]:
     return pool.mean(dim=0), pool.std(dim=0).clamp(min=1e-6)
 
 
-def _plan(prep: Prepared, learner: str, epsilon: float) -> tuple[float, float, Any, dict[str, Any]]:
+def _plan(
+    prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig
+) -> tuple[float, float, Any, dict[str, Any]]:
     """What the spend costs and says, before any noise: (ε, δ, event, metadata)."""
     n, c = prep.task.private_x.shape[0], prep.task.num_classes
     meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner], "n_public": n}
     if learner == "dpsgd-linear":
-        q = _DPSGD.expected_batch_size / n
-        steps = max(1, round(_DPSGD.epochs / q))
+        if n < dpsgd.expected_batch_size:
+            raise ValueError(f"DP-SGD's expected batch size {dpsgd.expected_batch_size} exceeds the {n} private records")
+        q = dpsgd.expected_batch_size / n
+        steps = max(1, round(dpsgd.epochs / q))
         sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=prep.config.delta, sample_rate=q, steps=steps)
         spent = dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=prep.config.delta)
-        meta.update({"dpsgd": _DPSGD.to_dict(), "noise_multiplier": sigma, "sample_rate": q, "steps": steps,
+        meta.update({"dpsgd": dpsgd.to_dict(), "noise_multiplier": sigma, "sample_rate": q, "steps": steps,
                      "accountant": "opacus RDPAccountant",
                      "features": "standardised with public-pool statistics"})  # fmt: skip
         event = ApproxDpEvent(spent, prep.config.delta, reason="DP-SGD, Opacus RDP accountant (add/remove)")
@@ -173,13 +177,15 @@ def _plan(prep: Prepared, learner: str, epsilon: float) -> tuple[float, float, A
     return epsilon, 0.0, PureDpEvent(epsilon), meta
 
 
-def _train(prep: Prepared, learner: str, epsilon: float, generator: torch.Generator) -> dict[str, Any]:
+def _train(
+    prep: Prepared, learner: str, epsilon: float, generator: torch.Generator, dpsgd: DPSGDConfig
+) -> dict[str, Any]:
     task = prep.task
     if learner == "dpsgd-linear":
         mean, std = _pool_standardiser(prep)
         model = train_dpsgd_linear((task.private_x.float() - mean) / std, task.private_y,
                                    num_classes=task.num_classes, epsilon=epsilon, delta=prep.config.delta,
-                                   generator=generator, config=_DPSGD)  # fmt: skip
+                                   generator=generator, config=dpsgd)  # fmt: skip
         return {"kind": "linear", "weight": model.weight, "bias": model.bias, "mean": mean, "std": std,
                 "epsilon": model.epsilon}  # fmt: skip
     bound, x = _head_inputs(prep)
@@ -211,9 +217,18 @@ def _sha256(path: Path) -> str:
 
 
 def run_direct(
-    prep: Prepared, ledger: PrivacyLedger, *, learner: str, epsilon: float, repeat: int = 0
+    prep: Prepared,
+    ledger: PrivacyLedger,
+    *,
+    learner: str,
+    epsilon: float,
+    repeat: int = 0,
+    dpsgd: DPSGDConfig | None = None,
 ) -> dict[str, Any]:
     """Train (or replay) one direct learner at ``epsilon`` and return its compare row.
+
+    ``dpsgd``: DP-SGD settings (default: Tramèr & Boneh 2021's, :class:`DPSGDConfig`); a data set
+    with fewer records than the expected batch size of 8192 needs its own, fixed in advance.
 
     Raises:
         ValueError: unknown learner, ε ≤ 0, NaN features or labels outside [0, C) — before any spend.
@@ -241,11 +256,11 @@ def run_direct(
         model = torch.load(path, weights_only=True)
         reused = True
     else:
-        charge_eps, charge_delta, event, meta = _plan(prep, learner, epsilon)
+        charge_eps, charge_delta, event, meta = _plan(prep, learner, epsilon, dpsgd or _DPSGD)
         generator, noise = _generator(prep, spend_id)
         meta["noise"] = noise
         ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta)
-        model = _train(prep, learner, epsilon, generator)
+        model = _train(prep, learner, epsilon, generator, dpsgd or _DPSGD)
         folder.mkdir(parents=True, exist_ok=True)
         name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
         tmp = folder / (name + ".tmp")
