@@ -143,9 +143,10 @@ def plot_rows(rows: Sequence[dict[str, Any]], path: Path, *, title: str, referen
         )
         x, mean = [p[0] for p in pts], [p[1] for p in pts]
         err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
-        style = {"linestyle": "--", "marker": "s"} if name in DIRECT_LEARNERS else {"marker": "o"}
-        label = name + (" (direct)" if name in DIRECT_LEARNERS else "")
-        ax.errorbar(x, mean, yerr=err, capsize=3, label=label, **style)
+        is_direct = name in DIRECT_LEARNERS  # direct learners: dashed lines, square markers
+        label = name + (" (direct)" if is_direct else "")
+        ax.errorbar(x, mean, yerr=err, capsize=3, label=label, marker="s" if is_direct else "o",
+                    linestyle="--" if is_direct else "-")  # fmt: skip
     if reference is not None:
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
     ax.set_xscale("log")

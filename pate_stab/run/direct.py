@@ -160,7 +160,9 @@ def _plan(
     meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner], "n_public": n}
     if learner == "dpsgd-linear":
         if n < dpsgd.expected_batch_size:
-            raise ValueError(f"DP-SGD's expected batch size {dpsgd.expected_batch_size} exceeds the {n} private records")
+            raise ValueError(
+                f"DP-SGD's expected batch size {dpsgd.expected_batch_size} exceeds the {n} private records"
+            )
         q = dpsgd.expected_batch_size / n
         steps = max(1, round(dpsgd.epochs / q))
         sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=prep.config.delta, sample_rate=q, steps=steps)

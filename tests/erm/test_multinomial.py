@@ -130,7 +130,8 @@ def test_output_perturbation_noise_is_the_reported_scale():
     w_star, _ = solve_softmax_erm(x, y, num_classes=3, lam=0.1, tol=1e-12)
     norms = []
     for seed in range(400):
-        m = softmax_output_perturbation(x, y, num_classes=3, epsilon=1.0, lam=0.1, generator=torch.Generator().manual_seed(seed))
+        gen = torch.Generator().manual_seed(seed)
+        m = softmax_output_perturbation(x, y, num_classes=3, epsilon=1.0, lam=0.1, generator=gen)
         norms.append(float((m.weights - w_star).norm()) / m.noise_scale)
     scale = softmax_output_sensitivity(lam=0.1, n=200) * (1 + 2e-3)
     assert m.noise_scale == pytest.approx(scale)
