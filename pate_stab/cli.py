@@ -59,7 +59,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--num-teachers", "num_teachers", int, "k"),
     ("--teacher-model", "teacher_model", str, "logistic, mlp, cnn, or propagate (public-pool graph)"),
     ("--teacher-epochs", "teacher_epochs", int, "epochs over each teacher's shard"),
-    ("--aggregator", "aggregator", str, "stability, stability-soft, lnmax, gnmax, confident-gnmax"),
+    ("--aggregator", "aggregator", str, "stability, stability-soft, lnmax, gnmax, confident-gnmax, or a direct "
+     "learner (objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear)"),
     ("--epsilon", "epsilon", float, "target ε"),
     ("--delta", "delta", float, "target δ"),
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
@@ -367,6 +368,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run_transfer(config)
         if report["status"] != "complete":
             print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
+            return 0
+        if report.get("kind") == "direct":
+            print(
+                f"{report['aggregator']} (direct, {report['neighbouring'].replace('_', '-')}): certified (ε, δ) = "
+                f"({report['epsilon']:.4g}, {report['delta']:.3g}); test accuracy {_fmt(report['test_accuracy'])}"
+                f"{' (replayed from the ledger)' if report['row']['reused'] else ''}; {report['row']['note']}"
+            )
+            print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
             return 0
         _print_report(report)
         if getattr(args, "export_votes", None) is not None:

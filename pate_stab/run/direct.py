@@ -78,7 +78,7 @@ DIRECT_LEARNERS = {
     "output-ovr": "one-vs-rest logistic heads, output perturbation, ε/C per class",
     "dpsgd-linear": "DP-SGD, linear softmax layer (Abadi et al. 2016; Tramèr & Boneh 2021 settings; Opacus accountant)",
 }
-"""The direct private learners a ``compare`` run offers."""
+"""The direct private learners a run offers (the names of :data:`pate_stab.run.config.DIRECT_LEARNER_NAMES`)."""
 DIRECT_RELATIONS = {name: ("add_remove" if name.startswith("dpsgd") else "replace_one") for name in DIRECT_LEARNERS}
 """The neighbouring relation each learner's guarantee holds under."""
 HEAD_LAMBDA = 1e-3

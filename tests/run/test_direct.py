@@ -122,9 +122,11 @@ def test_bad_input_is_refused_with_nothing_spent(prepared, bad):
                                   ["--direct", "output-softmax", "--epsilons", "-2"]])  # fmt: skip
 def test_cli_exits_2_with_nothing_spent(tmp_path, args, capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["compare", "--run-name", "bad", "--checkpoints-dir", str(tmp_path), "--num-private", "3000",
+        main(["compare", "--run-name", "bad", "--checkpoints-dir", str(tmp_path), "--set", "num_private=3000",
               "--teacher-model", "propagate", "--num-teachers", "5", "--aggregators", *args])  # fmt: skip
     assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "epsilons must be positive" in err or "unknown direct learners ['bogus']" in err, err
     ledger = tmp_path / "bad" / "ledger.jsonl"
     lines = ledger.read_text().splitlines() if ledger.exists() else []
     assert all(json.loads(line).get("kind") != "spend" for line in lines)
@@ -143,3 +145,23 @@ def test_compare_direct_rows_beside_aggregators(tmp_path):
     again = run_compare(cfg, epsilons=[8.0], aggregators=["gnmax"], direct=["output-softmax", "objective-ovr"])
     assert all(r["reused"] for r in again["rows"])
     assert again["ledger"]["spent_basic_composition"] == out["ledger"]["spent_basic_composition"]
+
+
+def test_learner_names_agree_with_the_config():
+    from pate_stab.run.config import DIRECT_LEARNER_NAMES
+
+    assert tuple(DIRECT_LEARNERS) == DIRECT_LEARNER_NAMES
+
+
+def test_transfer_with_a_direct_learner(tmp_path, capsys):
+    argv = ["transfer", "--run-name", "t", "--checkpoints-dir", str(tmp_path), "--set", "num_private=3000",
+            "--teacher-model", "propagate", "--num-teachers", "5", "--aggregator", "objective-softmax",
+            "--epsilon", "3"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "t" / "report.json").read_text())
+    assert report["kind"] == "direct" and report["neighbouring"] == "replace_one" and report["epsilon"] == 3.0
+    assert report["ledger"]["spent_basic_composition"]["epsilon"] == 3.0
+    assert main(argv) == 0  # a rerun replays: nothing spent twice
+    again = json.loads((tmp_path / "t" / "report.json").read_text())
+    assert again["row"]["reused"] and again["test_accuracy"] == report["test_accuracy"]
+    assert "replayed from the ledger" in capsys.readouterr().out
