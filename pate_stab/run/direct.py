@@ -11,9 +11,10 @@ retrained under the old charge (DESIGN.md fact 7).
 Learners (:data:`DIRECT_LEARNERS`):
 
 * ``objective-softmax`` / ``output-softmax``: the softmax head of :mod:`pate_stab.erm.multinomial`
-  (one ε for all C classes); ``objective-ovr`` / ``output-ovr``: :class:`pate_stab.erm.PrivateLinearHead`
-  one-vs-rest, ε/C per class. Logistic loss, ε-DP under **replace one record** (n public and
-  fixed: PATE's split). Features are divided by a bound R read from the *public pool* (the
+  (one ε for all C classes); ``objective-ovr`` / ``output-ovr``: one-vs-rest binary logistic heads
+  (:func:`pate_stab.erm.objective_perturbation`, :func:`pate_stab.erm.output_perturbation`) over
+  the public class list, ε/C per class. Logistic loss, ε-DP under **replace one record** (n public
+  and fixed: PATE's split). Features are divided by a bound R read from the *public pool* (the
   :data:`NORM_QUANTILE` quantile of its row norms) and every row is projected onto the unit
   ball (a fixed per-record map; rows above R are clipped).
 * ``dpsgd-linear``: DP-SGD on a linear softmax layer (:mod:`pate_stab.direct.dpsgd`), features
@@ -51,8 +52,9 @@ from torch import Tensor
 
 from pate_stab._validation import check_epsilon, check_int
 from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon, dpsgd_noise_multiplier, train_dpsgd_linear
-from pate_stab.erm.heads import PrivateLinearHead
 from pate_stab.erm.multinomial import check_class_labels, softmax_objective_perturbation, softmax_output_perturbation
+from pate_stab.erm.objective_perturbation import objective_perturbation
+from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
@@ -196,12 +198,15 @@ def _train(
         m = fn(x, task.private_y, num_classes=task.num_classes, epsilon=epsilon, lam=HEAD_LAMBDA, generator=generator)
         weight = m.weights
     else:
-        mechanism = "objective" if learner.startswith("objective") else "output"
-        head = PrivateLinearHead(epsilon=epsilon, lam=HEAD_LAMBDA, loss="logistic", mechanism=mechanism)
-        head.fit(x, task.private_y, generator=generator)
-        if head.classes_ is None or head.classes_.numel() != task.num_classes:
-            raise ValueError("one-vs-rest heads need every class in the private labels")
-        weight = torch.stack([mm.weights for mm in head.models_])
+        # one-vs-rest over the public class list range(C), not the classes present in the private
+        # labels (PrivateLinearHead.fit reads those from the data): ε/C per class, basic composition
+        fn_ovr = objective_perturbation if learner.startswith("objective") else output_perturbation
+        eps_class = epsilon / task.num_classes
+        weight = torch.stack([
+            fn_ovr(x, torch.where(task.private_y == k, 1.0, -1.0).double(), epsilon=eps_class, lam=HEAD_LAMBDA,
+                   generator=generator, loss="logistic").weights
+            for k in range(task.num_classes)
+        ])  # fmt: skip
     c = task.num_classes
     return {"kind": "linear", "weight": weight, "bias": torch.zeros(c, dtype=weight.dtype), "bound": bound,
             "epsilon": epsilon}  # fmt: skip
