@@ -38,6 +38,9 @@ Neighbouring relation: replace one record (n fixed and public), as for every hea
 :mod:`pate_stab.erm`. Solver: L-BFGS in float64 on the strongly convex objective, with the
 certificate ||W_tol − W*||_F <= ||∇F(W_tol)||_F / λ (:mod:`pate_stab.erm.solver`); output
 perturbation calibrates its noise to Δ_W (1 + 2 rtol), covering both neighbours' solver error.
+Objective perturbation's analysis is for the exact minimiser of the perturbed objective (as in
+:func:`pate_stab.erm.objective_perturbation`); the released model records the certified distance
+(``distance_bound``), which is not accounted for in ε.
 """
 
 from __future__ import annotations
