@@ -165,3 +165,14 @@ def test_transfer_with_a_direct_learner(tmp_path, capsys):
     again = json.loads((tmp_path / "t" / "report.json").read_text())
     assert again["row"]["reused"] and again["test_accuracy"] == report["test_accuracy"]
     assert "replayed from the ledger" in capsys.readouterr().out
+
+
+def test_one_vs_rest_uses_the_public_class_list_not_the_classes_present(prepared):
+    """A class missing from the private labels changes no shape and raises nothing (DESIGN fact 6)."""
+    y = prepared.task.private_y.clone()
+    y[y == 2] = 0
+    prep = dataclasses.replace(prepared, task=dataclasses.replace(prepared.task, private_y=y))
+    with _ledger(prepared) as ledger:
+        row = run_direct(prep, ledger, learner="output-ovr", epsilon=6.0, repeat=12)
+        model = torch.load(prepared.run_dir / "direct" / ledger.entry(row["spend_id"]).result["model"])
+    assert model["weight"].shape == (prepared.task.num_classes, prepared.task.private_x.shape[1])
