@@ -106,3 +106,31 @@ def test_bad_input_is_refused(change, match):
     with pytest.raises(ValueError, match=match):
         train_dpsgd_linear(x, y, num_classes=3, epsilon=eps, delta=1e-5, generator=torch.Generator(),
                            config=DPSGDConfig(expected_batch_size=64, epochs=1))  # fmt: skip
+
+
+def test_opacus_engine_trains_a_cnn_and_reports_its_accountants_epsilon():
+    from torch import nn
+
+    from pate_stab.direct.opacus_engine import train_dpsgd_module
+
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 2, (512,), generator=g)
+    x = torch.randn(512, 1, 8, 8, generator=g) * 0.3
+    x[y == 1, :, :4, :] += 1.0  # class 1: bright top half
+
+    def make() -> nn.Module:
+        torch.manual_seed(0)  # the initialisation uses no private data
+        return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 64, 2))
+
+    cfg = DPSGDConfig(expected_batch_size=64, epochs=4, lr=0.5, momentum=0.5, max_grad_norm=1.0)
+    out = train_dpsgd_module(make, x, y, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg)
+    assert out.steps == 8 * 4 and out.sample_rate == 1 / 8
+    assert out.epsilon == pytest.approx(
+        dpsgd_epsilon(noise_multiplier=out.noise_multiplier, sample_rate=1 / 8, steps=32, delta=1e-5), rel=1e-9
+    )
+    assert out.epsilon <= 8.0
+    with torch.no_grad():
+        acc = float((out.module(x).argmax(1) == y).float().mean())
+    assert acc > 0.9
+    with pytest.raises(ValueError, match="labels must lie"):
+        train_dpsgd_module(make, x, y + 1, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg)
