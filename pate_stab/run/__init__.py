@@ -16,11 +16,13 @@ exports the configuration, :func:`run_transfer`, :func:`run_compare` and the typ
 | :mod:`~pate_stab.run.private` | which files a run may publish, private files (0600), the run's data identity |
 | :mod:`~pate_stab.run.transfer` | :func:`run_transfer`: the steps above in order |
 | :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
+| :mod:`~pate_stab.run.direct` | :func:`run_direct`: a direct private learner on the private split, as a compare row |
 """
 
 from pate_stab.run.compare import format_rows, plot_rows, run_compare
 from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
 from pate_stab.run.data import Task, load_task
+from pate_stab.run.direct import DIRECT_LEARNERS, run_direct
 from pate_stab.run.plan import RunPlan, plan_run
 from pate_stab.run.prepare import BudgetTooSmallError, Prepared
 from pate_stab.run.release import Release, label_accuracy, release_labels
@@ -30,6 +32,7 @@ from pate_stab.run.transfer import run_transfer
 
 __all__ = [
     "DATASETS",
+    "DIRECT_LEARNERS",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
     "THREAT_MODELS",
@@ -49,6 +52,7 @@ __all__ = [
     "plot_rows",
     "release_labels",
     "run_compare",
+    "run_direct",
     "run_transfer",
     "teacher_accuracies",
     "transfer_report",
