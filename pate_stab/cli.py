@@ -69,7 +69,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--num-teachers", "num_teachers", int, "k"),
     ("--teacher-model", "teacher_model", str, "logistic, mlp, cnn, or propagate (public-pool graph)"),
     ("--teacher-epochs", "teacher_epochs", int, "epochs over each teacher's shard (default: sized in steps)"),
-    ("--aggregator", "aggregator", str, "stability, stability-soft, lnmax, gnmax, confident-gnmax"),
+    ("--aggregator", "aggregator", str, "stability, stability-soft, lnmax, gnmax, confident-gnmax, or a direct "
+     "learner (objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear)"),
     ("--epsilon", "epsilon", float, "target ε"),
     ("--delta", "delta", float, "target δ"),
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
@@ -125,7 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="all aggregators on the same votes: table + plot")
     compare.add_argument("--config", type=Path, help="recipe YAML")
     compare.add_argument("--epsilons", type=float, nargs="+", default=None, help="target ε values")
-    compare.add_argument("--aggregators", nargs="+", default=None, help="subset of aggregators")
+    compare.add_argument("--aggregators", nargs="*", default=None,
+                         help="subset of aggregators (none given: only the direct learners)")  # fmt: skip
+    compare.add_argument("--direct", nargs="*", default=None, metavar="LEARNER",
+                         help="direct private learners trained on the private split, as rows beside the aggregators: "
+                         "objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear")  # fmt: skip
     compare.add_argument(
         "--repeats", type=int, default=None, help="releases per (aggregator, ε), each its own spend: mean and spread"
     )
@@ -430,9 +435,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pate_stab.run.compare import run_compare
 
             epsilons = args.epsilons or compare_opts.get("epsilons") or [config.epsilon]
-            aggregators = args.aggregators or compare_opts.get("aggregators")
+            aggregators = args.aggregators if args.aggregators is not None else compare_opts.get("aggregators")
+            direct = args.direct if args.direct is not None else compare_opts.get("direct") or []
             repeats = args.repeats or compare_opts.get("repeats") or 1
-            out = run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats)
+            out = run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats, direct=direct)
             print(
                 f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
                 f"(query selection: {config.query_selection}), δ={config.delta:g}; "
@@ -450,6 +456,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
         if report["status"] != "complete":
             print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
+            return 0
+        if report.get("kind") == "direct":
+            print(
+                f"{report['aggregator']} (direct, {report['neighbouring'].replace('_', '-')}): certified (ε, δ) = "
+                f"({report['epsilon']:.4g}, {report['delta']:.3g}); test accuracy {_fmt(report['test_accuracy'])}"
+                f"{' (replayed from the ledger)' if report['row']['reused'] else ''}; {report['row']['note']}"
+            )
+            print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
             return 0
         _print_report(report)
         if getattr(args, "export_votes", None) is not None:

@@ -7,6 +7,9 @@ Every case runs the package's own computation, vectorised over runs:
 * rls-out and Ligett et al.'s output perturbation: the exact minimiser of each neighbour,
   computed once, plus the library's noise at the scale the public function reports;
 * covariance perturbation: the library's batched minimiser on noisy statistics;
+* the softmax head's output perturbation (C = 3, d = 1): the exact minimiser of each neighbour,
+  computed once, plus the library's noise at the scale the public function reports, seen through
+  its projection on the line joining the two minimisers;
 * objective perturbation in one dimension: the released w solves F_D'(w) + b/n = 0, which is
   increasing in w, so it is found by bisection for every noise draw b, with the noise scale and
   regularisation the public function reports.
@@ -28,6 +31,7 @@ from pate_stab.erm.accuracy_first import covariance_hypotheses
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
 from pate_stab.erm.density import private_histogram_samples
 from pate_stab.erm.losses import Loss, get_loss
+from pate_stab.erm.multinomial import softmax_output_perturbation, solve_softmax_erm
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import l2_laplace_vectors, rls_out
 from pate_stab.erm.solver import solve_erm
@@ -124,6 +128,35 @@ def _rls_out(*, epsilon: float, lam: float, radius: float, n: int, scale_factor:
 
     def mech(key: str, num: int, gen: torch.Generator) -> torch.Tensor:
         return (theta[key] + l2_laplace_vectors(scale, 1, num_samples=num, generator=gen))[:, 0]
+
+    return mech
+
+
+# --------------------------------------------------------------------------- softmax head (multinomial.py)
+
+
+def _softmax_output_perturbation(*, epsilon: float, lam: float, n: int, scale_factor: float = 1.0) -> Mechanism:
+    """Softmax output perturbation, C = 3, d = 1, on n records x = 1 with y = 0 vs the first relabelled 1.
+
+    Returns the released W projected on the unit vector from W*(D') to W*(D) (the direction in
+    which the two output distributions differ most). The relabelling moves the gradient by
+    ||e_1 − e_0|| = √2 = ρ, so W* moves by about half the bound 2ρ/(λn): noise for 4ε doubles the
+    loss past the claim and is caught; a noise scale off by less than 2 is not visible on this pair.
+    """
+    c = 3
+    x = torch.ones((n, 1), dtype=_F64)
+    y = torch.zeros(n, dtype=torch.int64)
+    y_flip = y.clone()
+    y_flip[0] = 1
+    model = softmax_output_perturbation(x, y, num_classes=c, epsilon=epsilon, lam=lam,
+                                        generator=torch.Generator().manual_seed(0))  # fmt: skip
+    w = {key: solve_softmax_erm(x, t, num_classes=c, lam=lam, tol=1e-13)[0].reshape(-1)
+         for key, t in (("D", y), ("D'", y_flip))}  # fmt: skip
+    u = (w["D"] - w["D'"]) / torch.linalg.vector_norm(w["D"] - w["D'"])
+    scale = model.noise_scale * scale_factor
+
+    def mech(key: str, num: int, gen: torch.Generator) -> torch.Tensor:
+        return (w[key] + l2_laplace_vectors(scale, c, num_samples=num, generator=gen)) @ u
 
     return mech
 
@@ -240,6 +273,11 @@ def erm_mechanism_cases() -> list[MechanismCase]:
             f"{replace} (x = 1 vs x = 0)",
         ),
         _dataset_case(
+            "softmax output perturbation (C=3, d=1, n=10, λ=1)",
+            _softmax_output_perturbation(epsilon=1.0, lam=1.0, n=10),
+            f"{replace} (label 0 → 1)",
+        ),
+        _dataset_case(
             "rls-out (Wu Alg 4, n=20, λ=100, R=0.05)",
             _rls_out(epsilon=1.0, lam=100.0, radius=0.05, n=20),
             f"{replace} (target flipped)",
@@ -291,6 +329,11 @@ def erm_mutation_cases() -> list[MechanismCase]:
             "objective perturbation without the extra regularisation Δ",
             _objective_perturbation(epsilon=1.0, lam=1e-3, n=10, drop_extra_lam=True),
             "replace one record (x = 1 vs x = 0)",
+        ),
+        _dataset_case(
+            "softmax output perturbation, noise for 4ε",
+            _softmax_output_perturbation(epsilon=1.0, lam=1.0, n=10, scale_factor=0.25),
+            "replace one record (label 0 → 1)",
         ),
         _dataset_case(
             "rls-out, noise scale ρ/(λnε) (one-sided sensitivity)",

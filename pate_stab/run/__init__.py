@@ -18,12 +18,14 @@ exports the configuration, :func:`run_transfer`, :func:`run_compare` and the typ
 | :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
 | :mod:`~pate_stab.run.refit` | :func:`refit_students`: new students on a run's recorded releases (no spend) |
 | :mod:`~pate_stab.run.api` | :func:`transfer_arrays`, :func:`compare_arrays`: the main job on the user's arrays |
+| :mod:`~pate_stab.run.direct` | :func:`run_direct`: a direct private learner on the private split, as a compare row |
 """
 
 from pate_stab.run.api import compare_arrays, transfer_arrays
 from pate_stab.run.compare import format_rows, plot_rows, run_compare
 from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
 from pate_stab.run.data import Task, load_task
+from pate_stab.run.direct import DIRECT_LEARNERS, run_direct
 from pate_stab.run.plan import RunPlan, plan_run
 from pate_stab.run.prepare import BudgetTooSmallError, Prepared
 from pate_stab.run.refit import refit_students
@@ -34,6 +36,7 @@ from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_tran
 
 __all__ = [
     "DATASETS",
+    "DIRECT_LEARNERS",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
     "THREAT_MODELS",
@@ -57,6 +60,7 @@ __all__ = [
     "refit_students",
     "release_labels",
     "run_compare",
+    "run_direct",
     "run_transfer",
     "teacher_accuracies",
     "transfer_arrays",

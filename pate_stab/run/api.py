@@ -35,7 +35,7 @@ from typing import Any
 
 from pate_stab.data.own import OwnData, own_data
 from pate_stab.run.compare import run_compare
-from pate_stab.run.config import TransferConfig
+from pate_stab.run.config import DIRECT_LEARNER_NAMES, TransferConfig
 from pate_stab.run.transfer import TransferResult, transfer_result
 
 __all__ = ["arrays_config", "compare_arrays", "transfer_arrays"]
@@ -99,6 +99,11 @@ def transfer_arrays(
     cfg = arrays_config(config, **settings)
     if cfg.stop_after is not None:
         raise ValueError("transfer_arrays runs to the end; use pate_stab.run.transfer.transfer_result for stop_after")
+    if cfg.aggregator in DIRECT_LEARNER_NAMES:
+        raise ValueError(
+            f"{cfg.aggregator!r} is a direct learner (no teachers, no released labels): use "
+            "pate_stab.run.run_transfer(config, data=...) or compare_arrays(..., direct=...)"
+        )
     result = transfer_result(cfg, data=_data(private, public, evaluation, classes, public_y, private_ids))
     if not isinstance(result, TransferResult):  # pragma: no cover - stop_after is refused above
         raise RuntimeError(f"the run stopped early: {result}")
@@ -113,13 +118,15 @@ def compare_arrays(
     epsilons: Sequence[float],
     aggregators: Sequence[str] | None = None,
     repeats: int = 1,
+    direct: Sequence[str] = (),
     classes: int | Sequence[str] | None = None,
     public_y: Any = None,
     private_ids: Any = None,
     config: TransferConfig | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
-    """:func:`~pate_stab.run.compare.run_compare` on the user's arrays (arguments as :func:`transfer_arrays`)."""
+    """:func:`~pate_stab.run.compare.run_compare` on the user's arrays (arguments as :func:`transfer_arrays`;
+    ``direct``: direct private learners as extra rows, :mod:`pate_stab.run.direct`)."""
     cfg = arrays_config(config, **settings)
     data = _data(private, public, evaluation, classes, public_y, private_ids)
-    return run_compare(cfg, epsilons=epsilons, aggregators=aggregators, repeats=repeats, data=data)
+    return run_compare(cfg, epsilons=epsilons, aggregators=aggregators, repeats=repeats, data=data, direct=direct)

@@ -49,6 +49,14 @@ from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
+from pate_stab.run.direct import (
+    DIRECT_LEARNERS,
+    check_direct_inputs,
+    check_direct_learners,
+    direct_legend,
+    replace_one_equivalent,
+    run_direct,
+)
 from pate_stab.run.prepare import prepare
 from pate_stab.run.private import write_private_json
 from pate_stab.run.release import label_accuracy, release_labels
@@ -79,28 +87,60 @@ TABLE_LEGEND = (
 )
 
 
-def total_cost(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def total_cost(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> dict[str, Any]:
     """The table's total privacy cost: (Σε, Σδ) of its releases by basic composition (Dwork &
-    Roth 2014, Thm 3.16): every row is a separate release from the same private data."""
-    return {
+    Roth 2014, Thm 3.16): every row is a separate release from the same private data.
+
+    Rows under different neighbouring relations (a row's ``neighbouring``, else the run's) are
+    summed per relation, and all of them once more as replace-one guarantees (an add/remove
+    (ε, δ) is (2ε, (1 + e^ε)δ) under replace-one by group privacy; :func:`replace_one_equivalent`).
+    """
+    out: dict[str, Any] = {
         "epsilon": math.fsum(float(r["epsilon"]) for r in rows),
         "delta": math.fsum(float(r["delta"]) for r in rows),
         "releases": len(rows),
         "composition": "basic composition of the releases' certified (epsilon, delta): "
         "every row is a separate release from the same private data",
     }
+    relations = {r.get("neighbouring") or run_neighbouring for r in rows}
+    if len(relations) > 1 and None not in relations:
+        by: dict[str, list[float]] = {}
+        for r in rows:
+            acc = by.setdefault(r.get("neighbouring") or str(run_neighbouring), [0.0, 0.0, 0])
+            acc[0] += float(r["epsilon"])
+            acc[1] += float(r["delta"])
+            acc[2] += 1
+        conv = [
+            replace_one_equivalent(epsilon=float(r["epsilon"]), delta=float(r["delta"]),
+                                   neighbouring=r.get("neighbouring") or str(run_neighbouring))  # fmt: skip
+            for r in rows
+        ]
+        out["by_relation"] = {rel: {"epsilon": e, "delta": d, "releases": n} for rel, (e, d, n) in sorted(by.items())}
+        out["replace_one"] = {"epsilon": math.fsum(e for e, _ in conv), "delta": math.fsum(d for _, d in conv)}
+        # the plain sums add guarantees under different relations: not a guarantee of their own
+        del out["epsilon"], out["delta"]
+    return out
 
 
-def total_cost_line(rows: Sequence[dict[str, Any]]) -> str:
+def total_cost_line(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> str:
     """One line for a table or a plot: the total of :func:`total_cost`."""
-    t = total_cost(rows)
+    t = total_cost(rows, run_neighbouring=run_neighbouring)
+    if "replace_one" in t:
+        parts = "; ".join(
+            f"{rel}: Σε = {v['epsilon']:.4g}, Σδ = {v['delta']:.2g} ({v['releases']} releases)"
+            for rel, v in t["by_relation"].items()
+        )
+        return (
+            f"total privacy cost of these {t['releases']} releases (basic composition): {parts}; all as replace-one: "
+            f"Σε = {t['replace_one']['epsilon']:.4g}, Σδ = {t['replace_one']['delta']:.2g}"
+        )
     return (
         f"total privacy cost of these {t['releases']} releases: Σε = {t['epsilon']:.4g}, Σδ = {t['delta']:.2g} "
         "(basic composition)"
     )
 
 
-def format_rows(rows: Sequence[dict[str, Any]]) -> str:
+def format_rows(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> str:
     """Fixed-width text table (label_acc: on answered queries; student_acc: on the evaluation split)."""
     head = " ".join(f"{label:>{w}}" if i else f"{label:<{w}}" for i, (_, label, _, w) in enumerate(_COLUMNS))
     lines = [head + "  note", "-" * (len(head) + 6)]
@@ -112,7 +152,7 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
         note = r.get("note") or r.get("data_dependent_note") or ""
         lines.append(" ".join(cells) + ("  " + note if note else ""))
     lines.append(TABLE_LEGEND)
-    lines.append(total_cost_line(rows))
+    lines.append(total_cost_line(rows, run_neighbouring=run_neighbouring))
     if any(r.get("noise") == "seeded" for r in rows):
         lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
     return "\n".join(lines)
@@ -196,7 +236,10 @@ def plot_rows(
         )
         x, mean = [p[0] for p in pts], [p[1] for p in pts]
         err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
-        ax.errorbar(x, mean, yerr=err, marker="o", capsize=3, label=name)
+        is_direct = name in DIRECT_LEARNERS  # direct learners: dashed lines, square markers
+        label = name + (" (direct)" if is_direct else "")
+        ax.errorbar(x, mean, yerr=err, capsize=3, label=label, marker="s" if is_direct else "o",
+                    linestyle="--" if is_direct else "-")  # fmt: skip
     if reference is not None:
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
     ax.set_xscale("log")
@@ -222,11 +265,14 @@ def run_compare(
     aggregators: Sequence[str] | None = None,
     repeats: int = 1,
     data: OwnData | None = None,
+    direct: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Release the same votes with every aggregator at every ε, train a student on each release.
 
     ``repeats`` > 1 releases every (aggregator, ε) that many times, each a separate spend with
     its own noise, selection and student; the summary gives mean, spread and range per setting.
+    ``direct`` adds direct private learners trained on the private split at the same ε values
+    (:mod:`pate_stab.run.direct`), each a spend of the same ledger, after the aggregator rows.
     Writes ``compare.json``, ``compare.txt`` and ``compare.png`` in the run folder. ``data``: the
     user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
 
@@ -244,6 +290,7 @@ def run_compare(
     start = time.perf_counter()
     prep = prepare(config, check_budget=False, data=data)
     binary = prep.task.num_classes == 2
+    direct = check_direct_learners(list(direct))
     if aggregators is None:
         aggregators = [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
     bad = [a for a in aggregators if a not in RUN_AGGREGATORS or (aggregator_spec(a).binary_only and not binary)]
@@ -252,18 +299,24 @@ def run_compare(
             f"aggregators not available for this task: {bad} (choose from {', '.join(RUN_AGGREGATORS)}; "
             "stability-soft needs a binary task)"
         )
+    if direct:
+        check_direct_inputs(prep)  # before anything is spent
     k, m = config.num_teachers, config.num_queries
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
     plan = [(float(e), a, r) for r in range(repeats) for e in epsilons for a in aggregators]
-    release_gens = spawn_generators(prep.generators["release"], len(plan))
-    student_gens = spawn_generators(prep.generators["student"], len(plan))
-    bottom_gens = spawn_generators(prep.generators["bottom"], len(plan))
-    selection_gens = spawn_generators(prep.generators["selection"], len(plan))
-    dd_gens = spawn_generators(prep.generators["data_dependent"], len(plan))
+    if not plan and not direct:
+        raise ValueError("nothing to compare: no aggregators and no direct learners")
+    n_gens = max(len(plan), 1)
+    release_gens = spawn_generators(prep.generators["release"], n_gens)
+    student_gens = spawn_generators(prep.generators["student"], n_gens)
+    bottom_gens = spawn_generators(prep.generators["bottom"], n_gens)
+    selection_gens = spawn_generators(prep.generators["selection"], n_gens)
+    dd_gens = spawn_generators(prep.generators["data_dependent"], n_gens)
+    direct_plan = [(float(e), d, r) for r in range(repeats) for e in epsilons for d in direct]
     # each release is (ε, δ)-DP on its own; the ledger counts their basic composition. A ledger
     # made for a smaller plan (fewer repeats, ε or aggregators) gets its budget raised by a record
-    plan_budget = (math.fsum(e for e, _, _ in plan), config.delta * len(plan))
+    plan_budget = (math.fsum(e for e, _, _ in plan + direct_plan), config.delta * len(plan + direct_plan))
     recorded = recorded_budget(prep.run_dir / "ledger.jsonl") or plan_budget
     budget = (max(plan_budget[0], recorded[0]), max(plan_budget[1], recorded[1]))
     ledger = open_ledger(
@@ -273,7 +326,7 @@ def run_compare(
         budget_delta=budget[1],
         neighbouring=config.neighbouring,
         raise_budget=f"compare plan: {repeats} repeat(s) x epsilons {[float(x) for x in epsilons]} "
-        f"x aggregators {list(aggregators)}",
+        f"x aggregators {list(aggregators)} x direct learners {list(direct)}",
     )
     teacher_mean, plurality = teacher_accuracies(
         prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
@@ -333,13 +386,19 @@ def run_compare(
             )
             private_rows.append({"aggregator": agg, "target_epsilon": eps, "repeat": rep,
                                  "spend_id": release.spend_id, **dd_private})  # fmt: skip
+        for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.progress):
+            rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep))
         summary = summarise_rows(rows)
-        table = format_rows(rows) + ("\n\n" + format_summary(summary) if repeats > 1 else "")
+        table = format_rows(rows, run_neighbouring=config.neighbouring)
+        table += "\n\n" + format_summary(summary) if repeats > 1 else ""
+        if direct:
+            table += "\n" + direct_legend(rows, run_neighbouring=config.neighbouring)
         plot = plot_rows(
             rows,
             prep.run_dir / "compare.png",
             title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m} ({config.query_selection})\n"
             f"{config.student_method} student, δ={config.delta:g}" + (f", {repeats} releases" if repeats > 1 else ""),
+            caption=total_cost_line(rows, run_neighbouring=config.neighbouring),
         )
         out = {
             "run": config.run_name,
@@ -361,8 +420,9 @@ def run_compare(
             "label_accuracy_note": LABEL_ACCURACY_NOTE,
             "rows": rows,
             "summary": summary,
-            "total_cost": total_cost(rows),
+            "total_cost": total_cost(rows, run_neighbouring=config.neighbouring),
             "repeats": repeats,
+            "direct_learners": direct,
             "student": {"model": config.student_model, "method": config.student_method},
             "ledger": ledger.report(),
             "plot": str(plot),

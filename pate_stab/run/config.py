@@ -20,6 +20,7 @@ from pate_stab.run.selection import check_query_selection
 
 __all__ = [
     "DATASETS",
+    "DIRECT_LEARNER_NAMES",
     "FEATURES",
     "OWN_DATA_FIELDS",
     "PARTITION_KEYS",
@@ -46,6 +47,9 @@ FEATURES = {
 TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate")
 RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
 """The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
+DIRECT_LEARNER_NAMES = ("objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear")
+"""Direct private learners trained on the private split (:mod:`pate_stab.run.direct`): ``compare --direct``
+rows, or a transfer's ``aggregator`` (then no teachers are asked and no student is trained)."""
 THREAT_MODELS = {
     "public-pool": (
         "BTT18 §4.2 scenario (i): the whole training set (features and labels) is private; the "
@@ -216,9 +220,11 @@ class TransferConfig:
         if self.dataset not in DATASETS:
             raise ValueError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)}")
         self._check_own_data()
-        if self.aggregator not in RUN_AGGREGATORS:
-            raise ValueError(f"unknown aggregator {self.aggregator!r}; choose from {', '.join(RUN_AGGREGATORS)}")
-        aggregator_spec(self.aggregator)
+        if self.aggregator not in RUN_AGGREGATORS + DIRECT_LEARNER_NAMES:
+            choices = ", ".join(RUN_AGGREGATORS + DIRECT_LEARNER_NAMES)
+            raise ValueError(f"unknown aggregator {self.aggregator!r}; choose from {choices}")
+        if self.aggregator in RUN_AGGREGATORS:
+            aggregator_spec(self.aggregator)
         if self.threat_model not in THREAT_MODELS:
             raise ValueError(f"threat_model must be one of {', '.join(THREAT_MODELS)}, got {self.threat_model!r}")
         if self.calibration not in ("paper", "tight"):

@@ -23,7 +23,7 @@ from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
 from pate_stab.rng import child_seed, seeded_generator
-from pate_stab.run.config import NOT_IDENTITY, PARTITION_KEYS, TransferConfig
+from pate_stab.run.config import DIRECT_LEARNER_NAMES, NOT_IDENTITY, PARTITION_KEYS, TransferConfig
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
 from pate_stab.run.plan import RunPlan, plan_for_config
@@ -51,6 +51,8 @@ class BudgetTooSmallError(ValueError):
 def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any] | None:
     """For a halting (stability) aggregator: raise :class:`BudgetTooSmallError` if a unanimous
     vote of the run's k teachers would not be answered; return the requirement otherwise."""
+    if config.aggregator in DIRECT_LEARNER_NAMES:  # a direct learner asks no teachers
+        return None
     spec = aggregator_spec(config.aggregator)
     if spec.binary_only and num_classes != 2:
         raise ValueError(f"{config.aggregator} (BTT18 Alg 6/8) needs a binary task")

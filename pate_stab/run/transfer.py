@@ -13,6 +13,10 @@ order:
 4. :func:`evaluate_and_report` — evaluation and :func:`~pate_stab.run.report.transfer_report`
    → ``report.json``.
 
+With a direct learner as ``aggregator`` (:data:`~pate_stab.run.config.DIRECT_LEARNER_NAMES`), steps 2–4
+are one spend of :func:`~pate_stab.run.direct.run_direct` on the private split instead, and
+``report.json`` holds its row (the teachers are prepared but not asked).
+
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
 on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool,
 :mod:`pate_stab.run.features`), ``teachers/`` (trained heads; propagation teachers are rebuilt
@@ -45,14 +49,15 @@ from torch import Tensor
 
 from pate_stab.data.own import OwnData
 from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.run.config import TransferConfig
+from pate_stab.run.config import DIRECT_LEARNER_NAMES, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
+from pate_stab.run.direct import run_direct
 from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import Release, label_accuracy, release_labels
-from pate_stab.run.report import open_ledger, transfer_report
+from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 from pate_stab.student import StudentTargets
 
@@ -125,6 +130,30 @@ def evaluate_and_report(
     return report
 
 
+def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
+    """A direct private learner as the run's release (:mod:`pate_stab.run.direct`): ``report.json`` holds its row."""
+    config = prep.config
+    ledger = open_ledger(prep.run_dir, run_name=config.run_name, budget_epsilon=config.epsilon,
+                         budget_delta=config.delta, neighbouring=config.neighbouring)  # fmt: skip
+    try:
+        row = run_direct(prep, ledger, learner=config.aggregator, epsilon=config.epsilon)
+        report = {
+            "run": config.run_name, "run_dir": str(prep.run_dir), "status": "complete", "kind": "direct",
+            "dataset": config.dataset, "aggregator": config.aggregator, "epsilon": row["epsilon"],
+            "delta": row["delta"], "neighbouring": row["neighbouring"], "row": row,
+            "test_accuracy": row["student_acc"], "ledger": ledger.report(),
+            "files": run_files(prep.run_dir, ["report.json", "direct/"]),  # the models are the mechanism outputs
+        }  # fmt: skip
+        report = clean_json(report)
+        # wall times of a private stage depend on the private data: private diagnostics only
+        private = {"wall_time_s": {**prep.timings, "total": time.perf_counter() - start}}
+        write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, clean_json(private))
+        (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+        return report
+    finally:
+        ledger.close()
+
+
 def run_transfer(
     config: TransferConfig, *, data: OwnData | None = None, on_plan: Callable[[RunPlan], None] | None = None
 ) -> dict[str, Any]:
@@ -159,6 +188,8 @@ def transfer_result(
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report
+    if config.aggregator in DIRECT_LEARNER_NAMES:
+        return _run_direct(prep, start)
     ledger = open_ledger(
         prep.run_dir,
         run_name=config.run_name,

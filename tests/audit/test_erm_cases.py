@@ -93,3 +93,16 @@ def test_samples_functions_are_the_public_functions():
         )
     with pytest.raises(ValueError, match="num_samples"):
         exponential_mechanism_samples(u, epsilon=1.0, sensitivity=1.0, num_samples=0, generator=_gen(0))
+
+
+def test_softmax_output_perturbation_is_the_minimiser_plus_reported_noise():
+    from pate_stab.erm.multinomial import softmax_output_perturbation, solve_softmax_erm
+
+    x = torch.ones((10, 1), dtype=torch.float64)
+    y = torch.zeros(10, dtype=torch.int64)
+    y[0] = 1
+    w_star, _ = solve_softmax_erm(x, y, num_classes=3, lam=1.0, tol=1e-13)
+    for seed in range(5):
+        model = softmax_output_perturbation(x, y, num_classes=3, epsilon=1.0, lam=1.0, generator=_gen(seed))
+        replay = w_star + l2_laplace_vector(model.noise_scale, 3, generator=_gen(seed)).reshape(3, 1)
+        assert torch.allclose(model.weights, replay, rtol=0, atol=1e-3 * model.noise_scale)

@@ -406,3 +406,15 @@ def test_fitted_features_without_an_evaluation_set(image_folders, tmp_path, feat
     report = result.report
     assert report["features"]["kind"] == features and report["sizes"]["evaluation"] == 0
     assert report["student"]["test_accuracy"] is None and report["label_accuracy_all_queries"] is not None
+
+
+def test_direct_learner_rows_on_arrays_without_pool_labels_or_evaluation_set(tmp_path):
+    private, (ux, _), _ = mixture()
+    out = compare_arrays(private, ux, None, classes=3, epsilons=[8.0], aggregators=["gnmax"],
+                         direct=["output-softmax"], checkpoints_dir=str(tmp_path), run_name="d", **SMALL)  # fmt: skip
+    row = [r for r in out["rows"] if r["aggregator"] == "output-softmax"][0]
+    # no evaluation set and no pool labels: the direct row's accuracies are absent, not computed on nothing
+    assert row["student_acc"] is None and row["student_acc_unlabelled_pool"] is None and row["epsilon"] <= 8.0
+    with pytest.raises(ValueError, match="direct learner"):
+        transfer_arrays(private, ux, None, classes=3, aggregator="output-softmax", checkpoints_dir=str(tmp_path),
+                        run_name="e", **SMALL)  # fmt: skip

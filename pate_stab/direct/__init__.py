@@ -1,0 +1,29 @@
+"""pate_stab.direct: private learners trained directly on the private data, beside the releasers.
+
+DP-SGD (Abadi et al. 2016) with Opacus's Poisson sampler and RDP accountant: a linear head with
+the clipped sum in closed form (:mod:`~pate_stab.direct.dpsgd`), or any module through Opacus's
+engine (:mod:`~pate_stab.direct.opacus_engine`, for CNNs on images on a GPU); the convex heads
+themselves live in :mod:`pate_stab.erm` (one-vs-rest :class:`~pate_stab.erm.PrivateLinearHead`,
+softmax :mod:`pate_stab.erm.multinomial`). :mod:`pate_stab.run.direct` runs them as ``compare`` rows.
+"""
+
+from pate_stab.direct.dpsgd import (
+    DPSGDConfig,
+    DPSGDLinear,
+    clipped_noisy_gradient,
+    dpsgd_epsilon,
+    dpsgd_noise_multiplier,
+    train_dpsgd_linear,
+)
+from pate_stab.direct.opacus_engine import DPSGDModule, train_dpsgd_module
+
+__all__ = [
+    "DPSGDConfig",
+    "DPSGDLinear",
+    "DPSGDModule",
+    "clipped_noisy_gradient",
+    "dpsgd_epsilon",
+    "dpsgd_noise_multiplier",
+    "train_dpsgd_linear",
+    "train_dpsgd_module",
+]

@@ -1,0 +1,361 @@
+"""Direct private learners as ``compare`` rows: trained on the private split, beside the releasers.
+
+The same feature stage (the run's features, fitted on the public pool only), the same
+evaluation split, the same (ε, δ) targets and the same ledger as the aggregator rows. Each
+learner is one spend with the id ``<run>:<learner>:eps=<ε>[:rep=<r>]``: the spend is recorded
+*before* training (a crash over-counts, never under-counts), the trained model is written to
+``<run>/direct/`` and its SHA-256 recorded with the spend. A rerun replays the recorded model
+(digest checked); a spend without a recorded model is refused (``ReplayedSpendError``), never
+retrained under the old charge (DESIGN.md fact 7).
+
+Learners (:data:`DIRECT_LEARNERS`):
+
+* ``objective-softmax`` / ``output-softmax``: the softmax head of :mod:`pate_stab.erm.multinomial`
+  (one ε for all C classes); ``objective-ovr`` / ``output-ovr``: one-vs-rest binary logistic heads
+  (:func:`pate_stab.erm.objective_perturbation`, :func:`pate_stab.erm.output_perturbation`) over
+  the public class list, ε/C per class. Logistic loss, ε-DP under **replace one record** (n public
+  and fixed: PATE's split). Features are divided by a bound R read from the *public pool* (the
+  :data:`NORM_QUANTILE` quantile of its row norms) and every row is projected onto the unit
+  ball (a fixed per-record map; rows above R are clipped).
+* ``dpsgd-linear``: DP-SGD on a linear softmax layer (:mod:`pate_stab.direct.dpsgd`), features
+  standardised with the public pool's mean and standard deviation, per-sample clipping at C = 0.1,
+  Poisson sampling, σ from Opacus's RDP accountant: (ε, δ)-DP under **add/remove one record**.
+
+Hyper-parameters are fixed in advance (never chosen on evaluation or pool labels): the heads'
+λ = :data:`HEAD_LAMBDA`, chosen before any run so that the objective-perturbation budget keeps
+ε' > 0.8 ε at ε = 1 with n = 60,000 and C = 10 (its Jacobian term 18·log(1 + 1/(2nλ)) ≈ 0.15); DP-SGD's
+settings are Tramèr & Boneh 2021's (:class:`pate_stab.direct.DPSGDConfig`).
+
+Relations. The ledger's header holds the run's relation; every direct spend records its own in
+its metadata (``neighbouring``) and every row states it. Rows under different relations are read
+as follows: an (ε, δ) guarantee under add/remove implies (2ε, (1 + e^ε) δ) under replace-one
+(group privacy over the removal and the addition); a replace-one guarantee does not imply an
+add/remove one (the heads' analysis fixes n). Each row therefore also carries its replace-one
+equivalent (``epsilon_replace_one``, ``delta_replace_one``), and the cumulative cost of all rows
+under replace-one is their sum (basic composition).
+
+Randomness: the noise comes from a ``torch.Generator`` seeded from the OS (``secrets``) when the
+run's ``releaser_noise`` is ``"secure"``; with ``"seeded"`` (research) it is derived from the
+run's seed and the spend id, and carries no privacy against anyone who knows the seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pate_stab._validation import check_epsilon, check_int
+from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon, dpsgd_noise_multiplier, train_dpsgd_linear
+from pate_stab.erm.multinomial import check_class_labels, softmax_objective_perturbation, softmax_output_perturbation
+from pate_stab.erm.objective_perturbation import objective_perturbation
+from pate_stab.erm.output_perturbation import output_perturbation
+from pate_stab.errors import ReplayedSpendError
+from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
+from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.run.prepare import Prepared
+from pate_stab.run.release import release_spend_id
+
+__all__ = [
+    "DIRECT_LEARNERS",
+    "DIRECT_RELATIONS",
+    "HEAD_LAMBDA",
+    "NORM_QUANTILE",
+    "check_direct_inputs",
+    "check_direct_learners",
+    "direct_legend",
+    "replace_one_equivalent",
+    "run_direct",
+]
+
+DIRECT_LEARNERS = {
+    "objective-softmax": "softmax head, objective perturbation (Chaudhuri et al. 2011 Alg 2, C classes at once)",
+    "output-softmax": "softmax head, output perturbation (Chaudhuri et al. 2011 Alg 1, C classes at once)",
+    "objective-ovr": "one-vs-rest logistic heads, objective perturbation, ε/C per class",
+    "output-ovr": "one-vs-rest logistic heads, output perturbation, ε/C per class",
+    "dpsgd-linear": "DP-SGD, linear softmax layer (Abadi et al. 2016; Tramèr & Boneh 2021 settings; Opacus accountant)",
+}
+"""The direct private learners a run offers (the names of :data:`pate_stab.run.config.DIRECT_LEARNER_NAMES`)."""
+DIRECT_RELATIONS = {name: ("add_remove" if name.startswith("dpsgd") else "replace_one") for name in DIRECT_LEARNERS}
+"""The neighbouring relation each learner's guarantee holds under."""
+HEAD_LAMBDA = 1e-3
+"""λ of the convex heads, fixed in advance (module docstring)."""
+NORM_QUANTILE = 0.99
+"""The convex heads' feature bound R: this quantile of the public pool's row norms."""
+_DPSGD = DPSGDConfig()
+_RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}
+
+
+def check_direct_learners(names: object) -> list[str]:
+    """The learners as a list, or ValueError naming the unknown ones."""
+    if isinstance(names, str) or not isinstance(names, list | tuple):
+        raise TypeError(f"direct learners must be a list of names, got {type(names).__name__}")
+    bad = [n for n in names if n not in DIRECT_LEARNERS]
+    if bad:
+        raise ValueError(f"unknown direct learners {bad}; choose from {', '.join(DIRECT_LEARNERS)}")
+    return list(names)
+
+
+def replace_one_equivalent(*, epsilon: float, delta: float, neighbouring: str) -> tuple[float, float]:
+    """(ε, δ) under replace-one: unchanged for replace-one; (2ε, (1 + e^ε) δ) from add/remove.
+
+    Group privacy (Dwork & Roth 2014, Thm 2.2, for (ε, δ): k = 2 gives (2ε, (1 + e^ε) δ)):
+    replacing a record is removing it and adding another.
+
+    Example:
+        >>> replace_one_equivalent(epsilon=1.0, delta=1e-5, neighbouring="add_remove")
+        (2.0, 3.718281828459045e-05)
+    """
+    if neighbouring == "replace_one":
+        return epsilon, delta
+    if neighbouring != "add_remove":
+        raise ValueError(f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}")
+    return 2.0 * epsilon, (1.0 + math.exp(epsilon)) * delta
+
+
+def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
+    if prep.config.releaser_noise == "secure":
+        return torch.Generator().manual_seed(secrets.randbits(63)), "secure (generator seeded from the OS)"
+    digest = hashlib.sha256(f"{prep.config.seed}|{spend_id}".encode()).digest()
+    seed = int.from_bytes(digest[:8], "little") >> 1
+    return torch.Generator().manual_seed(seed), "seeded (research: no privacy against anyone who knows the seed)"
+
+
+def check_direct_inputs(prep: Prepared) -> None:
+    """Finite features and labels in [0, C) in every split, before anything is spent."""
+    task = prep.task
+    for name, x in (("private", task.private_x), ("public", task.public_x), ("evaluation", task.eval_x)):
+        if x.dim() != 2:
+            raise ValueError(f"direct learners need feature vectors; the {name} inputs have shape {tuple(x.shape)}")
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError(f"the {name} features contain NaN or infinite values")
+    check_class_labels(task.private_y, num_classes=task.num_classes, n=task.private_x.shape[0], name="private labels")
+
+
+def _head_inputs(prep: Prepared) -> tuple[float, Tensor]:
+    """R from the public pool and the private rows divided by R, projected onto the unit ball."""
+    norms = torch.linalg.vector_norm(prep.task.public_x.double(), dim=1)
+    bound = float(torch.quantile(norms, NORM_QUANTILE))
+    return bound, _scale(prep.task.private_x, bound)
+
+
+def _scale(x: Tensor, bound: float) -> Tensor:
+    x = x.double() / bound
+    return x / torch.linalg.vector_norm(x, dim=1, keepdim=True).clamp(min=1.0)
+
+
+def _pool_standardiser(prep: Prepared) -> tuple[Tensor, Tensor]:
+    pool = prep.task.public_x.float()
+    return pool.mean(dim=0), pool.std(dim=0).clamp(min=1e-6)
+
+
+def _plan(
+    prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig
+) -> tuple[float, float, Any, dict[str, Any]]:
+    """What the spend costs and says, before any noise: (ε, δ, event, metadata)."""
+    n, c = prep.task.private_x.shape[0], prep.task.num_classes
+    meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner], "n_public": n}
+    if learner == "dpsgd-linear":
+        if n < dpsgd.expected_batch_size:
+            raise ValueError(
+                f"DP-SGD's expected batch size {dpsgd.expected_batch_size} exceeds the {n} private records"
+            )
+        q = dpsgd.expected_batch_size / n
+        steps = max(1, round(dpsgd.epochs / q))
+        sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=prep.config.delta, sample_rate=q, steps=steps)
+        spent = dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=prep.config.delta)
+        meta.update({"dpsgd": dpsgd.to_dict(), "noise_multiplier": sigma, "sample_rate": q, "steps": steps,
+                     "accountant": "opacus RDPAccountant",
+                     "features": "standardised with public-pool statistics"})  # fmt: skip
+        event = ApproxDpEvent(spent, prep.config.delta, reason="DP-SGD, Opacus RDP accountant (add/remove)")
+        return spent, prep.config.delta, event, meta
+    bound, _ = _head_inputs(prep)
+    meta.update({"lam": HEAD_LAMBDA, "loss": "logistic", "feature_bound": bound,
+                 "feature_bound_source": f"public pool, {NORM_QUANTILE} quantile of row norms; rows clipped",
+                 "classes": c})  # fmt: skip
+    return epsilon, 0.0, PureDpEvent(epsilon), meta
+
+
+def _train(
+    prep: Prepared, learner: str, epsilon: float, generator: torch.Generator, dpsgd: DPSGDConfig
+) -> dict[str, Any]:
+    task = prep.task
+    if learner == "dpsgd-linear":
+        mean, std = _pool_standardiser(prep)
+        model = train_dpsgd_linear((task.private_x.float() - mean) / std, task.private_y,
+                                   num_classes=task.num_classes, epsilon=epsilon, delta=prep.config.delta,
+                                   generator=generator, config=dpsgd)  # fmt: skip
+        return {"kind": "linear", "weight": model.weight, "bias": model.bias, "mean": mean, "std": std,
+                "epsilon": model.epsilon}  # fmt: skip
+    bound, x = _head_inputs(prep)
+    if learner.endswith("-softmax"):
+        fn = softmax_objective_perturbation if learner.startswith("objective") else softmax_output_perturbation
+        m = fn(x, task.private_y, num_classes=task.num_classes, epsilon=epsilon, lam=HEAD_LAMBDA, generator=generator)
+        weight = m.weights
+    else:
+        # one-vs-rest over the public class list range(C), not the classes present in the private
+        # labels (PrivateLinearHead.fit reads those from the data): ε/C per class, basic composition
+        fn_ovr = objective_perturbation if learner.startswith("objective") else output_perturbation
+        eps_class = epsilon / task.num_classes
+        weight = torch.stack([
+            fn_ovr(x, torch.where(task.private_y == k, 1.0, -1.0).double(), epsilon=eps_class, lam=HEAD_LAMBDA,
+                   generator=generator, loss="logistic").weights
+            for k in range(task.num_classes)
+        ])  # fmt: skip
+    c = task.num_classes
+    return {"kind": "linear", "weight": weight, "bias": torch.zeros(c, dtype=weight.dtype), "bound": bound,
+            "epsilon": epsilon}  # fmt: skip
+
+
+def _predict(model: dict[str, Any], x: Tensor) -> Tensor:
+    if "mean" in model:
+        z = (x.float() - model["mean"]) / model["std"]
+        return torch.argmax(z @ model["weight"].T + model["bias"], dim=1)
+    return torch.argmax(_scale(x, model["bound"]) @ model["weight"].T.double(), dim=1)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run_direct(
+    prep: Prepared,
+    ledger: PrivacyLedger,
+    *,
+    learner: str,
+    epsilon: float,
+    repeat: int = 0,
+    dpsgd: DPSGDConfig | None = None,
+) -> dict[str, Any]:
+    """Train (or replay) one direct learner at ``epsilon`` and return its compare row.
+
+    ``dpsgd``: DP-SGD settings (default: Tramèr & Boneh 2021's, :class:`DPSGDConfig`); a data set
+    with fewer records than the expected batch size of 8192 needs its own, fixed in advance.
+
+    Raises:
+        ValueError: unknown learner, ε ≤ 0, NaN features or labels outside [0, C) — before any spend.
+        ReplayedSpendError: the spend is recorded without its model (a crash during training);
+            nothing is trained again under it.
+        BudgetExhaustedError: the ledger's budget would be exceeded; nothing trained.
+    """
+    check_direct_learners([learner])
+    epsilon = check_epsilon(epsilon)
+    repeat = check_int("repeat", repeat, minimum=0)
+    check_direct_inputs(prep)
+    spend_id = release_spend_id(prep.config.run_name, learner, epsilon, repeat)
+    folder = prep.run_dir / "direct"
+    entry = ledger.entry(spend_id)
+    if entry is not None:
+        if not entry.has_result:
+            raise ReplayedSpendError(
+                f"spend {spend_id!r} is recorded but its model is not (training was interrupted); a spend id buys "
+                "one draw of noise, so nothing is trained again under it. Start a new run for a new model."
+            )
+        result = entry.result
+        path = folder / result["model"]
+        if not path.is_file() or _sha256(path) != result["sha256"]:
+            raise ReplayedSpendError(f"the model recorded for {spend_id!r} is missing or altered ({path})")
+        model = torch.load(path, weights_only=True)
+        reused = True
+    else:
+        charge_eps, charge_delta, event, meta = _plan(prep, learner, epsilon, dpsgd or _DPSGD)
+        generator, noise = _generator(prep, spend_id)
+        meta["noise"] = noise
+        ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta)
+        model = _train(prep, learner, epsilon, generator, dpsgd or _DPSGD)
+        folder.mkdir(parents=True, exist_ok=True)
+        name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
+        tmp = folder / (name + ".tmp")
+        torch.save(model, tmp)
+        tmp.replace(folder / name)
+        ledger.record_result(spend_id, {"model": name, "sha256": _sha256(folder / name), "epsilon": charge_eps,
+                                        "delta": charge_delta, "metadata": meta})  # fmt: skip
+        result = {"epsilon": charge_eps, "delta": charge_delta, "metadata": meta}
+        reused = False
+    task = prep.task
+    # None where the labels do not exist (own data: no evaluation set, a pool without labels)
+    eval_acc = float((_predict(model, task.eval_x) == task.eval_y).double().mean()) if task.eval_y.numel() else None
+    pool_acc = None
+    if task.public_y is not None:
+        pool_acc = float((_predict(model, task.public_x) == task.public_y).double().mean())
+    meta = result["metadata"]
+    relation = meta["neighbouring"]
+    eps_r1, delta_r1 = replace_one_equivalent(epsilon=result["epsilon"], delta=result["delta"], neighbouring=relation)
+    if learner == "dpsgd-linear":
+        note = (f"direct, {_RELATION_NAMES[relation]}; σ={meta['noise_multiplier']:.3g}, q={meta['sample_rate']:.3g}, "
+                f"{meta['steps']} steps, clip {meta['dpsgd']['max_grad_norm']:g}")  # fmt: skip
+    else:
+        note = (f"direct, {_RELATION_NAMES[relation]}; λ={meta['lam']:g}, "
+                f"||x|| clipped at R={meta['feature_bound']:.3g} (pool)")  # fmt: skip
+    return {
+        "aggregator": learner,
+        "kind": "direct",
+        "repeat": repeat,
+        "target_epsilon": epsilon,
+        "epsilon": result["epsilon"],
+        "delta": result["delta"],
+        "neighbouring": relation,
+        "epsilon_replace_one": eps_r1,
+        "delta_replace_one": delta_r1,
+        "seen": None,
+        "answered": None,
+        "label_acc": None,
+        "student_acc": eval_acc,
+        "student_acc_unlabelled_pool": pool_acc,
+        "spend_id": spend_id,
+        "reused": reused,
+        "settings": meta,
+        "note": note,
+    }
+
+
+def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
+    """How to read a table with direct rows: columns, relations, the cumulative cost, the best row per ε."""
+    lines = [
+        "direct rows: trained on the private split itself (no teachers, no queries: seen / answered / label_acc are "
+        "'-'); student_acc is the model's own accuracy on the evaluation split, student_acc unlabelled pool its "
+        "accuracy on the whole public pool.",
+        f"relations: releasers {_RELATION_NAMES[run_neighbouring]} (the run's); convex heads replace-one (n fixed "
+        "and public); DP-SGD add/remove (Poisson sampling). An add/remove (ε, δ) is (2ε, (1 + e^ε)δ) under "
+        "replace-one (group privacy); a replace-one ε implies no add/remove guarantee.",
+    ]
+    by_relation: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_relation.setdefault(r.get("neighbouring") or run_neighbouring, []).append(r)
+    parts = [
+        f"{_RELATION_NAMES[rel]}: {len(rs)} rows, Σε = {math.fsum(r['epsilon'] for r in rs):.4g}, "
+        f"Σδ = {math.fsum(r['delta'] for r in rs):.3g}"
+        for rel, rs in sorted(by_relation.items())
+    ]
+    conv = [
+        replace_one_equivalent(
+            epsilon=r["epsilon"], delta=r["delta"], neighbouring=r.get("neighbouring") or run_neighbouring
+        )
+        for r in rows
+    ]
+    lines.append(
+        f"cumulative cost of all {len(rows)} rows (basic composition): {'; '.join(parts)}; all as replace-one: "
+        f"ε = {math.fsum(e for e, _ in conv):.4g}, δ = {math.fsum(d for _, d in conv):.3g}"
+    )
+    best: dict[float, tuple[float, str]] = {}
+    means: dict[tuple[float, str], list[float]] = {}
+    for r in rows:
+        if r.get("student_acc") is not None:
+            means.setdefault((r["target_epsilon"], r["aggregator"]), []).append(float(r["student_acc"]))
+    for (eps, name), values in means.items():
+        mean = math.fsum(values) / len(values)
+        if eps not in best or mean > best[eps][0]:
+            best[eps] = (mean, name)
+    lines.append(
+        "best mean accuracy per ε: "
+        + ", ".join(
+            f"ε={eps:g}: {name} {acc:.4f}{' (direct)' if name in DIRECT_LEARNERS else ''}"
+            for eps, (acc, name) in sorted(best.items())
+        )
+    )
+    return "\n".join(lines)

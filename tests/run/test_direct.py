@@ -1,0 +1,179 @@
+"""Direct learners as compare rows: one spend per id, the model replayed, bad input refused before any spend."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from pate_stab.cli import main
+from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon
+from pate_stab.errors import ReplayedSpendError
+from pate_stab.run import TransferConfig
+from pate_stab.run.direct import DIRECT_LEARNERS, direct_legend, replace_one_equivalent, run_direct
+from pate_stab.run.prepare import prepare
+from pate_stab.run.release import release_spend_id
+from pate_stab.run.report import open_ledger
+
+SMALL_DPSGD = DPSGDConfig(expected_batch_size=256, epochs=5, lr=2.0, momentum=0.9, max_grad_norm=1.0)
+
+
+def _config(tmp_path, name="direct"):
+    return TransferConfig(
+        run_name=name, checkpoints_dir=str(tmp_path), num_private=3000, num_public=400, num_eval=300, dim=6,
+        num_classes=3, separation=6.0, num_teachers=5, teacher_model="propagate", graph_pca_dim=None,
+        num_queries=50, accelerator="cpu",
+    )  # fmt: skip
+
+
+def _ledger(prep, budget=100.0):
+    return open_ledger(prep.run_dir, run_name=prep.config.run_name, budget_epsilon=budget, budget_delta=1e-3,
+                       neighbouring=prep.config.neighbouring)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    return prepare(_config(tmp_path_factory.mktemp("direct")), check_budget=False)
+
+
+@pytest.mark.parametrize("learner", list(DIRECT_LEARNERS))
+def test_each_learner_is_charged_once_and_replays_its_model(prepared, learner):
+    with _ledger(prepared) as ledger:
+        before = ledger.spent()[0]
+        row = run_direct(prepared, ledger, learner=learner, epsilon=4.0, repeat=7, dpsgd=SMALL_DPSGD)
+        after = ledger.spent()[0]
+        assert after - before == pytest.approx(row["epsilon"], rel=1e-12)
+        assert not row["reused"] and row["student_acc"] > 0.6  # a separable task, learnt
+        entry = ledger.entry(row["spend_id"])
+        assert entry.mechanism == learner and entry.metadata["neighbouring"] == row["neighbouring"]
+        path = prepared.run_dir / "direct" / entry.result["model"]
+        stored = path.read_bytes()
+        again = run_direct(prepared, ledger, learner=learner, epsilon=4.0, repeat=7, dpsgd=SMALL_DPSGD)
+        assert again["reused"] and again["student_acc"] == row["student_acc"]
+        assert ledger.spent()[0] == after and path.read_bytes() == stored  # no second charge, no retraining
+    with _ledger(prepared) as reopened:  # a rerun (new process) replays too
+        third = run_direct(prepared, reopened, learner=learner, epsilon=4.0, repeat=7, dpsgd=SMALL_DPSGD)
+        assert third["reused"] and third["student_acc"] == row["student_acc"] and reopened.spent()[0] == after
+
+
+def test_relations_and_dpsgd_epsilon_is_the_accountants(prepared):
+    with _ledger(prepared) as ledger:
+        row = run_direct(prepared, ledger, learner="dpsgd-linear", epsilon=2.0, repeat=8, dpsgd=SMALL_DPSGD)
+        head = run_direct(prepared, ledger, learner="output-softmax", epsilon=2.0, repeat=8)
+    s = row["settings"]
+    assert row["neighbouring"] == "add_remove" and head["neighbouring"] == "replace_one"
+    assert row["epsilon"] == dpsgd_epsilon(noise_multiplier=s["noise_multiplier"], sample_rate=s["sample_rate"],
+                                           steps=s["steps"], delta=prepared.config.delta)  # fmt: skip
+    assert row["epsilon"] <= 2.0 and row["delta"] == prepared.config.delta
+    assert (row["epsilon_replace_one"], row["delta_replace_one"]) == replace_one_equivalent(
+        epsilon=row["epsilon"], delta=row["delta"], neighbouring="add_remove"
+    )
+    assert (head["epsilon_replace_one"], head["delta_replace_one"]) == (2.0, 0.0)
+    assert head["settings"]["feature_bound_source"].startswith("public pool")
+    legend = direct_legend([row, head], run_neighbouring="add_remove")
+    assert "add/remove: 1 rows" in legend and "replace-one: 1 rows" in legend
+    assert f"ε = {row['epsilon_replace_one'] + 2.0:.4g}" in legend
+
+
+def test_a_spend_without_its_model_is_refused_not_retrained(prepared):
+    with _ledger(prepared) as ledger:
+        spend_id = release_spend_id(prepared.config.run_name, "objective-softmax", 3.0, 9)
+        ledger.spend(spend_id, epsilon=3.0, delta=0.0, mechanism="objective-softmax")  # crashed before the model
+        spent = ledger.spent()
+        with pytest.raises(ReplayedSpendError, match="nothing is trained again"):
+            run_direct(prepared, ledger, learner="objective-softmax", epsilon=3.0, repeat=9)
+        assert ledger.spent() == spent
+        assert not list((prepared.run_dir / "direct").glob("*rep-9*"))
+
+
+def test_an_altered_model_file_is_refused(prepared):
+    with _ledger(prepared) as ledger:
+        row = run_direct(prepared, ledger, learner="output-softmax", epsilon=5.0, repeat=10)
+        path = prepared.run_dir / "direct" / ledger.entry(row["spend_id"]).result["model"]
+        torch.save({"weight": torch.zeros(3, 6)}, path)
+        with pytest.raises(ReplayedSpendError, match="missing or altered"):
+            run_direct(prepared, ledger, learner="output-softmax", epsilon=5.0, repeat=10)
+
+
+@pytest.mark.parametrize("bad", ["nan", "label", "epsilon0", "epsilon_negative", "unknown"])
+def test_bad_input_is_refused_with_nothing_spent(prepared, bad):
+    task = prepared.task
+    if bad == "nan":
+        x = task.private_x.clone()
+        x[5, 2] = float("nan")
+        task = dataclasses.replace(task, private_x=x)
+    if bad == "label":
+        y = task.private_y.clone()
+        y[0] = task.num_classes
+        task = dataclasses.replace(task, private_y=y)
+    prep = dataclasses.replace(prepared, task=task)
+    eps = {"epsilon0": 0.0, "epsilon_negative": -1.0}.get(bad, 1.0)
+    learner = "bogus" if bad == "unknown" else "dpsgd-linear"
+    with _ledger(prepared) as ledger:
+        spent = ledger.spent()
+        with pytest.raises(ValueError, match="NaN|labels must lie|epsilon|unknown direct"):
+            run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=11, dpsgd=SMALL_DPSGD)
+        assert ledger.spent() == spent
+        assert ledger.entry(f"{prepared.config.run_name}:{learner}:eps={eps:g}:rep=11") is None
+
+
+@pytest.mark.parametrize("args", [["--direct", "output-softmax", "--epsilons", "0"], ["--direct", "bogus"],
+                                  ["--direct", "output-softmax", "--epsilons", "-2"]])  # fmt: skip
+def test_cli_exits_2_with_nothing_spent(tmp_path, args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--run-name", "bad", "--checkpoints-dir", str(tmp_path), "--set", "num_private=3000",
+              "--teacher-model", "propagate", "--num-teachers", "5", "--aggregators", *args])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "epsilons must be positive" in err or "unknown direct learners ['bogus']" in err, err
+    ledger = tmp_path / "bad" / "ledger.jsonl"
+    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    assert all(json.loads(line).get("kind") != "spend" for line in lines)
+
+
+def test_compare_direct_rows_beside_aggregators(tmp_path):
+    cfg = _config(tmp_path, "cmp")
+    from pate_stab.run.compare import run_compare
+
+    out = run_compare(cfg, epsilons=[8.0], aggregators=["gnmax"], direct=["output-softmax", "objective-ovr"])
+    rows = {r["aggregator"]: r for r in out["rows"]}
+    assert set(rows) == {"gnmax", "output-softmax", "objective-ovr"}
+    assert rows["output-softmax"]["answered"] is None and rows["output-softmax"]["student_acc"] > 0.6
+    assert "direct rows" in out["table"] and "cumulative cost of all 3 rows" in out["table"]
+    assert out["ledger"]["spent_basic_composition"]["epsilon"] == pytest.approx(sum(r["epsilon"] for r in out["rows"]))
+    again = run_compare(cfg, epsilons=[8.0], aggregators=["gnmax"], direct=["output-softmax", "objective-ovr"])
+    assert all(r["reused"] for r in again["rows"])
+    assert again["ledger"]["spent_basic_composition"] == out["ledger"]["spent_basic_composition"]
+
+
+def test_learner_names_agree_with_the_config():
+    from pate_stab.run.config import DIRECT_LEARNER_NAMES
+
+    assert tuple(DIRECT_LEARNERS) == DIRECT_LEARNER_NAMES
+
+
+def test_transfer_with_a_direct_learner(tmp_path, capsys):
+    argv = ["transfer", "--run-name", "t", "--checkpoints-dir", str(tmp_path), "--set", "num_private=3000",
+            "--teacher-model", "propagate", "--num-teachers", "5", "--aggregator", "objective-softmax",
+            "--epsilon", "3"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "t" / "report.json").read_text())
+    assert report["kind"] == "direct" and report["neighbouring"] == "replace_one" and report["epsilon"] == 3.0
+    assert report["ledger"]["spent_basic_composition"]["epsilon"] == 3.0
+    assert main(argv) == 0  # a rerun replays: nothing spent twice
+    again = json.loads((tmp_path / "t" / "report.json").read_text())
+    assert again["row"]["reused"] and again["test_accuracy"] == report["test_accuracy"]
+    assert "replayed from the ledger" in capsys.readouterr().out
+
+
+def test_one_vs_rest_uses_the_public_class_list_not_the_classes_present(prepared):
+    """A class missing from the private labels changes no shape and raises nothing (DESIGN fact 6)."""
+    y = prepared.task.private_y.clone()
+    y[y == 2] = 0
+    prep = dataclasses.replace(prepared, task=dataclasses.replace(prepared.task, private_y=y))
+    with _ledger(prepared) as ledger:
+        row = run_direct(prep, ledger, learner="output-ovr", epsilon=6.0, repeat=12)
+        model = torch.load(prepared.run_dir / "direct" / ledger.entry(row["spend_id"]).result["model"])
+    assert model["weight"].shape == (prepared.task.num_classes, prepared.task.private_x.shape[1])
