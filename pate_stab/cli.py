@@ -7,11 +7,15 @@
     pate-stab release --votes votes.npy --aggregator gnmax --epsilon 8 [--public-inputs x.npy]
     pate-stab plan --num-private 1200 --num-classes 10 --num-queries 450 --epsilon 8 [--num-teachers 150]
     pate-stab calibrate --epsilon 8 --delta 1e-5 --num-queries 300 --max-unstable 10
+    pate-stab transfer --private mine.npz --public pool.npz --evaluation test.npz --classes 3
+    pate-stab transfer --private train/ --public pool/ --evaluation test/   # image folders
+    pate-stab transfer --private a.csv --public b.csv --schema schema.json  # CSV with a public schema
 
 Every run writes ``<checkpoints-dir>/<run-name>/`` (config.json, teachers/, ledger.jsonl,
 report.json or compare.{json,txt,png}). Flags given on the command line override the YAML.
-Usage errors (unknown data set, missing data directory, a budget too small for the stability
-releaser to answer anything) exit with status 2 and say what to change.
+Usage errors (unknown data set, missing data directory, your own data not fitting — lengths,
+labels, NaN, image sizes, CSV columns —, a budget too small for the stability releaser to answer
+anything) exit with status 2 before any training or spending, and say what to change.
 """
 
 from __future__ import annotations
@@ -53,7 +57,12 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--run-name", "run_name", str, "run folder name under --checkpoints-dir"),
     ("--checkpoints-dir", "checkpoints_dir", str, "where run folders live (default: checkpoints)"),
     ("--seed", "seed", int, "seed of every random stage"),
-    ("--dataset", "dataset", str, "synthetic, mnist, fashion_mnist, svhn, cifar10, adult"),
+    ("--dataset", "dataset", str, "synthetic, mnist, fashion_mnist, svhn, cifar10, adult, or files (--private ...)"),
+    ("--private", "private", str, "your private set: .npz/.pt/.npy (x, y), .csv (with --schema) or an image folder"),
+    ("--public", "public", str, "your public pool (no labels needed): same kind; images in a flat folder"),
+    ("--evaluation", "evaluation", str, "your evaluation set (labelled, not private), optional"),
+    ("--schema", "schema", str, "CSV data: the public schema file (JSON or YAML)"),
+    ("--image-shape", "image_shape", str, "image folders: CHANNELS,HEIGHT,WIDTH (default: the public pool's)"),
     ("--data-dir", "data_dir", str, "folder with the data set's files"),
     ("--features", "features", str, "raw, pca, scattering or ssl (fitted on the public pool only)"),
     ("--pca-dim", "pca_dim", int, "PCA components for --features pca"),
@@ -96,6 +105,8 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="BTT18 §4.2 (ii): only labels are private; part of the training set becomes the public pool",
     )
+    p.add_argument("--classes", dest="classes", nargs="+", default=None, metavar="C | NAME",
+                   help="own data: the number of classes, or their names in label order")  # fmt: skip
     p.add_argument("--allow-unanswerable", dest="allow_unanswerable", action="store_const", const=True, default=None)
     p.add_argument("--progress", dest="progress", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -202,6 +213,16 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
     for dest in ("threat_model", "allow_unanswerable", "progress"):
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
+    if args.classes is not None:
+        one = args.classes[0]
+        data["classes"] = int(one) if len(args.classes) == 1 and one.isdigit() else list(args.classes)
+    if isinstance(data.get("image_shape"), str):
+        try:
+            data["image_shape"] = [int(v) for v in data["image_shape"].split(",")]
+        except ValueError:
+            parser.error(f"--image-shape takes CHANNELS,HEIGHT,WIDTH, got {data['image_shape']!r}")
+    if data.get("private") is not None and "dataset" not in data:
+        data["dataset"] = "files"
     for item in args.overrides:
         key, sep, value = item.partition("=")
         if not sep:
@@ -219,14 +240,15 @@ def _make_config(parser: argparse.ArgumentParser, data: dict[str, Any]):
 
     data = {k: v for k, v in data.items() if k != "_compare"}
     dataset = data.get("dataset", "synthetic")
-    if dataset not in DATASETS:
-        parser.error(f"unknown dataset {dataset!r}; choose from {', '.join(DATASETS)}")
-    if dataset != "synthetic" and not data.get("download"):
+    if dataset not in DATASETS or dataset == "arrays":
+        choices = ", ".join(d for d in DATASETS if d != "arrays")
+        parser.error(f"unknown dataset {dataset!r}; choose from {choices} (arrays: the Python API)")
+    if dataset not in ("synthetic", "files") and not data.get("download"):
         if not data.get("data_dir"):
             parser.error(f"dataset {dataset!r} needs --data-dir (a folder with its files)")
         if not Path(data["data_dir"]).is_dir():
             parser.error(f"data directory {data['data_dir']} does not exist")
-    for key in ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels"):
+    for key in ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels", "classes", "image_shape"):
         if key in data and isinstance(data[key], list):
             data[key] = tuple(data[key])
     try:
@@ -269,6 +291,13 @@ def _print_report(r: dict[str, Any]) -> None:
         ("label accuracy (answered)", _fmt(r["label_accuracy_answered"])),
         ("student test accuracy", _fmt(r["student"]["test_accuracy"])),
         ("student acc, unlabelled pool", _fmt(r["student"].get("unlabelled_pool_accuracy"))),
+    ]
+    # figures that need labels the run does not have (pool without labels, no evaluation set) are left out
+    if not r.get("pool_labelled", True):
+        lines = [(k, v) for k, v in lines if k not in ("label accuracy (answered)", "student acc, unlabelled pool")]
+    if r["student"]["test_accuracy"] is None:
+        lines = [(k, v) for k, v in lines if k not in ("mean teacher / plurality acc", "student test accuracy")]
+    lines += [
         ("wall time (s)", " ".join(f"{k}={v:.1f}" for k, v in d.get("wall_time_s", {}).items())),
         ("report (published)", str(Path(r["run_dir"]) / "report.json")),
         ("private diagnostics", f"{diagnostics} (mode 0600: never publish)"),

@@ -32,28 +32,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
-from pate_stab.privacy.ledger import PrivacyLedger, recorded_budget
-from pate_stab.rng import seeded_generator, spawn_generators
-from pate_stab.run import (
-    STUDENT_FIELDS,
-    TransferConfig,
-    clean_json,
-    fit_student,
-    label_accuracy,
-    release_labels,
-)
+from pate_stab.run import STUDENT_FIELDS, clean_json
 from pate_stab.run.compare import format_summary, plot_rows, summarise_rows, total_cost, total_cost_line
-from pate_stab.run.prepare import PAST_DEFAULTS, prepare
 from pate_stab.run.private import files_section, write_private_json
-from pate_stab.run.release import recorded_spend_id
+from pate_stab.run.refit import RefitError, refit_students
 from pate_stab.run.report import LABEL_ACCURACY_NOTE
-from pate_stab.run.student import student_accuracies
 
 
 def overrides_from(pairs: list[str]) -> dict:
@@ -82,71 +69,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     run_dir = args.run_dir
-    for name in ("config.json", "ledger.jsonl"):
-        if not (run_dir / name).is_file():
-            raise SystemExit(f"{run_dir} is not a finished run folder: {name} is missing")
-    # a key missing from an older config.json had its default of then (PAST_DEFAULTS where it changed)
-    saved = PAST_DEFAULTS | json.loads((run_dir / "config.json").read_text())
-    config = TransferConfig.from_dict(
-        {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}
-        | {"checkpoints_dir": str(run_dir.parent), "run_name": run_dir.name}
-    )
-    new = replace(config, **overrides_from(args.overrides))
-    if args.accelerator is not None:
-        new = replace(new, accelerator=args.accelerator)
-    header = json.loads((run_dir / "ledger.jsonl").open().readline())
-    budget = recorded_budget(run_dir / "ledger.jsonl")  # the header's, or as raised since
-    if budget is None:
-        raise SystemExit(f"{run_dir / 'ledger.jsonl'} is empty")
-
-    rows, fit_s = [], []
-    with PrivacyLedger(
-        run_dir / "ledger.jsonl",
-        budget_epsilon=budget[0],
-        budget_delta=budget[1],
-        run_id=config.run_name,
-        neighbouring=header.get("neighbouring", "replace_one"),
-        timestamps=False,
-    ) as ledger:
-        recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}
-        plan = [(a, e, r) for r in range(args.repeats) for a in args.aggregators for e in args.epsilons]
-        missing = [f"{a} at ε={e:g} (repeat {r})" for a, e, r in plan
-                   if recorded_spend_id(ledger, config.run_name, a, e, r) not in recorded]  # fmt: skip
-        if missing:
-            raise SystemExit(f"no recorded release for {', '.join(missing)}: run transfer/compare first")
-        spent_before = ledger.spent()
-        prep = prepare(config, check_budget=False)  # same configuration: reloads teachers, trains nothing
-        prep.config = new
-        gens = spawn_generators(seeded_generator(args.seed), 2 * len(plan))
-        for i, (agg, eps, rep) in enumerate(plan):
-            release = release_labels(prep, ledger, aggregator=agg, epsilon=eps, generator=gens[2 * i], repeat=rep)
-            if not release.reused or ledger.spent() != spent_before:
-                raise RuntimeError("a release was not replayed from the ledger; stopping before any student")
-            t0 = time.perf_counter()
-            student, targets = fit_student(prep, release, generator=gens[2 * i], bottom_generator=gens[2 * i + 1])
-            accuracy = student_accuracies(prep, student, release)
-            row = {
-                "aggregator": agg,
-                "target_epsilon": eps,
-                "repeat": rep,
-                "epsilon": release.summary["epsilon"],
-                "delta": release.summary["delta"],
-                "answered": int(release.summary["answered"]),
-                "label_acc": label_accuracy(release, prep.task.public_y[release.index])[0],
-                "student_trained_on": int(targets.index.numel()),
-                "student_acc": accuracy["student"],
-                "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
-                "student_history": student.history,
-            }
-            rows.append(row)
-            fit_s.append({"aggregator": agg, "target_epsilon": eps, "repeat": rep, "fit_s": time.perf_counter() - t0})
-            print(
-                f"{agg:<16} ε={row['epsilon']:.3f} answered {row['answered']:>5} label acc "
-                f"{row['label_acc'] if row['label_acc'] is not None else float('nan'):.4f} → student "
-                f"{row['student_acc']:.4f}, unlabelled pool {row['student_acc_unlabelled_pool']:.4f} "
-                f"(repeat {rep}, trained on {row['student_trained_on']}, {fit_s[-1]['fit_s']:.0f} s)",
-                flush=True,
-            )
+    try:
+        rows, new, spent_before, fit_s = refit_students(
+            run_dir, aggregators=args.aggregators, epsilons=args.epsilons, overrides=overrides_from(args.overrides),
+            seed=args.seed, repeats=args.repeats, accelerator=args.accelerator, echo=True,
+        )  # fmt: skip
+    except (RefitError, ValueError, FileNotFoundError) as exc:
+        raise SystemExit(str(exc)) from exc
+    config = new
     student_settings = {k: getattr(new, k) for k in STUDENT_FIELDS}
     summary = summarise_rows(rows)
     if args.repeats > 1:

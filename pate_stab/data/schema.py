@@ -12,6 +12,12 @@ set's published description (e.g. UCI's ``adult.names``), from a public split, o
 * the label column (optional in a table: a public pool has none) → the index of its class;
 * the id column (optional) → an int64 record id, e.g. for ``partition_key: record_id``.
 
+A file without a header row takes its field names from ``columns=`` or, with ``header: false``,
+from the schema's ``order`` (every column's name, label and id included, in file order); lines
+starting with the schema's ``comment`` prefix are skipped (UCI's files: ``|``). A class may be
+written several ways: ``label_aliases``, or in a schema file a class given as a list of spellings
+(the first names it).
+
 So the encoded width (:attr:`TabularSchema.num_features`) and every row's encoding depend on the
 schema and that row alone: adding, removing or changing another record changes neither.
 
@@ -20,7 +26,12 @@ A schema file (JSON, or YAML with ``.yaml`` / ``.yml``) looks like::
     {"columns": [{"name": "age", "kind": "numeric", "bounds": [17, 90]},
                  {"name": "sex", "kind": "categorical", "categories": ["Female", "Male"]}],
      "label": "income", "classes": ["<=50K", ">50K"], "id_column": null,
-     "label_aliases": {"<=50K.": "<=50K", ">50K.": ">50K"}, "source": "UCI adult.names"}
+     "label_aliases": {"<=50K.": "<=50K", ">50K.": ">50K"}, "source": "UCI adult.names",
+     "header": true, "order": null, "comment": null}
+
+(``"classes": [["<=50K", "<=50K."], [">50K", ">50K."]]`` says the same as those classes and aliases.)
+Errors in a schema or in a table that does not fit it raise :class:`SchemaError` (a ``ValueError``)
+naming the file, the row and the column.
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ __all__ = [
     "OTHER",
     "Column",
     "EncodedTable",
+    "SchemaError",
     "TabularSchema",
     "encode_categorical",
     "encode_table",
@@ -50,6 +62,13 @@ __all__ = [
 
 OTHER = "<other>"
 """Name of the extra indicator slot of every categorical column (values not in its list)."""
+
+UCI_COMMENT = "|"
+"""UCI's comment prefix (the first line of ``adult.test``)."""
+
+
+class SchemaError(ValueError):
+    """A schema that cannot be used, or a table that does not fit its schema (names the file, row and column)."""
 
 
 @dataclass(frozen=True)
@@ -63,28 +82,28 @@ class Column:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"column name must be a non-empty string, got {self.name!r}")
+            raise SchemaError(f"column name must be a non-empty string, got {self.name!r}")
         if self.kind == "numeric":
             if self.bounds is None or len(self.bounds) != 2:
-                raise ValueError(f"numeric column {self.name!r} needs public bounds (lo, hi)")
+                raise SchemaError(f"numeric column {self.name!r} needs public bounds (lo, hi)")
             lo, hi = (float(b) for b in self.bounds)
             if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
-                raise ValueError(f"column {self.name!r}: bounds must be finite with hi > lo, got {self.bounds!r}")
+                raise SchemaError(f"column {self.name!r}: bounds must be finite with hi > lo, got {self.bounds!r}")
             if self.categories:
-                raise ValueError(f"numeric column {self.name!r} takes no categories")
+                raise SchemaError(f"numeric column {self.name!r} takes no categories")
             object.__setattr__(self, "bounds", (lo, hi))
         elif self.kind == "categorical":
             cats = tuple(str(c) for c in self.categories)
             if not cats or len(set(cats)) != len(cats) or OTHER in cats:
-                raise ValueError(
+                raise SchemaError(
                     f"categorical column {self.name!r} needs a non-empty list of distinct categories "
                     f"(not {OTHER!r}), got {list(self.categories)!r}"
                 )
             if self.bounds is not None:
-                raise ValueError(f"categorical column {self.name!r} takes no bounds")
+                raise SchemaError(f"categorical column {self.name!r} takes no bounds")
             object.__setattr__(self, "categories", cats)
         else:
-            raise ValueError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {self.kind!r}")
+            raise SchemaError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {self.kind!r}")
 
     @property
     def width(self) -> int:
@@ -111,6 +130,10 @@ class TabularSchema:
         id_column: a column of integer record ids (kept by neighbouring data sets), or None.
         label_aliases: other spellings of a class (``adult.test`` writes ``">50K."``).
         source: where the schema comes from (documentation only).
+        header: whether files encoded with it start with a header row.
+        order: the field names of a file without a header row (every column, the label and the id
+            column included), in file order; needed with ``header=False``.
+        comment: lines starting with this prefix are skipped (None: none are).
     """
 
     columns: tuple[Column, ...]
@@ -119,27 +142,44 @@ class TabularSchema:
     id_column: str | None = None
     label_aliases: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
+    header: bool = True
+    order: tuple[str, ...] | None = None
+    comment: str | None = None
 
     def __post_init__(self) -> None:
         cols = tuple(c if isinstance(c, Column) else Column(**c) for c in self.columns)
         if not cols:
-            raise ValueError("a schema needs at least one input column")
+            raise SchemaError("a schema needs at least one input column")
         names = [c.name for c in cols] + [n for n in (self.label, self.id_column) if n is not None]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
-            raise ValueError(f"column names must be distinct (inputs, label, id column); repeated: {repeated}")
+            raise SchemaError(f"column names must be distinct (inputs, label, id column); repeated: {repeated}")
         classes = tuple(str(c) for c in self.classes)
         if self.label is not None and (len(classes) < 2 or len(set(classes)) != len(classes)):
-            raise ValueError(f"label {self.label!r} needs at least two distinct classes, got {list(self.classes)!r}")
+            raise SchemaError(f"label {self.label!r} needs at least two distinct classes, got {list(self.classes)!r}")
         if self.label is None and classes:
-            raise ValueError("classes given without a label column")
+            raise SchemaError("classes given without a label column")
         aliases = {str(k): str(v) for k, v in dict(self.label_aliases).items()}
         unknown = sorted(v for v in aliases.values() if v not in classes)
         if unknown:
-            raise ValueError(f"label_aliases map to values that are not classes: {unknown}")
+            raise SchemaError(f"label_aliases map to values that are not classes: {unknown}")
+        clash = sorted(a for a, c in aliases.items() if a in classes and a != c)
+        if clash:
+            raise SchemaError(f"label_aliases spell classes as other classes: {clash}")
+        order = None if self.order is None else tuple(str(n) for n in self.order)
+        if not self.header and (order is None or sorted(order) != sorted(names)):
+            raise SchemaError(
+                f"a schema with header: false needs 'order', every column's name in file order (columns: {names})"
+            )
+        if order is not None and self.header:
+            raise SchemaError("'order' is for files without a header row (header: false)")
+        if self.comment is not None and (not isinstance(self.comment, str) or not self.comment):
+            raise SchemaError(f"comment must be a non-empty prefix or None, got {self.comment!r}")
         object.__setattr__(self, "columns", cols)
         object.__setattr__(self, "classes", classes)
         object.__setattr__(self, "label_aliases", aliases)
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "header", bool(self.header))
 
     @property
     def num_features(self) -> int:
@@ -164,20 +204,23 @@ class TabularSchema:
             "id_column": self.id_column,
             "label_aliases": dict(self.label_aliases),
             "source": self.source,
+            "header": self.header,
+            "order": None if self.order is None else list(self.order),
+            "comment": self.comment,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TabularSchema:
-        known = {"columns", "label", "classes", "id_column", "label_aliases", "source"}
+        known = {"columns", "label", "classes", "id_column", "label_aliases", "source", "header", "order", "comment"}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown schema keys: {unknown} (known: {sorted(known)})")
+            raise SchemaError(f"unknown schema keys: {unknown} (known: {sorted(known)})")
         if not isinstance(data.get("columns"), list):
-            raise ValueError("a schema needs 'columns', a list of {name, kind, bounds | categories}")
+            raise SchemaError("a schema needs 'columns', a list of {name, kind, bounds | categories}")
         columns = []
         for j, c in enumerate(data["columns"]):
             if not isinstance(c, Mapping) or set(c) - {"name", "kind", "bounds", "categories"}:
-                raise ValueError(f"schema column {j}: expected keys name, kind, bounds | categories, got {c!r}")
+                raise SchemaError(f"schema column {j}: expected keys name, kind, bounds | categories, got {c!r}")
             bounds = c.get("bounds")
             columns.append(
                 Column(
@@ -187,13 +230,32 @@ class TabularSchema:
                     categories=tuple(c.get("categories", ())),
                 )
             )
+        # a class given as a list of spellings: the first names it, the others are its aliases
+        classes: list[str] = []
+        aliases = {str(k): str(v) for k, v in dict(data.get("label_aliases") or {}).items()}
+        for c in data.get("classes") or ():
+            spellings = [str(v) for v in c] if isinstance(c, list | tuple) else [str(c)]
+            if not spellings:
+                raise SchemaError(f"label {data.get('label')!r}: a class needs at least one spelling")
+            classes.append(spellings[0])
+            for other in spellings[1:]:
+                if aliases.get(other, spellings[0]) != spellings[0]:
+                    raise SchemaError(f"label spelling {other!r} is given for two classes")
+                aliases[other] = spellings[0]
+        order = data.get("order")
+        header = data.get("header", True)
+        if not isinstance(header, bool):
+            raise SchemaError(f"header must be true or false, got {header!r}")
         return cls(
             columns=tuple(columns),
             label=data.get("label"),
-            classes=tuple(data.get("classes") or ()),
+            classes=tuple(classes),
             id_column=data.get("id_column"),
-            label_aliases=dict(data.get("label_aliases") or {}),
+            label_aliases=aliases,
             source=str(data.get("source", "")),
+            header=header,
+            order=None if order is None else tuple(order),
+            comment=data.get("comment"),
         )
 
     @classmethod
@@ -203,20 +265,25 @@ class TabularSchema:
         if not path.is_file():
             raise FileNotFoundError(f"schema file {path} does not exist")
         text = path.read_text(encoding="utf-8")
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
+        if path.suffix not in (".json", ".yaml", ".yml"):
+            raise SchemaError(f"schema file {path}: expected .json, .yaml or .yml")
+        try:
+            if path.suffix in (".yaml", ".yml"):
+                import yaml
 
-            data = yaml.safe_load(text)
-        elif path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise ValueError(f"schema file {path}: expected .json, .yaml or .yml")
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+        except ValueError as err:  # json's errors; yaml's are caught below
+            raise SchemaError(f"schema file {path}: {err}") from err
+        except Exception as err:  # yaml.YAMLError (PyYAML is imported only for YAML files)
+            raise SchemaError(f"schema file {path}: {err}") from err
         if not isinstance(data, Mapping):
-            raise ValueError(f"schema file {path}: expected a mapping at the top level")
+            raise SchemaError(f"schema file {path}: expected a mapping at the top level")
         try:
             return cls.from_dict(data)
         except (ValueError, TypeError) as err:
-            raise ValueError(f"schema file {path}: {err}") from err
+            raise SchemaError(f"schema file {path}: {err}") from err
 
 
 @dataclass(frozen=True)
@@ -232,39 +299,44 @@ class EncodedTable:
         return int(self.x.shape[0])
 
 
-def _read_rows(path: Path, columns: Sequence[str] | None) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Header and (line number, fields) of a CSV file; blank lines and lines starting with ``|``
-    (UCI's comment convention, e.g. the first line of ``adult.test``) are skipped."""
+def _read_rows(
+    path: Path, columns: Sequence[str] | None, comment: str | None
+) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Header and (line number, fields) of a CSV file; blank lines and lines starting with
+    ``comment`` (e.g. UCI's ``|``, the first line of ``adult.test``) are skipped."""
     if not path.is_file():
         raise FileNotFoundError(f"table file {path} does not exist")
     opener = gzip.open if path.suffix == ".gz" else open
     rows: list[tuple[int, list[str]]] = []
     with opener(path, "rt", newline="", encoding="utf-8-sig") as fh:
         for line, rec in enumerate(csv.reader(fh, skipinitialspace=True), start=1):
-            if not rec or all(not v.strip() for v in rec) or rec[0].startswith("|"):
+            if not rec or all(not v.strip() for v in rec) or (comment is not None and rec[0].startswith(comment)):
                 continue
             rows.append((line, [v.strip() for v in rec]))
     if columns is None:
         if not rows:
-            raise ValueError(f"{path}: no header row")
+            raise SchemaError(f"{path}: no header row")
         header = rows[0][1]
         rows = rows[1:]
     else:
         header = list(columns)
     for line, rec in rows:
         if len(rec) != len(header):
-            raise ValueError(f"{path}, line {line}: {len(rec)} fields, expected {len(header)} ({', '.join(header)})")
+            raise SchemaError(f"{path}, line {line}: {len(rec)} fields, expected {len(header)} ({', '.join(header)})")
     return header, rows
 
 
 def _table(
-    source: str | Path | Sequence[Mapping[str, Any]], columns: Sequence[str] | None
+    source: str | Path | Sequence[Mapping[str, Any]], columns: Sequence[str] | None, comment: str | None
 ) -> tuple[str, list[int], dict[str, list[Any]] | None]:
     """Where the rows come from (for messages), each row's number, and the table column-wise
     (None for an empty sequence of rows)."""
     if isinstance(source, str | Path):
         path = Path(source)
-        header, rows = _read_rows(path, columns)
+        header, rows = _read_rows(path, columns, comment)
+        repeated = sorted({n for n in header if header.count(n) > 1})
+        if repeated:
+            raise SchemaError(f"{path}: column(s) {repeated} appear more than once in the header")
         table = {name: [rec[j] for _, rec in rows] for j, name in enumerate(header)}
         return str(path), [line for line, _ in rows], table
     if isinstance(source, Mapping) or not isinstance(source, Sequence):
@@ -280,8 +352,8 @@ def _table(
     return "rows", list(range(1, len(source) + 1)), table
 
 
-def _bad(where: str, line: int, column: str, value: Any, what: str) -> ValueError:
-    return ValueError(f"{where}, row {line}, column {column!r}: {what} (value {value!r})")
+def _bad(where: str, line: int, column: str, value: Any, what: str) -> SchemaError:
+    return SchemaError(f"{where}, row {line}, column {column!r}: {what} (value {value!r})")
 
 
 def _numbers(where: str, lines: list[int], column: str, values: list[Any]) -> Iterator[float]:
@@ -294,6 +366,8 @@ def _numbers(where: str, lines: list[int], column: str, values: list[Any]) -> It
             raise _bad(where, line, column, v, "cannot parse as a number") from None
         if math.isnan(f):
             raise _bad(where, line, column, v, "NaN")
+        if math.isinf(f):
+            raise _bad(where, line, column, v, "not a finite number")
         yield f
 
 
@@ -314,15 +388,18 @@ def encode_table(
     *,
     columns: Sequence[str] | None = None,
     out_of_bounds: Literal["clip", "raise"] = "clip",
+    undeclared: Literal["ignore", "raise"] = "ignore",
 ) -> EncodedTable:
     """Encode a table with a public schema, row by row (module docstring).
 
     Args:
         rows_or_path: a CSV file (``.gz`` read as gzip; header row unless ``columns`` is given) or
             a sequence of mappings column name → value. Columns the schema does not name are
-            ignored; the label and id columns may be absent (``y`` / ``ids`` are then None).
+            ignored (``undeclared="raise"`` refuses them, so that a misspelt column is never
+            dropped silently); the label and id columns may be absent (``y`` / ``ids`` are then None).
         schema: the public encoding.
-        columns: the field names of a CSV file without a header row (e.g. UCI's ``adult.data``).
+        columns: the field names of a CSV file without a header row (e.g. UCI's ``adult.data``);
+            default the schema's ``order`` where it says ``header: false``.
         out_of_bounds: ``"clip"`` clamps numeric values to their public bounds (documented, no
             privacy cost: a fixed map of each value); ``"raise"`` rejects them.
 
@@ -332,21 +409,30 @@ def encode_table(
 
     Raises:
         FileNotFoundError: a missing file.
-        ValueError: naming the file (or "rows"), the row and the column: a missing input column,
-            a missing or unparsable number, NaN, a value outside the bounds with ``"raise"``, a
-            label that is not a class, an id that is not an integer; a line with the wrong
-            number of fields.
+        SchemaError: naming the file (or "rows"), the row and the column: a missing input column
+            (an undeclared one with ``undeclared="raise"``), a missing or unparsable number, NaN
+            or ±inf, a value outside the bounds with ``"raise"``, a label that is not a class, an
+            id that is not an integer; a line with the wrong number of fields.
     """
     if not isinstance(schema, TabularSchema):
         raise TypeError(f"schema must be a TabularSchema, got {type(schema).__name__}")
     if out_of_bounds not in ("clip", "raise"):
         raise ValueError(f"out_of_bounds must be 'clip' or 'raise', got {out_of_bounds!r}")
-    where, lines, read = _table(rows_or_path, columns)
+    if undeclared not in ("ignore", "raise"):
+        raise ValueError(f"undeclared must be 'ignore' or 'raise', got {undeclared!r}")
+    if columns is None and not schema.header:
+        columns = schema.order
+    where, lines, read = _table(rows_or_path, columns, schema.comment)
     n = len(lines)
     table = read if read is not None else {c.name: [] for c in schema.columns}
+    if undeclared == "raise":
+        declared = [c.name for c in schema.columns] + [n for n in (schema.label, schema.id_column) if n is not None]
+        extra = [name for name in table if name not in declared]
+        if extra:
+            raise SchemaError(f"{where}: column {extra[0]!r} is not in the schema (declared: {declared})")
     missing = [c.name for c in schema.columns if c.name not in table]
     if missing:
-        raise ValueError(f"{where}: missing column(s) {missing} (columns present: {sorted(table)})")
+        raise SchemaError(f"{where}: missing column(s) {missing} (columns present: {sorted(table)})")
     blocks: list[np.ndarray] = []
     for col in schema.columns:
         values = table[col.name]
@@ -420,21 +506,22 @@ def schema_from_uci_names(
         name, rest = (s.strip() for s in line[:-1].split(":", 1))
         if rest == "continuous":
             if name not in bounds:
-                raise ValueError(f"{path}: numeric column {name!r} has no public bounds")
+                raise SchemaError(f"{path}: numeric column {name!r} has no public bounds")
             cols.append(Column(name, "numeric", bounds=bounds[name]))
         else:
             cols.append(Column(name, "categorical", categories=tuple(v.strip() for v in rest.split(","))))
     if not cols:
-        raise ValueError(f"{path}: no attribute lines ('name: continuous.' or 'name: v1, v2.')")
+        raise SchemaError(f"{path}: no attribute lines ('name: continuous.' or 'name: v1, v2.')")
     extra = sorted(set(bounds) - {c.name for c in cols})
     if extra:
-        raise ValueError(f"bounds given for columns {path} does not list: {extra}")
+        raise SchemaError(f"bounds given for columns {path} does not list: {extra}")
     if published is None or sorted(published) != sorted(classes):
-        raise ValueError(f"{path}: published classes {published} differ from {list(classes)}")
+        raise SchemaError(f"{path}: published classes {published} differ from {list(classes)}")
     return TabularSchema(
         columns=tuple(cols),
         label=label,
         classes=tuple(classes),
         label_aliases=dict(label_aliases or {}),
         source=f"{path.name} (categories, column order, classes); numeric bounds chosen a priori",
+        comment=UCI_COMMENT,
     )

@@ -57,8 +57,10 @@ from pate_stab._validation import check_tensor, warn_privacy_leak
 from pate_stab.data.bounds import ADULT_NUMERIC_BOUNDS, MAGIC_BOUNDS, scale_to_bounds
 from pate_stab.data.schema import (
     OTHER,
+    UCI_COMMENT,
     Column,
     EncodedTable,
+    SchemaError,
     TabularSchema,
     encode_categorical,
     encode_table,
@@ -71,6 +73,7 @@ __all__ = [
     "OTHER",
     "Column",
     "EncodedTable",
+    "SchemaError",
     "TabularData",
     "TabularSchema",
     "WARFARIN_IWPC_FEATURES",
@@ -258,6 +261,7 @@ def magic_schema() -> TabularSchema:
         label="class",
         classes=("h", "g"),
         source="magic04.names (columns, order, classes); bounds pate_stab.data.bounds.MAGIC_BOUNDS (a priori)",
+        comment=UCI_COMMENT,
     )
 
 

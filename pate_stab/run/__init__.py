@@ -16,19 +16,23 @@ exports the configuration, :func:`run_transfer`, :func:`run_compare` and the typ
 | :mod:`~pate_stab.run.private` | which files a run may publish, private files (0600), the run's data identity |
 | :mod:`~pate_stab.run.transfer` | :func:`run_transfer`: the steps above in order |
 | :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
+| :mod:`~pate_stab.run.refit` | :func:`refit_students`: new students on a run's recorded releases (no spend) |
+| :mod:`~pate_stab.run.api` | :func:`transfer_arrays`, :func:`compare_arrays`: the main job on the user's arrays |
 | :mod:`~pate_stab.run.direct` | :func:`run_direct`: a direct private learner on the private split, as a compare row |
 """
 
+from pate_stab.run.api import compare_arrays, transfer_arrays
 from pate_stab.run.compare import format_rows, plot_rows, run_compare
 from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.direct import DIRECT_LEARNERS, run_direct
 from pate_stab.run.plan import RunPlan, plan_run
 from pate_stab.run.prepare import BudgetTooSmallError, Prepared
+from pate_stab.run.refit import refit_students
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, transfer_report
 from pate_stab.run.student import fit_student, teacher_accuracies
-from pate_stab.run.transfer import run_transfer
+from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_transfer
 
 __all__ = [
     "DATASETS",
@@ -42,7 +46,10 @@ __all__ = [
     "RunPlan",
     "Task",
     "TransferConfig",
+    "TransferResult",
     "clean_json",
+    "compare_arrays",
+    "evaluate_and_report",
     "fit_student",
     "format_rows",
     "label_accuracy",
@@ -50,10 +57,12 @@ __all__ = [
     "open_ledger",
     "plan_run",
     "plot_rows",
+    "refit_students",
     "release_labels",
     "run_compare",
     "run_direct",
     "run_transfer",
     "teacher_accuracies",
+    "transfer_arrays",
     "transfer_report",
 ]

@@ -42,10 +42,12 @@ from tqdm import tqdm
 
 from pate_stab._validation import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
+from pate_stab.data.own import OwnData
 from pate_stab.privacy.ledger import recorded_budget
 from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
+from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
 from pate_stab.run.direct import (
     DIRECT_LEARNERS,
@@ -262,6 +264,7 @@ def run_compare(
     epsilons: Sequence[float],
     aggregators: Sequence[str] | None = None,
     repeats: int = 1,
+    data: OwnData | None = None,
     direct: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Release the same votes with every aggregator at every ε, train a student on each release.
@@ -270,7 +273,8 @@ def run_compare(
     its own noise, selection and student; the summary gives mean, spread and range per setting.
     ``direct`` adds direct private learners trained on the private split at the same ε values
     (:mod:`pate_stab.run.direct`), each a spend of the same ledger, after the aggregator rows.
-    Writes ``compare.json``, ``compare.txt`` and ``compare.png`` in the run folder.
+    Writes ``compare.json``, ``compare.txt`` and ``compare.png`` in the run folder. ``data``: the
+    user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
 
     Returns:
         ``{"rows": [...], "table": str, "plot": path, ...}``.
@@ -284,7 +288,7 @@ def run_compare(
             "use repeats=R (--repeats R) for independent releases at one ε"
         )
     start = time.perf_counter()
-    prep = prepare(config, check_budget=False)
+    prep = prepare(config, check_budget=False, data=data)
     binary = prep.task.num_classes == 2
     direct = check_direct_learners(list(direct))
     if aggregators is None:
@@ -348,7 +352,7 @@ def run_compare(
                 selection_generator=selection_gens[i],
                 repeat=rep,
             )
-            acc_answered, acc_all = label_accuracy(release, prep.task.public_y[release.index])
+            acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
             student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
             s = release.summary
             dd, dd_private = split_data_dependent(release_data_dependent(prep, release, generator=dd_gens[i]))
@@ -427,7 +431,7 @@ def run_compare(
         private = {
             "run": config.run_name,
             "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality,
-                         "evaluated_on": "evaluation split"},  # fmt: skip
+                         "evaluated_on": "evaluation split" if prep.task.eval_y.numel() else None},  # fmt: skip
             "rows": private_rows,
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
         }

@@ -22,6 +22,7 @@ __all__ = [
     "DATASETS",
     "DIRECT_LEARNER_NAMES",
     "FEATURES",
+    "OWN_DATA_FIELDS",
     "PARTITION_KEYS",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
@@ -30,7 +31,10 @@ __all__ = [
     "TransferConfig",
 ]
 
-DATASETS = ("synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult")
+DATASETS = ("synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult", "files", "arrays")
+"""Bundled loaders; ``"files"``: the user's own files (``private`` / ``public`` / ``evaluation`` paths);
+``"arrays"``: the user's arrays in Python (:func:`pate_stab.run.api.transfer_arrays`)."""
+OWN_DATA_FIELDS = ("private", "public", "evaluation", "schema", "classes", "image_shape")
 FEATURES = {
     "raw": "the inputs as they are (flattened unless the teachers are CNNs)",
     "pca": "PCA of the inputs fitted on the public pool (pca_dim components, optionally whitened)",
@@ -125,6 +129,15 @@ class TransferConfig:
     dim: int = 10  # synthetic only
     separation: float = 4.0  # synthetic only
     label_noise: float = 0.0  # synthetic only
+    # dataset "files": the three sets' paths (a file by its suffix: .npz / .pt / .npy / .csv; a
+    # folder: images), the CSV's public schema file, the declared classes (a count or names) and
+    # the images' (channels, height, width); see pate_stab.data.own
+    private: str | None = None
+    public: str | None = None
+    evaluation: str | None = None
+    schema: str | None = None
+    classes: int | tuple[str, ...] | None = None
+    image_shape: tuple[int, int, int] | None = None
     # privacy: the neighbouring relation the run's guarantee is stated for, and the partition key
     # (see teachers_changed): content keys + replace_one need group privacy over two teachers
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
@@ -206,6 +219,7 @@ class TransferConfig:
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
             raise ValueError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)}")
+        self._check_own_data()
         if self.aggregator not in RUN_AGGREGATORS + DIRECT_LEARNER_NAMES:
             choices = ", ".join(RUN_AGGREGATORS + DIRECT_LEARNER_NAMES)
             raise ValueError(f"unknown aggregator {self.aggregator!r}; choose from {choices}")
@@ -273,6 +287,26 @@ class TransferConfig:
                 raise ValueError(f"{name} must be {what}, got {widths}")
             object.__setattr__(self, name, widths)
 
+    def _check_own_data(self) -> None:
+        if self.dataset == "files":
+            missing = [k for k in ("private", "public") if not getattr(self, k)]
+            if missing:
+                flags = " ".join(f"--{k}" for k in missing)
+                raise ValueError(f"dataset 'files' needs the paths of {' and '.join(missing)} ({flags})")
+            if self.threat_model != "public-pool":
+                raise ValueError("dataset 'files' brings its own public pool: use threat_model 'public-pool'")
+        elif self.dataset != "arrays":
+            given = [k for k in OWN_DATA_FIELDS if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} apply to dataset 'files' only, not {self.dataset!r}")
+        if isinstance(self.classes, list):
+            object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
+        if self.image_shape is not None:
+            shape = tuple(self.image_shape)
+            if len(shape) != 3 or not all(isinstance(v, int) and v > 0 for v in shape):
+                raise ValueError(f"image_shape must be three positive integers (channels, height, width), got {shape}")
+            object.__setattr__(self, "image_shape", shape)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransferConfig:
         known = {f.name for f in fields(cls)}
@@ -285,6 +319,9 @@ class TransferConfig:
         d = asdict(self)
         for name in _WIDTH_FIELDS:
             d[name] = list(getattr(self, name))
+        for name in ("classes", "image_shape"):
+            if isinstance(d[name], tuple):
+                d[name] = list(d[name])
         return d
 
     @property

@@ -1,5 +1,11 @@
 """The run's data: private training set, public query pool and evaluation split, in the teachers' input space.
 
+``dataset="files"`` reads the user's own files and ``"arrays"`` takes their arrays
+(:mod:`pate_stab.data.own`): the classes, image size and CSV encoding come from declarations or
+public data, and a table's numeric columns are standardised with the public pool's statistics.
+Without an evaluation set the evaluation split is empty (its figures are None); without pool
+labels ``public_y`` is None (pool figures are None).
+
 ``threat_model="public-pool"`` (BTT18 §4.2 scenario (i)): the whole training set is private and
 an unlabelled public pool comes from the same distribution. ``"label-only"`` (scenario (ii)):
 part of the training set has its labels discarded and becomes the public pool. Feature maps
@@ -28,20 +34,22 @@ from pate_stab.data import (
     random_split_indices,
     standardize,
 )
+from pate_stab.data.own import OwnData, load_files
 from pate_stab.run.config import TransferConfig
 from pate_stab.teachers import PublicFeatures
 
-__all__ = ["Task", "load_task"]
+__all__ = ["Task", "load_own_data", "load_task", "pool_truth"]
 
 
 @dataclass
 class Task:
-    """Inputs are already in the teachers' feature space; labels of ``public_y`` are for reporting."""
+    """Inputs are already in the teachers' feature space; labels of ``public_y`` are for reporting
+    (None: the pool has no labels); the evaluation split may be empty (no evaluation set)."""
 
     private_x: Tensor
     private_y: Tensor
     public_x: Tensor
-    public_y: Tensor
+    public_y: Tensor | None
     eval_x: Tensor
     eval_y: Tensor
     num_classes: int
@@ -51,10 +59,32 @@ class Task:
     # features of them (the fixmatch student trains on images); None for non-image data
     public_images: Tensor | None = None
     eval_images: Tensor | None = None
+    # declared class names (own data)
+    class_names: tuple[str, ...] | None = None
     # one int64 id per private record, supplied with the data (a column or an array) and kept by a
     # neighbouring data set; None when the source has none. ``partition_key: record_id`` hashes
     # these; row numbers are never used (removing a record would renumber every later one)
     private_ids: Tensor | None = None
+
+
+def pool_truth(task: Task, index: Tensor) -> Tensor | None:
+    """True labels of the pool points ``index`` (reporting only), or None when the pool has none."""
+    return None if task.public_y is None else task.public_y[index]
+
+
+def load_own_data(config: TransferConfig) -> OwnData:
+    """The user's files named by a ``dataset="files"`` configuration, checked
+    (:func:`pate_stab.data.own.load_files`)."""
+    if config.private is None or config.public is None:
+        raise ValueError("dataset 'files' needs the private and public paths")
+    return load_files(
+        config.private,
+        config.public,
+        config.evaluation,
+        classes=config.classes,
+        schema=config.schema,
+        image_shape=config.image_shape,
+    )
 
 
 def _require_dir(config: TransferConfig) -> Path:
@@ -66,7 +96,7 @@ def _require_dir(config: TransferConfig) -> Path:
     return path
 
 
-def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[list[Tensor], int]:
+def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[list[Any], int]:
     """(private_x, private_y, public_x, public_y, eval_x, eval_y), num_classes; public-pool scenario."""
     if config.dataset == "synthetic":
         n = config.num_private + config.num_public + config.num_eval
@@ -94,14 +124,47 @@ def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[lis
     return [s.private.x, s.private.y, s.public.x, s.public.y, s.evaluation.x, s.evaluation.y], splits.num_classes
 
 
-def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
+def _rows(f: Any, t: Tensor) -> Tensor:
+    """``f(t)``; for an empty ``t`` (no evaluation set), an empty tensor of ``f``'s output shape."""
+    if t.shape[0]:
+        return f(t)
+    return f(torch.zeros(1, *t.shape[1:], dtype=t.dtype))[:0]
+
+
+def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnData | None = None) -> Task:
     """The three splits in the teachers' input space (features fitted on public data only).
+
+    ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
 
     Raises:
         FileNotFoundError: missing data directory or files.
+        InputDataError: own data that does not fit (:mod:`pate_stab.data.own`).
     """
-    (px, py, ux, uy, ex, ey), num_classes = _raw_splits(config, generator)
+    own: OwnData | None = None
+    if config.dataset == "arrays":
+        if data is None:
+            raise ValueError("dataset 'arrays' takes its data in Python (pate_stab.run.transfer_arrays, or data=)")
+        own = data
+    elif data is not None:
+        raise ValueError(f"data= is for dataset 'arrays', not {config.dataset!r}")
+    elif config.dataset == "files":
+        own = load_own_data(config)
     ids: Tensor | None = None  # the bundled data sets carry no record ids
+    if own is not None:
+        if config.threat_model != "public-pool":
+            raise ValueError("own data brings its own public pool: use threat_model 'public-pool'")
+        if config.partition_key == "record_id" and own.private_ids is None:
+            # DESIGN.md fact 1: record ids come with the data, never from row numbers
+            raise ValueError(
+                "partition_key 'record_id' needs record ids supplied with the private data (the schema's "
+                "id_column, 'ids' in the .npz / .pt, private_ids= in Python)"
+            )
+        ex = own.eval_x if own.eval_x is not None else own.public_x[:0]
+        ey = own.eval_y if own.eval_y is not None else torch.empty(0, dtype=torch.int64)
+        px, py, ux, uy, num_classes = own.private_x, own.private_y, own.public_x, own.public_y, own.num_classes
+        ids = own.private_ids
+    else:
+        (px, py, ux, uy, ex, ey), num_classes = _raw_splits(config, generator)
     if config.threat_model == "label-only":
         # BTT18 §4.2 (ii): no public pool; discard the labels of part of the training set
         n_pool = min(config.label_only_pool, px.shape[0] - config.num_teachers)
@@ -112,17 +175,21 @@ def load_task(config: TransferConfig, *, generator: torch.Generator) -> Task:
         ids = None if ids is None else ids[keep]
     images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
     feature_map: dict[str, Any] = {"kind": config.features}
-    if config.dataset == "adult":
+    if config.dataset == "adult" or (own is not None and own.kind == "table"):
         # z-scores with statistics of the public pool only (never of the private part)
         mean, std = ux.mean(0), ux.std(0)
-        px, ux, ex = (standardize(t, mean=mean, std=std) for t in (px, ux, ex))
+        px, ux, ex = (_rows(lambda t: standardize(t, mean=mean, std=std), t) for t in (px, ux, ex))
         feature_map["standardized_on"] = "public pool"
     if config.features == "pca":
         feats = PublicFeatures.fit(ux, dim=config.pca_dim, whiten=config.whiten)  # public pool only
-        px, ux, ex = feats.transform(px), feats.transform(ux), feats.transform(ex)
+        px, ux, ex = (_rows(feats.transform, t) for t in (px, ux, ex))
         feature_map.update(feats.meta)
         feature_map["state"] = feats.state_dict()
     elif config.features == "raw" and config.teacher_model != "cnn":
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
     # scattering / ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
-    return Task(px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images, private_ids=ids)
+    class_names = own.class_names if own is not None else None
+    return Task(
+        px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images,
+        class_names=class_names, private_ids=ids,
+    )  # fmt: skip

@@ -278,8 +278,11 @@ def run_direct(
         result = {"epsilon": charge_eps, "delta": charge_delta, "metadata": meta}
         reused = False
     task = prep.task
-    eval_acc = float((_predict(model, task.eval_x) == task.eval_y).double().mean())
-    pool_acc = float((_predict(model, task.public_x) == task.public_y).double().mean())
+    # None where the labels do not exist (own data: no evaluation set, a pool without labels)
+    eval_acc = float((_predict(model, task.eval_x) == task.eval_y).double().mean()) if task.eval_y.numel() else None
+    pool_acc = None
+    if task.public_y is not None:
+        pool_acc = float((_predict(model, task.public_x) == task.public_y).double().mean())
     meta = result["metadata"]
     relation = meta["neighbouring"]
     eps_r1, delta_r1 = replace_one_equivalent(epsilon=result["epsilon"], delta=result["delta"], neighbouring=relation)

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,13 @@ def features_key(name: str, options: dict[str, Any], inputs: list[Tensor], gener
     if generator is not None:
         h.update(generator.get_state().numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def _transform_rows(extractor: Any, x: Tensor) -> Tensor:
+    """``extractor.transform(x)``; for an empty ``x``, an empty tensor of the features' shape."""
+    if x.shape[0]:
+        return extractor.transform(x)
+    return extractor.transform(torch.zeros(1, *x.shape[1:], dtype=x.dtype))[:0]
 
 
 def private_inputs_mac(key: bytes, private_x: Tensor) -> str:
@@ -135,7 +143,7 @@ def extract_features(
             "options": options,
             "private": extractor.transform(task.private_x),
             "public": extractor.transform(task.public_x),
-            "evaluation": extractor.transform(task.eval_x),
+            "evaluation": _transform_rows(extractor, task.eval_x),  # may be empty (no evaluation set)
             "meta": extractor.meta,
             "state": extractor.state_dict(),
             "fit_s": fit_s,
@@ -149,8 +157,7 @@ def extract_features(
         "input_shape": list(task.public_x.shape[1:]),
         "cache": f"features/{path.name}",
     }
-    out = Task(
-        saved["private"], task.private_y, saved["public"], task.public_y, saved["evaluation"], task.eval_y,
-        task.num_classes, task.threat_model, feature_map, task.public_images, task.eval_images, task.private_ids,
-    )  # fmt: skip
+    out = replace(
+        task, private_x=saved["private"], public_x=saved["public"], eval_x=saved["evaluation"], feature_map=feature_map
+    )
     return out, cached

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from pate_stab.aggregation.registry import aggregator_spec, answerability
+from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, NOT_IDENTITY, PARTITION_KEYS, TransferConfig
@@ -167,10 +168,16 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
 
 
 def prepare(
-    config: TransferConfig, *, check_budget: bool = True, on_plan: Callable[[RunPlan], None] | None = None
+    config: TransferConfig,
+    *,
+    check_budget: bool = True,
+    data: OwnData | None = None,
+    on_plan: Callable[[RunPlan], None] | None = None,
 ) -> Prepared:
     """Stages 1–2: data, partition, teachers (trained or reloaded); votes are computed on demand.
 
+    ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
+    Data is loaded and checked before the run folder is touched: bad input trains and spends nothing.
     ``on_plan`` receives the run's plan (:func:`~pate_stab.run.plan.plan_for_config`) once the data
     is loaded, before the budget check and any training: it holds the private size n, so show it
     to the user, never publish it.
@@ -183,7 +190,7 @@ def prepare(
     gens = {n: torch.Generator().manual_seed(child_seed(root)) for n in names}
 
     t0 = time.perf_counter()
-    task = load_task(config, generator=gens["data"])
+    task = load_task(config, generator=gens["data"], data=data)
     timings["data"] = time.perf_counter() - t0
     if on_plan is not None:
         on_plan(plan_for_config(config, num_private=int(task.private_x.shape[0]), num_classes=task.num_classes))
@@ -197,7 +204,11 @@ def prepare(
         raise ValueError(f"num_queries={config.num_queries} exceeds the public pool ({task.public_x.shape[0]} inputs)")
     _check_run_dir(config, run_dir)
     # the data are part of the run's identity; their MAC stays in a private file (pate_stab.run.private)
-    splits = [task.private_x, task.private_y, task.public_x, task.public_y, task.eval_x, task.eval_y]
+    # (a pool without labels stands as an empty label tensor; ids supplied with the data are part of it)
+    public_y = task.public_y if task.public_y is not None else torch.empty(0, dtype=torch.int64)
+    splits = [task.private_x, task.private_y, task.public_x, public_y, task.eval_x, task.eval_y]
+    if task.private_ids is not None:
+        splits.append(task.private_ids)
     check_data_identity(run_dir, splits)
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")

@@ -185,12 +185,15 @@ def selection_report(release: Release) -> dict[str, Any]:
     return {**{k: v for k, v in release.selection.items() if k != "index"}, "privacy": SELECTION_PRIVACY}
 
 
-def label_accuracy(release: Release, truth: Tensor) -> tuple[float | None, float]:
+def label_accuracy(release: Release, truth: Tensor | None) -> tuple[float | None, float | None]:
     """Accuracy on answered queries (None if none) and over all queries (⊥ counts as wrong).
 
     ``truth`` holds the true labels of the release's queries, in release order
-    (``task.public_y[release.index]``; for evaluation only).
+    (``task.public_y[release.index]``; for evaluation only); None (a pool without labels) gives
+    (None, None).
     """
+    if truth is None:
+        return None, None
     if release.soft:
         answered = ~torch.isnan(release.labels)
         guess = (release.labels >= 0.5).long()

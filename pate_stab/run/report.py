@@ -8,7 +8,8 @@ and what is computed from them and from public data; ``private_diagnostics.json`
 holds the statistics of the private data that no mechanism paid for (teacher and plurality
 accuracy, the exact private size, the raw data-dependent ε and its inputs, wall times). The
 label-accuracy figures compare the released labels with the public pool's true labels: public-side
-information, published and labelled as such.
+information, published and labelled as such. Without those labels (a user's pool without labels)
+the label-accuracy figures are None, as are the evaluation figures of a run without an evaluation set.
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ def transfer_report(
         "dataset": config.dataset,
         "threat_model": {"name": task.threat_model, "description": THREAT_MODELS[task.threat_model]},
         "num_classes": task.num_classes,
+        "classes": None if task.class_names is None else list(task.class_names),
+        "pool_labelled": task.public_y is not None,
         "sizes": {
             "private": int(task.private_x.shape[0]),
             "public_pool": int(task.public_x.shape[0]),
@@ -188,7 +191,7 @@ def transfer_report(
         "teachers": {
             "mean_accuracy": teacher_mean,
             "plurality_accuracy": plurality,
-            "evaluated_on": "evaluation split",
+            "evaluated_on": "evaluation split" if task.eval_y.numel() else None,
         },
         "wall_time_s": wall_times,
         "resumed": {"teachers": prep.resumed_teachers, "release": release.reused}

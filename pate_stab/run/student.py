@@ -218,19 +218,24 @@ def student_inputs(prep: Prepared) -> tuple[Tensor, Tensor]:
     return task.public_x, task.eval_x
 
 
-def student_accuracies(prep: Prepared, student: Any, release: ReleasedLabels) -> dict[str, float]:
+def student_accuracies(prep: Prepared, student: Any, release: ReleasedLabels) -> dict[str, Any]:
     """The student's accuracy on the evaluation split and on the pool points left without a released label.
 
     The second set — pool points never queried or answered ⊥ — is larger and harder than the
     evaluation split (the releaser labels the points its teachers agree on); its true labels
-    are read here for this measurement only.
+    are read here for this measurement only. Each figure is None where its labels do not exist
+    (no evaluation set; a pool without labels).
     """
     pool_x, eval_x = student_inputs(prep)
+    task = prep.task
     unlabelled = torch.ones(pool_x.shape[0], dtype=torch.bool)
     unlabelled[release.index[answered_mask(release.labels)]] = False
+    pool_acc = None
+    if task.public_y is not None and bool(unlabelled.any()):
+        pool_acc = student.accuracy(pool_x[unlabelled], task.public_y[unlabelled])
     return {
-        "student": student.accuracy(eval_x, prep.task.eval_y),
-        "student_unlabelled_pool": student.accuracy(pool_x[unlabelled], prep.task.public_y[unlabelled]),
+        "student": student.accuracy(eval_x, task.eval_y) if task.eval_y.numel() else None,
+        "student_unlabelled_pool": pool_acc,
         "unlabelled_pool_size": int(unlabelled.sum()),
     }
 
@@ -288,8 +293,13 @@ def fit_student(
     return student, targets
 
 
-def teacher_accuracies(teachers: VotingTeachers, x: Tensor, y: Tensor, num_classes: int) -> tuple[float, float]:
-    """Mean teacher accuracy and plurality-vote accuracy (ties to the lowest class) on (x, y)."""
+def teacher_accuracies(
+    teachers: VotingTeachers, x: Tensor, y: Tensor, num_classes: int
+) -> tuple[float | None, float | None]:
+    """Mean teacher accuracy and plurality-vote accuracy (ties to the lowest class) on (x, y);
+    (None, None) when (x, y) is empty (no evaluation set)."""
+    if y.numel() == 0:
+        return None, None
     votes = teachers.predict_votes(x)  # (k, n)
     plurality = vote_histogram(votes, num_classes).argmax(-1)
     return float((votes == y).double().mean()), float((plurality == y).double().mean())

@@ -10,7 +10,8 @@ order:
    ``query_selection`` (:mod:`pate_stab.run.selection`);
 3. :func:`~pate_stab.run.student.fit_student` — the student on the released labels
    (post-processing);
-4. evaluation and :func:`~pate_stab.run.report.transfer_report` → ``report.json``.
+4. :func:`evaluate_and_report` — evaluation and :func:`~pate_stab.run.report.transfer_report`
+   → ``report.json``.
 
 With a direct learner as ``aggregator`` (:data:`~pate_stab.run.config.DIRECT_LEARNER_NAMES`), steps 2–4
 are one spend of :func:`~pate_stab.run.direct.run_direct` on the private split instead, and
@@ -40,21 +41,93 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor
 
+from pate_stab.data.own import OwnData
+from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, TransferConfig
+from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.direct import run_direct
 from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
-from pate_stab.run.release import label_accuracy, release_labels
+from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
+from pate_stab.student import StudentTargets
 
-__all__ = ["run_transfer"]
+__all__ = ["TransferResult", "evaluate_and_report", "run_transfer", "transfer_result"]
+
+
+@dataclass
+class TransferResult:
+    """A finished transfer: the student, the release (labels and the pool points they label),
+    the report, and the prepared run (teachers, task) the steps shared."""
+
+    student: Any
+    release: Release
+    report: dict[str, Any]
+    prep: Prepared
+
+    @property
+    def labels(self) -> Tensor:
+        """The released labels (int64, −1 for ⊥; float scores, NaN for ⊥, for soft labels)."""
+        return self.release.labels
+
+    @property
+    def index(self) -> Tensor:
+        """Pool positions of :attr:`labels` (``labels[i]`` labels public pool point ``index[i]``)."""
+        return self.release.index
+
+
+def evaluate_and_report(
+    prep: Prepared,
+    ledger: PrivacyLedger,
+    release: Release,
+    student: Any,
+    targets: StudentTargets,
+    *,
+    start: float | None = None,
+) -> dict[str, Any]:
+    """Step 4: teachers and student on the evaluation split, pool figures where the pool has
+    labels, PATE's data-dependent ε; the published report, also written to ``report.json``.
+
+    The private diagnostics (teacher and plurality accuracy, the exact private size, the raw
+    data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
+    """
+    t0 = time.perf_counter()
+    task = prep.task
+    label_answered, label_all = label_accuracy(release, pool_truth(task, release.index))
+    teacher_mean, plurality = teacher_accuracies(prep.teachers, task.eval_x, task.eval_y, task.num_classes)
+    accuracies = {
+        "label_answered": label_answered,
+        "label_all": label_all,
+        "teacher_mean": teacher_mean,
+        "plurality": plurality,
+        **student_accuracies(prep, student, release),
+    }
+    # PATE's data-dependent ε, reported beside the enforced data-independent ε
+    data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
+    prep.timings["evaluation"] = time.perf_counter() - t0
+    total = {} if start is None else {"total": time.perf_counter() - start}
+    report, diagnostics = transfer_report(
+        prep,
+        ledger,
+        release,
+        student=student,
+        targets=targets,
+        accuracies=accuracies,
+        data_dependent=data_dependent,
+        wall_times={**prep.timings, **total},
+    )
+    write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
+    (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    return report
 
 
 def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
@@ -81,24 +154,37 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
         ledger.close()
 
 
-def run_transfer(config: TransferConfig, *, on_plan: Callable[[RunPlan], None] | None = None) -> dict[str, Any]:
+def run_transfer(
+    config: TransferConfig, *, data: OwnData | None = None, on_plan: Callable[[RunPlan], None] | None = None
+) -> dict[str, Any]:
     """Run (or resume) one transfer and return its published report (also written to ``report.json``).
 
     The private diagnostics (teacher and plurality accuracy, the exact private size, the raw
     data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
 
+    ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
     ``on_plan`` receives the run's plan (:mod:`pate_stab.run.plan`) before the budget check and
     any training (the command line prints it; it holds the private size n: not for publication).
 
     Raises:
         BudgetTooSmallError: the stability releaser would answer nothing (before any training).
         FileNotFoundError: data directory or files missing.
+        InputDataError: own data that does not fit (before any training or spending).
         ValueError: bad configuration, or a run folder made with another configuration.
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
             all recorded; nothing is drawn again (start a new run).
     """
+    result = transfer_result(config, data=data, on_plan=on_plan)
+    return result if isinstance(result, dict) else result.report
+
+
+def transfer_result(
+    config: TransferConfig, *, data: OwnData | None = None, on_plan: Callable[[RunPlan], None] | None = None
+) -> TransferResult | dict[str, Any]:
+    """:func:`run_transfer`, returning the student and the release with the report (a status dict
+    when ``stop_after`` stops the run early)."""
     start = time.perf_counter()
-    prep = prepare(config, on_plan=on_plan)  # 1. data, partition, teachers
+    prep = prepare(config, data=data, on_plan=on_plan)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report
@@ -132,33 +218,7 @@ def run_transfer(config: TransferConfig, *, on_plan: Callable[[RunPlan], None] |
         )
         torch.save(student.state_dict(), prep.run_dir / "student.pt")
         prep.timings["student"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()  # 4. evaluation and report
-        task = prep.task
-        label_answered, label_all = label_accuracy(release, task.public_y[release.index])
-        teacher_mean, plurality = teacher_accuracies(prep.teachers, task.eval_x, task.eval_y, task.num_classes)
-        accuracies = {
-            "label_answered": label_answered,
-            "label_all": label_all,
-            "teacher_mean": teacher_mean,
-            "plurality": plurality,
-            **student_accuracies(prep, student, release),
-        }
-        # PATE's data-dependent ε, reported beside the enforced data-independent ε
-        data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
-        prep.timings["evaluation"] = time.perf_counter() - t0
-        report, diagnostics = transfer_report(
-            prep,
-            ledger,
-            release,
-            student=student,
-            targets=targets,
-            accuracies=accuracies,
-            data_dependent=data_dependent,
-            wall_times={**prep.timings, "total": time.perf_counter() - start},
-        )
-        write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
-        (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
-        return report
+        report = evaluate_and_report(prep, ledger, release, student, targets, start=start)  # 4.
+        return TransferResult(student, release, report, prep)
     finally:
         ledger.close()

@@ -129,3 +129,42 @@ def test_public_bounds_hold_for_the_shared_files(shared_data):
     names = [c.name for c in magic_schema().columns] + ["class"]
     magic = encode_table(shared_data / "magic" / "magic04.data", magic_schema(), columns=names, out_of_bounds="raise")
     assert magic.x.shape == (19_020, 10)
+
+
+def test_headerless_files_comments_spellings_and_undeclared_columns(tmp_path):
+    data = {
+        "columns": [{"name": "age", "kind": "numeric", "bounds": [0, 100]},
+                    {"name": "colour", "kind": "categorical", "categories": ["red", "green"]}],
+        "label": "y", "classes": [["no", "no."], ["yes", "yes.", "Y"]], "id_column": "id",
+        "header": False, "order": ["id", "y", "age", "colour"], "comment": "#",
+    }  # fmt: skip
+    schema = TabularSchema.from_dict(data)
+    assert schema.classes == ("no", "yes") and schema.label_aliases == {"no.": "no", "yes.": "yes", "Y": "yes"}
+    assert TabularSchema.from_dict(schema.to_dict()) == schema  # the spellings survive as aliases
+    path = _csv(tmp_path / "t.data", ["# a comment line", "5,no.,50,red", "6,Y,150,blue", "7,yes,0,green"])
+    t = encode_table(path, schema)
+    assert t.ids.tolist() == [5, 6, 7] and t.y.tolist() == [0, 1, 1]
+    assert torch.equal(t.x, torch.tensor([[0.5, 1, 0, 0], [1.0, 0, 0, 1], [0.0, 0, 1, 0]]))
+    # without the comment prefix the comment line is a record with the wrong number of fields
+    with pytest.raises(ValueError, match=r"t\.data, line 1: 1 fields, expected 4"):
+        encode_table(path, TabularSchema.from_dict({**data, "comment": None}))
+    with pytest.raises(ValueError, match="header: false needs 'order'"):
+        TabularSchema.from_dict({**data, "order": ["id", "age", "colour"]})
+    with pytest.raises(ValueError, match="given for two classes"):
+        TabularSchema.from_dict({**data, "classes": [["no", "x"], ["yes", "x"]]})
+    extra = [{"age": 1, "colour": "red", "score": 0, "weight": 3}]
+    assert encode_table(extra, SCHEMA).x.shape == (1, 5)  # ignored by default
+    with pytest.raises(ValueError, match=r"rows: column 'weight' is not in the schema"):
+        encode_table(extra, SCHEMA, undeclared="raise")
+    with pytest.raises(ValueError, match=r"rows, row 1, column 'age': not a finite number"):
+        encode_table([{"age": "inf", "colour": "red", "score": 0}], SCHEMA)
+
+
+def test_adult_recipe_schema_is_the_shipped_schema_for_headerless_files():
+    from pathlib import Path
+
+    recipe = TabularSchema.from_file(Path(__file__).resolve().parents[2] / "recipes" / "adult_schema.json")
+    shipped = adult_schema()
+    assert recipe.columns == shipped.columns and recipe.classes == shipped.classes
+    assert recipe.label_aliases == shipped.label_aliases and recipe.comment == shipped.comment == "|"
+    assert not recipe.header and recipe.order == ADULT_FIELDS

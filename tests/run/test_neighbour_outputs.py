@@ -22,7 +22,8 @@ later record changes shard) make one of these checks fail.
 
 "Remove one private record": ``pate_stab.run.data._raw_splits`` is wrapped (synthetic, MNIST;
 the MNIST subset is taken there too), or the data file itself loses one row (Adult, so that the
-loader sees the neighbour as it would be on disk). The production code path is unchanged.
+loader sees the neighbour as it would be on disk; a user's own CSV with its public schema and id
+column, ``dataset: files``). The production code path is unchanged.
 """
 
 from __future__ import annotations
@@ -189,8 +190,8 @@ def _supply_ids(monkeypatch: pytest.MonkeyPatch, ids: Any) -> None:
     in the neighbouring data set (the bundled loaders supply none, so record-id keys are refused).
     ``ids()`` gives the private split's ids once its rows are loaded."""
 
-    def load_task(config: TransferConfig, *, generator: torch.Generator) -> run_data.Task:
-        task = run_data.load_task(config, generator=generator)
+    def load_task(config: TransferConfig, *, generator: torch.Generator, data: Any = None) -> run_data.Task:
+        task = run_data.load_task(config, generator=generator, data=data)
         if config.partition_key != "record_id":
             return task
         return dataclasses.replace(task, private_ids=ids().clone())
@@ -288,3 +289,63 @@ def test_adult(tmp_path, monkeypatch, partition_key):
         _supply_ids(mp, lambda: ids[ids != drop])
 
     _run_pair(config, monkeypatch, remove)
+
+
+OWN_SCHEMA = {
+    "columns": [
+        {"name": "x1", "kind": "numeric", "bounds": [-20, 20]},
+        {"name": "x2", "kind": "numeric", "bounds": [-20, 20]},
+        {"name": "colour", "kind": "categorical", "categories": ["red", "green"]},
+    ],
+    "label": "label",
+    "classes": ["low", "mid", "high"],
+    "id_column": "rid",
+}
+
+
+def _own_csv(path: Path, x: torch.Tensor, y: torch.Tensor, ids: torch.Tensor | None, drop: int | None = None) -> None:
+    """A CSV as a user would bring it: an id column (private set), two numbers, a colour that
+    follows the class ("blue", undeclared by the schema, falls into its other slot), the label."""
+    lines = [",".join((["rid"] if ids is not None else []) + ["x1", "x2", "colour", "label"])]
+    for i in range(x.shape[0]):
+        if i == drop:
+            continue
+        cells = [f"{float(x[i, 0]):.4f}", f"{float(x[i, 1]):.4f}", ["red", "green", "blue"][int(y[i])]]
+        if ids is not None:
+            cells = [str(int(ids[i])), *cells]
+        lines.append(",".join([*cells, ["low", "mid", "high"][int(y[i])]]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("partition_key", PARTITIONS)
+def test_own_csv_with_an_id_column(tmp_path, monkeypatch, partition_key):
+    from pate_stab.data import make_gaussian_mixture
+    from pate_stab.rng import seeded_generator
+
+    x, y = make_gaussian_mixture(1000, num_classes=3, dim=2, separation=1.0, generator=seeded_generator(5))
+    ids = torch.randperm(10**6, generator=seeded_generator(6))[:600]  # the user's ids: not row numbers
+    folder = tmp_path / "own"
+    folder.mkdir()
+    (folder / "schema.json").write_text(json.dumps(OWN_SCHEMA))
+    _own_csv(folder / "private.csv", x[:600], y[:600], ids)
+    pool = [",".join(["x1", "x2", "colour"])] + [
+        f"{float(x[i, 0]):.4f},{float(x[i, 1]):.4f},{['red', 'green', 'blue'][int(y[i])]}" for i in range(600, 800)
+    ]
+    (folder / "pool.csv").write_text("\n".join(pool) + "\n")  # the public pool: no labels, no ids
+    _own_csv(folder / "eval.csv", x[800:], y[800:], None)
+    config = TransferConfig(
+        run_name="nb", checkpoints_dir=str(tmp_path / "ck"), dataset="files", private=str(folder / "private.csv"),
+        public=str(folder / "pool.csv"), evaluation=str(folder / "eval.csv"), schema=str(folder / "schema.json"),
+        num_teachers=100, num_queries=150, aggregator="lnmax", epsilon=20.0, teacher_epochs=2, teacher_lr=0.1,
+        student_epochs=2, accelerator="cpu", releaser_noise="seeded", partition_key=partition_key,
+        neighbouring="add_remove",
+    )  # fmt: skip
+
+    def remove(mp: pytest.MonkeyPatch) -> None:  # D′: the private file without row 7 (its id leaves with it)
+        _own_csv(folder / "private.csv", x[:600], y[:600], ids, drop=7)
+
+    _run_pair(config, monkeypatch, remove)
+    diagnostics = json.loads((config.run_dir / "private_diagnostics.json").read_text())
+    assert diagnostics["sizes"]["private"] == 599  # the private size is in the private file only
+    report = json.loads((config.run_dir / "report.json").read_text())
+    assert "private" not in report["sizes"] and report["classes"] == ["low", "mid", "high"]

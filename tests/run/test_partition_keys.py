@@ -137,8 +137,8 @@ def test_end_to_end_removing_one_record_changes_one_propagation_teachers_votes(t
     real_load_task = prepare_module.load_task
     removed: list[int] = []
 
-    def load_with_ids(config, *, generator):
-        task = real_load_task(config, generator=generator)
+    def load_with_ids(config, *, generator, data=None):
+        task = real_load_task(config, generator=generator, data=data)
         n = task.private_x.shape[0]
         task.private_ids = torch.randperm(10**6, generator=torch.Generator().manual_seed(1))[:n]
         if removed:  # the neighbour: record 5 removed, every later row shifts up by one

@@ -172,8 +172,8 @@ def test_changed_data_in_same_run_dir_is_refused(first, monkeypatch):
     cfg, _ = first
     load = run_prepare.load_task
 
-    def one_record_less(config, *, generator):
-        task = load(config, generator=generator)
+    def one_record_less(config, *, generator, data=None):
+        task = load(config, generator=generator, data=data)
         task.private_x, task.private_y = task.private_x[1:], task.private_y[1:]
         return task
 
