@@ -137,6 +137,8 @@ def main() -> None:
                 ax.errorbar(ALPHAS, [v[metric] for v in s], yerr=[1.96 * v[metric + "_se"] for v in s],
                             marker="o", capsize=2, label=method)
             ax.set_xscale("log")
+            ax.set_xticks(ALPHAS, [str(a) for a in ALPHAS])
+            ax.minorticks_off()
             ax.set_xlabel("alpha")
             ax.set_title(f"Magic ({protocol} protocol): {metric.upper()}")
     axes[0, 0].legend(fontsize=8)
