@@ -64,5 +64,5 @@ def test_wu_paper_protocols_scale_to_the_unit_ball(shared_data):
         assert factor > 0
     _, y, _ = repro_wu2016.load("paper-centered", shared_data / "warfarin")
     assert abs(float(y.mean())) < 1e-12
-    with pytest.raises(ValueError, match="protocol must be"):
+    with pytest.raises(ValueError, match="protocol must be one of"):
         repro_wu2016.load("nope", shared_data / "warfarin")
