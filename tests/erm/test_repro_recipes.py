@@ -66,3 +66,10 @@ def test_wu_paper_protocols_scale_to_the_unit_ball(shared_data):
     assert abs(float(y.mean())) < 1e-12
     with pytest.raises(ValueError, match="protocol must be one of"):
         repro_wu2016.load("nope", shared_data / "warfarin")
+
+
+@pytest.mark.parametrize(("alpha", "expected"), [(0.05, 2.198), (0.075, 1.465)])
+def test_iat_cost_without_the_union_bound_over_levels(alpha, expected):
+    # The figure the note compares with the paper's e^ε ≈ 10.0 / 4.65: ε_0 with T = 1 (log(2/γ)).
+    delta_q = (math.sqrt(1 / 0.005) + 1.0) ** 2 / 100_000
+    assert iat_epsilon(sensitivity=delta_q, num_levels=1, alpha=alpha, gamma=0.1) == pytest.approx(expected, rel=1e-3)
