@@ -14,6 +14,11 @@ with min-max ranges read from the data, which is not private.) Adult rows with a
 ("?") are dropped, as in the paper.
 
     python recipes/erm_chaudhuri_vinterbo.py --rounds 3
+
+Protocol run: the private one (public bounds), 3 of the 10 CV rounds of one repetition by
+default (the paper: 10 x 10); Magic takes about 2 s per round on one thread, Adult longer. The
+paper's scaling beside this one on Magic, at the paper's 10 x 10 (about 3 minutes):
+``recipes/repro_chaudhuri_vinterbo2013.py`` and docs/results/repro/README.md.
 """
 
 # The closures below are called within the loop iteration that defines them.

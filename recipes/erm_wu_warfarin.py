@@ -16,6 +16,11 @@ y in [-1, 1] (multiply by 70^2 for (mg/week)^2). rls-out uses Wu et al.'s printe
   model's training residual standard deviation.
 
     python recipes/erm_wu_warfarin.py --repeats 5
+
+Protocol run: the private one (public ranges, nothing read from the data), 5 repeats by default;
+each repeat prints its wall time as it ends. The paper's own protocol (data-read scaling) beside this one, and
+the measured causes of the differences to the paper's Fig. 1-2: ``recipes/repro_wu2016.py`` and
+docs/results/repro/README.md.
 """
 
 from __future__ import annotations
