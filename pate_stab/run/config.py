@@ -121,7 +121,9 @@ class TransferConfig:
     data_dir: str | None = None
     download: bool = False
     threat_model: Literal["public-pool", "label-only"] = "public-pool"
-    label_only_pool: int = 10000  # training records whose labels are discarded (label-only)
+    # label-only: the expected share of training records whose labels are discarded; each record's
+    # membership is a keyed hash of the record alone (1/6: PATE's 10,000 of MNIST's 60,000)
+    label_only_share: float = 1.0 / 6.0
     num_private: int = 20000  # synthetic only
     num_public: int = 2000  # synthetic only; image data sets use PATE's 9,000
     num_eval: int = 2000  # synthetic only
@@ -227,6 +229,8 @@ class TransferConfig:
             aggregator_spec(self.aggregator)
         if self.threat_model not in THREAT_MODELS:
             raise ValueError(f"threat_model must be one of {', '.join(THREAT_MODELS)}, got {self.threat_model!r}")
+        if not (isinstance(self.label_only_share, int | float) and 0.0 < self.label_only_share < 1.0):
+            raise ValueError(f"label_only_share must be in (0, 1), got {self.label_only_share!r}")
         if self.calibration not in ("paper", "tight"):
             raise ValueError(f"calibration must be 'paper' or 'tight', got {self.calibration!r}")
         if self.releaser_noise not in NOISE_MODES:

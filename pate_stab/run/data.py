@@ -31,12 +31,11 @@ from pate_stab.data import (
     load_svhn,
     make_gaussian_mixture,
     pate_split,
-    random_split_indices,
     standardize,
 )
 from pate_stab.data.own import OwnData, load_files
 from pate_stab.run.config import TransferConfig
-from pate_stab.teachers import PublicFeatures
+from pate_stab.teachers import PublicFeatures, keyed_subset, record_keys_from_tensors
 
 __all__ = ["Task", "load_own_data", "load_task", "pool_truth"]
 
@@ -166,11 +165,16 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
     else:
         (px, py, ux, uy, ex, ey), num_classes = _raw_splits(config, generator)
     if config.threat_model == "label-only":
-        # BTT18 §4.2 (ii): no public pool; discard the labels of part of the training set
-        n_pool = min(config.label_only_pool, px.shape[0] - config.num_teachers)
-        if n_pool < 1:
-            raise ValueError("label_only_pool leaves no records for the teachers")
-        pool, keep = random_split_indices(px.shape[0], [n_pool, px.shape[0] - n_pool], generator=generator)
+        # BTT18 §4.2 (ii): no public pool; discard the labels of part of the training set. Each
+        # record's side is a keyed hash of its id (if supplied) or content alone, so removing a
+        # record moves no other record (a random permutation of the n rows would move them all)
+        keys: Any = ids if ids is not None else record_keys_from_tensors(px, py)
+        in_pool = keyed_subset(keys, config.label_only_share, generator=generator)
+        if not bool(in_pool.any()) or int((~in_pool).sum()) < config.num_teachers:
+            raise ValueError(
+                f"label_only_share={config.label_only_share:g} leaves no public pool or fewer records than teachers"
+            )
+        pool, keep = torch.nonzero(in_pool).flatten(), torch.nonzero(~in_pool).flatten()
         ux, uy, px, py = px[pool], py[pool], px[keep], py[keep]
         ids = None if ids is None else ids[keep]
     images = (ux, ex) if ux.dim() in (3, 4) else (None, None)

@@ -27,6 +27,7 @@ from pate_stab.teachers.models import (
     init_parameters,
 )
 from pate_stab.teachers.partition import (
+    keyed_subset,
     partition_indices,
     record_keys_from_tensors,
     shard_of_records,
@@ -62,6 +63,7 @@ __all__ = [
     "epoch_plan",
     "init_parameters",
     "init_stacked_parameters",
+    "keyed_subset",
     "partition_indices",
     "record_keys_from_tensors",
     "shard_of_records",

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_generator, check_int
+from pate_stab._validation import check_generator, check_int, check_real
 
-__all__ = ["record_keys_from_tensors", "shard_of_records", "partition_indices"]
+__all__ = ["keyed_subset", "record_keys_from_tensors", "shard_of_records", "partition_indices"]
 
 RecordKeys = Tensor | Sequence[bytes] | Sequence[str] | Sequence[int]
 
@@ -122,3 +122,25 @@ def partition_indices(
     order = torch.argsort(shard, stable=True)
     counts = torch.bincount(shard, minlength=num_teachers).tolist()
     return list(torch.split(order, counts))
+
+
+def keyed_subset(record_keys: RecordKeys, share: float, *, generator: torch.Generator) -> Tensor:
+    """Which records fall in a subset of expected share ``share``, each decided by its key alone.
+
+    Record r is in the subset iff ``H_key(key(r)) / 2^64 < share`` (the keyed hash of
+    :func:`shard_of_records`, its own secret drawn from ``generator``). Adding or removing a
+    record changes no other record's membership, unlike a random permutation of the n rows
+    (whose every position moves with n). The subset's size is binomial(n, share).
+
+    Returns:
+        bool tensor of shape (n,).
+    """
+    share = check_real("share", share, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+    check_generator(generator)
+    secret = bytes(torch.randint(0, 256, (16,), generator=generator, dtype=torch.uint8).tolist())
+    cut = int(share * 2**64)
+    inside = [
+        int.from_bytes(hashlib.blake2b(k, key=secret, digest_size=8, person=b"subset").digest(), "little") < cut
+        for k in _key_bytes(record_keys)
+    ]
+    return torch.tensor(inside, dtype=torch.bool)

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+import pate_stab.run.data as run_data
 import pate_stab.run.prepare as run_prepare
 import pate_stab.run.release as run_release
 from pate_stab.aggregation.releaser import StabilityReleaser
@@ -195,12 +196,41 @@ def test_budget_too_small_fails_before_training(tmp_path):
 
 
 def test_label_only_threat_model(tmp_path):
-    cfg = small(tmp_path, threat_model="label-only", label_only_pool=400, num_public=0)
+    cfg = small(tmp_path, threat_model="label-only", label_only_share=0.1, num_public=0)
     report = run_transfer(cfg)
     assert report["threat_model"]["name"] == "label-only"
     assert "only labels are private" in report["threat_model"]["description"]
-    assert report["sizes"] == {"public_pool": 400, "evaluation": 300}
-    assert json.loads((cfg.run_dir / "private_diagnostics.json").read_text())["sizes"] == {"private": 5600}
+    pool = report["sizes"]["public_pool"]
+    assert report["sizes"]["evaluation"] == 300 and 450 < pool < 750  # binomial(6000, 0.1): 600 ± 4.9 sd
+    private = json.loads((cfg.run_dir / "private_diagnostics.json").read_text())["sizes"]["private"]
+    assert private + pool == 6000
+
+
+def test_label_only_pool_membership_is_per_record():
+    """Removing one training record moves no other record between the pool and the teachers
+    (a random permutation of the rows, as before, moves most of them)."""
+    from pate_stab.run.data import load_task
+
+    cfg = TransferConfig(threat_model="label-only", num_private=600, num_public=0, num_eval=50, num_teachers=10)
+    full = load_task(cfg, generator=torch.Generator().manual_seed(3))
+    x = torch.cat([full.private_x, full.public_x])
+    original = run_data._raw_splits
+
+    def without_one(config, generator):
+        (px, py, ux, uy, ex, ey), c = original(config, generator)
+        keep = torch.arange(px.shape[0]) != 17
+        return [px[keep], py[keep], ux, uy, ex, ey], c
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(run_data, "_raw_splits", without_one)
+        neighbour = load_task(cfg, generator=torch.Generator().manual_seed(3))
+    rows = {tuple(r.tolist()) for r in x}
+    removed = rows - {tuple(r.tolist()) for r in torch.cat([neighbour.private_x, neighbour.public_x])}
+    assert len(removed) == 1
+    pool = {tuple(r.tolist()) for r in full.public_x} - removed
+    assert pool == {tuple(r.tolist()) for r in neighbour.public_x}
+    teachers = {tuple(r.tolist()) for r in full.private_x} - removed
+    assert teachers == {tuple(r.tolist()) for r in neighbour.private_x}
 
 
 @pytest.mark.parametrize("aggregator", ["gnmax", "confident-gnmax"])
