@@ -56,7 +56,7 @@ References:
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 import torch
 from dp_accounting import dp_event
@@ -70,7 +70,7 @@ from pate_stab._validation import (
     check_real,
     check_tensor,
 )
-from pate_stab.aggregation.base import ABSTAIN
+from pate_stab.aggregation.base import ABSTAIN, check_teachers_changed
 from pate_stab.aggregation.pate_accounting import (
     ROWS_PER_CHUNK,
     SQRT2,
@@ -97,6 +97,41 @@ from pate_stab.privacy.secure_noise import (
 
 __all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
 
+
+class AggregatorOptions(TypedDict, total=False):
+    """The options every aggregator and its ``calibrate`` take beside its noise (keyword-only).
+
+    ``accountant`` (``"pld"`` or ``"rdp"``; default: the noise's first valid one),
+    ``teachers_changed`` (1, or 2 for replace-one over content keys; default 1), ``noise``
+    (``"secure"``, the default, or ``"seeded"``) and ``source`` (secure noise's random bits;
+    default the OS).
+    """
+
+    accountant: AccountantName | None
+    teachers_changed: int
+    noise: str
+    source: RandomSource | None
+
+
+class _Calibrating(NamedTuple):
+    """A ``calibrate`` call's checked target and options (one place for the argument checks)."""
+
+    epsilon: float
+    delta: float
+    num_queries: int
+    teachers_changed: int
+    noise: str
+    accountant: str
+    source: RandomSource | None
+
+    def options(self) -> dict[str, Any]:
+        """The constructor's keyword arguments other than the noise scale."""
+        return {
+            "num_queries": self.num_queries, "delta": self.delta, "accountant": self.accountant,
+            "teachers_changed": self.teachers_changed, "noise": self.noise, "source": self.source,
+        }  # fmt: skip
+
+
 class _Aggregator:
     """Budget bookkeeping, batch release and single-query sampling shared by the aggregators."""
 
@@ -107,14 +142,12 @@ class _Aggregator:
         *,
         num_queries: int,
         delta: float,
-        accountant: AccountantName | None,
+        accountant: AccountantName | None = None,
         teachers_changed: int = 1,
         noise: str = "secure",
         source: RandomSource | None = None,
     ) -> None:
-        self.teachers_changed = check_int("teachers_changed", teachers_changed, minimum=1)
-        if self.teachers_changed > 2:
-            raise ValueError(f"teachers_changed must be 1 or 2, got {self.teachers_changed}")
+        self.teachers_changed = check_teachers_changed(teachers_changed)
         self.num_queries = check_int("num_queries", num_queries, minimum=1)
         self.delta = check_delta(delta)
         self.noise = check_noise(noise)
@@ -149,6 +182,20 @@ class _Aggregator:
         docstring).
         """
         return ("pld", "rdp") if check_noise(noise) == "seeded" else ("rdp",)
+
+    @classmethod
+    def _calibrating(
+        cls, *, epsilon: float, delta: float, num_queries: int, **options: Unpack[AggregatorOptions]
+    ) -> _Calibrating:
+        """Check ``calibrate``'s arguments; the accountant defaults to the noise's first valid one."""
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        num_queries = check_int("num_queries", num_queries, minimum=1)
+        g = check_teachers_changed(options.get("teachers_changed", 1))
+        mode = check_noise(options.get("noise", "secure"))
+        accountant = options.get("accountant")
+        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
+        return _Calibrating(epsilon, delta, num_queries, g, mode, accountant_name, options.get("source"))
 
     def _rdp_bound_event(self) -> dp_event.DpEvent:
         """An event the RDP accountant supports whose RDP bounds the run's (for the PLD feasibility check)."""
@@ -289,9 +336,8 @@ class LNMax(_Aggregator):
 
     Args:
         noise_scale: Laplace scale b > 0 on every count.
-        num_queries: m, the number of queries certified.
-        delta: δ ∈ (0, 1) at which ε is certified.
-        accountant: ``"pld"`` (default) or ``"rdp"``.
+        num_queries, delta: m queries certified at δ ∈ (0, 1).
+        options: :class:`AggregatorOptions`.
     """
 
     name = "LNMax"
@@ -302,17 +348,11 @@ class LNMax(_Aggregator):
         noise_scale: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> None:
         self.noise_scale = check_positive("noise_scale", noise_scale)
         self.noise_parameter = exact_laplace_parameter(self.noise_scale)  # secure: DLap's exact a <= 1/b
-        super().__init__(
-            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
-            noise=noise, source=source,
-        )  # fmt: skip
+        super().__init__(num_queries=num_queries, delta=delta, **options)
 
     @classmethod
     def accountants(cls, noise: str, teachers_changed: int) -> tuple[str, ...]:
@@ -341,10 +381,7 @@ class LNMax(_Aggregator):
         epsilon: float,
         delta: float,
         num_queries: int,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> LNMax:
         """The smallest Laplace scale b whose ``num_queries`` queries are (ε, δ)-DP.
 
@@ -356,40 +393,30 @@ class LNMax(_Aggregator):
             ≈ 1.99996 (= 2/(1 + 2·10⁻⁵): the Laplace mechanism with pure ε₀ is
             (ε₀ + 2 log(1 − δ), δ)-DP).
         """
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        num_queries = check_int("num_queries", num_queries, minimum=1)
-        g = check_int("teachers_changed", teachers_changed, minimum=1)
-        mode = check_noise(noise)
-        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
+        c = cls._calibrating(epsilon=epsilon, delta=delta, num_queries=num_queries, **options)
+        g, accountant_name = c.teachers_changed, c.accountant
         # per query pure ε₀ = 2/b → zCDP ρ = ε₀²/2 = 2/b²
-        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=2.0 * num_queries)
-        if mode == "secure":
+        guess = zcdp_guess(epsilon=c.epsilon, delta=c.delta, rho_times_scale_sq=2.0 * c.num_queries)
+        if c.noise == "secure":
             scale = calibrate_scale(
                 lambda b: dp_event.SelfComposedDpEvent(
-                    cls.secure_event(b, teachers_changed=g, accountant=accountant_name), num_queries
+                    cls.secure_event(b, teachers_changed=g, accountant=accountant_name), c.num_queries
                 ),
-                epsilon=epsilon,
-                delta=delta,
+                epsilon=c.epsilon,
+                delta=c.delta,
                 guess=g * guess,
                 accountant=accountant_name,
             )
-            return cls(
-                noise_scale=scale, num_queries=num_queries, delta=delta, accountant=accountant_name,
-                teachers_changed=g, noise=mode, source=source,
-            )  # fmt: skip
+            return cls(noise_scale=scale, **c.options())
         scale = calibrate_scale(
-            lambda b: dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(b / 2.0), num_queries),
-            epsilon=epsilon,
-            delta=delta,
+            lambda b: dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(b / 2.0), c.num_queries),
+            epsilon=c.epsilon,
+            delta=c.delta,
             guess=guess,
             accountant=accountant_name,
         )
         # g changed teachers multiply the sensitivity by g: the same event needs g times the noise
-        return cls(
-            noise_scale=g * scale, num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=g,
-            noise=mode, source=source,
-        )  # fmt: skip
+        return cls(noise_scale=g * scale, **c.options())
 
     @property
     def per_query_pure_epsilon(self) -> float:
@@ -414,10 +441,9 @@ class LNMax(_Aggregator):
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if generator is None:  # secure: exact DLap(1/a) on the integer counts
-            noise = discrete_laplace(1 / self.noise_parameter, counts.numel(), source=self._source)
-            return (counts.to(torch.int64) + noise.view(counts.shape)).argmax(dim=1)  # ties: lowest class
-        noisy = counts + laplace(self.noise_scale, counts.shape, generator=generator)  # (m, C)
-        return noisy.argmax(dim=1)
+            a = self.noise_parameter
+            return _noisy_argmax(counts, discrete_laplace(1 / a, counts.numel(), source=self._source))
+        return _noisy_argmax(counts, laplace(self.noise_scale, counts.shape, generator=generator))
 
     def _parameters(self) -> dict[str, float]:
         return {"noise_scale": self.noise_scale}
@@ -441,9 +467,8 @@ class GNMax(_Aggregator):
 
     Args:
         sigma: Gaussian standard deviation σ > 0 on every count.
-        num_queries: m, the number of queries certified.
-        delta: δ ∈ (0, 1) at which ε is certified.
-        accountant: ``"pld"`` (default) or ``"rdp"``.
+        num_queries, delta: m queries certified at δ ∈ (0, 1).
+        options: :class:`AggregatorOptions`.
     """
 
     name = "GNMax"
@@ -454,17 +479,11 @@ class GNMax(_Aggregator):
         sigma: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> None:
         self.sigma = check_positive("sigma", sigma)
         self.sigma_sq_exact = exact_sigma_sq_at_least(self.sigma)  # secure: N_Z's exact σ'² >= σ²
-        super().__init__(
-            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
-            noise=noise, source=source,
-        )  # fmt: skip
+        super().__init__(num_queries=num_queries, delta=delta, **options)
 
     @classmethod
     def calibrate(
@@ -473,10 +492,7 @@ class GNMax(_Aggregator):
         epsilon: float,
         delta: float,
         num_queries: int,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> GNMax:
         """The smallest σ whose ``num_queries`` queries are (ε, δ)-DP.
 
@@ -485,35 +501,25 @@ class GNMax(_Aggregator):
         Thm 8) δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ). Example: ε = 1, δ = 1e-5, m = 1, seeded → σ ≈ 5.27.
         Secure (discrete Gaussian) noise is calibrated with the RDP accountant (module docstring).
         """
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        num_queries = check_int("num_queries", num_queries, minimum=1)
-        mode = check_noise(noise)
-        g0 = check_int("teachers_changed", teachers_changed, minimum=1)
-        accountant_name = cls.accountants(mode, g0)[0] if accountant is None else check_accountant(accountant)
+        c = cls._calibrating(epsilon=epsilon, delta=delta, num_queries=num_queries, **options)
         # per query ρ = (√2)²/(2σ²) = 1/σ²
-        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=float(num_queries))
+        guess = zcdp_guess(epsilon=c.epsilon, delta=c.delta, rho_times_scale_sq=float(c.num_queries))
         sigma = calibrate_scale(
-            lambda s: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(s / SQRT2), num_queries),
-            epsilon=epsilon,
-            delta=delta,
+            lambda s: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(s / SQRT2), c.num_queries),
+            epsilon=c.epsilon,
+            delta=c.delta,
             guess=guess,
-            accountant=accountant_name,
+            accountant=c.accountant,
         )
-        return cls(
-            sigma=g0 * sigma, num_queries=num_queries, delta=delta, accountant=accountant_name, teachers_changed=g0,
-            noise=mode, source=source,
-        )  # fmt: skip
+        return cls(sigma=c.teachers_changed * sigma, **c.options())
 
     def per_query_event(self) -> dp_event.DpEvent:
         return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / (SQRT2 * self.teachers_changed))
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if generator is None:  # secure: exact N_Z(0, σ'²) on the integer counts
-            noise = discrete_gaussian(self.sigma, counts.numel(), source=self._source)
-            return (counts.to(torch.int64) + noise.view(counts.shape)).argmax(dim=1)  # ties: lowest class
-        noisy = counts + gaussian(self.sigma, counts.shape, generator=generator)  # (m, C)
-        return noisy.argmax(dim=1)
+            return _noisy_argmax(counts, discrete_gaussian(self.sigma, counts.numel(), source=self._source))
+        return _noisy_argmax(counts, gaussian(self.sigma, counts.shape, generator=generator))
 
     def _parameters(self) -> dict[str, float]:
         return {"sigma": self.sigma}
@@ -545,9 +551,8 @@ class ConfidentGNMax(_Aggregator):
         threshold: T, compared with the noisy largest count (a vote count, e.g. 0.6·k).
         sigma1: σ1 > 0, the noise of the threshold check.
         sigma2: σ2 > 0, the noise of the answer (GNMax).
-        num_queries: m, the number of queries certified.
-        delta: δ ∈ (0, 1) at which ε is certified.
-        accountant: ``"pld"`` (default) or ``"rdp"``.
+        num_queries, delta: m queries certified at δ ∈ (0, 1).
+        options: :class:`AggregatorOptions`.
     """
 
     name = "Confident-GNMax"
@@ -560,20 +565,14 @@ class ConfidentGNMax(_Aggregator):
         sigma2: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> None:
         self.threshold = check_real("threshold", threshold)
         self.sigma1 = check_positive("sigma1", sigma1)
         self.sigma2 = check_positive("sigma2", sigma2)
         self.sigma1_sq_exact = exact_sigma_sq_at_least(self.sigma1)  # secure: N_Z's exact variances
         self.sigma2_sq_exact = exact_sigma_sq_at_least(self.sigma2)
-        super().__init__(
-            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
-            noise=noise, source=source,
-        )  # fmt: skip
+        super().__init__(num_queries=num_queries, delta=delta, **options)
 
     @classmethod
     def calibrate(
@@ -584,10 +583,7 @@ class ConfidentGNMax(_Aggregator):
         num_queries: int,
         threshold: float,
         sigma_ratio: float = 2.0,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> ConfidentGNMax:
         """The smallest σ2 (with σ1 = sigma_ratio · σ2) whose ``num_queries`` queries are (ε, δ)-DP.
 
@@ -596,38 +592,24 @@ class ConfidentGNMax(_Aggregator):
         composed Gaussian's μ², so μ = √(m (1/σ1² + 2/σ2²)). Secure (discrete Gaussian) noise is
         calibrated with the RDP accountant (module docstring).
         """
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        num_queries = check_int("num_queries", num_queries, minimum=1)
+        c = cls._calibrating(epsilon=epsilon, delta=delta, num_queries=num_queries, **options)
         threshold = check_real("threshold", threshold)
         sigma_ratio = check_positive("sigma_ratio", sigma_ratio)
-        mode = check_noise(noise)
-        g = check_int("teachers_changed", teachers_changed, minimum=1)
-        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
 
         def event(s2: float) -> dp_event.DpEvent:
             return dp_event.SelfComposedDpEvent(
                 dp_event.ComposedDpEvent(
                     [dp_event.GaussianDpEvent(sigma_ratio * s2), dp_event.GaussianDpEvent(s2 / SQRT2)]
                 ),
-                num_queries,
+                c.num_queries,
             )
 
         # per query ρ = 1/(2σ1²) + 1/σ2² = (1/(2r²) + 1)/σ2²
-        rho_unit = num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
-        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=rho_unit)
-        sigma2 = calibrate_scale(event, epsilon=epsilon, delta=delta, guess=guess, accountant=accountant_name)
-        return cls(
-            threshold=threshold,
-            sigma1=g * sigma_ratio * sigma2,
-            sigma2=g * sigma2,
-            num_queries=num_queries,
-            delta=delta,
-            accountant=accountant_name,
-            teachers_changed=g,
-            noise=mode,
-            source=source,
-        )
+        rho_unit = c.num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
+        guess = zcdp_guess(epsilon=c.epsilon, delta=c.delta, rho_times_scale_sq=rho_unit)
+        sigma2 = calibrate_scale(event, epsilon=c.epsilon, delta=c.delta, guess=guess, accountant=c.accountant)
+        g = c.teachers_changed
+        return cls(threshold=threshold, sigma1=g * sigma_ratio * sigma2, sigma2=g * sigma2, **c.options())
 
     def per_query_event(self) -> dp_event.DpEvent:
         g = self.teachers_changed
@@ -640,11 +622,11 @@ class ConfidentGNMax(_Aggregator):
         if generator is None:  # secure: exact N_Z(0, σ1'²) on the integer largest count, N_Z(0, σ2'²) on the counts
             top = counts.max(dim=1).values.to(torch.int64) + discrete_gaussian(self.sigma1, m, source=self._source)
             confident = top >= self.threshold  # an integer against a real threshold: exact
-            noise = discrete_gaussian(self.sigma2, counts.numel(), source=self._source).view(counts.shape)
-            return torch.where(confident, (counts.to(torch.int64) + noise).argmax(dim=1), ABSTAIN)
+            noise = discrete_gaussian(self.sigma2, counts.numel(), source=self._source)
+            return torch.where(confident, _noisy_argmax(counts, noise), ABSTAIN)
         confident = counts.max(dim=1).values + gaussian(self.sigma1, (m,), generator=generator) >= self.threshold
-        noisy = counts + gaussian(self.sigma2, counts.shape, generator=generator)  # (m, C)
-        return torch.where(confident, noisy.argmax(dim=1), ABSTAIN)
+        noisy_argmax = _noisy_argmax(counts, gaussian(self.sigma2, counts.shape, generator=generator))
+        return torch.where(confident, noisy_argmax, ABSTAIN)
 
     def _parameters(self) -> dict[str, float]:
         return {"threshold": self.threshold, "sigma1": self.sigma1, "sigma2": self.sigma2}
@@ -654,6 +636,17 @@ class ConfidentGNMax(_Aggregator):
             "sigma1_sq_exact": _fraction_text(self.sigma1_sq_exact),
             "sigma2_sq_exact": _fraction_text(self.sigma2_sq_exact),
         }
+
+
+def _noisy_argmax(counts: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """``argmax_c (n_c + noise_c)`` per row of ``counts`` (m, C); ties go to the lowest class.
+
+    Integer (secure, exact) noise of ``m·C`` values is added to the integer counts; float (seeded)
+    noise of shape (m, C) to the float64 counts.
+    """
+    if noise.is_floating_point():
+        return (counts + noise).argmax(dim=1)
+    return (counts.to(torch.int64) + noise.view(counts.shape)).argmax(dim=1)
 
 
 def _fraction_text(value: Fraction) -> str:
