@@ -11,6 +11,7 @@ Across processes and nodes (one teacher slice per rank, run on every rank)::
     teachers = train_teachers_ddp(x, y, shards, spec=spec, generator=g_teach, devices=4, num_nodes=2)
 """
 
+from pate_stab.features.pca import PublicFeatures  # the features stage's; also exported here (run.data)
 from pate_stab.teachers.distributed import train_teachers_ddp
 from pate_stab.teachers.ensemble import (
     StackedAdam,
@@ -22,7 +23,6 @@ from pate_stab.teachers.ensemble import (
 from pate_stab.teachers.models import (
     ModelSpec,
     PateCNN,
-    PublicFeatures,
     build_model,
     init_parameters,
 )
