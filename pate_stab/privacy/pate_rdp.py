@@ -61,12 +61,7 @@ import numpy.typing as npt
 import torch
 from scipy import special
 
-from pate_stab._validation import (
-    check_delta,
-    check_positive,
-    check_real,
-    check_tensor,
-)
+from pate_stab._validation import check_delta, check_positive, check_real, check_tensor
 
 __all__ = [
     "DEFAULT_ORDERS",
