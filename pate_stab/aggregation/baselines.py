@@ -55,39 +55,17 @@ References:
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any, NamedTuple, TypedDict, Unpack
+from typing import Unpack
 
 import torch
 from dp_accounting import dp_event
 
-from pate_stab._validation import (
-    check_delta,
-    check_epsilon,
-    check_generator,
-    check_int,
-    check_positive,
-    check_real,
-    check_tensor,
-)
-from pate_stab.aggregation.base import ABSTAIN, check_teachers_changed
-from pate_stab.aggregation.pate_accounting import (
-    ROWS_PER_CHUNK,
-    SQRT2,
-    AccountantName,
-    accountant_epsilon,
-    calibrate_scale,
-    check_accountant,
-    check_pld_feasible,
-    check_vote_counts,
-    zcdp_guess,
-)
-from pate_stab.errors import BudgetExhaustedError
+from pate_stab._validation import check_positive, check_real
+from pate_stab.aggregation.base import ABSTAIN
+from pate_stab.aggregation.pate_accounting import SQRT2, calibrate_scale, zcdp_guess
+from pate_stab.aggregation.pate_aggregator import AggregatorOptions, PateAggregator, fraction_text, noisy_argmax
 from pate_stab.privacy.noise import gaussian, laplace
 from pate_stab.privacy.secure_noise import (
-    SEEDED_NOISE_WARNING,
-    RandomSource,
-    SystemRandomSource,
     check_noise,
     discrete_gaussian,
     discrete_laplace,
@@ -98,233 +76,10 @@ from pate_stab.privacy.secure_noise import (
 __all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
 
 
-class AggregatorOptions(TypedDict, total=False):
-    """The options every aggregator and its ``calibrate`` take beside its noise (keyword-only).
-
-    ``accountant`` (``"pld"`` or ``"rdp"``; default: the noise's first valid one),
-    ``teachers_changed`` (1, or 2 for replace-one over content keys; default 1), ``noise``
-    (``"secure"``, the default, or ``"seeded"``) and ``source`` (secure noise's random bits;
-    default the OS).
-    """
-
-    accountant: AccountantName | None
-    teachers_changed: int
-    noise: str
-    source: RandomSource | None
-
-
-class _Calibrating(NamedTuple):
-    """A ``calibrate`` call's checked target and options (one place for the argument checks)."""
-
-    epsilon: float
-    delta: float
-    num_queries: int
-    teachers_changed: int
-    noise: str
-    accountant: str
-    source: RandomSource | None
-
-    def options(self) -> dict[str, Any]:
-        """The constructor's keyword arguments other than the noise scale."""
-        return {
-            "num_queries": self.num_queries, "delta": self.delta, "accountant": self.accountant,
-            "teachers_changed": self.teachers_changed, "noise": self.noise, "source": self.source,
-        }  # fmt: skip
-
-
-class _Aggregator:
-    """Budget bookkeeping, batch release and single-query sampling shared by the aggregators."""
-
-    name = "aggregator"
-
-    def __init__(
-        self,
-        *,
-        num_queries: int,
-        delta: float,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
-    ) -> None:
-        self.teachers_changed = check_teachers_changed(teachers_changed)
-        self.num_queries = check_int("num_queries", num_queries, minimum=1)
-        self.delta = check_delta(delta)
-        self.noise = check_noise(noise)
-        if source is not None and not hasattr(source, "uint63"):
-            raise TypeError(f"source must be a RandomSource, got {type(source).__name__}")
-        self._source: RandomSource = source if source is not None else SystemRandomSource()
-        self.accountant = self._accountant(accountant)
-        self.queries_seen = 0
-        self.answered = 0
-        check_pld_feasible(self._rdp_bound_event(), self.delta, self.accountant)
-        self._certified_epsilon = accountant_epsilon(self.dp_event(), self.delta, self.accountant)
-
-    def _accountant(self, accountant: AccountantName | None) -> str:
-        """The accountant: the one asked for (checked against the noise), or the noise's default."""
-        allowed = self.accountants(self.noise, self.teachers_changed)
-        if accountant is None:
-            return allowed[0]
-        name = check_accountant(accountant)
-        if name not in allowed:
-            raise ValueError(
-                f"{self.name} with noise={self.noise!r} and teachers_changed={self.teachers_changed} is accounted "
-                f"with {' or '.join(repr(a) for a in allowed)}, not {name!r} (the continuous mechanism's loss "
-                "distribution does not bound the discrete noise's)"
-            )
-        return name
-
-    @classmethod
-    def accountants(cls, noise: str, teachers_changed: int) -> tuple[str, ...]:
-        """The accountants valid for this noise, the default first.
-
-        Seeded (continuous) noise: PLD or RDP. Secure discrete Gaussian noise: RDP only (module
-        docstring).
-        """
-        return ("pld", "rdp") if check_noise(noise) == "seeded" else ("rdp",)
-
-    @classmethod
-    def _calibrating(
-        cls, *, epsilon: float, delta: float, num_queries: int, **options: Unpack[AggregatorOptions]
-    ) -> _Calibrating:
-        """Check ``calibrate``'s arguments; the accountant defaults to the noise's first valid one."""
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        num_queries = check_int("num_queries", num_queries, minimum=1)
-        g = check_teachers_changed(options.get("teachers_changed", 1))
-        mode = check_noise(options.get("noise", "secure"))
-        accountant = options.get("accountant")
-        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
-        return _Calibrating(epsilon, delta, num_queries, g, mode, accountant_name, options.get("source"))
-
-    def _rdp_bound_event(self) -> dp_event.DpEvent:
-        """An event the RDP accountant supports whose RDP bounds the run's (for the PLD feasibility check)."""
-        return self.dp_event()
-
-    def _generator(self, generator: torch.Generator | None) -> torch.Generator | None:
-        if self.noise == "seeded":
-            if generator is None:
-                raise TypeError(f"{self.name} with noise='seeded' needs a generator")
-            return check_generator(generator)
-        return None
-
-    def noise_fields(self) -> dict[str, Any]:
-        """The noise actually drawn: mode, exact parameters (secure) or the seeded-noise warning."""
-        if self.noise == "seeded":
-            return {"noise": "seeded", "noise_warning": SEEDED_NOISE_WARNING}
-        return {"noise": "secure", **self._exact_parameters()}
-
-    def _exact_parameters(self) -> dict[str, str]:
-        raise NotImplementedError
-
-    # --- to be provided by each aggregator
-    def per_query_event(self) -> dp_event.DpEvent:
-        raise NotImplementedError
-
-    def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _parameters(self) -> dict[str, float]:
-        raise NotImplementedError
-
-    # --- accounting
-    def dp_event(self) -> dp_event.DpEvent:
-        """The whole run: the per-query event composed ``num_queries`` times (data-independent)."""
-        return dp_event.SelfComposedDpEvent(self.per_query_event(), self.num_queries)
-
-    @property
-    def certified_epsilon(self) -> float:
-        """ε certified by the accountant for ``num_queries`` queries at ``certified_delta``."""
-        return self._certified_epsilon
-
-    @property
-    def certified_delta(self) -> float:
-        return self.delta
-
-    def single_query_epsilon(self, delta: float) -> float:
-        """ε of one query at the given δ ∈ (0, 1), from the same accountant."""
-        delta = check_delta(delta)
-        return accountant_epsilon(self.per_query_event(), delta, self.accountant)
-
-    # --- release
-    def release(self, counts: Any, *, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Answer one query per row of ``counts``.
-
-        Args:
-            counts: ``(m, C)`` non-negative integer vote histogram (see ``votes.vote_histogram``).
-            generator: the seeded noise (required with ``noise="seeded"``; not used with secure noise).
-
-        Returns:
-            ``(m,)`` int64 labels; −1 (:data:`ABSTAIN`) encodes ⊥.
-
-        Raises:
-            BudgetExhaustedError: the queries would exceed ``num_queries``; nothing is released.
-        """
-        gen = self._generator(generator)
-        counts = check_vote_counts(counts)
-        m = counts.shape[0]
-        if self.queries_seen + m > self.num_queries:
-            raise BudgetExhaustedError(
-                f"{self.name} is certified for {self.num_queries} queries; {self.queries_seen} already "
-                f"answered, {m} more requested"
-            )
-        parts = [
-            self._labels(counts[start : start + ROWS_PER_CHUNK], gen) for start in range(0, m, ROWS_PER_CHUNK)
-        ]
-        labels = torch.cat(parts)
-        self.queries_seen += m
-        self.answered += int((labels != ABSTAIN).sum())
-        return labels
-
-    def sample(self, counts_row: Any, num_samples: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
-        """``num_samples`` independent runs of the single-query mechanism on one histogram row.
-
-        For statistical tests of the output distribution only: these runs are not counted
-        against ``num_queries`` (each one is a separate release of the same query).
-
-        Returns:
-            ``(num_samples,)`` int64 labels (−1 for ⊥).
-        """
-        gen = self._generator(generator)
-        num_samples = check_int("num_samples", num_samples, minimum=1)
-        row = check_tensor("counts_row", counts_row, ndim=1, floating=False)
-        counts = check_vote_counts(row.unsqueeze(0)).expand(num_samples, -1)
-        return self._labels(counts, gen)
-
-    def summary(self) -> dict[str, Any]:
-        """Configuration, certified privacy and release counters, as plain Python values."""
-        return {
-            "mechanism": self.name,
-            **self._parameters(),
-            **self.noise_fields(),
-            "num_queries": self.num_queries,
-            "epsilon": self.certified_epsilon,
-            "delta": self.certified_delta,
-            "accountant": self.accountant,
-            "accounting": "data-independent",
-            "teachers_changed": self.teachers_changed,
-            "sensitivity": (
-                "one record moves one vote (ℓ1 2, ℓ2 √2, max count 1)"
-                if self.teachers_changed == 1
-                else "one record moves two votes (ℓ1 4, ℓ2 2√2, max count 2)"
-            ),
-            "queries_seen": self.queries_seen,
-            "answered": self.answered,
-            "abstained": self.queries_seen - self.answered,
-        }
-
-    def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v:.6g}" for k, v in self._parameters().items())
-        return (
-            f"{type(self).__name__}({params}, noise={self.noise!r}, num_queries={self.num_queries}, "
-            f"epsilon={self.certified_epsilon:.4g}, delta={self.delta:.3g})"
-        )
-
-
 # --------------------------------------------------------------------------- LNMax
 
 
-class LNMax(_Aggregator):
+class LNMax(PateAggregator):
     """Laplace noisy max [PAE+17, §3.1]: ``argmax_c (n_c + Lap(b))``.
 
     Sensitivity: one record moves one vote, so the count vector has ℓ1 sensitivity 2 and the
@@ -442,8 +197,8 @@ class LNMax(_Aggregator):
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if generator is None:  # secure: exact DLap(1/a) on the integer counts
             a = self.noise_parameter
-            return _noisy_argmax(counts, discrete_laplace(1 / a, counts.numel(), source=self._source))
-        return _noisy_argmax(counts, laplace(self.noise_scale, counts.shape, generator=generator))
+            return noisy_argmax(counts, discrete_laplace(1 / a, counts.numel(), source=self._source))
+        return noisy_argmax(counts, laplace(self.noise_scale, counts.shape, generator=generator))
 
     def _parameters(self) -> dict[str, float]:
         return {"noise_scale": self.noise_scale}
@@ -456,7 +211,7 @@ class LNMax(_Aggregator):
 # --------------------------------------------------------------------------- GNMax
 
 
-class GNMax(_Aggregator):
+class GNMax(PateAggregator):
     """Gaussian noisy max [PSM+18, §4.1]: ``argmax_c (n_c + N(0, σ²))``.
 
     Sensitivity: one record moves one vote, so the count vector has ℓ2 sensitivity √2; one
@@ -518,20 +273,20 @@ class GNMax(_Aggregator):
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if generator is None:  # secure: exact N_Z(0, σ'²) on the integer counts
-            return _noisy_argmax(counts, discrete_gaussian(self.sigma, counts.numel(), source=self._source))
-        return _noisy_argmax(counts, gaussian(self.sigma, counts.shape, generator=generator))
+            return noisy_argmax(counts, discrete_gaussian(self.sigma, counts.numel(), source=self._source))
+        return noisy_argmax(counts, gaussian(self.sigma, counts.shape, generator=generator))
 
     def _parameters(self) -> dict[str, float]:
         return {"sigma": self.sigma}
 
     def _exact_parameters(self) -> dict[str, str]:
-        return {"sigma_sq_exact": _fraction_text(self.sigma_sq_exact)}
+        return {"sigma_sq_exact": fraction_text(self.sigma_sq_exact)}
 
 
 # --------------------------------------------------------------------------- Confident-GNMax
 
 
-class ConfidentGNMax(_Aggregator):
+class ConfidentGNMax(PateAggregator):
     """Confident-GNMax [PSM+18, Alg 1]: answer only when the teachers agree enough.
 
     For each query: if ``max_c n_c + N(0, σ1²) ≥ threshold``, answer ``argmax_c (n_c + N(0, σ2²))``,
@@ -623,31 +378,16 @@ class ConfidentGNMax(_Aggregator):
             top = counts.max(dim=1).values.to(torch.int64) + discrete_gaussian(self.sigma1, m, source=self._source)
             confident = top >= self.threshold  # an integer against a real threshold: exact
             noise = discrete_gaussian(self.sigma2, counts.numel(), source=self._source)
-            return torch.where(confident, _noisy_argmax(counts, noise), ABSTAIN)
+            return torch.where(confident, noisy_argmax(counts, noise), ABSTAIN)
         confident = counts.max(dim=1).values + gaussian(self.sigma1, (m,), generator=generator) >= self.threshold
-        noisy_argmax = _noisy_argmax(counts, gaussian(self.sigma2, counts.shape, generator=generator))
-        return torch.where(confident, noisy_argmax, ABSTAIN)
+        answer = noisy_argmax(counts, gaussian(self.sigma2, counts.shape, generator=generator))
+        return torch.where(confident, answer, ABSTAIN)
 
     def _parameters(self) -> dict[str, float]:
         return {"threshold": self.threshold, "sigma1": self.sigma1, "sigma2": self.sigma2}
 
     def _exact_parameters(self) -> dict[str, str]:
         return {
-            "sigma1_sq_exact": _fraction_text(self.sigma1_sq_exact),
-            "sigma2_sq_exact": _fraction_text(self.sigma2_sq_exact),
+            "sigma1_sq_exact": fraction_text(self.sigma1_sq_exact),
+            "sigma2_sq_exact": fraction_text(self.sigma2_sq_exact),
         }
-
-
-def _noisy_argmax(counts: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-    """``argmax_c (n_c + noise_c)`` per row of ``counts`` (m, C); ties go to the lowest class.
-
-    Integer (secure, exact) noise of ``m·C`` values is added to the integer counts; float (seeded)
-    noise of shape (m, C) to the float64 counts.
-    """
-    if noise.is_floating_point():
-        return (counts + noise).argmax(dim=1)
-    return (counts.to(torch.int64) + noise.view(counts.shape)).argmax(dim=1)
-
-
-def _fraction_text(value: Fraction) -> str:
-    return f"{value.numerator}/{value.denominator}"
