@@ -61,9 +61,9 @@ from pate_stab.privacy.ledger_format import (
     _json_value,
     recorded_budget,
 )
-from pate_stab.privacy.ledger_format import (
-    _digest as _digest,  # re-exported: the line digest (tests recompute it)
-)
+from pate_stab.privacy.ledger_format import FORMAT as FORMAT  # re-exported, as are VERSION and _digest
+from pate_stab.privacy.ledger_format import VERSION as VERSION
+from pate_stab.privacy.ledger_format import _digest as _digest  # the line digest (tests recompute it)
 from pate_stab.privacy.private_files import run_private_key
 
 __all__ = ["PrivacyLedger", "LedgerEntry", "NEIGHBOURING_RELATIONS", "DEFAULT_NEIGHBOURING", "recorded_budget"]
