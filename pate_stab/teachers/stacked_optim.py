@@ -64,6 +64,23 @@ class _StackedOptimizer(torch.optim.Optimizer):
             return torch.ones(self.num_teachers, dtype=torch.bool, device=p.device)
         return self.active.to(p.device)
 
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        """One step of every parameter that has a gradient, for the teachers in ``active``."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group, self._active(p))
+        return loss
+
+    def _update(self, p: Tensor, group: dict[str, Any], active: Tensor) -> None:
+        """Update the stacked parameter ``p`` in place; ``active`` is (k,) bool on its device."""
+        raise NotImplementedError
+
 
 class StackedAdam(_StackedOptimizer):
     """Adam (Kingma & Ba 2015) with one step counter per teacher; inactive teachers are frozen.
@@ -113,56 +130,43 @@ class StackedAdam(_StackedOptimizer):
         super().__init__(params, defaults, num_teachers)
         self.fused = fused
 
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr, eps = group["lr"], group["eps"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                active = self._active(p)
-                on = active.to(torch.float64)
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.zeros(
-                        self.num_teachers, dtype=torch.float64, device=p.device
-                    )
-                    state["exp_avg"] = torch.zeros_like(p)
-                    state["exp_avg_sq"] = torch.zeros_like(p)
-                state["step"] += on
-                if self._use_fused(p):
-                    self._fused_step(p, state, active, group)
-                    continue
-                grad = p.grad
-                if group["weight_decay"]:
-                    grad = grad.add(p, alpha=group["weight_decay"])
-                step = state["step"].clamp_min(1)
-                bc1, bc2 = 1 - beta1**step, 1 - beta2**step
-                # p −= s·m / (√v·r + eps) with s = lr/bc1, r = 1/√bc2, computed as
-                # p −= m / ((r/s) / rsqrt(v) + eps/s); where v = 0, rsqrt(v) = inf and the first
-                # term is exactly 0 (rsqrt rather than sqrt: torch.sqrt is several times slower on
-                # zeros, and v is zero for every input feature that is zero in a teacher's shard).
-                # An inactive teacher gets weight 0 in both moment updates and the denominator
-                # +inf (r/s := 0, eps/s := inf), so m / denom is exactly zero and its parameters,
-                # moments and step count stay as they are.
-                s = lr / bc1
-                moving = (on > 0) & (s > 0)  # lr = 0 (e.g. set by a scheduler) moves nobody
-                r_over_s = torch.where(moving, bc2.rsqrt() / s, 0.0)
-                eps_over_s = torch.where(moving, eps / s, math.inf)
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.lerp_(grad, _per_teacher(on * (1 - beta1), p))
-                buf = torch.mul(grad, grad, out=self._scratch_like(p))
-                v.lerp_(buf, _per_teacher(on * (1 - beta2), p))
-                torch.rsqrt(v, out=buf)
-                # two ops with one broadcast operand each: addcdiv with two would not vectorise
-                torch.div(_per_teacher(r_over_s, p), buf, out=buf).add_(_per_teacher(eps_over_s, p))
-                p.addcdiv_(m, buf, value=-1.0)
-        return loss
+    def _update(self, p: Tensor, group: dict[str, Any], active: Tensor) -> None:
+        beta1, beta2 = group["betas"]
+        lr, eps = group["lr"], group["eps"]
+        on = active.to(torch.float64)
+        state = self.state[p]
+        if not state:
+            state["step"] = torch.zeros(self.num_teachers, dtype=torch.float64, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p)
+            state["exp_avg_sq"] = torch.zeros_like(p)
+        state["step"] += on
+        if self._use_fused(p):
+            self._fused_step(p, state, active, group)
+            return
+        grad = p.grad
+        if group["weight_decay"]:
+            grad = grad.add(p, alpha=group["weight_decay"])
+        step = state["step"].clamp_min(1)
+        bc1, bc2 = 1 - beta1**step, 1 - beta2**step
+        # p −= s·m / (√v·r + eps) with s = lr/bc1, r = 1/√bc2, computed as
+        # p −= m / ((r/s) / rsqrt(v) + eps/s); where v = 0, rsqrt(v) = inf and the first
+        # term is exactly 0 (rsqrt rather than sqrt: torch.sqrt is several times slower on
+        # zeros, and v is zero for every input feature that is zero in a teacher's shard).
+        # An inactive teacher gets weight 0 in both moment updates and the denominator
+        # +inf (r/s := 0, eps/s := inf), so m / denom is exactly zero and its parameters,
+        # moments and step count stay as they are.
+        s = lr / bc1
+        moving = (on > 0) & (s > 0)  # lr = 0 (e.g. set by a scheduler) moves nobody
+        r_over_s = torch.where(moving, bc2.rsqrt() / s, 0.0)
+        eps_over_s = torch.where(moving, eps / s, math.inf)
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m.lerp_(grad, _per_teacher(on * (1 - beta1), p))
+        buf = torch.mul(grad, grad, out=self._scratch_like(p))
+        v.lerp_(buf, _per_teacher(on * (1 - beta2), p))
+        torch.rsqrt(v, out=buf)
+        # two ops with one broadcast operand each: addcdiv with two would not vectorise
+        torch.div(_per_teacher(r_over_s, p), buf, out=buf).add_(_per_teacher(eps_over_s, p))
+        p.addcdiv_(m, buf, value=-1.0)
 
     def _use_fused(self, p: Tensor) -> bool:
         """Per-teacher fused kernel for this parameter? A function of its shape and k only."""
@@ -224,36 +228,21 @@ class StackedSGD(_StackedOptimizer):
             params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay}, num_teachers
         )
 
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                active = self._active(p)
-                on = active.to(torch.float64)
-                grad = p.grad
-                if group["weight_decay"]:
-                    grad = grad.add(p, alpha=group["weight_decay"])
-                if group["momentum"]:
-                    state = self.state[p]
-                    if "momentum_buffer" not in state:
-                        state["momentum_buffer"] = torch.zeros_like(p)
-                        state["started"] = torch.zeros(
-                            self.num_teachers, dtype=torch.bool, device=p.device
-                        )
-                    # as torch.optim.SGD: buf = grad at the first step, then momentum·buf + grad;
-                    # an inactive teacher's buffer is multiplied by 1 and gets 0·grad added
-                    factor = torch.where(
-                        active, torch.where(state["started"], group["momentum"], 0.0), 1.0
-                    )
-                    buf = state["momentum_buffer"]
-                    buf.mul_(_per_teacher(factor, p)).addcmul_(grad, _per_teacher(on, p))
-                    state["started"] |= active
-                    grad = buf
-                p.addcmul_(grad, _per_teacher(-group["lr"] * on, p))
-        return loss
+    def _update(self, p: Tensor, group: dict[str, Any], active: Tensor) -> None:
+        on = active.to(torch.float64)
+        grad = p.grad
+        if group["weight_decay"]:
+            grad = grad.add(p, alpha=group["weight_decay"])
+        if group["momentum"]:
+            state = self.state[p]
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = torch.zeros_like(p)
+                state["started"] = torch.zeros(self.num_teachers, dtype=torch.bool, device=p.device)
+            # as torch.optim.SGD: buf = grad at the first step, then momentum·buf + grad;
+            # an inactive teacher's buffer is multiplied by 1 and gets 0·grad added
+            factor = torch.where(active, torch.where(state["started"], group["momentum"], 0.0), 1.0)
+            buf = state["momentum_buffer"]
+            buf.mul_(_per_teacher(factor, p)).addcmul_(grad, _per_teacher(on, p))
+            state["started"] |= active
+            grad = buf
+        p.addcmul_(grad, _per_teacher(-group["lr"] * on, p))
