@@ -60,17 +60,14 @@ import csv
 import gzip
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pate_stab.data.tabular import load_warfarin_iwpc  # noqa: E402
-from pate_stab.erm.accuracy_first import (  # noqa: E402
+from pate_stab.data.tabular import load_warfarin_iwpc
+from pate_stab.erm.accuracy_first import (
     AccuracyFirstResult,
     cov_nr,
     doubling_levels,
@@ -80,8 +77,8 @@ from pate_stab.erm.accuracy_first import (  # noqa: E402
     theory_epsilon,
     theory_method,
 )
-from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem  # noqa: E402
-from pate_stab.rng import seeded_generator  # noqa: E402
+from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
+from pate_stab.rng import seeded_generator
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 _F64 = torch.float64

@@ -54,10 +54,10 @@ from pathlib import Path
 import torch
 
 from pate_stab.data import load_mnist, pate_split
+from pate_stab.features import PublicFeatures
 from pate_stab.rng import seeded_generator, spawn_generators
 from pate_stab.teachers import (
     ModelSpec,
-    PublicFeatures,
     TrainConfig,
     partition_indices,
     record_keys_from_tensors,

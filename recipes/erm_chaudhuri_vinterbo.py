@@ -30,16 +30,13 @@ import argparse
 import csv
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pate_stab.data.tabular import OTHER, load_adult, load_magic  # noqa: E402
-from pate_stab.erm import (  # noqa: E402
+from pate_stab.data.tabular import OTHER, load_adult, load_magic
+from pate_stab.erm import (
     RampLoss,
     alpha_split,
     control_choice,
@@ -49,7 +46,7 @@ from pate_stab.erm import (  # noqa: E402
     stability_constants_linear,
     stability_validate,
 )
-from pate_stab.rng import seeded_generator  # noqa: E402
+from pate_stab.rng import seeded_generator
 
 THETA = [0.001, 0.112, 0.223, 0.334, 0.445, 0.556, 0.667, 0.778, 0.889, 1.0]
 ALPHAS = [0.3, 0.5, 1.0, 2.0, 3.0, 5.0]

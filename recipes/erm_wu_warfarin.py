@@ -29,16 +29,13 @@ import argparse
 import csv
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pate_stab.data.tabular import load_warfarin_iwpc  # noqa: E402
-from pate_stab.erm import (  # noqa: E402
+from pate_stab.data.tabular import load_warfarin_iwpc
+from pate_stab.erm import (
     inversion_accuracy,
     invert_attribute,
     objective_perturbation,
@@ -46,7 +43,7 @@ from pate_stab.erm import (  # noqa: E402
     solve_erm,
     wu_private_tuning,
 )
-from pate_stab.rng import seeded_generator  # noqa: E402
+from pate_stab.rng import seeded_generator
 
 EPSILONS = [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]
 METHODS = ["NonPrivate", "DataIndependent", "Tuned", "Oracle", "ObjectivePert"]

@@ -24,8 +24,8 @@ labels); no recipe of the main job uses them.
 
 Usage (from the project root)::
 
-    PYTHONPATH=. nice -n 10 python recipes/feature_teachers.py            # pca, scattering, ssl; k = 250, 1000, 2000
-    PYTHONPATH=. nice -n 10 python recipes/feature_teachers.py --features ssl --ssl-epochs 60 --heads propagate
+    nice -n 10 python recipes/feature_teachers.py            # pca, scattering, ssl; k = 250, 1000, 2000
+    nice -n 10 python recipes/feature_teachers.py --features ssl --ssl-epochs 60 --heads propagate
 """
 
 from __future__ import annotations

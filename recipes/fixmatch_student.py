@@ -10,7 +10,7 @@ the N labelled images alone (``lambda_u = 0``: same steps, weak augmentation, no
 term). The labelled points are a uniform draw from the pool, not balanced per class.
 
 Measured (seed 0, ``--labels 250 --preset cpu --threads 1``: 3000 steps, B = 32, μ = 3,
-(32, 64)-channel CNN; one core of a shared 2-core machine):
+(32, 64)-channel CNN; measured on commit ab8eb47, one core of a shared 2-core CPU):
 
 | student | evaluation accuracy | unlabelled-pool accuracy | wall time |
 |---|---|---|---|
@@ -21,8 +21,8 @@ FixMatch's final mask rate (share of unlabelled images with a pseudo-label) was 
 
 Usage (from the project root)::
 
-    PYTHONPATH=. python recipes/fixmatch_student.py --labels 250 --preset cpu --threads 1
-    PYTHONPATH=. python recipes/fixmatch_student.py --labels 250 --preset gpu --accelerator gpu
+    python recipes/fixmatch_student.py --labels 250 --preset cpu --threads 1
+    python recipes/fixmatch_student.py --labels 250 --preset gpu --accelerator gpu
 """
 
 from __future__ import annotations

@@ -42,7 +42,6 @@ import argparse
 import csv
 import json
 import math
-import sys
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -50,15 +49,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pate_stab.aggregation.releaser import StabilityReleaser  # noqa: E402
-from pate_stab.aggregation.soft_labels import SoftLabelReleaser  # noqa: E402
-from pate_stab.data import make_halfspace, make_interval, make_threshold  # noqa: E402
-from pate_stab.privacy.calibration import calibrate  # noqa: E402
-from pate_stab.rng import seeded_generator, spawn_generators  # noqa: E402
-from pate_stab.theory import soft_label_num_teachers  # noqa: E402
-from pate_stab.theory.erm_classes import (  # noqa: E402
+from pate_stab.aggregation.releaser import StabilityReleaser
+from pate_stab.aggregation.soft_labels import SoftLabelReleaser
+from pate_stab.data import make_halfspace, make_interval, make_threshold
+from pate_stab.privacy.calibration import calibrate
+from pate_stab.rng import seeded_generator, spawn_generators
+from pate_stab.theory import soft_label_num_teachers
+from pate_stab.theory.erm_classes import (
     halfspace_vote_counts,
     interval_erm,
     interval_vote_counts,
@@ -67,7 +64,7 @@ from pate_stab.theory.erm_classes import (  # noqa: E402
     threshold_erm,
     threshold_vote_counts,
 )
-from pate_stab.theory.pac import (  # noqa: E402
+from pate_stab.theory.pac import (
     AGNOSTIC_ERROR_EXPONENT,
     REALIZABLE_ERROR_EXPONENT,
     balanced_num_queries,

@@ -46,15 +46,35 @@ from typing import Any
 
 import torch
 
+from pate_stab._validation import check_int
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
 from pate_stab.privacy.events import PrivacyEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.private_files import keyed_digest, public_digest, tensor_bytes
 
-__all__ = ["ABSTAIN", "ReleaseResult", "LedgerRelease", "inputs_digest", "query_ids_digest"]
+__all__ = [
+    "ABSTAIN",
+    "ReleaseResult",
+    "LedgerRelease",
+    "check_teachers_changed",
+    "inputs_digest",
+    "query_ids_digest",
+]
 
 ABSTAIN = -1
 """The label that encodes ⊥ (no answer) for hard labels; soft labels use NaN."""
+
+
+def check_teachers_changed(value: Any) -> int:
+    """How many teachers one neighbouring data set may change: 1, or 2 (replace-one over content keys).
+
+    DESIGN.md fact 1: a record-keyed partition makes add/remove (and replace-one with record-id
+    keys) change one teacher; replace-one under content keys can change two.
+    """
+    value = check_int("teachers_changed", value, minimum=1)
+    if value > 2:
+        raise ValueError(f"teachers_changed must be 1 or 2, got {value}")
+    return value
 
 
 @dataclass(frozen=True)

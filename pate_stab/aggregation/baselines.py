@@ -55,39 +55,17 @@ References:
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any
+from typing import Unpack
 
 import torch
 from dp_accounting import dp_event
 
-from pate_stab._validation import (
-    check_delta,
-    check_epsilon,
-    check_generator,
-    check_int,
-    check_positive,
-    check_real,
-    check_tensor,
-)
+from pate_stab._validation import check_positive, check_real
 from pate_stab.aggregation.base import ABSTAIN
-from pate_stab.aggregation.pate_accounting import (
-    ROWS_PER_CHUNK,
-    SQRT2,
-    AccountantName,
-    accountant_epsilon,
-    calibrate_scale,
-    check_accountant,
-    check_pld_feasible,
-    check_vote_counts,
-    zcdp_guess,
-)
-from pate_stab.errors import BudgetExhaustedError
+from pate_stab.aggregation.pate_accounting import SQRT2, calibrate_scale, zcdp_guess
+from pate_stab.aggregation.pate_aggregator import AggregatorOptions, PateAggregator, fraction_text, noisy_argmax
 from pate_stab.privacy.noise import gaussian, laplace
 from pate_stab.privacy.secure_noise import (
-    SEEDED_NOISE_WARNING,
-    RandomSource,
-    SystemRandomSource,
     check_noise,
     discrete_gaussian,
     discrete_laplace,
@@ -97,187 +75,11 @@ from pate_stab.privacy.secure_noise import (
 
 __all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
 
-class _Aggregator:
-    """Budget bookkeeping, batch release and single-query sampling shared by the aggregators."""
-
-    name = "aggregator"
-
-    def __init__(
-        self,
-        *,
-        num_queries: int,
-        delta: float,
-        accountant: AccountantName | None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
-    ) -> None:
-        self.teachers_changed = check_int("teachers_changed", teachers_changed, minimum=1)
-        if self.teachers_changed > 2:
-            raise ValueError(f"teachers_changed must be 1 or 2, got {self.teachers_changed}")
-        self.num_queries = check_int("num_queries", num_queries, minimum=1)
-        self.delta = check_delta(delta)
-        self.noise = check_noise(noise)
-        if source is not None and not hasattr(source, "uint63"):
-            raise TypeError(f"source must be a RandomSource, got {type(source).__name__}")
-        self._source: RandomSource = source if source is not None else SystemRandomSource()
-        self.accountant = self._accountant(accountant)
-        self.queries_seen = 0
-        self.answered = 0
-        check_pld_feasible(self._rdp_bound_event(), self.delta, self.accountant)
-        self._certified_epsilon = accountant_epsilon(self.dp_event(), self.delta, self.accountant)
-
-    def _accountant(self, accountant: AccountantName | None) -> str:
-        """The accountant: the one asked for (checked against the noise), or the noise's default."""
-        allowed = self.accountants(self.noise, self.teachers_changed)
-        if accountant is None:
-            return allowed[0]
-        name = check_accountant(accountant)
-        if name not in allowed:
-            raise ValueError(
-                f"{self.name} with noise={self.noise!r} and teachers_changed={self.teachers_changed} is accounted "
-                f"with {' or '.join(repr(a) for a in allowed)}, not {name!r} (the continuous mechanism's loss "
-                "distribution does not bound the discrete noise's)"
-            )
-        return name
-
-    @classmethod
-    def accountants(cls, noise: str, teachers_changed: int) -> tuple[str, ...]:
-        """The accountants valid for this noise, the default first.
-
-        Seeded (continuous) noise: PLD or RDP. Secure discrete Gaussian noise: RDP only (module
-        docstring).
-        """
-        return ("pld", "rdp") if check_noise(noise) == "seeded" else ("rdp",)
-
-    def _rdp_bound_event(self) -> dp_event.DpEvent:
-        """An event the RDP accountant supports whose RDP bounds the run's (for the PLD feasibility check)."""
-        return self.dp_event()
-
-    def _generator(self, generator: torch.Generator | None) -> torch.Generator | None:
-        if self.noise == "seeded":
-            if generator is None:
-                raise TypeError(f"{self.name} with noise='seeded' needs a generator")
-            return check_generator(generator)
-        return None
-
-    def noise_fields(self) -> dict[str, Any]:
-        """The noise actually drawn: mode, exact parameters (secure) or the seeded-noise warning."""
-        if self.noise == "seeded":
-            return {"noise": "seeded", "noise_warning": SEEDED_NOISE_WARNING}
-        return {"noise": "secure", **self._exact_parameters()}
-
-    def _exact_parameters(self) -> dict[str, str]:
-        raise NotImplementedError
-
-    # --- to be provided by each aggregator
-    def per_query_event(self) -> dp_event.DpEvent:
-        raise NotImplementedError
-
-    def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _parameters(self) -> dict[str, float]:
-        raise NotImplementedError
-
-    # --- accounting
-    def dp_event(self) -> dp_event.DpEvent:
-        """The whole run: the per-query event composed ``num_queries`` times (data-independent)."""
-        return dp_event.SelfComposedDpEvent(self.per_query_event(), self.num_queries)
-
-    @property
-    def certified_epsilon(self) -> float:
-        """ε certified by the accountant for ``num_queries`` queries at ``certified_delta``."""
-        return self._certified_epsilon
-
-    @property
-    def certified_delta(self) -> float:
-        return self.delta
-
-    def single_query_epsilon(self, delta: float) -> float:
-        """ε of one query at the given δ ∈ (0, 1), from the same accountant."""
-        delta = check_delta(delta)
-        return accountant_epsilon(self.per_query_event(), delta, self.accountant)
-
-    # --- release
-    def release(self, counts: Any, *, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Answer one query per row of ``counts``.
-
-        Args:
-            counts: ``(m, C)`` non-negative integer vote histogram (see ``votes.vote_histogram``).
-            generator: the seeded noise (required with ``noise="seeded"``; not used with secure noise).
-
-        Returns:
-            ``(m,)`` int64 labels; −1 (:data:`ABSTAIN`) encodes ⊥.
-
-        Raises:
-            BudgetExhaustedError: the queries would exceed ``num_queries``; nothing is released.
-        """
-        gen = self._generator(generator)
-        counts = check_vote_counts(counts)
-        m = counts.shape[0]
-        if self.queries_seen + m > self.num_queries:
-            raise BudgetExhaustedError(
-                f"{self.name} is certified for {self.num_queries} queries; {self.queries_seen} already "
-                f"answered, {m} more requested"
-            )
-        parts = [
-            self._labels(counts[start : start + ROWS_PER_CHUNK], gen) for start in range(0, m, ROWS_PER_CHUNK)
-        ]
-        labels = torch.cat(parts)
-        self.queries_seen += m
-        self.answered += int((labels != ABSTAIN).sum())
-        return labels
-
-    def sample(self, counts_row: Any, num_samples: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
-        """``num_samples`` independent runs of the single-query mechanism on one histogram row.
-
-        For statistical tests of the output distribution only: these runs are not counted
-        against ``num_queries`` (each one is a separate release of the same query).
-
-        Returns:
-            ``(num_samples,)`` int64 labels (−1 for ⊥).
-        """
-        gen = self._generator(generator)
-        num_samples = check_int("num_samples", num_samples, minimum=1)
-        row = check_tensor("counts_row", counts_row, ndim=1, floating=False)
-        counts = check_vote_counts(row.unsqueeze(0)).expand(num_samples, -1)
-        return self._labels(counts, gen)
-
-    def summary(self) -> dict[str, Any]:
-        """Configuration, certified privacy and release counters, as plain Python values."""
-        return {
-            "mechanism": self.name,
-            **self._parameters(),
-            **self.noise_fields(),
-            "num_queries": self.num_queries,
-            "epsilon": self.certified_epsilon,
-            "delta": self.certified_delta,
-            "accountant": self.accountant,
-            "accounting": "data-independent",
-            "teachers_changed": self.teachers_changed,
-            "sensitivity": (
-                "one record moves one vote (ℓ1 2, ℓ2 √2, max count 1)"
-                if self.teachers_changed == 1
-                else "one record moves two votes (ℓ1 4, ℓ2 2√2, max count 2)"
-            ),
-            "queries_seen": self.queries_seen,
-            "answered": self.answered,
-            "abstained": self.queries_seen - self.answered,
-        }
-
-    def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v:.6g}" for k, v in self._parameters().items())
-        return (
-            f"{type(self).__name__}({params}, noise={self.noise!r}, num_queries={self.num_queries}, "
-            f"epsilon={self.certified_epsilon:.4g}, delta={self.delta:.3g})"
-        )
-
 
 # --------------------------------------------------------------------------- LNMax
 
 
-class LNMax(_Aggregator):
+class LNMax(PateAggregator):
     """Laplace noisy max [PAE+17, §3.1]: ``argmax_c (n_c + Lap(b))``.
 
     Sensitivity: one record moves one vote, so the count vector has ℓ1 sensitivity 2 and the
@@ -289,9 +91,8 @@ class LNMax(_Aggregator):
 
     Args:
         noise_scale: Laplace scale b > 0 on every count.
-        num_queries: m, the number of queries certified.
-        delta: δ ∈ (0, 1) at which ε is certified.
-        accountant: ``"pld"`` (default) or ``"rdp"``.
+        num_queries, delta: m queries certified at δ ∈ (0, 1).
+        options: :class:`AggregatorOptions`.
     """
 
     name = "LNMax"
@@ -302,17 +103,11 @@ class LNMax(_Aggregator):
         noise_scale: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> None:
         self.noise_scale = check_positive("noise_scale", noise_scale)
         self.noise_parameter = exact_laplace_parameter(self.noise_scale)  # secure: DLap's exact a <= 1/b
-        super().__init__(
-            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
-            noise=noise, source=source,
-        )  # fmt: skip
+        super().__init__(num_queries=num_queries, delta=delta, **options)
 
     @classmethod
     def accountants(cls, noise: str, teachers_changed: int) -> tuple[str, ...]:
@@ -341,10 +136,7 @@ class LNMax(_Aggregator):
         epsilon: float,
         delta: float,
         num_queries: int,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> LNMax:
         """The smallest Laplace scale b whose ``num_queries`` queries are (ε, δ)-DP.
 
@@ -356,40 +148,30 @@ class LNMax(_Aggregator):
             ≈ 1.99996 (= 2/(1 + 2·10⁻⁵): the Laplace mechanism with pure ε₀ is
             (ε₀ + 2 log(1 − δ), δ)-DP).
         """
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        num_queries = check_int("num_queries", num_queries, minimum=1)
-        g = check_int("teachers_changed", teachers_changed, minimum=1)
-        mode = check_noise(noise)
-        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
+        c = cls._calibrating(epsilon=epsilon, delta=delta, num_queries=num_queries, **options)
+        g, accountant_name = c.teachers_changed, c.accountant
         # per query pure ε₀ = 2/b → zCDP ρ = ε₀²/2 = 2/b²
-        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=2.0 * num_queries)
-        if mode == "secure":
+        guess = zcdp_guess(epsilon=c.epsilon, delta=c.delta, rho_times_scale_sq=2.0 * c.num_queries)
+        if c.noise == "secure":
             scale = calibrate_scale(
                 lambda b: dp_event.SelfComposedDpEvent(
-                    cls.secure_event(b, teachers_changed=g, accountant=accountant_name), num_queries
+                    cls.secure_event(b, teachers_changed=g, accountant=accountant_name), c.num_queries
                 ),
-                epsilon=epsilon,
-                delta=delta,
+                epsilon=c.epsilon,
+                delta=c.delta,
                 guess=g * guess,
                 accountant=accountant_name,
             )
-            return cls(
-                noise_scale=scale, num_queries=num_queries, delta=delta, accountant=accountant_name,
-                teachers_changed=g, noise=mode, source=source,
-            )  # fmt: skip
+            return cls(noise_scale=scale, **c.options())
         scale = calibrate_scale(
-            lambda b: dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(b / 2.0), num_queries),
-            epsilon=epsilon,
-            delta=delta,
+            lambda b: dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(b / 2.0), c.num_queries),
+            epsilon=c.epsilon,
+            delta=c.delta,
             guess=guess,
             accountant=accountant_name,
         )
         # g changed teachers multiply the sensitivity by g: the same event needs g times the noise
-        return cls(
-            noise_scale=g * scale, num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=g,
-            noise=mode, source=source,
-        )  # fmt: skip
+        return cls(noise_scale=g * scale, **c.options())
 
     @property
     def per_query_pure_epsilon(self) -> float:
@@ -414,10 +196,9 @@ class LNMax(_Aggregator):
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if generator is None:  # secure: exact DLap(1/a) on the integer counts
-            noise = discrete_laplace(1 / self.noise_parameter, counts.numel(), source=self._source)
-            return (counts.to(torch.int64) + noise.view(counts.shape)).argmax(dim=1)  # ties: lowest class
-        noisy = counts + laplace(self.noise_scale, counts.shape, generator=generator)  # (m, C)
-        return noisy.argmax(dim=1)
+            a = self.noise_parameter
+            return noisy_argmax(counts, discrete_laplace(1 / a, counts.numel(), source=self._source))
+        return noisy_argmax(counts, laplace(self.noise_scale, counts.shape, generator=generator))
 
     def _parameters(self) -> dict[str, float]:
         return {"noise_scale": self.noise_scale}
@@ -430,7 +211,7 @@ class LNMax(_Aggregator):
 # --------------------------------------------------------------------------- GNMax
 
 
-class GNMax(_Aggregator):
+class GNMax(PateAggregator):
     """Gaussian noisy max [PSM+18, §4.1]: ``argmax_c (n_c + N(0, σ²))``.
 
     Sensitivity: one record moves one vote, so the count vector has ℓ2 sensitivity √2; one
@@ -441,9 +222,8 @@ class GNMax(_Aggregator):
 
     Args:
         sigma: Gaussian standard deviation σ > 0 on every count.
-        num_queries: m, the number of queries certified.
-        delta: δ ∈ (0, 1) at which ε is certified.
-        accountant: ``"pld"`` (default) or ``"rdp"``.
+        num_queries, delta: m queries certified at δ ∈ (0, 1).
+        options: :class:`AggregatorOptions`.
     """
 
     name = "GNMax"
@@ -454,17 +234,11 @@ class GNMax(_Aggregator):
         sigma: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> None:
         self.sigma = check_positive("sigma", sigma)
         self.sigma_sq_exact = exact_sigma_sq_at_least(self.sigma)  # secure: N_Z's exact σ'² >= σ²
-        super().__init__(
-            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
-            noise=noise, source=source,
-        )  # fmt: skip
+        super().__init__(num_queries=num_queries, delta=delta, **options)
 
     @classmethod
     def calibrate(
@@ -473,10 +247,7 @@ class GNMax(_Aggregator):
         epsilon: float,
         delta: float,
         num_queries: int,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> GNMax:
         """The smallest σ whose ``num_queries`` queries are (ε, δ)-DP.
 
@@ -485,47 +256,37 @@ class GNMax(_Aggregator):
         Thm 8) δ = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ). Example: ε = 1, δ = 1e-5, m = 1, seeded → σ ≈ 5.27.
         Secure (discrete Gaussian) noise is calibrated with the RDP accountant (module docstring).
         """
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        num_queries = check_int("num_queries", num_queries, minimum=1)
-        mode = check_noise(noise)
-        g0 = check_int("teachers_changed", teachers_changed, minimum=1)
-        accountant_name = cls.accountants(mode, g0)[0] if accountant is None else check_accountant(accountant)
+        c = cls._calibrating(epsilon=epsilon, delta=delta, num_queries=num_queries, **options)
         # per query ρ = (√2)²/(2σ²) = 1/σ²
-        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=float(num_queries))
+        guess = zcdp_guess(epsilon=c.epsilon, delta=c.delta, rho_times_scale_sq=float(c.num_queries))
         sigma = calibrate_scale(
-            lambda s: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(s / SQRT2), num_queries),
-            epsilon=epsilon,
-            delta=delta,
+            lambda s: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(s / SQRT2), c.num_queries),
+            epsilon=c.epsilon,
+            delta=c.delta,
             guess=guess,
-            accountant=accountant_name,
+            accountant=c.accountant,
         )
-        return cls(
-            sigma=g0 * sigma, num_queries=num_queries, delta=delta, accountant=accountant_name, teachers_changed=g0,
-            noise=mode, source=source,
-        )  # fmt: skip
+        return cls(sigma=c.teachers_changed * sigma, **c.options())
 
     def per_query_event(self) -> dp_event.DpEvent:
         return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / (SQRT2 * self.teachers_changed))
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if generator is None:  # secure: exact N_Z(0, σ'²) on the integer counts
-            noise = discrete_gaussian(self.sigma, counts.numel(), source=self._source)
-            return (counts.to(torch.int64) + noise.view(counts.shape)).argmax(dim=1)  # ties: lowest class
-        noisy = counts + gaussian(self.sigma, counts.shape, generator=generator)  # (m, C)
-        return noisy.argmax(dim=1)
+            return noisy_argmax(counts, discrete_gaussian(self.sigma, counts.numel(), source=self._source))
+        return noisy_argmax(counts, gaussian(self.sigma, counts.shape, generator=generator))
 
     def _parameters(self) -> dict[str, float]:
         return {"sigma": self.sigma}
 
     def _exact_parameters(self) -> dict[str, str]:
-        return {"sigma_sq_exact": _fraction_text(self.sigma_sq_exact)}
+        return {"sigma_sq_exact": fraction_text(self.sigma_sq_exact)}
 
 
 # --------------------------------------------------------------------------- Confident-GNMax
 
 
-class ConfidentGNMax(_Aggregator):
+class ConfidentGNMax(PateAggregator):
     """Confident-GNMax [PSM+18, Alg 1]: answer only when the teachers agree enough.
 
     For each query: if ``max_c n_c + N(0, σ1²) ≥ threshold``, answer ``argmax_c (n_c + N(0, σ2²))``,
@@ -545,9 +306,8 @@ class ConfidentGNMax(_Aggregator):
         threshold: T, compared with the noisy largest count (a vote count, e.g. 0.6·k).
         sigma1: σ1 > 0, the noise of the threshold check.
         sigma2: σ2 > 0, the noise of the answer (GNMax).
-        num_queries: m, the number of queries certified.
-        delta: δ ∈ (0, 1) at which ε is certified.
-        accountant: ``"pld"`` (default) or ``"rdp"``.
+        num_queries, delta: m queries certified at δ ∈ (0, 1).
+        options: :class:`AggregatorOptions`.
     """
 
     name = "Confident-GNMax"
@@ -560,20 +320,14 @@ class ConfidentGNMax(_Aggregator):
         sigma2: float,
         num_queries: int,
         delta: float,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> None:
         self.threshold = check_real("threshold", threshold)
         self.sigma1 = check_positive("sigma1", sigma1)
         self.sigma2 = check_positive("sigma2", sigma2)
         self.sigma1_sq_exact = exact_sigma_sq_at_least(self.sigma1)  # secure: N_Z's exact variances
         self.sigma2_sq_exact = exact_sigma_sq_at_least(self.sigma2)
-        super().__init__(
-            num_queries=num_queries, delta=delta, accountant=accountant, teachers_changed=teachers_changed,
-            noise=noise, source=source,
-        )  # fmt: skip
+        super().__init__(num_queries=num_queries, delta=delta, **options)
 
     @classmethod
     def calibrate(
@@ -584,10 +338,7 @@ class ConfidentGNMax(_Aggregator):
         num_queries: int,
         threshold: float,
         sigma_ratio: float = 2.0,
-        accountant: AccountantName | None = None,
-        teachers_changed: int = 1,
-        noise: str = "secure",
-        source: RandomSource | None = None,
+        **options: Unpack[AggregatorOptions],
     ) -> ConfidentGNMax:
         """The smallest σ2 (with σ1 = sigma_ratio · σ2) whose ``num_queries`` queries are (ε, δ)-DP.
 
@@ -596,38 +347,24 @@ class ConfidentGNMax(_Aggregator):
         composed Gaussian's μ², so μ = √(m (1/σ1² + 2/σ2²)). Secure (discrete Gaussian) noise is
         calibrated with the RDP accountant (module docstring).
         """
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        num_queries = check_int("num_queries", num_queries, minimum=1)
+        c = cls._calibrating(epsilon=epsilon, delta=delta, num_queries=num_queries, **options)
         threshold = check_real("threshold", threshold)
         sigma_ratio = check_positive("sigma_ratio", sigma_ratio)
-        mode = check_noise(noise)
-        g = check_int("teachers_changed", teachers_changed, minimum=1)
-        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
 
         def event(s2: float) -> dp_event.DpEvent:
             return dp_event.SelfComposedDpEvent(
                 dp_event.ComposedDpEvent(
                     [dp_event.GaussianDpEvent(sigma_ratio * s2), dp_event.GaussianDpEvent(s2 / SQRT2)]
                 ),
-                num_queries,
+                c.num_queries,
             )
 
         # per query ρ = 1/(2σ1²) + 1/σ2² = (1/(2r²) + 1)/σ2²
-        rho_unit = num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
-        guess = zcdp_guess(epsilon=epsilon, delta=delta, rho_times_scale_sq=rho_unit)
-        sigma2 = calibrate_scale(event, epsilon=epsilon, delta=delta, guess=guess, accountant=accountant_name)
-        return cls(
-            threshold=threshold,
-            sigma1=g * sigma_ratio * sigma2,
-            sigma2=g * sigma2,
-            num_queries=num_queries,
-            delta=delta,
-            accountant=accountant_name,
-            teachers_changed=g,
-            noise=mode,
-            source=source,
-        )
+        rho_unit = c.num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
+        guess = zcdp_guess(epsilon=c.epsilon, delta=c.delta, rho_times_scale_sq=rho_unit)
+        sigma2 = calibrate_scale(event, epsilon=c.epsilon, delta=c.delta, guess=guess, accountant=c.accountant)
+        g = c.teachers_changed
+        return cls(threshold=threshold, sigma1=g * sigma_ratio * sigma2, sigma2=g * sigma2, **c.options())
 
     def per_query_event(self) -> dp_event.DpEvent:
         g = self.teachers_changed
@@ -640,21 +377,17 @@ class ConfidentGNMax(_Aggregator):
         if generator is None:  # secure: exact N_Z(0, σ1'²) on the integer largest count, N_Z(0, σ2'²) on the counts
             top = counts.max(dim=1).values.to(torch.int64) + discrete_gaussian(self.sigma1, m, source=self._source)
             confident = top >= self.threshold  # an integer against a real threshold: exact
-            noise = discrete_gaussian(self.sigma2, counts.numel(), source=self._source).view(counts.shape)
-            return torch.where(confident, (counts.to(torch.int64) + noise).argmax(dim=1), ABSTAIN)
+            noise = discrete_gaussian(self.sigma2, counts.numel(), source=self._source)
+            return torch.where(confident, noisy_argmax(counts, noise), ABSTAIN)
         confident = counts.max(dim=1).values + gaussian(self.sigma1, (m,), generator=generator) >= self.threshold
-        noisy = counts + gaussian(self.sigma2, counts.shape, generator=generator)  # (m, C)
-        return torch.where(confident, noisy.argmax(dim=1), ABSTAIN)
+        answer = noisy_argmax(counts, gaussian(self.sigma2, counts.shape, generator=generator))
+        return torch.where(confident, answer, ABSTAIN)
 
     def _parameters(self) -> dict[str, float]:
         return {"threshold": self.threshold, "sigma1": self.sigma1, "sigma2": self.sigma2}
 
     def _exact_parameters(self) -> dict[str, str]:
         return {
-            "sigma1_sq_exact": _fraction_text(self.sigma1_sq_exact),
-            "sigma2_sq_exact": _fraction_text(self.sigma2_sq_exact),
+            "sigma1_sq_exact": fraction_text(self.sigma1_sq_exact),
+            "sigma2_sq_exact": fraction_text(self.sigma2_sq_exact),
         }
-
-
-def _fraction_text(value: Fraction) -> str:
-    return f"{value.numerator}/{value.denominator}"

@@ -26,12 +26,12 @@ again under a recorded spend id replays them and never draws again
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import torch
 
-from pate_stab._validation import check_generator, check_int, check_tensor
-from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult
+from pate_stab._validation import check_generator, check_tensor
+from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult, check_teachers_changed
 from pate_stab.aggregation.votes import distance_to_instability, top_label
 from pate_stab.privacy.calibration import Calibration, calibration_leak, check_calibration
 from pate_stab.privacy.events import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
@@ -173,15 +173,70 @@ def releaser_noise(
     return mode, svt, spend
 
 
-def check_teachers_changed(value: Any) -> int:
-    """How many teachers one neighbouring data set may change: 1, or 2 (replace-one over content keys)."""
-    value = check_int("teachers_changed", value, minimum=1)
-    if value > 2:
-        raise ValueError(f"teachers_changed must be 1 or 2, got {value}")
-    return value
+class ReleaserOptions(TypedDict, total=False):
+    """The keyword arguments both stability releasers take (see :class:`StabilityReleaser`)."""
+
+    generator: torch.Generator | None
+    ledger: PrivacyLedger | None
+    spend_id: str | None
+    noise: str
+    source: RandomSource | None
+    teachers_changed: int
 
 
-class StabilityReleaser:
+class SparseVectorReleaser:
+    """What both stability releasers share: the noise and ledger set-up, counters and replay.
+
+    A subclass names its ``mechanism``, whether it releases soft labels, the seeded sparse-vector
+    class it runs (``seeded``), and its counters (:meth:`_counters`); the set-up is
+    :func:`releaser_noise` and the spend :class:`~pate_stab.aggregation.base.LedgerRelease`.
+    """
+
+    mechanism = "stability"
+    soft_labels = False
+    seeded: Callable[..., Any] = OnlineQueryRelease
+
+    def __init__(
+        self,
+        calibration: Calibration,
+        *,
+        generator: torch.Generator | None = None,
+        ledger: PrivacyLedger | None = None,
+        spend_id: str | None = None,
+        noise: str = "secure",
+        source: RandomSource | None = None,
+        teachers_changed: int = 1,
+    ) -> None:
+        self.teachers_changed = check_teachers_changed(teachers_changed)
+        self.noise, self._svt, self._spend = releaser_noise(
+            calibration, mechanism=self.mechanism, soft_labels=self.soft_labels, seeded=self.seeded, noise=noise,
+            generator=generator, source=source, ledger=ledger, spend_id=spend_id,
+            teachers_changed=self.teachers_changed,
+        )  # fmt: skip
+        self.calibration = calibration
+        self._replayed: dict[str, Any] | None = None  # counters of the last replayed call
+
+    def _counters(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def halted(self) -> bool:
+        return bool(self._counters()["halted"])
+
+    def _spend_run(
+        self,
+        inputs: torch.Tensor,
+        draw: Callable[[], tuple[ReleaseResult, dict[str, Any]]],
+        query_ids: torch.Tensor | None,
+    ) -> ReleaseResult:
+        """Draw (or replay) one call through the ledger spend; a replayed call's counters are kept."""
+        result, state, replayed = self._spend.run(inputs, draw, query_ids=query_ids)
+        if replayed:
+            self._replayed = state
+        return result
+
+
+class StabilityReleaser(SparseVectorReleaser):
     """BTT18 Alg 4, multi-class, online (:meth:`release_one`) and batch (:meth:`release`).
 
     Args:
@@ -207,26 +262,12 @@ class StabilityReleaser:
     """
 
     mechanism = "stability_hard"
+    soft_labels = False
+    seeded = OnlineQueryRelease
 
-    def __init__(
-        self,
-        calibration: Calibration,
-        *,
-        generator: torch.Generator | None = None,
-        ledger: PrivacyLedger | None = None,
-        spend_id: str | None = None,
-        noise: str = "secure",
-        source: RandomSource | None = None,
-        teachers_changed: int = 1,
-    ) -> None:
-        self.teachers_changed = check_teachers_changed(teachers_changed)
-        self.noise, self._oqr, self._spend = releaser_noise(
-            calibration, mechanism=self.mechanism, soft_labels=False, seeded=OnlineQueryRelease, noise=noise,
-            generator=generator, source=source, ledger=ledger, spend_id=spend_id,
-            teachers_changed=self.teachers_changed,
-        )  # fmt: skip
-        self.calibration = calibration
-        self._replayed: dict[str, Any] | None = None  # counters of the last replayed call
+    def __init__(self, calibration: Calibration, **options: Unpack[ReleaserOptions]) -> None:
+        super().__init__(calibration, **options)
+        self._oqr = self._svt  # Alg 3 on the distances (seeded or secure); read by the counters
 
     def _counters(self) -> dict[str, Any]:
         if self._replayed is not None:
@@ -237,10 +278,6 @@ class StabilityReleaser:
             "abstained": self._oqr.num_failed,
             "halted": self._oqr.halted,
         }
-
-    @property
-    def halted(self) -> bool:
-        return bool(self._counters()["halted"])
 
     @property
     def queries_seen(self) -> int:
@@ -284,10 +321,7 @@ class StabilityReleaser:
                 labels, status = self._oqr.release(top_label(counts), dist.to(torch.float64))
             return ReleaseResult(labels, status), self._counters()
 
-        result, state, replayed = self._spend.run(counts, draw, query_ids=query_ids)
-        if replayed:
-            self._replayed = state
-        return result
+        return self._spend_run(counts, draw, query_ids)
 
     def summary(self) -> dict[str, Any]:
         """Counters and the certified privacy, as plain values."""

@@ -27,16 +27,16 @@ sequence with its own releaser and calibration; the runs compose (record each in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 
 from pate_stab._validation import check_tensor
 from pate_stab.aggregation.releaser import (
     ReleaseResult,
+    ReleaserOptions,
+    SparseVectorReleaser,
     calibration_summary,
-    check_teachers_changed,
-    releaser_noise,
 )
 from pate_stab.aggregation.votes import (
     bin_midpoints,
@@ -47,8 +47,6 @@ from pate_stab.aggregation.votes import (
     top_label,
 )
 from pate_stab.privacy.calibration import Calibration
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.secure_noise import RandomSource
 from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, SparseVector
 
 __all__ = ["SoftLabelReleaser", "PLAIN", "SHIFTED", "BOTTOM"]
@@ -57,7 +55,7 @@ __all__ = ["SoftLabelReleaser", "PLAIN", "SHIFTED", "BOTTOM"]
 PLAIN, SHIFTED, BOTTOM = 1, 2, 0
 
 
-class SoftLabelReleaser:
+class SoftLabelReleaser(SparseVectorReleaser):
     """BTT18 Alg 6 with Alg 8 as the per-query classifier, online and batch.
 
     Args:
@@ -73,33 +71,17 @@ class SoftLabelReleaser:
     """
 
     mechanism = "stability_soft"
+    soft_labels = True
+    seeded = SparseVector
 
-    def __init__(
-        self,
-        calibration: Calibration,
-        *,
-        gamma: float,
-        generator: torch.Generator | None = None,
-        ledger: PrivacyLedger | None = None,
-        spend_id: str | None = None,
-        noise: str = "secure",
-        source: RandomSource | None = None,
-        teachers_changed: int = 1,
-    ) -> None:
-        self.teachers_changed = check_teachers_changed(teachers_changed)
-        self.noise, self._svt, self._spend = releaser_noise(
-            calibration, mechanism=self.mechanism, soft_labels=True, seeded=SparseVector, noise=noise,
-            generator=generator, source=source, ledger=ledger, spend_id=spend_id,
-            teachers_changed=self.teachers_changed,
-        )  # fmt: skip
-        self.calibration = calibration
+    def __init__(self, calibration: Calibration, *, gamma: float, **options: Unpack[ReleaserOptions]) -> None:
+        super().__init__(calibration, **options)
         self.plain_values = bin_midpoints(gamma)  # validates γ
         self.shifted_values = shifted_bin_values(gamma)
         self.gamma = float(gamma)
         self.answered_plain = 0
         self.answered_shifted = 0
         self.abstained = 0
-        self._replayed: dict[str, Any] | None = None  # counters of the last replayed call
 
     def _counters(self) -> dict[str, Any]:
         if self._replayed is not None:
@@ -112,10 +94,6 @@ class SoftLabelReleaser:
             "abstained": self.abstained,
             "halted": self._svt.halted,
         }
-
-    @property
-    def halted(self) -> bool:
-        return bool(self._counters()["halted"])
 
     def release_one(self, scores: Any) -> float:
         """One query's teacher scores (k,) → released score or NaN."""
@@ -180,10 +158,7 @@ class SoftLabelReleaser:
 
         # the released scores depend on the teachers' scores only through the two histograms
         inputs = torch.cat([plain_hist, shifted_hist], dim=1)
-        result, state, replayed = self._spend.run(inputs, draw, query_ids=query_ids)
-        if replayed:
-            self._replayed = state
-        return result
+        return self._spend_run(inputs, draw, query_ids)
 
     def summary(self) -> dict[str, Any]:
         return {

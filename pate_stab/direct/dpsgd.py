@@ -45,6 +45,7 @@ from pate_stab._validation import (
 __all__ = [
     "DPSGDConfig",
     "DPSGDLinear",
+    "check_dpsgd_inputs",
     "clipped_noisy_gradient",
     "dpsgd_epsilon",
     "dpsgd_noise_multiplier",
@@ -148,6 +149,33 @@ class DPSGDLinear:
         return torch.argmax(x.to(self.weight.dtype) @ self.weight.T + self.bias, dim=1)
 
 
+def check_dpsgd_inputs(
+    x: object, y: object, *, num_classes: int, config: DPSGDConfig, x_ndim: int | None = None
+) -> tuple[int, Tensor, Tensor]:
+    """The data both DP-SGD trainers check before anything is drawn.
+
+    C >= 2 (public), finite inputs ``x`` (with ``x_ndim`` dimensions when given), one integer
+    label in [0, C) per input, and at least ``config.expected_batch_size`` records.
+
+    Returns:
+        ``(num_classes, x, y)``: ``x`` as checked (dtype unchanged), ``y`` as int64.
+    """
+    num_classes = check_int("num_classes", num_classes, minimum=2)
+    xt = check_tensor("x", x) if x_ndim is None else check_tensor("x", x, ndim=x_ndim)
+    yt = check_tensor("y", y, ndim=1)
+    n = xt.shape[0]
+    if yt.shape[0] != n:
+        raise ValueError(f"y must have {n} entries (one per input, a row of x), got {yt.shape[0]}")
+    if yt.is_floating_point() and not bool((yt == yt.round()).all()):
+        raise ValueError("y: class labels must be integers")
+    yt = yt.to(torch.int64)
+    if bool(((yt < 0) | (yt >= num_classes)).any()):
+        raise ValueError(f"y: labels must lie in [0, {num_classes})")
+    if n < config.expected_batch_size:
+        raise ValueError(f"expected_batch_size={config.expected_batch_size} exceeds the {n} records")
+    return num_classes, xt, yt
+
+
 def train_dpsgd_linear(
     x: object,
     y: object,
@@ -176,19 +204,9 @@ def train_dpsgd_linear(
     config = config or DPSGDConfig()
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     check_generator(generator)
-    num_classes = check_int("num_classes", num_classes, minimum=2)
-    xt = check_tensor("x", x, ndim=2).to(_DTYPE)
-    yt = check_tensor("y", y, ndim=1)
+    num_classes, xt, yt = check_dpsgd_inputs(x, y, num_classes=num_classes, config=config, x_ndim=2)
+    xt = xt.to(_DTYPE)
     n = xt.shape[0]
-    if yt.shape[0] != n:
-        raise ValueError(f"y must have {n} entries (one per row of x), got {yt.shape[0]}")
-    if yt.is_floating_point() and not bool((yt == yt.round()).all()):
-        raise ValueError("y: class labels must be integers")
-    yt = yt.to(torch.int64)
-    if bool(((yt < 0) | (yt >= num_classes)).any()):
-        raise ValueError(f"y: labels must lie in [0, {num_classes})")
-    if n < config.expected_batch_size:
-        raise ValueError(f"expected_batch_size={config.expected_batch_size} exceeds the {n} records")
     q = config.expected_batch_size / n
     steps = max(1, round(config.epochs / q))
     sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=q, steps=steps)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from pate_stab._validation import check_delta, check_epsilon, check_generator, check_int, check_tensor
-from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon, dpsgd_noise_multiplier
+from pate_stab._validation import check_delta, check_epsilon, check_generator
+from pate_stab.direct.dpsgd import DPSGDConfig, check_dpsgd_inputs, dpsgd_epsilon, dpsgd_noise_multiplier
 
 __all__ = ["DPSGDModule", "train_dpsgd_module"]
 
@@ -71,19 +71,8 @@ def train_dpsgd_module(
 
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     check_generator(generator)
-    num_classes = check_int("num_classes", num_classes, minimum=2)
-    xt = check_tensor("x", x).float()
-    yt = check_tensor("y", y, ndim=1)
-    n = xt.shape[0]
-    if yt.shape[0] != n:
-        raise ValueError(f"y must have {n} entries (one per input), got {yt.shape[0]}")
-    if yt.is_floating_point() and not bool((yt == yt.round()).all()):
-        raise ValueError("y: class labels must be integers")
-    yt = yt.to(torch.int64)
-    if bool(((yt < 0) | (yt >= num_classes)).any()):
-        raise ValueError(f"y: labels must lie in [0, {num_classes})")
-    if n < config.expected_batch_size:
-        raise ValueError(f"expected_batch_size={config.expected_batch_size} exceeds the {n} records")
+    num_classes, xt, yt = check_dpsgd_inputs(x, y, num_classes=num_classes, config=config)
+    xt = xt.float()
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=config.expected_batch_size,
                                          generator=generator)  # fmt: skip
     # Opacus's Poisson loader samples at q = 1 / len(loader) and takes len(loader) steps an epoch

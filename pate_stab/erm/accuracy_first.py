@@ -29,7 +29,8 @@ Baselines: :func:`doubling_method` (Alg 4, Thm A.2: fresh hypotheses at ε_1·2^
 Laplace test Lap(α/(2 log(T/γ))) each) and :func:`theory_method` (run once at the ε that the
 utility bound of Thm 3.1 / Thm 3.3 maps to expected excess risk α).
 
-Neighbouring relation: replace one record. Seeded generators make runs reproducible; a
+Neighbouring relation: replace one record. The hypotheses and ε levels are built in
+:mod:`pate_stab.erm.accuracy_hypotheses` (exported here too). Seeded generators make runs reproducible; a
 deployment uses :func:`pate_stab.rng.os_seeded_generator`.
 """
 
@@ -41,7 +42,18 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_generator, check_int, check_positive, check_probability
+from pate_stab._validation import check_generator, check_positive, check_probability
+from pate_stab.erm.accuracy_hypotheses import (
+    ball_quadratic_minimise,
+    covariance_hypotheses,
+    covariance_perturbation,
+    doubling_levels,
+    geometric_levels,
+    iat_epsilon,
+    output_perturbation_logistic,
+    project_to_ball,
+    theory_epsilon,
+)
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.events import ExPostEvent, PureDpEvent
@@ -67,7 +79,6 @@ __all__ = [
     "theory_method",
 ]
 
-_DTYPE = torch.float64
 _CHUNK = 64
 Problem = RidgeProblem | LogisticProblem
 
@@ -100,153 +111,6 @@ class AccuracyFirstResult:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-# --------------------------------------------------------------------------- building blocks
-
-
-def ball_quadratic_minimise(a: torch.Tensor, g: torch.Tensor, radius: float, *, iterations: int = 200) -> torch.Tensor:
-    """Global minimiser of ½θᵀAθ − gᵀθ over ||θ||_2 <= R, batched (trust-region subproblem).
-
-    A may be indefinite (a noisy covariance). The global minimiser is θ(μ) = (A + μI)⁻¹g with
-    μ >= max(0, −λ_min(A)), A + μI ⪰ 0 and μ(R − ||θ(μ)||) = 0 (Moré & Sorensen 1983); μ is
-    found by bisection on the decreasing function ||θ(μ)||, on [μ_lo, μ_lo + ||g||/R]. In the
-    "hard case" (g orthogonal to the bottom eigenvector, probability zero under continuous
-    noise) the bottom eigenvector is added to reach the sphere. The result is scaled onto the
-    ball if rounding leaves it outside, so it always lies in C.
-
-    Args:
-        a: (..., p, p), symmetrised here.
-        g: (..., p).
-        radius: R > 0.
-
-    Returns:
-        θ, shape (..., p), float64.
-    """
-    radius = check_positive("radius", radius)
-    a = 0.5 * (a + a.transpose(-1, -2)).to(_DTYPE)
-    g = g.to(_DTYPE)
-    evals, evecs = torch.linalg.eigh(a)  # ascending
-    gt = torch.einsum("...ji,...j->...i", evecs, g)  # Qᵀg
-    lam_min = evals[..., 0]
-    gnorm = torch.linalg.vector_norm(g, dim=-1)
-
-    def norm_at(mu: torch.Tensor) -> torch.Tensor:
-        denom = (evals + mu.unsqueeze(-1)).clamp_min(1e-300)
-        return torch.linalg.vector_norm(gt / denom, dim=-1)
-
-    lo = torch.clamp(-lam_min, min=0.0)
-    hi = lo + gnorm / radius + 1e-300
-    interior = (lam_min > 0) & (norm_at(torch.zeros_like(lo)) <= radius)
-    for _ in range(iterations):
-        mid = 0.5 * (lo + hi)
-        outside = norm_at(mid) > radius
-        lo = torch.where(outside, mid, lo)
-        hi = torch.where(outside, hi, mid)
-    mu = torch.where(interior, torch.zeros_like(hi), hi)
-    coeff = gt / (evals + mu.unsqueeze(-1)).clamp_min(1e-300)
-    theta = torch.einsum("...ij,...j->...i", evecs, coeff)
-    norm = torch.linalg.vector_norm(theta, dim=-1)
-    # Hard case: the constraint is active (μ > 0) but ||θ(μ)|| stays short of R.
-    short = (~interior) & (norm < radius * (1.0 - 1e-9))
-    if bool(short.any()):
-        tau = torch.sqrt(torch.clamp(radius**2 - norm**2, min=0.0))
-        theta = torch.where(short.unsqueeze(-1), theta + tau.unsqueeze(-1) * evecs[..., :, 0], theta)
-        norm = torch.linalg.vector_norm(theta, dim=-1)
-    scale = torch.where(norm > radius, radius / norm.clamp_min(1e-300), torch.ones_like(norm))
-    return theta * scale.unsqueeze(-1)
-
-
-def covariance_hypotheses(problem: RidgeProblem, z_mat: torch.Tensor, z_vec: torch.Tensor) -> torch.Tensor:
-    """θ = argmin_{θ ∈ C} (1/2n)(θᵀZθ − 2<z, θ>) + (λ/2)||θ||² (Alg 3 eq. (1)), batched.
-
-    Args:
-        z_mat: noisy XᵀX, (..., p, p).
-        z_vec: noisy Xᵀy, (..., p).
-    """
-    p = problem.p
-    eye = torch.eye(p, dtype=_DTYPE)
-    a = z_mat / problem.n + problem.lam * eye
-    return ball_quadratic_minimise(a, z_vec / problem.n, problem.radius)
-
-
-def covariance_perturbation(problem: RidgeProblem, *, epsilon: float, generator: torch.Generator) -> torch.Tensor:
-    """Covariance perturbation with Laplace noise (Ligett et al. Thm 3.1): ε-DP.
-
-    Every entry of XᵀX and Xᵀy gets Lap(4/ε) (joint ℓ1 sensitivity 4, Lemma A.6), and θ_p
-    minimises the noisy objective over C.
-    """
-    epsilon = check_positive("epsilon", epsilon)
-    check_generator(generator)
-    p = problem.p
-    z_mat = problem.gram + laplace(4.0 / epsilon, (p, p), generator=generator)
-    z_vec = problem.xty + laplace(4.0 / epsilon, (p,), generator=generator)
-    return covariance_hypotheses(problem, z_mat, z_vec)
-
-
-def _project(theta: torch.Tensor, radius: float) -> torch.Tensor:
-    norm = torch.linalg.vector_norm(theta, dim=-1, keepdim=True)
-    return torch.where(norm > radius, theta * (radius / norm.clamp_min(1e-300)), theta)
-
-
-def output_perturbation_logistic(
-    problem: LogisticProblem, *, epsilon: float, generator: torch.Generator, project: bool = False
-) -> torch.Tensor:
-    """Output perturbation with Laplace noise (Ligett et al. Thm 3.3): θ* + Lap(2√p/(nλε)), ε-DP.
-
-    With ``project`` the result is scaled onto ||θ|| <= M (post-processing; Remark A.3).
-    """
-    epsilon = check_positive("epsilon", epsilon)
-    check_generator(generator)
-    theta = problem.theta_star + laplace(problem.minimiser_sensitivity / epsilon, (problem.p,), generator=generator)
-    return _project(theta, problem.radius) if project else theta
-
-
-def iat_epsilon(*, sensitivity: float, num_levels: int, alpha: float, gamma: float) -> float:
-    """ε_0 = 16Δ log(2T/γ)/α (Alg 3 / Alg 5): IAT is then (α/2)-accurate w.p. 1 − γ (Thm A.1).
-
-    Pinned example: Δ = 0.01, T = 10, α = 0.1, γ = 0.1 gives 16·0.01·log(200)/0.1 ≈ 8.477.
-    """
-    sensitivity = check_positive("sensitivity", sensitivity)
-    num_levels = check_int("num_levels", num_levels, minimum=1)
-    alpha = check_positive("alpha", alpha)
-    gamma = check_probability("gamma", gamma, open_interval=True)
-    return 16.0 * sensitivity * math.log(2.0 * num_levels / gamma) / alpha
-
-
-def theory_epsilon(problem: Problem, *, alpha: float) -> float:
-    """The ε at which the utility theorem bounds the *expected* excess risk by α.
-
-    Ridge, covariance perturbation (Thm 3.1): ε = 4√2(2√(p/λ) + p/λ)/(nα).
-    Logistic, output perturbation (Thm 3.3): the positive root of
-    2√2·p/(nλε) + 4p²/(n²λε²) = α.
-    """
-    alpha = check_positive("alpha", alpha)
-    n, p, lam = problem.n, problem.p, problem.lam
-    if isinstance(problem, RidgeProblem):
-        return 4.0 * math.sqrt(2.0) * (2.0 * math.sqrt(p / lam) + p / lam) / (n * alpha)
-    if isinstance(problem, LogisticProblem):
-        a = 4.0 * p * p / (n * n * lam)
-        b = 2.0 * math.sqrt(2.0) * p / (n * lam)
-        u = (-b + math.sqrt(b * b + 4.0 * a * alpha)) / (2.0 * a)  # u = 1/ε
-        return 1.0 / u
-    raise TypeError(f"problem must be a RidgeProblem or LogisticProblem, got {type(problem).__name__}")
-
-
-def geometric_levels(epsilon_min: float, epsilon_max: float, num_levels: int) -> torch.Tensor:
-    """ε_t = ε_min·r^{t−1}, t = 1..T, r = (ε_max/ε_min)^{1/(T−1)} (their App. B.1 grid)."""
-    lo, hi = check_positive("epsilon_min", epsilon_min), check_positive("epsilon_max", epsilon_max)
-    num_levels = check_int("num_levels", num_levels, minimum=2)
-    if not hi > lo:
-        raise ValueError(f"epsilon_max must exceed epsilon_min, got {hi} <= {lo}")
-    return torch.logspace(math.log10(lo), math.log10(hi), num_levels, dtype=_DTYPE)
-
-
-def doubling_levels(epsilon_min: float, epsilon_max: float) -> torch.Tensor:
-    """ε_1 = ε_min, ε_i = 2ε_{i−1}, until ε_max is reached or passed (App. B.1)."""
-    lo, hi = check_positive("epsilon_min", epsilon_min), check_positive("epsilon_max", epsilon_max)
-    steps = max(0, math.ceil(math.log2(hi / lo)))
-    return lo * 2.0 ** torch.arange(steps + 1, dtype=_DTYPE)
-
-
 # --------------------------------------------------------------------------- ledger
 
 
@@ -273,21 +137,34 @@ def _ledger_open(ledger: PrivacyLedger | None, spend_id: str | None, on_exhausti
 
 
 def _ledger_close(ledger: PrivacyLedger | None, spend_id: str | None, result: AccuracyFirstResult,
-                  description: str) -> None:
+                  description: str) -> AccuracyFirstResult:
+    """Record ``result``'s realised ex-post loss on its spend (when there is one); return ``result``."""
     if ledger is None or spend_id is None:
-        return
+        return result
     outcome = "⊥" if result.index is None else f"t = {result.index}"
     ledger.record_ex_post(spend_id, ExPostEvent(
         epsilon_ex_post=result.epsilon_ex_post, description=f"{description}; outcome {outcome}"))
+    return result
 
 
-def _check_common(alpha: float, gamma: float, generator: torch.Generator, on_exhaustion: str) -> tuple[float, float]:
+def _exhausted(problem: Problem, on_exhaustion: str, eps_ante: float) -> tuple[torch.Tensor | None, float]:
+    """What a search that passed no test releases, and its ex-post loss: θ* at E = ∞ ("optimum",
+    the paper), or ⊥ at the ex-ante charge ("refuse")."""
+    if on_exhaustion == "optimum":
+        return problem.theta_star.clone(), math.inf
+    return None, eps_ante
+
+
+def _check_common(alpha: float, gamma: float, generator: torch.Generator, on_exhaustion: str,
+                  epsilons: Any) -> tuple[float, float, torch.Tensor]:
+    """The searches' shared arguments: α > 0, γ ∈ (0, 1), the generator, the exhaustion rule and
+    the increasing ε levels (returned as ``(alpha, gamma, epsilons)``)."""
     alpha = check_positive("alpha", alpha)
     gamma = check_probability("gamma", gamma, open_interval=True)
     check_generator(generator)
     if on_exhaustion not in ("optimum", "refuse"):
         raise ValueError(f"on_exhaustion must be 'optimum' or 'refuse', got {on_exhaustion!r}")
-    return alpha, gamma
+    return alpha, gamma, check_increasing_epsilons(epsilons)
 
 
 # --------------------------------------------------------------------------- noise reduction
@@ -315,14 +192,11 @@ def _nr_search(problem: Problem, hypotheses: Any, *, epsilons: torch.Tensor, alp
             t = start + idx
             result = AccuracyFirstResult("noise_reduction", t + 1, thetas[idx].clone(), eps0 + float(epsilons[t]),
                                          eps0, float(epsilons[t]), eps_ante, t + 1, details)
-            _ledger_close(ledger, spend_id, result, description)
-            return result
-    theta = problem.theta_star.clone() if on_exhaustion == "optimum" else None
-    loss = math.inf if on_exhaustion == "optimum" else eps_ante
+            return _ledger_close(ledger, spend_id, result, description)
+    theta, loss = _exhausted(problem, on_exhaustion, eps_ante)
     result = AccuracyFirstResult("noise_reduction", None, theta, loss, eps0, float(epsilons[-1]), eps_ante,
                                  t_count, details)
-    _ledger_close(ledger, spend_id, result, description)
-    return result
+    return _ledger_close(ledger, spend_id, result, description)
 
 
 def cov_nr(
@@ -353,8 +227,7 @@ def cov_nr(
     """
     if not isinstance(problem, RidgeProblem):
         raise TypeError(f"problem must be a RidgeProblem, got {type(problem).__name__}")
-    alpha, gamma = _check_common(alpha, gamma, generator, on_exhaustion)
-    eps = check_increasing_epsilons(epsilons)
+    alpha, gamma, eps = _check_common(alpha, gamma, generator, on_exhaustion, epsilons)
     gen_mat, gen_vec, gen_iat = spawn_generators(generator, 3)
     p = problem.p
     # Lemma A.6: sensitivity 2 each; ε_t/2 each, so the prefix up to t costs ε_t.
@@ -385,12 +258,11 @@ def output_nr(
     """
     if not isinstance(problem, LogisticProblem):
         raise TypeError(f"problem must be a LogisticProblem, got {type(problem).__name__}")
-    alpha, gamma = _check_common(alpha, gamma, generator, on_exhaustion)
-    eps = check_increasing_epsilons(epsilons)
+    alpha, gamma, eps = _check_common(alpha, gamma, generator, on_exhaustion, epsilons)
     gen_nr, gen_iat = spawn_generators(generator, 2)
     thetas = noise_reduction(problem.theta_star, sensitivity=problem.minimiser_sensitivity, epsilons=eps,
                              generator=gen_nr)
-    thetas = _project(thetas, problem.radius)  # post-processing: bounded query sensitivity
+    thetas = project_to_ball(thetas, problem.radius)  # post-processing: bounded query sensitivity
 
     def hypotheses(start: int, stop: int) -> torch.Tensor:
         return thetas[start:stop]
@@ -420,8 +292,7 @@ def doubling_method(
     being (2Δ log(T/γ)/α)-DP. Stopping at k costs E(k) = Σ_{i<=k} (ε_i + 2Δ log(T/γ)/α), which is
     2kΔ log(T/γ)/α + (2^k − 1)ε_1 for the doubling list ε_i = 2^{i−1}ε_1 (:func:`doubling_levels`).
     """
-    alpha, gamma = _check_common(alpha, gamma, generator, on_exhaustion)
-    eps = check_increasing_epsilons(epsilons)
+    alpha, gamma, eps = _check_common(alpha, gamma, generator, on_exhaustion, epsilons)
     t_count = int(eps.numel())
     delta_q = problem.query_sensitivity
     log_term = math.log(t_count / gamma)
@@ -446,14 +317,11 @@ def doubling_method(
         if value + float(laplace(noise_scale, generator=gen_test)) >= -alpha / 2.0:
             result = AccuracyFirstResult("doubling", i + 1, theta, (i + 1) * eps_test + spent_hyp,
                                          (i + 1) * eps_test, spent_hyp, eps_ante, i + 1, details)
-            _ledger_close(ledger, spend_id, result, description)
-            return result
-    theta_out = problem.theta_star.clone() if on_exhaustion == "optimum" else None
-    loss = math.inf if on_exhaustion == "optimum" else eps_ante
+            return _ledger_close(ledger, spend_id, result, description)
+    theta_out, loss = _exhausted(problem, on_exhaustion, eps_ante)
     result = AccuracyFirstResult("doubling", None, theta_out, loss, t_count * eps_test, spent_hyp, eps_ante,
                                  t_count, details)
-    _ledger_close(ledger, spend_id, result, description)
-    return result
+    return _ledger_close(ledger, spend_id, result, description)
 
 
 def theory_method(problem: Problem, *, alpha: float, generator: torch.Generator) -> AccuracyFirstResult:

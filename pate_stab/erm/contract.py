@@ -18,9 +18,23 @@ from __future__ import annotations
 
 import torch
 
-from pate_stab._validation import check_positive, check_tensor, warn_privacy_leak
+from pate_stab._validation import (
+    check_epsilon,
+    check_generator,
+    check_positive,
+    check_real,
+    check_tensor,
+    warn_privacy_leak,
+)
 
-__all__ = ["check_features", "check_labels", "scale_to_unit_ball"]
+__all__ = [
+    "check_features",
+    "check_labels",
+    "check_inputs",
+    "check_private_fit",
+    "check_solver_rtol",
+    "scale_to_unit_ball",
+]
 
 _DTYPE = torch.float64
 # Rows whose norm exceeds 1 by less than this (float rounding after a normalisation) pass.
@@ -99,3 +113,26 @@ def scale_to_unit_ball(x: object, *, norm_bound: float | None = None) -> torch.T
             return x
     norm_bound = check_positive("norm_bound", norm_bound)
     return check_features(x / norm_bound, clip=True)
+
+
+def check_inputs(x: object, y: object, *, task: str, clip: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Features and labels under the contract above: ``(x, y)`` as float64, ``y`` on ``x``'s device."""
+    xt = check_features(x, clip=clip)
+    return xt, check_labels(y, task=task, n=xt.shape[0], clip=clip).to(xt.device)
+
+
+def check_private_fit(*, epsilon: float, lam: float, generator: torch.Generator) -> tuple[float, float]:
+    """The arguments every ε-DP ERM head checks first: ε > 0, λ > 0 and the noise's generator.
+
+    Returns:
+        ``(epsilon, lam)`` as floats.
+    """
+    epsilon = check_epsilon(epsilon)
+    lam = check_positive("lam", lam)
+    check_generator(generator)
+    return epsilon, lam
+
+
+def check_solver_rtol(value: object) -> float:
+    """The solver tolerance relative to the sensitivity, in (0, 0.01] (its error is added to the noise)."""
+    return check_real("solver_rtol", value, low=0.0, high=0.01, low_inclusive=False)

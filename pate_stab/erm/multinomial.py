@@ -50,8 +50,9 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import check_epsilon, check_generator, check_int, check_positive, check_real, check_tensor
-from pate_stab.erm.contract import check_features
+from pate_stab._validation import check_int, check_positive, check_tensor
+from pate_stab.erm.contract import check_features, check_private_fit, check_solver_rtol
+from pate_stab.erm.objective_perturbation import objective_perturbation_budget
 from pate_stab.errors import ConvergenceError
 from pate_stab.privacy.noise import l2_laplace_vector
 
@@ -167,15 +168,9 @@ def softmax_objective_budget(*, epsilon: float, lam: float, n: int, num_classes:
         >>> round(b.epsilon_prime, 6), b.extra_lam
         (0.121777, 0.0)
     """
-    epsilon = check_epsilon(epsilon)
-    lam = check_positive("lam", lam)
-    n = check_int("n", n, minimum=1)
     rank = check_int("num_classes", num_classes, minimum=2) - 1
-    eps_prime = epsilon - 2.0 * rank * math.log1p(SOFTMAX_SMOOTHNESS / (n * lam))
-    if eps_prime > 0.0:
-        return SoftmaxObjectiveBudget(epsilon_prime=eps_prime, extra_lam=0.0)
-    extra = SOFTMAX_SMOOTHNESS / (n * math.expm1(epsilon / (4.0 * rank))) - lam
-    return SoftmaxObjectiveBudget(epsilon_prime=epsilon / 2.0, extra_lam=extra)
+    split = objective_perturbation_budget(epsilon=epsilon, lam=lam, n=n, smoothness=SOFTMAX_SMOOTHNESS, rank=rank)
+    return SoftmaxObjectiveBudget(epsilon_prime=split.epsilon_prime, extra_lam=split.extra_lam)
 
 
 def _objective(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, lam: float, q: torch.Tensor | None) -> torch.Tensor:
@@ -296,10 +291,8 @@ def softmax_output_perturbation(
     References:
         Chaudhuri, Monteleoni & Sarwate 2011, Alg 1 and Cor 8 (ρ = √2 here).
     """
-    epsilon = check_epsilon(epsilon)
-    lam = check_positive("lam", lam)
-    check_generator(generator)
-    solver_rtol = check_real("solver_rtol", solver_rtol, low=0.0, high=0.01, low_inclusive=False)
+    epsilon, lam = check_private_fit(epsilon=epsilon, lam=lam, generator=generator)
+    solver_rtol = check_solver_rtol(solver_rtol)
     xt, yt = _inputs(x, y, num_classes, clip)
     n, d = xt.shape
     sensitivity = softmax_output_sensitivity(lam=lam, n=n)
@@ -329,10 +322,8 @@ def softmax_objective_perturbation(
     References:
         Chaudhuri, Monteleoni & Sarwate 2011, Alg 2 and Thm 9 (rank-(C − 1) Hessian here).
     """
-    epsilon = check_epsilon(epsilon)
-    lam = check_positive("lam", lam)
-    check_generator(generator)
-    solver_rtol = check_real("solver_rtol", solver_rtol, low=0.0, high=0.01, low_inclusive=False)
+    epsilon, lam = check_private_fit(epsilon=epsilon, lam=lam, generator=generator)
+    solver_rtol = check_solver_rtol(solver_rtol)
     xt, yt = _inputs(x, y, num_classes, clip)
     n, d = xt.shape
     budget = softmax_objective_budget(epsilon=epsilon, lam=lam, n=n, num_classes=num_classes)

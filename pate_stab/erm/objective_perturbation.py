@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import check_epsilon, check_generator, check_int, check_positive
-from pate_stab.erm.contract import check_features, check_labels
+from pate_stab._validation import check_epsilon, check_int, check_positive
+from pate_stab.erm.contract import check_inputs, check_private_fit
 from pate_stab.erm.losses import Loss, get_loss
 from pate_stab.erm.output_perturbation import PrivateLinearModel
 from pate_stab.erm.solver import solve_erm
@@ -47,9 +47,14 @@ class ObjectivePerturbationBudget:
 
 
 def objective_perturbation_budget(
-    *, epsilon: float, lam: float, n: int, smoothness: float
+    *, epsilon: float, lam: float, n: int, smoothness: float, rank: int = 1
 ) -> ObjectivePerturbationBudget:
     """Steps 1-2 of Chaudhuri et al. 2011, Alg 2 (Wu et al. 2016, Alg 3).
+
+    ``rank`` bounds the rank of the Hessian change one record makes: 1 for a linear model
+    (module docstring), C − 1 for the softmax head (:mod:`pate_stab.erm.multinomial`; Chaudhuri
+    et al. 2011, Thm 9): eps' = eps - 2 rank log(1 + c/(n lam)), and when that is not positive
+    Delta = c / (n (e^{eps/(4 rank)} - 1)) - lam with eps' = eps / 2.
 
     Example:
         >>> b = objective_perturbation_budget(epsilon=1.0, lam=0.01, n=1000, smoothness=0.25)
@@ -60,11 +65,13 @@ def objective_perturbation_budget(
     lam = check_positive("lam", lam)
     n = check_int("n", n, minimum=1)
     c = check_positive("smoothness", smoothness)
+    rank = check_int("rank", rank, minimum=1)
     ratio = c / (n * lam)
-    eps_prime = epsilon - 2.0 * math.log1p(ratio)  # = eps - log(1 + 2c/(n lam) + c^2/(n lam)^2)
+    # rank 1: eps - log(1 + 2c/(n lam) + c^2/(n lam)^2)
+    eps_prime = epsilon - 2.0 * rank * math.log1p(ratio)
     if eps_prime > 0.0:
         return ObjectivePerturbationBudget(epsilon_prime=eps_prime, extra_lam=0.0)
-    extra = c / (n * math.expm1(epsilon / 4.0)) - lam
+    extra = c / (n * math.expm1(epsilon / (4.0 * rank))) - lam
     return ObjectivePerturbationBudget(epsilon_prime=epsilon / 2.0, extra_lam=extra)
 
 
@@ -86,17 +93,14 @@ def objective_perturbation(
         ValueError: a loss that is not twice differentiable with bounded phi'' (hinge, ramp),
             the squared loss without ``radius``, bad data or parameters.
     """
-    epsilon = check_epsilon(epsilon)
-    lam = check_positive("lam", lam)
-    check_generator(generator)
+    epsilon, lam = check_private_fit(epsilon=epsilon, lam=lam, generator=generator)
     loss_fn = get_loss(loss)
     if not loss_fn.convex or loss_fn.smoothness is None:
         raise ValueError(
             f"objective perturbation needs a convex, twice-differentiable loss with bounded second "
             f"derivative (smoothness c); {loss_fn.name} has none"
         )
-    xt = check_features(x, clip=clip)
-    yt = check_labels(y, task=loss_fn.task, n=xt.shape[0], clip=clip).to(xt.device)
+    xt, yt = check_inputs(x, y, task=loss_fn.task, clip=clip)
     n, d = xt.shape
     rho = loss_fn.lipschitz(radius)
     budget = objective_perturbation_budget(epsilon=epsilon, lam=lam, n=n, smoothness=loss_fn.smoothness)

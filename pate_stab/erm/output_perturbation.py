@@ -45,9 +45,8 @@ from pate_stab._validation import (
     check_generator,
     check_int,
     check_positive,
-    check_real,
 )
-from pate_stab.erm.contract import check_features, check_labels
+from pate_stab.erm.contract import check_features, check_inputs, check_private_fit, check_solver_rtol
 from pate_stab.erm.losses import Loss, SquaredLoss, get_loss
 from pate_stab.erm.solver import solve_erm
 from pate_stab.privacy.noise import exponential, l2_laplace_vector
@@ -181,13 +180,10 @@ def output_perturbation(
     References:
         Chaudhuri & Vinterbo 2013, Alg 4; Chaudhuri et al. 2011, Alg 1; Wu et al. 2016, Alg 1, 2, 4.
     """
-    epsilon = check_epsilon(epsilon)
-    lam = check_positive("lam", lam)
-    check_generator(generator)
-    solver_rtol = check_real("solver_rtol", solver_rtol, low=0.0, high=0.01, low_inclusive=False)
+    epsilon, lam = check_private_fit(epsilon=epsilon, lam=lam, generator=generator)
+    solver_rtol = check_solver_rtol(solver_rtol)
     loss_fn = get_loss(loss)
-    xt = check_features(x, clip=clip)
-    yt = check_labels(y, task=loss_fn.task, n=xt.shape[0], clip=clip).to(xt.device)
+    xt, yt = check_inputs(x, y, task=loss_fn.task, clip=clip)
     rho = loss_fn.lipschitz(radius)
     n, d = xt.shape
     sensitivity = output_perturbation_sensitivity(

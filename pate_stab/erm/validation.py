@@ -240,6 +240,17 @@ def exponential_mechanism_samples(
 TrainFn = Callable[[Any, torch.Tensor, torch.Tensor, float, torch.Generator], Any]
 
 
+def _fewest_errors(
+    models: list[Any], errors: Callable[[Any], float], *, epsilon: float, generator: torch.Generator
+) -> tuple[int, Any]:
+    """The selection of alphaSplit and dataSplit: model i with p_i ∝ exp(-alpha e_i / 2), e_i its
+    validation error count (an exponential mechanism at alpha with sensitivity 1, Chaudhuri &
+    Vinterbo 2013, Sec. 5)."""
+    e = [float(errors(h)) for h in models]
+    i = exponential_mechanism([-v for v in e], epsilon=epsilon, sensitivity=1.0, generator=generator)
+    return i, models[i]
+
+
 def alpha_split(
     thetas: Sequence[Any],
     train: TrainFn,
@@ -259,9 +270,7 @@ def alpha_split(
     eps = check_epsilon(epsilon)
     k = len(thetas)
     models = [train(t, x, y, eps / k, generator) for t in thetas]
-    e = [float(errors(h)) for h in models]
-    i = exponential_mechanism([-v for v in e], epsilon=eps, sensitivity=1.0, generator=generator)
-    return i, models[i]
+    return _fewest_errors(models, errors, epsilon=eps, generator=generator)
 
 
 def data_split(
@@ -282,9 +291,7 @@ def data_split(
     perm = torch.randperm(x.shape[0], generator=gen, device=gen.device).cpu()
     parts = torch.tensor_split(perm, k)
     models = [train(t, x[p], y[p], eps, generator) for t, p in zip(thetas, parts, strict=True)]
-    e = [float(errors(h)) for h in models]
-    i = exponential_mechanism([-v for v in e], epsilon=eps, sensitivity=1.0, generator=generator)
-    return i, models[i]
+    return _fewest_errors(models, errors, epsilon=eps, generator=generator)
 
 
 def random_choice(

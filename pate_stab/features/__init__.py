@@ -13,6 +13,7 @@ Usage::
 
 from pate_stab.features.base import FeatureExtractor, NotFittedError, PublicProjection, check_images
 from pate_stab.features.extractors import PCAFeatures, RawFeatures, ScatteringFeatures, SSLFeatures
+from pate_stab.features.pca import PublicFeatures
 from pate_stab.features.propagation import PoolGraph, kernel_votes, knn_affinities
 from pate_stab.features.registry import FEATURES, make_features
 from pate_stab.features.scattering import (
@@ -31,6 +32,7 @@ __all__ = [
     "NotFittedError",
     "PCAFeatures",
     "PoolGraph",
+    "PublicFeatures",
     "PublicProjection",
     "RawFeatures",
     "SSLConfig",

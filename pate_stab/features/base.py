@@ -11,30 +11,20 @@ Every extractor follows one small contract (:class:`FeatureExtractor`):
 * ``meta`` describes the extractor for a report: name, output dimension, what it was fitted on.
 
 :class:`PublicProjection` is the optional "standardise, then PCA" stage fitted on the public
-pool's base features; the PCA is :class:`pate_stab.teachers.PublicFeatures`, imported on first
-use (importing ``pate_stab.teachers`` loads Lightning, which this package otherwise does not).
+pool's base features; the PCA is :class:`pate_stab.features.pca.PublicFeatures`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from pate_stab._validation import check_int, check_positive, check_tensor
-
-if TYPE_CHECKING:
-    from pate_stab.teachers.models import PublicFeatures
+from pate_stab.features.pca import PublicFeatures
 
 __all__ = ["FeatureExtractor", "PublicProjection", "check_images", "NotFittedError"]
-
-
-def public_pca_class() -> type[PublicFeatures]:
-    """:class:`pate_stab.teachers.PublicFeatures`, imported here on first use."""
-    from pate_stab.teachers.models import PublicFeatures
-
-    return PublicFeatures
 
 
 class NotFittedError(RuntimeError):
@@ -109,7 +99,7 @@ class PublicProjection:
         if self.pca_dim is not None:
             if self.pca_dim > min(f.shape):
                 raise ValueError(f"pca_dim={self.pca_dim} exceeds min(n, D) = {min(f.shape)} of the public features")
-            self.pca = public_pca_class().fit(f.float(), dim=self.pca_dim, whiten=self.whiten, eps=self.eps)
+            self.pca = PublicFeatures.fit(f.float(), dim=self.pca_dim, whiten=self.whiten, eps=self.eps)
         return self
 
     @property
@@ -150,4 +140,4 @@ class PublicProjection:
             if state[key] != getattr(self, key):
                 raise ValueError(f"state has {key}={state[key]!r}, this projection {getattr(self, key)!r}")
         self.eps, self.in_dim, self.mean, self.std = state["eps"], state["in_dim"], state["mean"], state["std"]
-        self.pca = None if state["pca"] is None else public_pca_class().from_state_dict(state["pca"])
+        self.pca = None if state["pca"] is None else PublicFeatures.from_state_dict(state["pca"])

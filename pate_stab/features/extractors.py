@@ -7,18 +7,16 @@ and ``fit`` sees only the public images passed to it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from pate_stab._validation import check_generator, check_int
-from pate_stab.features.base import NotFittedError, PublicProjection, check_images, public_pca_class
+from pate_stab.features.base import NotFittedError, PublicProjection, check_images
+from pate_stab.features.pca import PublicFeatures
 from pate_stab.features.scattering import ScatteringFilters, scattering2d, scattering_filters, scattering_shape
 from pate_stab.features.ssl import ConvEncoder, SSLConfig, encode, train_ssl_encoder
-
-if TYPE_CHECKING:
-    from pate_stab.teachers.models import PublicFeatures
 
 __all__ = ["RawFeatures", "PCAFeatures", "ScatteringFeatures", "SSLFeatures"]
 
@@ -52,7 +50,7 @@ class RawFeatures:
 
 class PCAFeatures:
     """PCA of the pixels (optionally whitened) fitted on the public pool: a thin wrapper of
-    :class:`pate_stab.teachers.PublicFeatures`."""
+    :class:`pate_stab.features.PublicFeatures`."""
 
     name = "pca"
 
@@ -64,7 +62,7 @@ class PCAFeatures:
 
     def fit(self, public_x: Tensor) -> PCAFeatures:
         x = check_images("public_x", public_x)
-        self.pca = public_pca_class().fit(x, dim=self.dim, whiten=self.whiten)
+        self.pca = PublicFeatures.fit(x, dim=self.dim, whiten=self.whiten)
         self.num_public = x.shape[0]
         return self
 
@@ -85,7 +83,7 @@ class PCAFeatures:
         if (state["dim"], state["whiten"]) != (self.dim, self.whiten):
             raise ValueError(f"state is for dim={state['dim']}, whiten={state['whiten']}")
         self.num_public = state["num_public"]
-        self.pca = None if state["pca"] is None else public_pca_class().from_state_dict(state["pca"])
+        self.pca = None if state["pca"] is None else PublicFeatures.from_state_dict(state["pca"])
 
     @property
     def meta(self) -> dict[str, Any]:

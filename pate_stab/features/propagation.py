@@ -20,17 +20,14 @@ records gets class 0.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from pate_stab._validation import check_int, check_positive, check_real, check_tensor
-from pate_stab.features.base import public_pca_class
-
-if TYPE_CHECKING:
-    from pate_stab.teachers.models import PublicFeatures
+from pate_stab.features.pca import PublicFeatures
 
 __all__ = ["PoolGraph", "kernel_class_scores", "kernel_votes", "knn_affinities", "to_sparse_csr"]
 
@@ -121,7 +118,7 @@ class PoolGraph:
             raise ValueError(f"need more than num_neighbors={self.num_neighbors} public points, got {f.shape[0]}")
         self.in_dim = f.shape[1]
         if self.pca_dim is not None and self.pca_dim < f.shape[1]:
-            self.pca = public_pca_class().fit(f, dim=self.pca_dim, whiten=False)
+            self.pca = PublicFeatures.fit(f, dim=self.pca_dim, whiten=False)
             f = self.pca.transform(f)
         self.mean = f.mean(0)
         self.std = f.std(0) + 1e-6 if self.standardize else torch.ones(f.shape[1])

@@ -41,7 +41,9 @@ orders chosen before the data are seen (:data:`DEFAULT_ORDERS`).
 
 The shared argument checks (``check_counts``, ``check_orders``, …) and unchecked cores
 (``gnmax_rdp_unchecked``, …) are public to the other PATE modules of this package but not part
-of ``__all__``.
+of ``__all__``. The module is a little over 450 lines because the per-query bounds of the three
+aggregators and the one RDP → (ε, δ) conversion they share are read together (the run sums of
+:mod:`pate_stab.privacy.pate_analysis` and the smooth sensitivity build on all of them).
 
 References:
     [PAE+17] Papernot, Abadi, Erlingsson, Goodfellow, Talwar. Semi-supervised knowledge transfer
@@ -61,12 +63,7 @@ import numpy.typing as npt
 import torch
 from scipy import special
 
-from pate_stab._validation import (
-    check_delta,
-    check_positive,
-    check_real,
-    check_tensor,
-)
+from pate_stab._validation import check_delta, check_positive, check_real, check_tensor
 
 __all__ = [
     "DEFAULT_ORDERS",

@@ -31,12 +31,7 @@ import numpy.typing as npt
 import torch
 from scipy import optimize, special
 
-from pate_stab._validation import (
-    check_int,
-    check_positive,
-    check_real,
-    check_tensor,
-)
+from pate_stab._validation import check_int, check_positive, check_real, check_tensor
 from pate_stab.privacy.pate_rdp import (
     LOG_Q_FLOOR,
     FloatArray,

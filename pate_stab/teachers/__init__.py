@@ -11,10 +11,9 @@ Across processes and nodes (one teacher slice per rank, run on every rank)::
     teachers = train_teachers_ddp(x, y, shards, spec=spec, generator=g_teach, devices=4, num_nodes=2)
 """
 
+from pate_stab.features.pca import PublicFeatures  # the features stage's; also exported here (run.data)
 from pate_stab.teachers.distributed import train_teachers_ddp
 from pate_stab.teachers.ensemble import (
-    StackedAdam,
-    StackedSGD,
     TeacherEnsemble,
     init_stacked_parameters,
     stacked_forward,
@@ -22,7 +21,6 @@ from pate_stab.teachers.ensemble import (
 from pate_stab.teachers.models import (
     ModelSpec,
     PateCNN,
-    PublicFeatures,
     build_model,
     init_parameters,
 )
@@ -34,6 +32,7 @@ from pate_stab.teachers.partition import (
 )
 from pate_stab.teachers.pool_votes import PoolVotes, VotingTeachers
 from pate_stab.teachers.propagation import PropagationSpec, PropagationTeachers
+from pate_stab.teachers.stacked_optim import StackedAdam, StackedSGD
 from pate_stab.teachers.training import (
     DEFAULT_MIN_STEPS,
     ShortScheduleWarning,

@@ -63,15 +63,8 @@ from pate_stab._validation import check_int
 from pate_stab.rng import child_seed
 from pate_stab.teachers.ensemble import TeacherEnsemble
 from pate_stab.teachers.models import ModelSpec
-from pate_stab.teachers.training import (
-    TeacherEnsembleModule,
-    TrainConfig,
-    _trainer,
-    check_schedule,
-    check_training_inputs,
-    quiet_lightning,
-    teacher_epochs,
-)
+from pate_stab.teachers.schedule import TrainConfig, check_schedule, teacher_epochs
+from pate_stab.teachers.training import TeacherEnsembleModule, _trainer, check_training_inputs, quiet_lightning
 
 __all__ = ["TeacherSliceStrategy", "rank_slice", "train_teachers_ddp"]
 

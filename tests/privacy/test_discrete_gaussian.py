@@ -16,11 +16,10 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from pate_stab.audit.harness import clopper_pearson
+from pate_stab.privacy.discrete_noise import _bernoulli_exp_rational, _log_theta
 from pate_stab.privacy.secure_noise import (
     SeededRandomSource,
     SystemRandomSource,
-    _bernoulli_exp_rational,
-    _log_theta,
     discrete_gaussian,
     discrete_gaussian_pmf,
     discrete_gaussian_tail_bound,

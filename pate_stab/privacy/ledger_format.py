@@ -1,0 +1,112 @@
+"""What a ledger line holds: the file's format constants, the recorded spend and line encoding.
+
+File format (``checkpoints/<run>/ledger.jsonl`` in a run): line 1 is a header with the budget,
+the neighbouring relation, the integrity mode and the run id; every later line is one record
+(``spend``, ``output``, ``result``, ``ex_post``, ``budget`` or ``progress``). Each line is canonical JSON
+(sorted keys) carrying a consecutive ``seq``, the digest of the previous line (``prev``) and its
+own digest over the rest of the record: SHA-256 (field ``sha256``) or HMAC-SHA256 under the
+ledger's key (field ``hmac``). :class:`LedgerEntry` is what a ``spend`` line and the lines
+attached to it (outputs, result, ex-post loss) amount to once read.
+
+The ledger itself is :class:`pate_stab.privacy.ledger.PrivacyLedger`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pate_stab.errors import LedgerError
+from pate_stab.privacy.events import ExPostEvent, PrivacyEvent
+
+__all__ = ["FORMAT", "VERSION", "NEIGHBOURING_RELATIONS", "DEFAULT_NEIGHBOURING", "LedgerEntry", "recorded_budget"]
+
+FORMAT = "pate_stab.ledger"
+VERSION = 1
+NEIGHBOURING_RELATIONS = ("add_remove", "replace_one")
+DEFAULT_NEIGHBOURING = "add_remove"
+"""What the library's releases guarantee by default: content-keyed shards move one teacher per
+added or removed record (DESIGN.md fact 1); replace-one needs record-id keys or group privacy."""
+_RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One recorded spend.
+
+    Attributes:
+        seq: line number of the spend in the file (header is 0).
+        spend_id: the caller's id for the request.
+        epsilon, delta: what was counted against the budget.
+        mechanism: short name of the mechanism.
+        event: the event describing what was done, if given.
+        metadata: free JSON data given with the spend.
+        time: Unix time of the spend (None in a ledger written without timestamps).
+        result: payload recorded with :meth:`PrivacyLedger.record_result` (``has_result``).
+        outputs: the released outputs, one payload per release call, in order (the first one
+            stored with the spend itself, see :meth:`PrivacyLedger.spend`).
+        ex_post: realised ex-post loss, if recorded.
+        replayed: True when ``spend`` returned this earlier record instead of spending.
+    """
+
+    seq: int
+    spend_id: str
+    epsilon: float
+    delta: float
+    mechanism: str
+    event: PrivacyEvent | None
+    metadata: dict[str, Any]
+    time: float | None
+    result: Any = None
+    has_result: bool = False
+    outputs: tuple[Any, ...] = ()
+    ex_post: ExPostEvent | None = None
+    replayed: bool = field(default=False, compare=False)
+
+
+def _canonical(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def _digest(record: Mapping[str, Any], key: bytes | None = None) -> str:
+    data = _canonical(record).encode("ascii")
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def _json_value(name: str, value: Any) -> Any:
+    try:
+        return json.loads(_canonical({"v": value}))["v"]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be JSON-serialisable without NaN/inf: {exc}") from exc
+
+
+def recorded_budget(path: str | os.PathLike[str]) -> tuple[float, float] | None:
+    """The budget a ledger file records now (its header, raised by any ``budget`` records), or
+    None when there is no file. Nothing is verified: opening the ledger does that.
+
+    Raises:
+        LedgerError: the file has no readable header.
+    """
+    target = Path(path)
+    if not target.is_file() or target.stat().st_size == 0:
+        return None
+    budget: tuple[float, float] | None = None
+    with target.open("rb") as f:
+        for raw in f:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break  # a torn last line: opening the ledger reports it
+            if record.get("kind") in ("header", "budget"):
+                budget = (float(record["budget_epsilon"]), float(record["budget_delta"]))
+    if budget is None:
+        raise LedgerError(f"{target} has no ledger header")
+    return budget
