@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -251,8 +252,10 @@ def plot_rows(
     ax.set_title(title, fontsize=9, wrap=True)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.text(0.5, 0.01, total_cost_line(rows) if caption is None else caption, ha="center", va="bottom", fontsize=7)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    text = textwrap.fill(total_cost_line(rows) if caption is None else caption, width=110)
+    lines = text.count("\n") + 1
+    fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=7)
+    fig.tight_layout(rect=(0, 0.03 + 0.03 * lines, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
