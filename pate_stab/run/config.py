@@ -17,6 +17,7 @@ from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec
 from pate_stab.aggregation.releaser import NOISE_MODES
 from pate_stab.privacy.ledger import NEIGHBOURING_RELATIONS
 from pate_stab.run.selection import check_query_selection
+from pate_stab.student.augment import AUGMENTATIONS
 
 __all__ = [
     "DATASETS",
@@ -84,6 +85,7 @@ STUDENT_FIELDS = (
     "spread_threshold",
     "fixmatch_preset",
     "fixmatch_steps",
+    "student_augment",
 )
 STUDENT_METHODS = {
     "supervised": "student_model on the answered queries (plus pseudo_label_rounds of self-training on the pool)",
@@ -207,6 +209,10 @@ class TransferConfig:
     spread_threshold: float = 0.5  # spread: least class share of a spread pseudo-label
     fixmatch_preset: Literal["cpu", "gpu"] = "cpu"  # fixmatch: pate_stab.student.FixMatchConfig preset
     fixmatch_steps: int | None = None  # fixmatch: optimiser steps (None: the preset's)
+    # fixmatch: the weak/strong augmentations, a named per-data-set setting fixed in advance
+    # (pate_stab.student.augment.AUGMENTATIONS: digits = 2 px shift, no flip; clothes = the same plus
+    # horizontal flips; natural = FixMatch's flip + 12.5 % shift; none = no weak augmentation)
+    student_augment: Literal["digits", "clothes", "natural", "none"] = "digits"
     # PATE's data-dependent ε of the baselines, reported beside the enforced data-independent ε:
     # the smooth-sensitivity sanitisation's Rényi order and noise multiplier, fixed before any vote
     dd_order: float = 10.0
@@ -270,6 +276,9 @@ class TransferConfig:
             raise ValueError(f"student_method must be one of {', '.join(STUDENT_METHODS)}, got {self.student_method!r}")
         if self.fixmatch_preset not in ("cpu", "gpu"):
             raise ValueError(f"fixmatch_preset must be 'cpu' or 'gpu', got {self.fixmatch_preset!r}")
+        if self.student_augment not in AUGMENTATIONS:
+            choices = ", ".join(AUGMENTATIONS)
+            raise ValueError(f"student_augment must be one of {choices}, got {self.student_augment!r}")
         if self.fixmatch_steps is not None and (not isinstance(self.fixmatch_steps, int) or self.fixmatch_steps < 1):
             raise ValueError(f"fixmatch_steps must be a positive integer or None, got {self.fixmatch_steps!r}")
         for name in ("selection_coverage", "spread_threshold"):
