@@ -185,6 +185,12 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
+    # a release in rounds (pate_stab.run.rounds): round r spends (ε·s_r, δ·s_r) of the run's budget
+    # (basic composition), s = round_budget_shares (None: equal shares), each round calibrated for
+    # num_queries queries; round 1 selects by query_selection, every later round by the predictions
+    # of the student trained on the earlier rounds (post-processing). 1: one release, as before.
+    rounds: int = 1
+    round_budget_shares: tuple[float, ...] | None = None
     # every aggregator's noise: "secure" (exact discrete Laplace / Gaussian from the OS's CSPRNG,
     # immune to the floating-point attack) or "seeded" (float noise from the run's seed, which
     # config.json publishes: reproducible research only, no privacy against anyone who knows it).
@@ -287,6 +293,7 @@ class TransferConfig:
                 raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
         if self.delta >= 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
+        self._check_rounds()
         if not isinstance(self.dd_order, int | float) or not math.isfinite(self.dd_order) or self.dd_order <= 1:
             raise ValueError(f"dd_order must be a Rényi order > 1, got {self.dd_order!r}")
         for name in _WIDTH_FIELDS:
@@ -295,6 +302,31 @@ class TransferConfig:
                 what = "two positive integers" if name.endswith("channels") else "positive integers"
                 raise ValueError(f"{name} must be {what}, got {widths}")
             object.__setattr__(self, name, widths)
+
+    def _check_rounds(self) -> None:
+        if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:
+            raise ValueError(f"rounds must be a positive integer, got {self.rounds!r}")
+        shares = self.round_budget_shares
+        if shares is not None:
+            shares = tuple(shares)
+            if len(shares) != self.rounds:
+                raise ValueError(f"round_budget_shares must hold one share per round ({self.rounds}), got {shares}")
+            if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in shares):
+                raise ValueError(f"round_budget_shares must be positive numbers, got {shares}")
+            if abs(math.fsum(shares) - 1.0) > 1e-9:
+                raise ValueError(f"round_budget_shares must sum to 1, got {shares} (sum {math.fsum(shares)!r})")
+            object.__setattr__(self, "round_budget_shares", tuple(float(v) for v in shares))
+        if self.rounds > 1 and self.aggregator != "stability":
+            raise ValueError(
+                f"rounds > 1 is implemented for the stability aggregator only, got aggregator={self.aggregator!r}"
+            )
+
+    @property
+    def round_shares(self) -> tuple[float, ...]:
+        """Each round's share of (ε, δ): ``round_budget_shares``, or equal shares."""
+        if self.round_budget_shares is not None:
+            return self.round_budget_shares
+        return tuple(1.0 / self.rounds for _ in range(self.rounds))
 
     def _check_own_data(self) -> None:
         if self.dataset == "files":
@@ -328,7 +360,7 @@ class TransferConfig:
         d = asdict(self)
         for name in _WIDTH_FIELDS:
             d[name] = list(getattr(self, name))
-        for name in ("classes", "image_shape"):
+        for name in ("classes", "image_shape", "round_budget_shares"):
             if isinstance(d[name], tuple):
                 d[name] = list(d[name])
         return d
@@ -360,11 +392,11 @@ class TransferConfig:
             "teachers_changed_per_neighbour": self.teachers_changed,
         }
 
-    def aggregator_settings(self, epsilon: float | None = None) -> AggregatorSettings:
-        """The registry's settings for this run's aggregators at ``epsilon`` (default: the run's)."""
+    def aggregator_settings(self, epsilon: float | None = None, delta: float | None = None) -> AggregatorSettings:
+        """The registry's settings for this run's aggregators at ``epsilon`` and ``delta`` (default: the run's)."""
         return AggregatorSettings(
             epsilon=self.epsilon if epsilon is None else float(epsilon),
-            delta=self.delta,
+            delta=self.delta if delta is None else float(delta),
             num_queries=self.num_queries,
             num_teachers=self.num_teachers,
             max_unstable=self.max_unstable,
