@@ -194,3 +194,10 @@ def test_one_round_config_takes_the_one_release_path(tmp_path, monkeypatch):
         (entry,) = ledger.entries()
     assert entry.spend_id == f"{cfg.run_name}:stability:eps=8.0"  # the one-release id, the whole budget
     assert 0.99 * cfg.epsilon <= entry.epsilon <= cfg.epsilon and report["epsilon"] == entry.epsilon
+
+
+def test_compare_refuses_rounds(tmp_path):
+    from pate_stab.run.compare import run_compare
+
+    with pytest.raises(ValueError, match="rounds=2 is supported by transfer only"):
+        run_compare(small(tmp_path, **TWO), epsilons=[12.0], aggregators=["stability"])
