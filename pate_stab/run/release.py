@@ -212,7 +212,9 @@ def _release_in_order(order: Tensor, release: Callable[[Tensor], Tensor]) -> Sel
     order = order.to(torch.int64)
     if order.numel() != order.unique().numel():
         raise ValueError("a steered round must offer each pool point at most once")
-    labels = release(order) if order.numel() else torch.empty(0, dtype=torch.int64)
+    if order.numel() == 0:
+        raise ValueError("a steered round has no pool point left to ask about")
+    labels = release(order)
     answered = int(answered_mask(labels).sum())
     rounds = [{"criterion": STEERED, "size": int(order.numel()), "answered": answered,
                "unanswered": int(order.numel()) - answered}]  # fmt: skip

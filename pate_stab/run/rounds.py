@@ -164,6 +164,12 @@ def release_rounds(prep: Prepared, ledger: PrivacyLedger) -> RoundsRelease:
     config = prep.config
     if config.rounds < 2:
         raise ValueError(f"release_rounds needs rounds >= 2, got {config.rounds}")
+    n = int(prep.task.public_x.shape[0])
+    if n <= (config.rounds - 1) * config.num_queries:
+        raise ValueError(
+            f"a public pool of {n} points cannot serve {config.rounds} rounds of num_queries={config.num_queries}: "
+            f"round {config.rounds} could find no point left to ask about (use fewer rounds or fewer queries)"
+        )
     gens = spawn_generators(prep.generators["rounds"], 4 * config.rounds)
     releases: list[Release] = []
     for r, share in enumerate(config.round_shares):

@@ -201,3 +201,11 @@ def test_compare_refuses_rounds(tmp_path):
 
     with pytest.raises(ValueError, match="rounds=2 is supported by transfer only"):
         run_compare(small(tmp_path, **TWO), epsilons=[12.0], aggregators=["stability"])
+
+
+def test_rounds_that_would_exhaust_the_pool_are_refused_before_any_spend(tmp_path):
+    cfg = small(tmp_path, rounds=3, num_queries=200, epsilon=24.0)  # a pool of 400: round 3 would find none
+    with pytest.raises(ValueError, match="cannot serve 3 rounds of num_queries=200"):
+        run_transfer(cfg)
+    with ledger_of(cfg) as ledger:
+        assert ledger.entries() == []
