@@ -284,6 +284,11 @@ def run_compare(
     """
     if not epsilons or any(not (isinstance(e, int | float) and math.isfinite(e) and e > 0) for e in epsilons):
         raise ValueError(f"epsilons must be positive finite numbers, got {list(epsilons)!r}")
+    if config.rounds > 1:
+        raise ValueError(
+            f"compare releases each row in one round; rounds={config.rounds} is supported by transfer only "
+            "(set rounds: 1, or run pate-stab transfer per ε)"
+        )
     repeated = sorted({float(e) for e in epsilons if [float(x) for x in epsilons].count(float(e)) > 1})
     if repeated:
         raise ValueError(

@@ -17,6 +17,7 @@ from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec
 from pate_stab.aggregation.releaser import NOISE_MODES
 from pate_stab.privacy.ledger import NEIGHBOURING_RELATIONS
 from pate_stab.run.selection import check_query_selection
+from pate_stab.student.augment import AUGMENTATIONS
 
 __all__ = [
     "DATASETS",
@@ -84,6 +85,7 @@ STUDENT_FIELDS = (
     "spread_threshold",
     "fixmatch_preset",
     "fixmatch_steps",
+    "student_augment",
 )
 STUDENT_METHODS = {
     "supervised": "student_model on the answered queries (plus pseudo_label_rounds of self-training on the pool)",
@@ -185,6 +187,12 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
+    # a release in rounds (pate_stab.run.rounds): round r spends (ε·s_r, δ·s_r) of the run's budget
+    # (basic composition), s = round_budget_shares (None: equal shares), each round calibrated for
+    # num_queries queries; round 1 selects by query_selection, every later round by the predictions
+    # of the student trained on the earlier rounds (post-processing). 1: one release, as before.
+    rounds: int = 1
+    round_budget_shares: tuple[float, ...] | None = None
     # every aggregator's noise: "secure" (exact discrete Laplace / Gaussian from the OS's CSPRNG,
     # immune to the floating-point attack) or "seeded" (float noise from the run's seed, which
     # config.json publishes: reproducible research only, no privacy against anyone who knows it).
@@ -209,6 +217,10 @@ class TransferConfig:
     spread_threshold: float = 0.5  # spread: least class share of a spread pseudo-label
     fixmatch_preset: Literal["cpu", "gpu"] = "cpu"  # fixmatch: pate_stab.student.FixMatchConfig preset
     fixmatch_steps: int | None = None  # fixmatch: optimiser steps (None: the preset's)
+    # fixmatch: the weak/strong augmentations, a named per-data-set setting fixed in advance
+    # (pate_stab.student.augment.AUGMENTATIONS: digits = 2 px shift, no flip; clothes = the same plus
+    # horizontal flips; natural = FixMatch's flip + 12.5 % shift; none = no weak augmentation)
+    student_augment: Literal["digits", "clothes", "natural", "none"] = "digits"
     # PATE's data-dependent ε of the baselines, reported beside the enforced data-independent ε:
     # the smooth-sensitivity sanitisation's Rényi order and noise multiplier, fixed before any vote
     dd_order: float = 10.0
@@ -274,6 +286,9 @@ class TransferConfig:
             raise ValueError(f"student_method must be one of {', '.join(STUDENT_METHODS)}, got {self.student_method!r}")
         if self.fixmatch_preset not in ("cpu", "gpu"):
             raise ValueError(f"fixmatch_preset must be 'cpu' or 'gpu', got {self.fixmatch_preset!r}")
+        if self.student_augment not in AUGMENTATIONS:
+            choices = ", ".join(AUGMENTATIONS)
+            raise ValueError(f"student_augment must be one of {choices}, got {self.student_augment!r}")
         if self.fixmatch_steps is not None and (not isinstance(self.fixmatch_steps, int) or self.fixmatch_steps < 1):
             raise ValueError(f"fixmatch_steps must be a positive integer or None, got {self.fixmatch_steps!r}")
         for name in ("selection_coverage", "spread_threshold"):
@@ -282,6 +297,7 @@ class TransferConfig:
                 raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
         if self.delta >= 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
+        self._check_rounds()
         if not isinstance(self.dd_order, int | float) or not math.isfinite(self.dd_order) or self.dd_order <= 1:
             raise ValueError(f"dd_order must be a Rényi order > 1, got {self.dd_order!r}")
         for name in _WIDTH_FIELDS:
@@ -290,6 +306,31 @@ class TransferConfig:
                 what = "two positive integers" if name.endswith("channels") else "positive integers"
                 raise ValueError(f"{name} must be {what}, got {widths}")
             object.__setattr__(self, name, widths)
+
+    def _check_rounds(self) -> None:
+        if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:
+            raise ValueError(f"rounds must be a positive integer, got {self.rounds!r}")
+        shares = self.round_budget_shares
+        if shares is not None:
+            shares = tuple(shares)
+            if len(shares) != self.rounds:
+                raise ValueError(f"round_budget_shares must hold one share per round ({self.rounds}), got {shares}")
+            if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in shares):
+                raise ValueError(f"round_budget_shares must be positive numbers, got {shares}")
+            if abs(math.fsum(shares) - 1.0) > 1e-9:
+                raise ValueError(f"round_budget_shares must sum to 1, got {shares} (sum {math.fsum(shares)!r})")
+            object.__setattr__(self, "round_budget_shares", tuple(float(v) for v in shares))
+        if self.rounds > 1 and self.aggregator != "stability":
+            raise ValueError(
+                f"rounds > 1 is implemented for the stability aggregator only, got aggregator={self.aggregator!r}"
+            )
+
+    @property
+    def round_shares(self) -> tuple[float, ...]:
+        """Each round's share of (ε, δ): ``round_budget_shares``, or equal shares."""
+        if self.round_budget_shares is not None:
+            return self.round_budget_shares
+        return tuple(1.0 / self.rounds for _ in range(self.rounds))
 
     def _check_own_data(self) -> None:
         if self.dataset == "files":
@@ -323,7 +364,7 @@ class TransferConfig:
         d = asdict(self)
         for name in _WIDTH_FIELDS:
             d[name] = list(getattr(self, name))
-        for name in ("classes", "image_shape"):
+        for name in ("classes", "image_shape", "round_budget_shares"):
             if isinstance(d[name], tuple):
                 d[name] = list(d[name])
         return d
@@ -355,11 +396,11 @@ class TransferConfig:
             "teachers_changed_per_neighbour": self.teachers_changed,
         }
 
-    def aggregator_settings(self, epsilon: float | None = None) -> AggregatorSettings:
-        """The registry's settings for this run's aggregators at ``epsilon`` (default: the run's)."""
+    def aggregator_settings(self, epsilon: float | None = None, delta: float | None = None) -> AggregatorSettings:
+        """The registry's settings for this run's aggregators at ``epsilon`` and ``delta`` (default: the run's)."""
         return AggregatorSettings(
             epsilon=self.epsilon if epsilon is None else float(epsilon),
-            delta=self.delta,
+            delta=self.delta if delta is None else float(delta),
             num_queries=self.num_queries,
             num_teachers=self.num_teachers,
             max_unstable=self.max_unstable,

@@ -56,12 +56,16 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
     spec = aggregator_spec(config.aggregator)
     if spec.binary_only and num_classes != 2:
         raise ValueError(f"{config.aggregator} (BTT18 Alg 6/8) needs a binary task")
-    status = answerability(config.aggregator, config.aggregator_settings())
+    # in rounds, the smallest round's budget must answer a unanimous vote
+    share = min(config.round_shares)
+    status = answerability(config.aggregator, config.aggregator_settings(config.epsilon * share, config.delta * share))
     if status is None:
         return None
     if not status.answerable and not config.allow_unanswerable:
         raise BudgetTooSmallError(
-            f"budget too small to answer anything: with ε={config.epsilon:g}, δ={config.delta:g}, "
+            f"budget too small to answer anything: with ε={config.epsilon * share:g}, δ={config.delta * share:g}"
+            + (" (the smallest round's share)" if config.rounds > 1 else "")
+            + ", "
             f"T={config.max_unstable}, m={config.num_queries} ({config.calibration} calibration) the "
             f"releaser needs about k={status.teachers_needed} teachers for a unanimous vote to be answered; you "
             f"have k={config.num_teachers}. Use more teachers, or ε ≥ {status.epsilon_needed:.3g} with "
@@ -185,7 +189,10 @@ def prepare(
     timings: dict[str, float] = {}
     run_dir = config.run_dir
     # appended names get new seeds; the earlier ones keep theirs
-    names = ("data", "partition", "teachers", "release", "student", "bottom", "selection", "data_dependent", "features")
+    names = (
+        "data", "partition", "teachers", "release", "student", "bottom", "selection", "data_dependent", "features",
+        "rounds",
+    )  # fmt: skip
     root = seeded_generator(config.seed)
     gens = {n: torch.Generator().manual_seed(child_seed(root)) for n in names}
 

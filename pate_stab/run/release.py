@@ -19,6 +19,7 @@ fresh noise) and a call that was never recorded is refused (``ReplayedSpendError
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +30,21 @@ from tqdm import tqdm
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.prepare import Prepared
-from pate_stab.run.selection import SELECTION_PRIVACY, release_in_rounds
+from pate_stab.run.selection import SELECTION_PRIVACY, SelectionResult, answered_mask, release_in_rounds
 from pate_stab.run.student import selector_confidence, selector_spread
 
-__all__ = ["Release", "label_accuracy", "recorded_spend_id", "release_labels", "release_spend_id", "selection_report"]
+STEERED = "steered"
+"""The selection of a later round of a release in rounds (:mod:`pate_stab.run.rounds`)."""
+
+__all__ = [
+    "STEERED",
+    "Release",
+    "label_accuracy",
+    "recorded_spend_id",
+    "release_labels",
+    "release_spend_id",
+    "selection_report",
+]
 
 
 @dataclass
@@ -53,19 +65,20 @@ class Release:
     selection: dict[str, Any]
 
 
-def _replay(prep: Prepared, aggregator: str, soft: bool, spend_id: str, payload: dict[str, Any]) -> Release:
-    """The release recorded with ``spend_id``: labels, summary and which pool points they label."""
+def _replay(
+    prep: Prepared, aggregator: str, soft: bool, spend_id: str, payload: dict[str, Any], strategy: str | None = None
+) -> Release:
+    """The release recorded with ``spend_id``: labels, summary and which pool points they label
+    (``strategy``: the selection it must have been made with; default the run's ``query_selection``)."""
     if soft:
         labels = torch.tensor([math.nan if v is None else v for v in payload["labels"]], dtype=torch.float64)
     else:
         labels = torch.tensor(payload["labels"], dtype=torch.int64)
     # a release recorded before query selection existed queried the pool in order
     selection = payload.get("selection", {"strategy": "first"})
-    if selection["strategy"] != prep.config.query_selection:
-        raise ValueError(
-            f"{spend_id} was released with query_selection={selection['strategy']!r}, "
-            f"not {prep.config.query_selection!r}"
-        )
+    strategy = prep.config.query_selection if strategy is None else strategy
+    if selection["strategy"] != strategy:
+        raise ValueError(f"{spend_id} was released with query_selection={selection['strategy']!r}, not {strategy!r}")
     # a summary without a noise field was released when PATE's aggregators always drew seeded noise
     noise = payload["summary"].get("noise", "seeded")
     if noise != prep.config.releaser_noise:
@@ -108,6 +121,9 @@ def release_labels(
     generator: torch.Generator,
     selection_generator: torch.Generator | None = None,
     repeat: int = 0,
+    delta: float | None = None,
+    spend_id: str | None = None,
+    steered: Callable[[], Tensor] | None = None,
 ) -> Release:
     """Run one aggregator on the run's queries, spending through ``ledger`` (or replay its record).
 
@@ -121,20 +137,29 @@ def release_labels(
             required unless ``query_selection == "first"``.
         repeat: which repetition of this (aggregator, ε) release (a separate spend; its spend id
             ends in ``:rep=<repeat>`` from the second on).
+        delta: the release's δ (default the run's); a round of a release in rounds spends a share.
+        spend_id: the ledger spend id (default :func:`recorded_spend_id`); each round has its own.
+        steered: a later round of a release in rounds (:mod:`pate_stab.run.rounds`): returns the
+            pool positions to offer, in order, computed from public data and earlier releases
+            only; called only when the round is not replayed. The first ``num_queries`` of them
+            are offered in one batch (selection ``"steered"``).
     """
     config = prep.config
     spec = aggregator_spec(aggregator)
     if spec.binary_only and prep.task.num_classes != 2:
         raise ValueError(f"{aggregator} needs a binary task")
-    spend_id = recorded_spend_id(ledger, config.run_name, aggregator, epsilon, repeat)
+    if spend_id is None:
+        spend_id = recorded_spend_id(ledger, config.run_name, aggregator, epsilon, repeat)
+    strategy = STEERED if steered is not None else config.query_selection
     recorded = ledger.entry(spend_id)
     if recorded is not None and recorded.has_result:
-        return _replay(prep, aggregator, spec.soft, spend_id, recorded.result)
-    if config.query_selection != "first" and selection_generator is None:
+        return _replay(prep, aggregator, spec.soft, spend_id, recorded.result, strategy)
+    if steered is None and config.query_selection != "first" and selection_generator is None:
         raise TypeError(f"query_selection={config.query_selection!r} needs a selection_generator")
 
     votes = prep.votes
-    rel = make_releaser(aggregator, config.aggregator_settings(epsilon), generator=generator, ledger=ledger,
+    order = steered() if steered is not None else None  # public data and earlier releases only
+    rel = make_releaser(aggregator, config.aggregator_settings(epsilon, delta), generator=generator, ledger=ledger,
                         spend_id=spend_id)  # fmt: skip
 
     # one bar over the m queries, advanced as each round is released (votes have their own bar)
@@ -147,7 +172,8 @@ def release_labels(
         return labels
 
     with bar:
-        selected = release_in_rounds(
+        selected = (
+            _release_in_order(order[: config.num_queries], release) if order is not None else release_in_rounds(
             prep.task.public_x,
             num_queries=config.num_queries,
             strategy=config.query_selection,
@@ -161,7 +187,7 @@ def release_labels(
             round_size=config.selection_round_size,
             max_unstable=config.max_unstable if spec.halts else None,  # the baselines never halt
             generator=selection_generator,
-        )
+        ))  # fmt: skip
     labels, offered = selected.labels, int(selected.index.numel())
     summary = rel.summary()
     # of the queries offered, the releaser processed ``queries_seen`` (answered or ⊥); the rest
@@ -169,15 +195,30 @@ def release_labels(
     seen = int(summary["queries_seen"])
     summary["abstained"] = seen - int(summary["answered"])
     summary["not_asked"] = offered - seen
-    selection: dict[str, Any] = {"strategy": config.query_selection, "offered": offered, "rounds": selected.rounds}
-    if config.query_selection != "first":
+    selection: dict[str, Any] = {"strategy": strategy, "offered": offered, "rounds": selected.rounds}
+    if strategy not in ("first", STEERED):
         selection["round_size"] = config.selection_round_size
-        if config.query_selection == "spread":
+        if strategy == "spread":
             selection["coverage"] = config.selection_coverage
+    if strategy != "first":
         selection["index"] = selected.index.tolist()
     stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
     ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
     return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+
+
+def _release_in_order(order: Tensor, release: Callable[[Tensor], Tensor]) -> SelectionResult:
+    """Offer ``order`` (pool positions chosen before any of their votes is read) in one batch."""
+    order = order.to(torch.int64)
+    if order.numel() != order.unique().numel():
+        raise ValueError("a steered round must offer each pool point at most once")
+    if order.numel() == 0:
+        raise ValueError("a steered round has no pool point left to ask about")
+    labels = release(order)
+    answered = int(answered_mask(labels).sum())
+    rounds = [{"criterion": STEERED, "size": int(order.numel()), "answered": answered,
+               "unanswered": int(order.numel()) - answered}]  # fmt: skip
+    return SelectionResult(order, labels, rounds)
 
 
 def selection_report(release: Release) -> dict[str, Any]:

@@ -195,6 +195,7 @@ def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTarge
     preset = student_pkg.FixMatchConfig.gpu() if config.fixmatch_preset == "gpu" else student_pkg.FixMatchConfig.cpu()
     if config.fixmatch_steps is not None:
         preset = replace(preset, steps=config.fixmatch_steps)
+    preset = replace(preset, **student_pkg.augmentation_settings(config.student_augment))  # type: ignore[arg-type]
     seeds = release.index[targets.index]
     labelled = torch.zeros(task.public_images.shape[0], dtype=torch.bool)
     labelled[seeds] = True

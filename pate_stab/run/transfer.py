@@ -58,6 +58,7 @@ from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
+from pate_stab.run.rounds import release_rounds, rounds_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 from pate_stab.student import StudentTargets
 
@@ -93,9 +94,14 @@ def evaluate_and_report(
     targets: StudentTargets,
     *,
     start: float | None = None,
+    rounds: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Step 4: teachers and student on the evaluation split, pool figures where the pool has
     labels, PATE's data-dependent ε; the published report, also written to ``report.json``.
+
+    ``rounds``: a release in rounds (:func:`~pate_stab.run.rounds.rounds_report`), shown under
+    ``"rounds"``; ``release`` is then all rounds combined (no data-dependent figure: the stability
+    releaser has none).
 
     The private diagnostics (teacher and plurality accuracy, the exact private size, the raw
     data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
@@ -112,7 +118,9 @@ def evaluate_and_report(
         **student_accuracies(prep, student, release),
     }
     # PATE's data-dependent ε, reported beside the enforced data-independent ε
-    data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
+    data_dependent = None
+    if rounds is None:
+        data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
     prep.timings["evaluation"] = time.perf_counter() - t0
     total = {} if start is None else {"total": time.perf_counter() - start}
     report, diagnostics = transfer_report(
@@ -125,6 +133,8 @@ def evaluate_and_report(
         data_dependent=data_dependent,
         wall_times={**prep.timings, **total},
     )
+    if rounds is not None:
+        report["rounds"] = rounds
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
     (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     return report
@@ -199,14 +209,20 @@ def transfer_result(
     )
     try:
         t0 = time.perf_counter()
-        release = release_labels(  # 2. the private release
-            prep,
-            ledger,
-            aggregator=config.aggregator,
-            epsilon=config.epsilon,
-            generator=prep.generators["release"],
-            selection_generator=prep.generators["selection"],
-        )
+        rounds = None
+        if config.rounds > 1:  # 2. the private release, in rounds (pate_stab.run.rounds)
+            in_rounds = release_rounds(prep, ledger)
+            release = in_rounds.combined
+            rounds = rounds_report(config, in_rounds, prep.task.num_classes)
+        else:
+            release = release_labels(  # 2. the private release
+                prep,
+                ledger,
+                aggregator=config.aggregator,
+                epsilon=config.epsilon,
+                generator=prep.generators["release"],
+                selection_generator=prep.generators["selection"],
+            )
         prep.timings["release"] = time.perf_counter() - t0
         prep.timings["votes"] = prep.votes.seconds  # part of the release time
         if config.stop_after == "release":
@@ -218,7 +234,7 @@ def transfer_result(
         )
         torch.save(student.state_dict(), prep.run_dir / "student.pt")
         prep.timings["student"] = time.perf_counter() - t0
-        report = evaluate_and_report(prep, ledger, release, student, targets, start=start)  # 4.
+        report = evaluate_and_report(prep, ledger, release, student, targets, start=start, rounds=rounds)  # 4.
         return TransferResult(student, release, report, prep)
     finally:
         ledger.close()

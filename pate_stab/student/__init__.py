@@ -12,12 +12,13 @@ Usage::
                         config=FixMatchConfig.cpu(), generator=g_student)
 """
 
-from pate_stab.student.augment import cutout_size, strong_augment, weak_augment
+from pate_stab.student.augment import AUGMENTATIONS, augmentation_settings, cutout_size, strong_augment, weak_augment
 from pate_stab.student.fixmatch import FixMatchConfig, FixMatchModule, FixMatchStudent, train_fixmatch
 from pate_stab.student.targets import BottomPolicy, StudentTargets, hard_targets, soft_targets
 from pate_stab.student.training import Student, StudentConfig, StudentModule, train_student
 
 __all__ = [
+    "AUGMENTATIONS",
     "BottomPolicy",
     "FixMatchConfig",
     "FixMatchModule",
@@ -26,6 +27,7 @@ __all__ = [
     "StudentConfig",
     "StudentModule",
     "StudentTargets",
+    "augmentation_settings",
     "cutout_size",
     "hard_targets",
     "soft_targets",

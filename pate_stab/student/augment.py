@@ -3,7 +3,9 @@
 Both functions take images (n, C, H, W) of any value range — [0, 1] or standardised — and make
 no assumption about it: translations repeat the edge pixels, affine maps sample the border outside
 the image, brightness moves by a multiple of each image's own standard deviation and the cutout
-square is filled with each image's mean. No flips (digits are not mirror-symmetric).
+square is filled with each image's mean. Horizontal flips are off unless asked for
+(``hflip=True``): digits are not mirror-symmetric, clothes and natural images are. Which
+augmentation a data set gets is a named setting, :data:`AUGMENTATIONS`.
 
 Every random number is drawn on the generator's device (normally the CPU, a handful per image),
 then moved to the images' device, so the same generator gives the same augmentation on CPU and
@@ -25,7 +27,40 @@ from torch import Tensor
 
 from pate_stab._validation import check_generator, check_int, check_nonnegative, check_real, check_tensor
 
-__all__ = ["weak_augment", "strong_augment", "cutout_size"]
+__all__ = ["AUGMENTATIONS", "augmentation_settings", "weak_augment", "strong_augment", "cutout_size"]
+
+AUGMENTATIONS: dict[str, dict[str, object]] = {
+    "digits": {"hflip": False, "weak_shift": 2},
+    "clothes": {"hflip": True, "weak_shift": 2},
+    "natural": {"hflip": True, "weak_shift": 4},
+    "none": {"hflip": False, "weak_shift": 0},
+}
+"""Per-data-set augmentation of the FixMatch student, fixed in advance (no pool or evaluation label
+chose them): the :class:`~pate_stab.student.FixMatchConfig` fields each name sets.
+
+- ``"digits"`` (MNIST, SVHN digits): translation by up to 2 px, no flip — a mirrored digit is
+  another symbol or none (2, 3, 4, 5, 7, 9), so a flip does not preserve the label; the 2 px are
+  this module's shift from before the setting existed (MNIST's digits are centred by their centre
+  of mass in the 28 × 28 frame, LeCun et al. 1998, so small shifts stay inside the frame).
+- ``"clothes"`` (Fashion-MNIST): the digits' 2 px shift (its images are centred and scaled the same
+  way, Xiao, Rasul & Vollgraf 2017, Sec. 2) plus a horizontal flip with probability 1/2: a mirrored
+  shirt, bag or shoe is the same article, so the flip preserves the label — the condition under
+  which FixMatch's weak "flip-and-shift" applies (Sohn et al. 2020, Sec. 2.3).
+- ``"natural"`` (CIFAR-10 and other photographs): FixMatch's weak augmentation as published —
+  flip with probability 1/2 and translation by up to 12.5 % of the side (4 px on 32 × 32;
+  Sohn et al. 2020, Sec. 2.3).
+- ``"none"``: the weak augmentation is the identity (the strong chain is unchanged).
+
+When ``hflip`` is on, the strong augmentation flips too (with probability 1/2, before its affine
+map): FixMatch's released code applies RandAugment after the weak flip-and-crop.
+"""
+
+
+def augmentation_settings(name: str) -> dict[str, object]:
+    """The FixMatchConfig fields of the named augmentation (:data:`AUGMENTATIONS`)."""
+    if name not in AUGMENTATIONS:
+        raise ValueError(f"unknown augmentation {name!r}; choose from {', '.join(AUGMENTATIONS)}")
+    return dict(AUGMENTATIONS[name])
 
 
 def _uniform(n: int, low: float, high: float, generator: torch.Generator) -> Tensor:
@@ -38,30 +73,48 @@ def _check_images(x: Tensor, generator: torch.Generator) -> Tensor:
     return check_tensor("x", x, ndim=4, floating=True, finite=False, nonempty=False)
 
 
-def weak_augment(x: Tensor, *, generator: torch.Generator, max_shift: int = 2) -> Tensor:
-    """Translate every image by an integer offset in [−max_shift, max_shift]² (edge padding).
+def _flip_halves(x: Tensor, generator: torch.Generator) -> Tensor:
+    """Mirror each image left–right with probability 1/2 (n uniform draws on the generator's device)."""
+    flip = (torch.rand(x.shape[0], generator=generator, device=generator.device) < 0.5).to(x.device)
+    return torch.where(flip[:, None, None, None], x.flip(-1), x)
+
+
+def _check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def weak_augment(x: Tensor, *, generator: torch.Generator, max_shift: int = 2, hflip: bool = False) -> Tensor:
+    """Translate every image by an integer offset in [−max_shift, max_shift]² (edge padding), then
+    mirror it left–right with probability 1/2 when ``hflip`` (FixMatch's weak "flip-and-shift",
+    Sohn et al. 2020, Sec. 2.3).
 
     Args:
         x: images (n, C, H, W), floating.
-        generator: draws the 2n offsets.
-        max_shift: largest shift in pixels along each axis (0 returns a copy).
+        generator: draws the 2n offsets, then (``hflip`` only) n flip draws; without ``hflip`` the
+            draws are exactly those of the shift alone.
+        max_shift: largest shift in pixels along each axis (0 and no flip returns a copy).
+        hflip: flip each image with probability 1/2.
 
     Returns:
-        The translated images, same shape, dtype and device as ``x``. Pixel values are only
+        The augmented images, same shape, dtype and device as ``x``. Pixel values are only
         moved, never interpolated: every output pixel is an input pixel.
     """
     x = _check_images(x, generator)
     max_shift = check_int("max_shift", max_shift, minimum=0)
+    hflip = _check_flag("hflip", hflip)
     n, c, h, w = x.shape
     offsets = torch.randint(0, 2 * max_shift + 1, (2, n), generator=generator, device=generator.device).to(x.device)
     if max_shift == 0 or n == 0:
-        return x.clone()
+        return _flip_halves(x, generator) if hflip else x.clone()
     padded = F.pad(x, (max_shift,) * 4, mode="replicate")  # (n, C, H + 2s, W + 2s)
     rows = offsets[0][:, None] + torch.arange(h, device=x.device)  # (n, H)
     cols = offsets[1][:, None] + torch.arange(w, device=x.device)  # (n, W)
     batch = torch.arange(n, device=x.device)[:, None, None, None]
     chan = torch.arange(c, device=x.device)[None, :, None, None]
-    return padded[batch, chan, rows[:, None, :, None], cols[:, None, None, :]]  # (n, C, H, W)
+    shifted = padded[batch, chan, rows[:, None, :, None], cols[:, None, None, :]]  # (n, C, H, W)
+    return _flip_halves(shifted, generator) if hflip else shifted
 
 
 def cutout_size(height: int, fraction: float = 0.36) -> int:
@@ -81,11 +134,13 @@ def strong_augment(
     contrast: tuple[float, float] = (0.5, 1.5),
     brightness: float = 0.3,
     cutout_fraction: float = 0.36,
+    hflip: bool = False,
 ) -> Tensor:
-    """Random affine map, contrast and brightness jitter, then one Cutout square per image.
+    """Optional flip, random affine map, contrast and brightness jitter, then one Cutout square per image.
 
-    Per image, independently: rotation by U(±max_rotation) degrees, zoom by U(scale), shear by
-    U(±max_shear) degrees and translation by U(±max_shift) pixels per axis (bilinear sampling,
+    Per image, independently: with ``hflip``, a left–right mirror with probability 1/2; then
+    rotation by U(±max_rotation) degrees, zoom by U(scale), shear by U(±max_shear) degrees and
+    translation by U(±max_shift) pixels per axis (bilinear sampling,
     border values outside the image); then ``m + a·(x − m) + b·s`` with ``m`` and ``s`` the
     image's mean and standard deviation, ``a ~ U(contrast)``, ``b ~ U(±brightness)``; then a
     square of side :func:`cutout_size` (its centre uniform over the image, clipped at the
@@ -93,9 +148,11 @@ def strong_augment(
 
     Args:
         x: images (n, C, H, W), floating.
-        generator: draws every random parameter (9 numbers per image).
+        generator: draws every random parameter (9 numbers per image, then one more per image
+            with ``hflip``; without it the draws are exactly those of the chain without flips).
         max_rotation, scale, max_shear, max_shift, contrast, brightness: ranges as above.
         cutout_fraction: Cutout side over image height (0 disables Cutout).
+        hflip: flip each image with probability 1/2 before the affine map.
 
     Returns:
         Augmented images, same shape, dtype and device as ``x``.
@@ -119,6 +176,9 @@ def strong_augment(
     a = _uniform(n, c_lo, c_hi, g)
     b = _uniform(n, -brightness, brightness, g)
     centre = torch.rand(n, 2, generator=g, device=g.device)  # cutout centre, fraction of (H, W)
+    hflip = _check_flag("hflip", hflip)
+    if hflip:
+        x = _flip_halves(x, g)
     if n == 0:
         return x.clone()
     # output → input sampling map in pixel units: rotation · shear / zoom

@@ -69,6 +69,8 @@ class FixMatchConfig:
         ema: decay of the weight average used for prediction (0: predict with the raw weights).
             The decay at step k is min(ema, (1 + k) / (10 + k)), so short runs average too.
         weak_shift: the weak augmentation's largest translation in pixels.
+        hflip: both augmentations mirror each image left–right with probability 1/2 (for data
+            whose labels survive a mirror; see :data:`~pate_stab.student.augment.AUGMENTATIONS`).
         log_every: steps per history record (means over the window).
     """
 
@@ -85,6 +87,7 @@ class FixMatchConfig:
     hidden: tuple[int, ...] = (128,)
     ema: float = 0.999
     weak_shift: int = 2
+    hflip: bool = False
     log_every: int = 100
 
     def __post_init__(self) -> None:
@@ -107,6 +110,8 @@ class FixMatchConfig:
                 check_int(name, width, minimum=1)
         check_real("ema", self.ema, low=0.0, high=1.0, high_inclusive=False)
         check_int("weak_shift", self.weak_shift, minimum=0)
+        if not isinstance(self.hflip, bool):
+            raise TypeError(f"hflip must be True or False, got {self.hflip!r}")
         check_int("log_every", self.log_every, minimum=1)
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,14 +166,15 @@ class FixMatchModule(L.LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor, Tensor], batch_idx: int) -> Tensor:
         x_l, y_l, x_u = batch  # (B, C, H, W), (B,), (μB, C, H, W)
         cfg, g = self.config, self.augment_generator
-        loss_s = F.cross_entropy(self.network(weak_augment(x_l, generator=g, max_shift=cfg.weak_shift)), y_l)
+        weak = {"generator": g, "max_shift": cfg.weak_shift, "hflip": cfg.hflip}
+        loss_s = F.cross_entropy(self.network(weak_augment(x_l, **weak)), y_l)
         loss_u = mask_rate = torch.zeros((), device=x_l.device)
         if cfg.lambda_u > 0 and x_u.shape[0]:
             with torch.no_grad():
-                probs = self.network(weak_augment(x_u, generator=g, max_shift=cfg.weak_shift)).softmax(-1)
+                probs = self.network(weak_augment(x_u, **weak)).softmax(-1)
                 confidence, pseudo = probs.max(-1)  # (μB,), (μB,)
                 mask = (confidence >= cfg.threshold).float()
-            logits_strong = self.network(strong_augment(x_u, generator=g))  # (μB, C)
+            logits_strong = self.network(strong_augment(x_u, generator=g, hflip=cfg.hflip))  # (μB, C)
             loss_u = (F.cross_entropy(logits_strong, pseudo, reduction="none") * mask).mean()
             mask_rate = mask.mean()
         loss = loss_s + cfg.lambda_u * loss_u

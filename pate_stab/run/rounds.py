@@ -1,0 +1,220 @@
+"""A release in rounds: later rounds asked about the pool points an earlier round's student steers to.
+
+With ``rounds = R > 1`` the run's budget (ε, δ) is split into R releases of (ε·s_r, δ·s_r)
+(``round_budget_shares`` s, summing to 1; equal shares by default), each one stability releaser
+calibrated for ``num_queries`` queries with its own ledger spend id
+(:func:`round_spend_id`). The ledger's basic composition (Dwork & Roth 2014, Thm 3.16; the
+budget rule of :mod:`pate_stab.privacy.ledger`) adds them up to (Σ ε·s_r, Σ δ·s_r) = (ε, δ), and
+it holds for adaptively chosen mechanisms, so round r may depend on the outputs of rounds < r.
+
+Round 1 selects its queries by ``query_selection``. Before round r > 1, the run's student is
+trained on the released labels of rounds < r and the public pool (:func:`~pate_stab.run.student.fit_student`,
+post-processing), and its predictions on the pool order the points not yet queried
+(:func:`steered_order`): the predicted classes with the fewest released answers so far take
+turns first, so the round goes to the classes the earlier rounds missed, and within a class the
+points the student is most confident about come first (the teachers are likelier to agree
+there, and the stability releaser pays for every ⊥). The first ``num_queries`` of that order are
+offered to round r's releaser in one batch. The order reads only the public pool and released
+outputs; the teachers' votes on a point are computed only inside the release call that hands the
+point to the releaser (:func:`~pate_stab.run.release.release_labels`).
+
+Replay: each round's outputs and its offered positions are recorded with its spend; a rerun
+replays every recorded round (no fresh noise, no new selection) and computes the steering of an
+unrecorded round again from the replayed rounds with the same generators.
+
+The teachers and their features are the same in every round. Features learned by the round-1
+student for the round-2 teachers are not implemented (docs/algorithms.md, "Release in rounds").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pate_stab._validation import check_int, check_tensor
+from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.rng import spawn_generators
+from pate_stab.run.prepare import Prepared
+from pate_stab.run.release import STEERED, Release, release_labels, release_spend_id
+from pate_stab.run.selection import answered_mask
+from pate_stab.run.student import fit_student, student_inputs
+
+__all__ = ["RoundsRelease", "release_rounds", "round_spend_id", "rounds_report", "steered_order"]
+
+_BOOKKEEPING = ("queries_seen", "answered", "abstained", "not_asked", "halted", "replayed_calls", "spend_id")
+
+
+def round_spend_id(run_name: str, aggregator: str, epsilon: float, round_no: int, rounds: int) -> str:
+    """Round ``round_no`` (1-based) of a release in ``rounds`` rounds at total ε:
+    ``<run>:<aggregator>:eps=<repr(ε)>:round=<r>/<R>`` (never the id of a one-round release)."""
+    rounds = check_int("rounds", rounds, minimum=2)
+    round_no = check_int("round_no", round_no, minimum=1)
+    if round_no > rounds:
+        raise ValueError(f"round_no must be at most rounds ({rounds}), got {round_no}")
+    return f"{release_spend_id(run_name, aggregator, epsilon)}:round={round_no}/{rounds}"
+
+
+def steered_order(proba: Tensor, *, exclude: Tensor, answered_labels: Tensor) -> Tensor:
+    """Pool positions not in ``exclude``, ordered for the next round from a student's predictions.
+
+    Each point belongs to its predicted class (the argmax of ``proba``). Classes take turns one
+    point at a time, the class with the fewest released answers plus points taken so far first
+    (ties: the lower class); within a class, the most confident prediction first (ties: pool
+    order). A class with no point left is skipped.
+
+    Args:
+        proba: (n, C) the student's class probabilities on the public pool.
+        exclude: pool positions already queried (never offered again).
+        answered_labels: the classes released so far (answered queries only, int64).
+
+    Returns:
+        int64 positions, every pool point outside ``exclude`` exactly once.
+    """
+    proba = check_tensor("proba", proba, ndim=2, floating=True)
+    n, c = proba.shape
+    exclude = check_tensor("exclude", exclude, ndim=1, floating=False, nonempty=False).long()
+    answered_labels = check_tensor("answered_labels", answered_labels, ndim=1, floating=False, nonempty=False).long()
+    if exclude.numel() and not (0 <= int(exclude.min()) and int(exclude.max()) < n):
+        raise ValueError(f"exclude must hold pool positions in [0, {n - 1}]")
+    if answered_labels.numel() and not (0 <= int(answered_labels.min()) and int(answered_labels.max()) < c):
+        raise ValueError(f"answered_labels must hold classes in [0, {c - 1}]")
+    confidence, guess = proba.max(1)
+    available = torch.ones(n, dtype=torch.bool)
+    available[exclude] = False
+    queues = []
+    for k in range(c):
+        rows = torch.nonzero((guess == k) & available).flatten()
+        queues.append(rows[confidence[rows].argsort(descending=True, stable=True)].tolist())
+    load = torch.bincount(answered_labels, minlength=c).tolist()
+    depth = [0] * c
+    picks: list[int] = []
+    while True:
+        open_classes = [k for k in range(c) if depth[k] < len(queues[k])]
+        if not open_classes:
+            break
+        k = min(open_classes, key=lambda j: (load[j], j))
+        picks.append(queues[k][depth[k]])
+        depth[k] += 1
+        load[k] += 1
+    return torch.tensor(picks, dtype=torch.int64)
+
+
+@dataclass
+class RoundsRelease:
+    """A release in rounds: ``combined`` (all rounds' labels and pool positions, in round order,
+    as the student and the report read a release) and ``rounds`` (each round's own release)."""
+
+    combined: Release
+    rounds: list[Release]
+
+
+def _combine(releases: list[Release]) -> Release:
+    summaries = [r.summary for r in releases]
+    first = summaries[0]
+    summary: dict[str, Any] = {
+        "mechanism": first.get("mechanism"),
+        "noise": first.get("noise"),
+        "epsilon": math.fsum(float(s["epsilon"]) for s in summaries),
+        "delta": math.fsum(float(s["delta"]) for s in summaries),
+        "halted": bool(summaries[-1].get("halted", False)),
+        "calibration_detail": {"rounds": [{k: v for k, v in s.items() if k not in _BOOKKEEPING} for s in summaries]},
+    }
+    for key in ("queries_seen", "answered", "abstained", "not_asked"):
+        summary[key] = sum(int(s.get(key, 0)) for s in summaries)
+    selection = {
+        "strategy": f"rounds: {releases[0].selection['strategy']}, then {STEERED}",
+        "offered": sum(int(r.selection.get("offered", r.index.numel())) for r in releases),
+        "rounds": [{"round": i + 1, **{k: v for k, v in r.selection.items() if k != "index"}}
+                   for i, r in enumerate(releases)],
+    }  # fmt: skip
+    return Release(
+        releases[0].aggregator,
+        torch.cat([r.labels for r in releases]),
+        releases[0].soft,
+        summary,
+        ";".join(r.spend_id for r in releases),
+        all(r.reused for r in releases),
+        torch.cat([r.index for r in releases]),
+        selection,
+    )
+
+
+def _steer(prep: Prepared, earlier: list[Release], generator: torch.Generator, bottom: torch.Generator) -> Tensor:
+    """The order of the next round: the run's student fitted on the ``earlier`` rounds, then
+    :func:`steered_order` of its predictions on the pool (post-processing of those releases)."""
+    so_far = _combine(earlier)
+    student, _ = fit_student(prep, so_far, generator=generator, bottom_generator=bottom)
+    proba = student.predict_proba(student_inputs(prep)[0])
+    labels = so_far.labels[answered_mask(so_far.labels)]
+    return steered_order(proba, exclude=so_far.index, answered_labels=labels)
+
+
+def release_rounds(prep: Prepared, ledger: PrivacyLedger) -> RoundsRelease:
+    """The run's release in ``config.rounds`` rounds (module docstring), spending through ``ledger``.
+
+    Generators: every round's noise, selection and steering student come from children of
+    ``prep.generators["rounds"]``, drawn up front, so a rerun that replays some rounds steers the
+    others exactly as the first run did.
+    """
+    config = prep.config
+    if config.rounds < 2:
+        raise ValueError(f"release_rounds needs rounds >= 2, got {config.rounds}")
+    n = int(prep.task.public_x.shape[0])
+    if n <= (config.rounds - 1) * config.num_queries:
+        raise ValueError(
+            f"a public pool of {n} points cannot serve {config.rounds} rounds of num_queries={config.num_queries}: "
+            f"round {config.rounds} could find no point left to ask about (use fewer rounds or fewer queries)"
+        )
+    gens = spawn_generators(prep.generators["rounds"], 4 * config.rounds)
+    releases: list[Release] = []
+    for r, share in enumerate(config.round_shares):
+        noise_gen, selection_gen, student_gen, bottom_gen = gens[4 * r : 4 * r + 4]
+
+        releases.append(
+            release_labels(
+                prep,
+                ledger,
+                aggregator=config.aggregator,
+                epsilon=config.epsilon * share,
+                delta=config.delta * share,
+                spend_id=round_spend_id(config.run_name, config.aggregator, config.epsilon, r + 1, config.rounds),
+                generator=noise_gen,
+                selection_generator=selection_gen,
+                steered=partial(_steer, prep, list(releases), student_gen, bottom_gen) if r > 0 else None,
+            )
+        )
+    return RoundsRelease(_combine(releases), releases)
+
+
+def rounds_report(config: Any, result: RoundsRelease, num_classes: int) -> list[dict[str, Any]]:
+    """Each round as the report shows it: spend id, share, (ε, δ), selection, queries, classes covered.
+
+    Only released outputs and public settings: the classes are those of the answered labels.
+    """
+    out = []
+    for i, (share, rel) in enumerate(zip(config.round_shares, result.rounds, strict=True)):
+        s = rel.summary
+        answered = rel.labels[answered_mask(rel.labels)].long()
+        per_class = torch.bincount(answered, minlength=num_classes).tolist()
+        out.append({
+            "round": i + 1,
+            "spend_id": rel.spend_id,
+            "budget_share": share,
+            "epsilon": float(s["epsilon"]),
+            "delta": float(s["delta"]),
+            "selection": rel.selection["strategy"],
+            "offered": int(rel.index.numel()),
+            "answered": int(s["answered"]),
+            "abstained": int(s["abstained"]),
+            "not_asked": int(s.get("not_asked", 0)),
+            "halted": bool(s.get("halted", False)),
+            "answered_per_class": per_class,
+            "classes_covered": sum(1 for v in per_class if v),
+            "replayed": rel.reused,
+        })  # fmt: skip
+    return out
