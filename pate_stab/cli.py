@@ -69,15 +69,25 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--num-teachers", "num_teachers", int, "k"),
     ("--teacher-model", "teacher_model", str, "logistic, mlp, cnn, or propagate (public-pool graph)"),
     ("--teacher-epochs", "teacher_epochs", int, "epochs over each teacher's shard (default: sized in steps)"),
-    ("--aggregator", "aggregator", str, "stability, stability-soft, lnmax, gnmax, confident-gnmax, or a direct "
-     "learner (objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear)"),
+    (
+        "--aggregator",
+        "aggregator",
+        str,
+        "stability, stability-soft, lnmax, gnmax, confident-gnmax, or a direct "
+        "learner (objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear)",
+    ),
     ("--epsilon", "epsilon", float, "target ε"),
     ("--delta", "delta", float, "target δ"),
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
     ("--num-queries", "num_queries", int, "m, public queries to label"),
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
-    ("--releaser-noise", "releaser_noise", str, "secure (default: exact noise from the OS) or seeded (research "
-     "only: no privacy against anyone who knows the seed)"),
+    (
+        "--releaser-noise",
+        "releaser_noise",
+        str,
+        "secure (default: exact noise from the OS) or seeded (research "
+        "only: no privacy against anyone who knows the seed)",
+    ),
     ("--neighbouring", "neighbouring", str, "add_remove (default) or replace_one: the guarantee's relation"),
     ("--partition-key", "partition_key", str, "content (default) or record_id (ids supplied with the data)"),
     ("--query-selection", "query_selection", str, "first (pool order), student-confidence or spread (selection.py)"),
@@ -280,8 +290,10 @@ def _print_report(r: dict[str, Any]) -> None:
     lines = [
         ("dataset", f"{r['dataset']} ({r['threat_model']['name']})"),
         ("teachers", f"k={r['num_teachers']} {r['teacher_model']['kind']}"),
-        ("mean teacher / plurality acc", f"{_fmt(t.get('mean_accuracy'))} / {_fmt(t.get('plurality_accuracy'))} "
-         "(private diagnostic)"),  # fmt: skip
+        (
+            "mean teacher / plurality acc",
+            f"{_fmt(t.get('mean_accuracy'))} / {_fmt(t.get('plurality_accuracy'))} (private diagnostic)",
+        ),  # fmt: skip
         ("aggregator", f"{r['aggregator']}"),
         ("query selection", _selection_line(r["query_selection"])),
         ("certified (ε, δ)", f"({r['epsilon']:.4g}, {r['delta']:.3g})"),

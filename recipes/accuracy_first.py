@@ -87,8 +87,29 @@ DATASETS = ("warfarin", "warfarin-paper", "twitter-standin", "kdd")
 # Column index (in the 41-feature record) -> cap for log(1 + x)/log(1 + cap); rates are absent.
 _KDD_TEXT = (1, 2, 3)
 _KDD_CAPS = {
-    0: 1e5, 4: 1e9, 5: 1e9, 6: 1, 7: 3, 8: 3, 9: 100, 10: 5, 11: 1, 12: 1000, 13: 1, 14: 2, 15: 1000,
-    16: 100, 17: 10, 18: 10, 19: 10, 20: 1, 21: 1, 22: 511, 23: 511, 31: 255, 32: 255,
+    0: 1e5,
+    4: 1e9,
+    5: 1e9,
+    6: 1,
+    7: 3,
+    8: 3,
+    9: 100,
+    10: 5,
+    11: 1,
+    12: 1000,
+    13: 1,
+    14: 2,
+    15: 1000,
+    16: 100,
+    17: 10,
+    18: 10,
+    19: 10,
+    20: 1,
+    21: 1,
+    22: 511,
+    23: 511,
+    31: 255,
+    32: 255,
 }
 
 
@@ -160,26 +181,44 @@ def make_problem(dataset: str, *, data_root: Path, lam: float, kdd_n: int) -> Ri
     raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
 
 
-def run_method(problem: RidgeProblem | LogisticProblem, method: str, *, alpha: float, gamma: float,
-               num_levels: int, generator: torch.Generator) -> AccuracyFirstResult:
+def run_method(
+    problem: RidgeProblem | LogisticProblem,
+    method: str,
+    *,
+    alpha: float,
+    gamma: float,
+    num_levels: int,
+    generator: torch.Generator,
+) -> AccuracyFirstResult:
     top = 4.0 * theory_epsilon(problem, alpha=alpha)
     bottom = min(1.0 / problem.n, top / 2.0)
     if method == "noise_reduction":
         algo = cov_nr if isinstance(problem, RidgeProblem) else output_nr
-        return algo(problem, alpha=alpha, epsilons=geometric_levels(bottom, top, num_levels), gamma=gamma,
-                    generator=generator)  # type: ignore[arg-type]
+        return algo(
+            problem, alpha=alpha, epsilons=geometric_levels(bottom, top, num_levels), gamma=gamma, generator=generator
+        )  # type: ignore[arg-type]
     if method == "doubling":
-        return doubling_method(problem, alpha=alpha, epsilons=doubling_levels(bottom, top), gamma=gamma,
-                               generator=generator)
+        return doubling_method(
+            problem, alpha=alpha, epsilons=doubling_levels(bottom, top), gamma=gamma, generator=generator
+        )
     if method == "theory":
         return theory_method(problem, alpha=alpha, generator=generator)
     raise ValueError(f"method must be noise_reduction, doubling or theory, got {method!r}")
 
 
-def run_accuracy_first(dataset: str, alpha: float, *, method: str = "noise_reduction", gamma: float = 0.1,
-                       lam: float = 0.005, num_levels: int = 1000, seed: int = 0,
-                       data_root: Path = DEFAULT_DATA, kdd_n: int = 100_000,
-                       problem: RidgeProblem | LogisticProblem | None = None) -> dict[str, Any]:
+def run_accuracy_first(
+    dataset: str,
+    alpha: float,
+    *,
+    method: str = "noise_reduction",
+    gamma: float = 0.1,
+    lam: float = 0.005,
+    num_levels: int = 1000,
+    seed: int = 0,
+    data_root: Path = DEFAULT_DATA,
+    kdd_n: int = 100_000,
+    problem: RidgeProblem | LogisticProblem | None = None,
+) -> dict[str, Any]:
     """Run one accuracy-first method on ``dataset`` for target ``alpha``; report the outcome.
 
     Returns:
@@ -188,16 +227,24 @@ def run_accuracy_first(dataset: str, alpha: float, *, method: str = "noise_reduc
         data for evaluation; not itself a private release).
     """
     problem = problem or make_problem(dataset, data_root=data_root, lam=lam, kdd_n=kdd_n)
-    res = run_method(problem, method, alpha=alpha, gamma=gamma, num_levels=num_levels,
-                     generator=seeded_generator(seed))
+    res = run_method(problem, method, alpha=alpha, gamma=gamma, num_levels=num_levels, generator=seeded_generator(seed))
     excess = float(problem.excess_risk(res.theta)) if res.theta is not None else float("nan")
     return {
-        "dataset": dataset, "method": method, "alpha": alpha, "gamma": gamma, "lam": problem.lam,
-        "n": problem.n, "p": problem.p, "seed": seed,
-        "index": res.index, "epsilon_level": res.epsilon_hypotheses, "epsilon_test": res.epsilon_test,
+        "dataset": dataset,
+        "method": method,
+        "alpha": alpha,
+        "gamma": gamma,
+        "lam": problem.lam,
+        "n": problem.n,
+        "p": problem.p,
+        "seed": seed,
+        "index": res.index,
+        "epsilon_level": res.epsilon_hypotheses,
+        "epsilon_test": res.epsilon_test,
         "epsilon_ex_post": res.epsilon_ex_post,
         "risk_factor": math.exp(res.epsilon_ex_post) if res.epsilon_ex_post < 700 else math.inf,
-        "excess_risk": excess, "num_tested": res.num_tested,
+        "excess_risk": excess,
+        "num_tested": res.num_tested,
     }
 
 
@@ -211,8 +258,17 @@ def figure(args: argparse.Namespace) -> dict[str, Any]:
         for alpha in args.alphas:
             for method in ("noise_reduction", "doubling", "theory"):
                 for trial in range(args.trials):
-                    rows.append(run_accuracy_first(dataset, alpha, method=method, gamma=args.gamma,
-                                                   num_levels=args.levels, seed=trial, problem=problem))
+                    rows.append(
+                        run_accuracy_first(
+                            dataset,
+                            alpha,
+                            method=method,
+                            gamma=args.gamma,
+                            num_levels=args.levels,
+                            seed=trial,
+                            problem=problem,
+                        )
+                    )
         print(f"{dataset}: done at {time.time() - t0:.1f}s", flush=True)
     with open(out / "accuracy_first.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -234,16 +290,22 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         finite = [r["epsilon_ex_post"] for r in rs if math.isfinite(r["epsilon_ex_post"])]
         mean_eps = sum(finite) / len(finite) if finite else math.inf
         excess = [r["excess_risk"] for r in rs if math.isfinite(r["excess_risk"])]
-        out.append({
-            "dataset": dataset, "method": method, "alpha": alpha, "trials": len(rs),
-            "exhausted": len(rs) - len(finite), "mean_epsilon": mean_eps,
-            "risk_factor_of_mean": math.exp(mean_eps) if mean_eps < 700 else math.inf,
-            "mean_epsilon_test": sum(r["epsilon_test"] for r in rs) / len(rs),
-            "mean_epsilon_hypotheses": sum(r["epsilon_level"] for r in rs) / len(rs),
-            "mean_excess_risk": sum(excess) / max(len(excess), 1),
-            "max_excess_risk": max(excess, default=float("nan")),
-            "frac_excess_above_alpha": sum(e > alpha for e in excess) / max(len(excess), 1),
-        })
+        out.append(
+            {
+                "dataset": dataset,
+                "method": method,
+                "alpha": alpha,
+                "trials": len(rs),
+                "exhausted": len(rs) - len(finite),
+                "mean_epsilon": mean_eps,
+                "risk_factor_of_mean": math.exp(mean_eps) if mean_eps < 700 else math.inf,
+                "mean_epsilon_test": sum(r["epsilon_test"] for r in rs) / len(rs),
+                "mean_epsilon_hypotheses": sum(r["epsilon_level"] for r in rs) / len(rs),
+                "mean_excess_risk": sum(excess) / max(len(excess), 1),
+                "max_excess_risk": max(excess, default=float("nan")),
+                "frac_excess_above_alpha": sum(e > alpha for e in excess) / max(len(excess), 1),
+            }
+        )
     return out
 
 
@@ -255,9 +317,12 @@ def plot(summary: list[dict[str, Any]], path: Path) -> None:
 
     datasets = sorted({s["dataset"] for s in summary})
     fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4), squeeze=False)
-    titles = {"warfarin": "Ridge (CovNR), warfarin", "kdd": "Logistic (OutputNR), KDD-99",
-              "warfarin-paper": "Ridge (CovNR), warfarin, paper's scaling (not private)",
-              "twitter-standin": "Ridge (CovNR), Twitter stand-in n=1e5, p=77"}
+    titles = {
+        "warfarin": "Ridge (CovNR), warfarin",
+        "kdd": "Logistic (OutputNR), KDD-99",
+        "warfarin-paper": "Ridge (CovNR), warfarin, paper's scaling (not private)",
+        "twitter-standin": "Ridge (CovNR), Twitter stand-in n=1e5, p=77",
+    }
     for ax, dataset in zip(axes[0], datasets, strict=True):
         for method, style in (("noise_reduction", "o-"), ("doubling", "s--"), ("theory", "^:")):
             pts = [s for s in summary if s["dataset"] == dataset and s["method"] == method]
@@ -295,15 +360,30 @@ def main(argv: list[str] | None = None) -> None:
     fig_p.add_argument("--run", default="accuracy_first")
     args = parser.parse_args(argv)
     if args.command == "run":
-        print(json.dumps(run_accuracy_first(args.dataset, args.alpha, method=args.method, gamma=args.gamma,
-                                            lam=args.lam, num_levels=args.levels, seed=args.seed,
-                                            data_root=Path(args.data_root), kdd_n=args.kdd_n), indent=2))
+        print(
+            json.dumps(
+                run_accuracy_first(
+                    args.dataset,
+                    args.alpha,
+                    method=args.method,
+                    gamma=args.gamma,
+                    lam=args.lam,
+                    num_levels=args.levels,
+                    seed=args.seed,
+                    data_root=Path(args.data_root),
+                    kdd_n=args.kdd_n,
+                ),
+                indent=2,
+            )
+        )
     else:
         report = figure(args)
         for s in report["summary"]:
-            print(f"{s['dataset']:9s} {s['method']:16s} α={s['alpha']:<6} ε̄={s['mean_epsilon']:9.3f} "
-                  f"(test {s['mean_epsilon_test']:8.3f}, hyp {s['mean_epsilon_hypotheses']:8.3f}) "
-                  f"⊥={s['exhausted']} excess mean {s['mean_excess_risk']:.4f} max {s['max_excess_risk']:.4f}")
+            print(
+                f"{s['dataset']:9s} {s['method']:16s} α={s['alpha']:<6} ε̄={s['mean_epsilon']:9.3f} "
+                f"(test {s['mean_epsilon_test']:8.3f}, hyp {s['mean_epsilon_hypotheses']:8.3f}) "
+                f"⊥={s['exhausted']} excess mean {s['mean_excess_risk']:.4f} max {s['max_excess_risk']:.4f}"
+            )
         print(f"total {report['seconds']:.1f}s")
 
 

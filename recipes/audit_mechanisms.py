@@ -30,15 +30,27 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     start = time.perf_counter()
-    groups = (("correct", mechanism_cases() + releaser_cases()),
-              ("mutation", mutation_cases() + releaser_mutation_cases()))
+    groups = (
+        ("correct", mechanism_cases() + releaser_cases()),
+        ("mutation", mutation_cases() + releaser_mutation_cases()),
+    )
     for kind, cases in groups:
-        for row in audit_mechanisms(cases, num_samples=args.num_samples, alpha=args.alpha,
-                                    generator=seeded_generator(args.seed)):
-            rows.append({"kind": kind, "mechanism": row.name, "claimed_epsilon": f"{row.claimed_epsilon:.6g}",
-                         "claimed_delta": f"{row.claimed_delta:.3g}", "num_samples": row.num_samples,
-                         "epsilon_lower_bound": f"{row.epsilon_lower_bound:.4f}", "violates": row.violates,
-                         "alpha": args.alpha, "event": row.event})
+        for row in audit_mechanisms(
+            cases, num_samples=args.num_samples, alpha=args.alpha, generator=seeded_generator(args.seed)
+        ):
+            rows.append(
+                {
+                    "kind": kind,
+                    "mechanism": row.name,
+                    "claimed_epsilon": f"{row.claimed_epsilon:.6g}",
+                    "claimed_delta": f"{row.claimed_delta:.3g}",
+                    "num_samples": row.num_samples,
+                    "epsilon_lower_bound": f"{row.epsilon_lower_bound:.4f}",
+                    "violates": row.violates,
+                    "alpha": args.alpha,
+                    "event": row.event,
+                }
+            )
     path = args.out / "mechanisms.csv"
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -46,8 +58,10 @@ def main() -> None:
         writer.writerows(rows)
     print(f"{'kind':9s} {'mechanism':62s} {'ε claim':>8s} {'δ':>7s} {'samples':>8s} {'ε lower':>8s}  violates")
     for r in rows:
-        print(f"{r['kind']:9s} {r['mechanism']:62s} {r['claimed_epsilon']:>8s} {r['claimed_delta']:>7s} "
-              f"{r['num_samples']:>8d} {r['epsilon_lower_bound']:>8s}  {r['violates']}")
+        print(
+            f"{r['kind']:9s} {r['mechanism']:62s} {r['claimed_epsilon']:>8s} {r['claimed_delta']:>7s} "
+            f"{r['num_samples']:>8d} {r['epsilon_lower_bound']:>8s}  {r['violates']}"
+        )
     print(f"wrote {path} ({time.perf_counter() - start:.1f} s)")
 
 

@@ -38,8 +38,9 @@ from pate_stab.erm.heads import PrivateLinearHead
 from pate_stab.rng import seeded_generator, spawn_generators
 
 
-def audit_head(*, epsilon: float, train_epsilon: float, canaries: int, lam: float, confidence: float,
-               generator: torch.Generator) -> dict[str, object]:
+def audit_head(
+    *, epsilon: float, train_epsilon: float, canaries: int, lam: float, confidence: float, generator: torch.Generator
+) -> dict[str, object]:
     coin_gen, noise_gen = spawn_generators(generator, 2)
     secrets = torch.randint(0, 2, (canaries,), generator=coin_gen)
     x = torch.eye(canaries, dtype=torch.float64)
@@ -83,29 +84,53 @@ def main() -> None:
     rows = []
     for i, eps in enumerate(args.epsilons):
         for j, (kind, train_eps) in enumerate((("correct", eps), ("broken: noise for 100·ε", 100 * eps))):
-            row = audit_head(epsilon=eps, train_epsilon=train_eps, canaries=args.canaries, lam=args.lam,
-                             confidence=args.confidence, generator=gens[2 * i + j])
+            row = audit_head(
+                epsilon=eps,
+                train_epsilon=train_eps,
+                canaries=args.canaries,
+                lam=args.lam,
+                confidence=args.confidence,
+                generator=gens[2 * i + j],
+            )
             rows.append({"head": kind, **row})
-            print(f"{kind:24s} claimed ε = {eps:6.2f}   audit lower bound = {row['epsilon_lower_bound']:.3f} "
-                  f"({row['correct']}/{row['best_guesses']} correct, {args.confidence:.0%} confidence)   "
-                  f"violates = {row['violates']}")
+            print(
+                f"{kind:24s} claimed ε = {eps:6.2f}   audit lower bound = {row['epsilon_lower_bound']:.3f} "
+                f"({row['correct']}/{row['best_guesses']} correct, {args.confidence:.0%} confidence)   "
+                f"violates = {row['violates']}"
+            )
     transfer_rows = []
-    for variant, gen in zip(args.transfer_variants, spawn_generators(seeded_generator(args.seed + 1),
-                                                                     len(args.transfer_variants)), strict=True):
+    for variant, gen in zip(
+        args.transfer_variants,
+        spawn_generators(seeded_generator(args.seed + 1), len(args.transfer_variants)),
+        strict=True,
+    ):
         t0 = time.perf_counter()
-        row = audit_transfer(variant, num_canaries=args.transfer_canaries, num_teachers=args.transfer_teachers,
-                             epsilon=args.transfer_epsilon, delta=args.transfer_delta,
-                             num_private=args.transfer_private, confidence=args.confidence, generator=gen)
+        row = audit_transfer(
+            variant,
+            num_canaries=args.transfer_canaries,
+            num_teachers=args.transfer_teachers,
+            epsilon=args.transfer_epsilon,
+            delta=args.transfer_delta,
+            num_private=args.transfer_private,
+            confidence=args.confidence,
+            generator=gen,
+        )
         row["wall_s"] = time.perf_counter() - t0
         transfer_rows.append(row)
         lab, stu = row["labels"], row["student"]
-        print(f"transfer {variant:17s} claimed ε = {row['claimed_epsilon']:.3f} (δ = {row['claimed_delta']:.0e})  "
-              f"labels: {lab['epsilon_lower_bound']:.3f} ({lab['correct']}/{lab['guesses']})  "
-              f"student: {stu['epsilon_lower_bound']:.3f} ({stu['correct']}/{stu['guesses']})  "
-              f"max certifiable {row['max_certifiable_epsilon']:.2f}  task answered {row['task_queries_answered']}"
-              f"  violates = {row['violates']}", flush=True)
-    (args.out / "report.json").write_text(json.dumps({"config": {k: str(v) for k, v in vars(args).items()},
-                                                      "rows": rows, "transfer": transfer_rows}, indent=2))
+        print(
+            f"transfer {variant:17s} claimed ε = {row['claimed_epsilon']:.3f} (δ = {row['claimed_delta']:.0e})  "
+            f"labels: {lab['epsilon_lower_bound']:.3f} ({lab['correct']}/{lab['guesses']})  "
+            f"student: {stu['epsilon_lower_bound']:.3f} ({stu['correct']}/{stu['guesses']})  "
+            f"max certifiable {row['max_certifiable_epsilon']:.2f}  task answered {row['task_queries_answered']}"
+            f"  violates = {row['violates']}",
+            flush=True,
+        )
+    (args.out / "report.json").write_text(
+        json.dumps(
+            {"config": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "transfer": transfer_rows}, indent=2
+        )
+    )
     print(f"wrote {args.out / 'report.json'} ({time.perf_counter() - start:.1f} s)")
 
 

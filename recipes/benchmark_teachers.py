@@ -110,9 +110,7 @@ def run_mode(args: argparse.Namespace) -> dict:
     g_part, g_teach = spawn_generators(seeded_generator(args.seed), 2)
     shards = partition_indices(record_keys_from_tensors(x, y), args.k, generator=g_part)
     if args.model == "cnn":
-        spec = ModelSpec(
-            "cnn", (1, 28, 28), 10, hidden=tuple(args.hidden), channels=tuple(args.channels)
-        )
+        spec = ModelSpec("cnn", (1, 28, 28), 10, hidden=tuple(args.hidden), channels=tuple(args.channels))
         x_eval = splits.evaluation.x
     else:
         spec = ModelSpec("mlp", (784,), 10, hidden=(128,))
@@ -277,9 +275,7 @@ def heads(args: argparse.Namespace) -> None:
             spec = ModelSpec(kind, (args.pca_dim,), 10, hidden=hidden or (1,))
             config = TrainConfig(epochs=args.head_epochs, batch_size=8, lr=1e-2, weight_decay=1e-3)
             start = time.perf_counter()
-            teachers = train_teachers(
-                x_priv, splits.private.y, shards, spec=spec, config=config, generator=g_teach
-            )
+            teachers = train_teachers(x_priv, splits.private.y, shards, spec=spec, config=config, generator=g_teach)
             wall = time.perf_counter() - start
             votes = teachers.predict_votes(x_eval)
             mean_acc, vote_acc = _accuracies(votes, splits.evaluation.y, 10)
@@ -293,9 +289,7 @@ def heads(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=["speed", "cnn", "heads", "mode"], default="speed")
     parser.add_argument("--mode", choices=["vectorized", "sequential"], default="vectorized")
     parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp", help=argparse.SUPPRESS)
@@ -307,18 +301,14 @@ def main() -> None:
     parser.add_argument("--accelerator", default="auto", help="cnn: 'auto' (a GPU), or 'cpu'")
     parser.add_argument("--channels", type=int, nargs=2, default=[64, 128], help="cnn filters")
     parser.add_argument("--hidden", type=int, nargs="+", default=[384, 192], help="cnn FC widths")
-    parser.add_argument(
-        "--subsample", type=int, default=None, help="use the first N private records (smoke runs)"
-    )
+    parser.add_argument("--subsample", type=int, default=None, help="use the first N private records (smoke runs)")
     parser.add_argument(
         "--sequential-teachers",
         type=int,
         default=None,
         help="cnn: time the sequential mode on this many teachers and extrapolate to k",
     )
-    parser.add_argument(
-        "--threads", type=int, nargs="+", default=[2], help="one or more thread counts (speed)"
-    )
+    parser.add_argument("--threads", type=int, nargs="+", default=[2], help="one or more thread counts (speed)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pca-dim", type=int, default=50)
     parser.add_argument("--head-k", type=int, nargs="+", default=[1000, 2000])

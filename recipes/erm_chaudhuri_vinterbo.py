@@ -119,28 +119,51 @@ def run_dataset(name, x, y, args, gen, writer, results):
             t0 = time.time()
             chosen = {}
             eps_noise = objective_perturbation_budget(
-                epsilon=alpha / 2, lam=min(THETA), n=n, smoothness=0.25).epsilon_prime
-            b1, b2 = stability_constants_linear(lam_min=min(THETA), num_params=len(THETA), delta=0.01,
-                                                epsilon_train=eps_noise, n=n, dim=d)
+                epsilon=alpha / 2, lam=min(THETA), n=n, smoothness=0.25
+            ).epsilon_prime
+            b1, b2 = stability_constants_linear(
+                lam_min=min(THETA), num_params=len(THETA), delta=0.01, epsilon_train=eps_noise, n=n, dim=d
+            )
             chosen["Stability"] = stability_validate(
-                THETA, lambda th, g: oplr(th, xt, yt, alpha / 2, g), q, beta1=b1, beta2=b2, n=n, m=m,
-                epsilon_validation=alpha / 2, generator=gen)
+                THETA,
+                lambda th, g: oplr(th, xt, yt, alpha / 2, g),
+                q,
+                beta1=b1,
+                beta2=b2,
+                n=n,
+                m=m,
+                epsilon_validation=alpha / 2,
+                generator=gen,
+            )
             chosen["alphaSplit"] = alpha_split(THETA, oplr, errors, xt, yt, epsilon=alpha, generator=gen)
             chosen["dataSplit"] = data_split(THETA, oplr, errors, xt, yt, epsilon=alpha, generator=gen)
             models = [oplr(th, xt, yt, alpha, gen) for th in THETA]
             i_rand = int(torch.randint(0, len(THETA), (1,), generator=gen))
             chosen["Random"] = (i_rand, models[i_rand])
-            chosen["Control"] = control_choice(THETA, lambda th, *_: models[THETA.index(th)], q, xt, yt,
-                                               epsilon=alpha, generator=gen)
+            chosen["Control"] = control_choice(
+                THETA, lambda th, *_: models[THETA.index(th)], q, xt, yt, epsilon=alpha, generator=gen
+            )
             for method, (i, w) in chosen.items():
                 a, mse = evaluate(w, xw, yw)
-                row = {"dataset": name, "round": rnd, "alpha": alpha, "method": method,
-                       "theta": THETA[i], "auc": a, "mse": mse}
+                row = {
+                    "dataset": name,
+                    "round": rnd,
+                    "alpha": alpha,
+                    "method": method,
+                    "theta": THETA[i],
+                    "auc": a,
+                    "mse": mse,
+                }
                 writer.writerow(row)
                 results.append(row)
-            print(f"{name} round {rnd} alpha {alpha}: " + ", ".join(
-                f"{k} auc={r['auc']:.3f} mse={r['mse']:.3f}" for k, r in
-                ((r["method"], r) for r in results[-5:])) + f" ({time.time() - t0:.1f}s)", flush=True)
+            print(
+                f"{name} round {rnd} alpha {alpha}: "
+                + ", ".join(
+                    f"{k} auc={r['auc']:.3f} mse={r['mse']:.3f}" for k, r in ((r["method"], r) for r in results[-5:])
+                )
+                + f" ({time.time() - t0:.1f}s)",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -168,8 +191,10 @@ def main() -> None:
             for alpha in ALPHAS:
                 rs = [r for r in results if r["dataset"] == ds and r["method"] == method and r["alpha"] == alpha]
                 summary[f"{ds}/{method}/{alpha}"] = {
-                    "auc": sum(r["auc"] for r in rs) / len(rs), "mse": sum(r["mse"] for r in rs) / len(rs),
-                    "runs": len(rs)}
+                    "auc": sum(r["auc"] for r in rs) / len(rs),
+                    "mse": sum(r["mse"] for r in rs) / len(rs),
+                    "runs": len(rs),
+                }
     (out / "report.json").write_text(json.dumps({"config": vars(args), "summary": summary}, indent=1))
     import matplotlib
 

@@ -82,8 +82,14 @@ def main() -> None:
 
         def record(method, eps, w, params, rep=rep, xw=xw, yw=yw, te=te, prior=prior, sigma=sigma):
             guess = invert_attribute(w, xw, yw, columns=cols, encodings=enc, prior=prior, sigma=sigma)
-            return {"repeat": rep, "epsilon": eps, "method": method, "params": params,
-                    "mse": float(((xw @ w - yw) ** 2).mean()), "mi_accuracy": inversion_accuracy(guess, vk[te])}
+            return {
+                "repeat": rep,
+                "epsilon": eps,
+                "method": method,
+                "params": params,
+                "mse": float(((xw @ w - yw) ** 2).mean()),
+                "mi_accuracy": inversion_accuracy(guess, vk[te]),
+            }
 
         def rls(r, lam, xs, ys, eps, g):
             return rls_out(xs, ys, epsilon=eps, lam=lam, radius=r, generator=g, constant=args.constant).weights
@@ -101,8 +107,9 @@ def main() -> None:
             rows.append(record("DataIndependent", eps, rls(1.0, lam_di, xt, yt, eps, gen), f"R=1,lam={lam_di:.4f}"))
             i, w = wu_private_tuning(tuned_grid, rls_projected, xt, yt, epsilon=eps, generator=gen)
             rows.append(record("Tuned", eps, w, f"R={tuned_grid[i][0]},lam={tuned_grid[i][1]}"))
-            wo = objective_perturbation(xt, yt, epsilon=eps, lam=lam_di, loss="squared", radius=1.0,
-                                        generator=gen).weights
+            wo = objective_perturbation(
+                xt, yt, epsilon=eps, lam=lam_di, loss="squared", radius=1.0, generator=gen
+            ).weights
             rows.append(record("ObjectivePert", eps, wo, f"R=1,lam={lam_di:.4f}"))
             for r, lam in oracle_grid:
                 oracle_rows.append(record("Oracle", eps, rls(r, lam, xt, yt, eps, gen), f"R={r},lam={lam:.4f}"))
@@ -123,12 +130,18 @@ def main() -> None:
     for m in METHODS:
         for eps in EPSILONS:
             rs = [r for r in rows if r["method"] == m and r["epsilon"] == eps]
-            summary[f"{m}/{eps}"] = {"mse": sum(r["mse"] for r in rs) / len(rs),
-                                     "mi_accuracy": sum(r["mi_accuracy"] for r in rs) / len(rs),
-                                     "runs": len(rs), "params": rs[0]["params"] if m == "Oracle" else ""}
+            summary[f"{m}/{eps}"] = {
+                "mse": sum(r["mse"] for r in rs) / len(rs),
+                "mi_accuracy": sum(r["mi_accuracy"] for r in rs) / len(rs),
+                "runs": len(rs),
+                "params": rs[0]["params"] if m == "Oracle" else "",
+            }
     majority = float(torch.bincount(vk).max()) / len(vk)
-    (out / "report.json").write_text(json.dumps(
-        {"config": vars(args), "n": n_all, "d": d, "majority_vkorc1_rate": majority, "summary": summary}, indent=1))
+    (out / "report.json").write_text(
+        json.dumps(
+            {"config": vars(args), "n": n_all, "d": d, "majority_vkorc1_rate": majority, "summary": summary}, indent=1
+        )
+    )
     import matplotlib
 
     matplotlib.use("Agg")

@@ -71,8 +71,9 @@ def load_magic_paper(data_root: Path) -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.tensor(labels, dtype=torch.float64)
 
 
-def rate_variants(name: str, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, writer: csv.DictWriter,
-                  results: list[dict]) -> None:
+def rate_variants(
+    name: str, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, writer: csv.DictWriter, results: list[dict]
+) -> None:
     """alphaSplit / dataSplit with the validation error rate in the exponential mechanism (one 10-fold CV)."""
     perm = torch.randperm(x.shape[0], generator=gen)
     x, y = x[perm], y[perm]
@@ -92,8 +93,15 @@ def rate_variants(name: str, x: torch.Tensor, y: torch.Tensor, gen: torch.Genera
             for method, fn in (("alphaSplit-rate", alpha_split), ("dataSplit-rate", data_split)):
                 i, w = fn(THETA, oplr, error_rate, xt, yt, epsilon=alpha, generator=gen)
                 a, mse = evaluate(w, xw, yw)
-                row = {"dataset": name, "round": rnd, "alpha": alpha, "method": method, "theta": THETA[i],
-                       "auc": a, "mse": mse}
+                row = {
+                    "dataset": name,
+                    "round": rnd,
+                    "alpha": alpha,
+                    "method": method,
+                    "theta": THETA[i],
+                    "auc": a,
+                    "mse": mse,
+                }
                 writer.writerow(row)
                 results.append(row)
 
@@ -135,33 +143,47 @@ def main() -> None:
     for protocol in args.protocols:
         for method in methods[protocol]:
             for alpha in ALPHAS:
-                rs = [r for r in results if r["dataset"] == f"Magic-{protocol}" and r["method"] == method
-                      and r["alpha"] == alpha]
+                rs = [
+                    r
+                    for r in results
+                    if r["dataset"] == f"Magic-{protocol}" and r["method"] == method and r["alpha"] == alpha
+                ]
                 auc = torch.tensor([r["auc"] for r in rs])
                 mse = torch.tensor([r["mse"] for r in rs])
                 theta = torch.tensor([r["theta"] for r in rs])
                 se = math.sqrt(len(rs))
                 summary[f"{protocol}/{method}/{alpha}"] = {
-                    "auc": float(auc.mean()), "auc_se": float(auc.std()) / se if len(rs) > 1 else 0.0,
-                    "mse": float(mse.mean()), "mse_se": float(mse.std()) / se if len(rs) > 1 else 0.0,
+                    "auc": float(auc.mean()),
+                    "auc_se": float(auc.std()) / se if len(rs) > 1 else 0.0,
+                    "mse": float(mse.mean()),
+                    "mse_se": float(mse.std()) / se if len(rs) > 1 else 0.0,
                     "frac_theta_min": float((theta == min(THETA)).double().mean()) if len(rs) else 0.0,
-                    "runs": len(rs)}
+                    "runs": len(rs),
+                }
     seconds = time.time() - t0
-    (out / "report.json").write_text(json.dumps({"config": vars(args), "seconds": seconds, "summary": summary},
-                                                indent=1))
-    lines = [f"Chaudhuri & Vinterbo 2013 Fig. 1, Magic, {args.repeats} x 10-fold CV ({args.rounds} rounds each); "
-             "mean ± s.e. over rounds"]
+    (out / "report.json").write_text(
+        json.dumps({"config": vars(args), "seconds": seconds, "summary": summary}, indent=1)
+    )
+    lines = [
+        f"Chaudhuri & Vinterbo 2013 Fig. 1, Magic, {args.repeats} x 10-fold CV ({args.rounds} rounds each); "
+        "mean ± s.e. over rounds"
+    ]
     for protocol in args.protocols:
         for metric in ("auc", "mse"):
             lines.append(f"\nprotocol {protocol}, {metric.upper()}")
             lines.append("method".ljust(16) + "".join(f"alpha={a:<9}" for a in ALPHAS))
             for method in methods[protocol]:
                 cells = [summary[f"{protocol}/{method}/{a}"] for a in ALPHAS]
-                lines.append(method.ljust(16) + "".join(
-                    f"{c[metric]:.3f}±{c[metric + '_se']:.3f}".ljust(15) for c in cells))
-        lines.append("share of rounds choosing theta = 0.001: " + ", ".join(
-            f"{m} " + "/".join(f"{summary[f'{protocol}/{m}/{a}']['frac_theta_min']:.1f}" for a in ALPHAS)
-            for m in METHODS))
+                lines.append(
+                    method.ljust(16) + "".join(f"{c[metric]:.3f}±{c[metric + '_se']:.3f}".ljust(15) for c in cells)
+                )
+        lines.append(
+            "share of rounds choosing theta = 0.001: "
+            + ", ".join(
+                f"{m} " + "/".join(f"{summary[f'{protocol}/{m}/{a}']['frac_theta_min']:.1f}" for a in ALPHAS)
+                for m in METHODS
+            )
+        )
     lines.append(f"\nwall time {seconds:.0f}s (one thread)")
     (out / "table.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -176,8 +198,14 @@ def main() -> None:
             ax = axes[row, col]
             for method in methods[protocol]:
                 s = [summary[f"{protocol}/{method}/{a}"] for a in ALPHAS]
-                ax.errorbar(ALPHAS, [v[metric] for v in s], yerr=[1.96 * v[metric + "_se"] for v in s],
-                            marker="o", capsize=2, label=method)
+                ax.errorbar(
+                    ALPHAS,
+                    [v[metric] for v in s],
+                    yerr=[1.96 * v[metric + "_se"] for v in s],
+                    marker="o",
+                    capsize=2,
+                    label=method,
+                )
             ax.set_xscale("log")
             ax.set_xticks(ALPHAS, [str(a) for a in ALPHAS])
             ax.minorticks_off()

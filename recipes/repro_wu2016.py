@@ -69,8 +69,16 @@ from pate_stab.privacy.noise import exponential, l2_laplace_vector  # noqa: E402
 from pate_stab.rng import seeded_generator  # noqa: E402
 
 EPSILONS = [0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0]
-METHODS = ["NonPrivate", "DataIndependent", "DI-noiseless", "Oracle", "Tuned-R1", "Tuned-R1-exact", "DI-expnorm",
-           "Tuned-R1-expnorm"]
+METHODS = [
+    "NonPrivate",
+    "DataIndependent",
+    "DI-noiseless",
+    "Oracle",
+    "Tuned-R1",
+    "Tuned-R1-exact",
+    "DI-expnorm",
+    "Tuned-R1-expnorm",
+]
 ORACLE_GRID = [(r, lam) for r in (0.25, 0.5, 1.0, 2.0) for lam in torch.linspace(0.001, 0.5, 10).tolist()]
 PROTOCOLS = ("paper", "paper-centered", "private", "private-centered")
 PUBLIC_DOSE_CENTER = 35.0  # mg/week: the 5 mg/day starting dose of dosing guidelines (public)
@@ -99,7 +107,7 @@ def load(protocol: str, data_dir: Path) -> tuple[torch.Tensor, torch.Tensor, flo
         raw = x * 3.0  # undo the public /3: indicators in {0, 1}, age/height/weight in [0, 1]
         raw[:, 1:4] = scale_to_bounds(raw[:, 1:4], bounds=bounds_from_data(raw[:, 1:4]))
         xp = raw / float(torch.linalg.vector_norm(raw, dim=1).max())
-        (lo, hi), = bounds_from_data(dose.unsqueeze(1))
+        ((lo, hi),) = bounds_from_data(dose.unsqueeze(1))
     if protocol == "paper-centered":
         spread = float((dose - dose.mean()).abs().max())
         return xp, (dose - dose.mean()) / spread, spread**2
@@ -126,17 +134,20 @@ def run(protocol: str, args: argparse.Namespace) -> dict[str, object]:
         # rls-out's noise-free part depends on (R, lam) only: one solve per grid point, noise per eps.
         fits = {p: solve_erm(xt, yt, loss="squared", lam=p[1], radius=p[0], tol=1e-9).weights for p in ORACLE_GRID}
 
-        def projected(r: float, lam: float, xs: torch.Tensor, ys: torch.Tensor, eps: float,
-                      g: torch.Generator) -> torch.Tensor:
+        def projected(
+            r: float, lam: float, xs: torch.Tensor, ys: torch.Tensor, eps: float, g: torch.Generator
+        ) -> torch.Tensor:
             w = rls_out(xs, ys, epsilon=eps, lam=lam, radius=r, generator=g, constant="paper").weights
             return w * min(1.0, r / float(torch.linalg.vector_norm(w)))
 
-        def plain(r: float, lam: float, xs: torch.Tensor, ys: torch.Tensor, eps: float,
-                  g: torch.Generator) -> torch.Tensor:
+        def plain(
+            r: float, lam: float, xs: torch.Tensor, ys: torch.Tensor, eps: float, g: torch.Generator
+        ) -> torch.Tensor:
             return rls_out(xs, ys, epsilon=eps, lam=lam, radius=r, generator=g, constant="paper").weights
 
-        def expnorm(r: float, lam: float, xs: torch.Tensor, ys: torch.Tensor, eps: float,
-                    g: torch.Generator) -> torch.Tensor:
+        def expnorm(
+            r: float, lam: float, xs: torch.Tensor, ys: torch.Tensor, eps: float, g: torch.Generator
+        ) -> torch.Tensor:
             wbar = solve_erm(xs, ys, loss="squared", lam=lam, radius=r, tol=1e-9).weights
             return wbar + expnorm_noise((12.0 * r + 8.0) / (lam * xs.shape[0] * eps), xs.shape[1], generator=g)
 
@@ -144,8 +155,9 @@ def run(protocol: str, args: argparse.Namespace) -> dict[str, object]:
         for eps in EPSILONS:
             mse["NonPrivate"][eps].append(test_mse(w_np))
             lam_di = math.sqrt(d / (ntr * eps))
-            mse["DataIndependent"][eps].append(test_mse(
-                rls_out(xt, yt, epsilon=eps, lam=lam_di, radius=1.0, generator=gen, constant="paper").weights))
+            mse["DataIndependent"][eps].append(
+                test_mse(rls_out(xt, yt, epsilon=eps, lam=lam_di, radius=1.0, generator=gen, constant="paper").weights)
+            )
             w_di = solve_erm(xt, yt, loss="squared", lam=lam_di, radius=1.0, tol=1e-9).weights
             mse["DI-noiseless"][eps].append(test_mse(w_di))
             scale = (12.0 * 1.0 + 8.0) / (lam_di * ntr * eps)
@@ -168,12 +180,22 @@ def run(protocol: str, args: argparse.Namespace) -> dict[str, object]:
     for m in METHODS:
         for eps in EPSILONS:
             v = torch.tensor(mse[m][eps])
-            summary[f"{m}/{eps}"] = {"mean": float(v.mean()), "std": float(v.std()) if v.numel() > 1 else 0.0,
-                                     "median": float(v.median())}
+            summary[f"{m}/{eps}"] = {
+                "mean": float(v.mean()),
+                "std": float(v.std()) if v.numel() > 1 else 0.0,
+                "median": float(v.median()),
+            }
     var_y = float(y.var())
-    return {"n": n_all, "d": d, "to_mg2_per_week2": to_mg2, "var_y": var_y,
-            "mean_row_norm_sq": float((x * x).sum(1).mean()), "mean_nonprivate_norm": sum(norms) / len(norms),
-            "oracle_params": {str(e): list(p) for e, p in best_params.items()}, "summary": summary}
+    return {
+        "n": n_all,
+        "d": d,
+        "to_mg2_per_week2": to_mg2,
+        "var_y": var_y,
+        "mean_row_norm_sq": float((x * x).sum(1).mean()),
+        "mean_nonprivate_norm": sum(norms) / len(norms),
+        "oracle_params": {str(e): list(p) for e, p in best_params.items()},
+        "summary": summary,
+    }
 
 
 def main() -> None:
@@ -194,12 +216,16 @@ def main() -> None:
         print(f"{protocol}: {time.time() - t0:.0f}s", flush=True)
     report = {"config": vars(args), "seconds": time.time() - t0, "epsilons": EPSILONS, "results": results}
     (out / "report.json").write_text(json.dumps(report, indent=1))
-    lines = [f"Wu et al. 2016 Fig. 1-2 reproduction, {args.repeats} random 80/20 splits, mean ± sd test MSE "
-             "on the protocol's scaled dose"]
+    lines = [
+        f"Wu et al. 2016 Fig. 1-2 reproduction, {args.repeats} random 80/20 splits, mean ± sd test MSE "
+        "on the protocol's scaled dose"
+    ]
     for protocol, res in results.items():
-        lines.append(f"\nprotocol {protocol}: n = {res['n']}, d = {res['d']}, Var(y) = {res['var_y']:.4f}, "
-                     f"mean ||x||^2 = {res['mean_row_norm_sq']:.3f}, "
-                     f"||w_nonprivate|| = {res['mean_nonprivate_norm']:.2f}")
+        lines.append(
+            f"\nprotocol {protocol}: n = {res['n']}, d = {res['d']}, Var(y) = {res['var_y']:.4f}, "
+            f"mean ||x||^2 = {res['mean_row_norm_sq']:.3f}, "
+            f"||w_nonprivate|| = {res['mean_nonprivate_norm']:.2f}"
+        )
         lines.append("method".ljust(18) + "".join(f"eps={e:<12}" for e in EPSILONS))
         for m in METHODS:
             stats = [res["summary"][f"{m}/{e}"] for e in EPSILONS]
@@ -217,8 +243,15 @@ def main() -> None:
         for m in METHODS:
             means = [res["summary"][f"{m}/{e}"]["mean"] for e in EPSILONS]
             sds = [res["summary"][f"{m}/{e}"]["std"] for e in EPSILONS]
-            ax.errorbar(EPSILONS, means, yerr=sds, marker="o", capsize=2, label=m,
-                        ls=":" if m in ("DI-noiseless", "DI-expnorm", "Tuned-R1-expnorm") else "-")
+            ax.errorbar(
+                EPSILONS,
+                means,
+                yerr=sds,
+                marker="o",
+                capsize=2,
+                label=m,
+                ls=":" if m in ("DI-noiseless", "DI-expnorm", "Tuned-R1-expnorm") else "-",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("epsilon")

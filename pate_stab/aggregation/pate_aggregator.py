@@ -203,9 +203,7 @@ class PateAggregator:
                 f"{self.name} is certified for {self.num_queries} queries; {self.queries_seen} already "
                 f"answered, {m} more requested"
             )
-        parts = [
-            self._labels(counts[start : start + ROWS_PER_CHUNK], gen) for start in range(0, m, ROWS_PER_CHUNK)
-        ]
+        parts = [self._labels(counts[start : start + ROWS_PER_CHUNK], gen) for start in range(0, m, ROWS_PER_CHUNK)]
         labels = torch.cat(parts)
         self.queries_seen += m
         self.answered += int((labels != ABSTAIN).sum())

@@ -232,46 +232,132 @@ def mechanism_cases() -> list[MechanismCase]:
     hard_a = [[8, 2, 0], [7, 0, 4], [6, 1, 0], [8, 0, 1]]
     hard_b = [[7, 3, 0], [8, 0, 3], [5, 1, 1], [7, 1, 1]]
     return [
-        MechanismCase("laplace (noise.laplace, b = 1/ε)", _laplace_count(1.0), 0.0, 1.0, 1.0,
-                      relation="counting query 0 vs 1"),
-        MechanismCase("sparse vector T=1 (λ=2)", _sparse_vector(2.0, 1), sv_a, sv_b, 1.0,
-                      relation="each query value moves by 1"),
-        MechanismCase("sparse vector T=2 (λ=2)", _sparse_vector(2.0, 2), sv_a + [0.0] * 3, sv_b + [1.0] * 3, 2.0,
-                      relation="each query value moves by 1"),
-        MechanismCase("stability test (BTT18 Alg 2, ε=1, Γ=3)", _stability_test(1.0, 3.0), [[4, 0, 0]],
-                      [[3, 1, 0]], 1.0, relation=one_vote),
-        MechanismCase("hard releaser (Alg 4, λ=2, w=2, T=1)", _hard_releaser(2.0, 2.0, 1), hard_a, hard_b, 1.0,
-                      relation=one_vote),
-        MechanismCase("LNMax seeded (b=2, one query)", _aggregator(lnmax), torch.tensor([4, 3, 0]),
-                      torch.tensor([3, 4, 0]), lnmax.per_query_pure_epsilon, relation=one_vote),
-        MechanismCase("GNMax seeded (one query)", _aggregator(gnmax), torch.tensor([1, 0, 0]),
-                      torch.tensor([0, 1, 0]), gnmax.single_query_epsilon(delta), delta=delta, relation=one_vote),
-        MechanismCase("LNMax secure (DLap a=1/2, one query)",
-                      _secure_aggregator(lambda src: LNMax(noise_scale=2.0, num_queries=1, delta=delta, source=src)),
-                      torch.tensor([4, 3, 0]), torch.tensor([3, 4, 0]), secure_lnmax.per_query_pure_epsilon,
-                      relation=one_vote, sample_factor=0.5),
-        MechanismCase("GNMax secure (discrete Gaussian, one query)",
-                      _secure_aggregator(lambda src: GNMax(sigma=secure_gnmax.sigma, num_queries=1, delta=delta,
-                                                           source=src)),
-                      torch.tensor([1, 0, 0]), torch.tensor([0, 1, 0]), secure_gnmax.single_query_epsilon(delta),
-                      delta=delta, relation=one_vote, sample_factor=0.5),
-        MechanismCase("Confident-GNMax secure (one query)",
-                      _secure_aggregator(lambda src: ConfidentGNMax(
-                          threshold=10, sigma1=secure_confident.sigma1, sigma2=secure_confident.sigma2, num_queries=1,
-                          delta=delta, source=src)),
-                      torch.tensor([10, 9, 0]), torch.tensor([9, 9, 1]), secure_confident.single_query_epsilon(delta),
-                      delta=delta, relation=one_vote, sample_factor=0.5),
-        MechanismCase("secure discrete Gaussian (σ=1.5)", _secure_discrete_gaussian(1.5), 0, 1,
-                      discrete_gaussian_claim(1.5, delta), delta=delta, relation="integer counting query 0 vs 1"),
-        MechanismCase("output perturbation (Huber hinge, n=20, λ=10)", _output_perturbation(1.0), "D", "D'", 1.0,
-                      featurize=lambda t: t[:, 0], relation="replace one record (label flip)"),
-        MechanismCase("secure discrete Laplace (scale 1)", _secure_discrete_laplace(1.0), 0, 1, 1.0,
-                      featurize=_as_float, relation="integer counting query 0 vs 1", sample_factor=0.5),
-        MechanismCase("secure snapping (λ=1, B=10)", _secure_snapping(1.0, 10.0), 0.0, 1.0,
-                      snapping_epsilon(noise_scale=1.0, bound=10.0), relation="sensitivity-1 query 0 vs 1",
-                      sample_factor=0.5),
-        MechanismCase("secure sparse vector T=1 (λ=2)", _secure_sparse_vector(2, 0), [0] * 8 + [0],
-                      [-1] * 8 + [1], 1.0, relation="each query value moves by 1", sample_factor=0.5),
+        MechanismCase(
+            "laplace (noise.laplace, b = 1/ε)", _laplace_count(1.0), 0.0, 1.0, 1.0, relation="counting query 0 vs 1"
+        ),
+        MechanismCase(
+            "sparse vector T=1 (λ=2)", _sparse_vector(2.0, 1), sv_a, sv_b, 1.0, relation="each query value moves by 1"
+        ),
+        MechanismCase(
+            "sparse vector T=2 (λ=2)",
+            _sparse_vector(2.0, 2),
+            sv_a + [0.0] * 3,
+            sv_b + [1.0] * 3,
+            2.0,
+            relation="each query value moves by 1",
+        ),
+        MechanismCase(
+            "stability test (BTT18 Alg 2, ε=1, Γ=3)",
+            _stability_test(1.0, 3.0),
+            [[4, 0, 0]],
+            [[3, 1, 0]],
+            1.0,
+            relation=one_vote,
+        ),
+        MechanismCase(
+            "hard releaser (Alg 4, λ=2, w=2, T=1)", _hard_releaser(2.0, 2.0, 1), hard_a, hard_b, 1.0, relation=one_vote
+        ),
+        MechanismCase(
+            "LNMax seeded (b=2, one query)",
+            _aggregator(lnmax),
+            torch.tensor([4, 3, 0]),
+            torch.tensor([3, 4, 0]),
+            lnmax.per_query_pure_epsilon,
+            relation=one_vote,
+        ),
+        MechanismCase(
+            "GNMax seeded (one query)",
+            _aggregator(gnmax),
+            torch.tensor([1, 0, 0]),
+            torch.tensor([0, 1, 0]),
+            gnmax.single_query_epsilon(delta),
+            delta=delta,
+            relation=one_vote,
+        ),
+        MechanismCase(
+            "LNMax secure (DLap a=1/2, one query)",
+            _secure_aggregator(lambda src: LNMax(noise_scale=2.0, num_queries=1, delta=delta, source=src)),
+            torch.tensor([4, 3, 0]),
+            torch.tensor([3, 4, 0]),
+            secure_lnmax.per_query_pure_epsilon,
+            relation=one_vote,
+            sample_factor=0.5,
+        ),
+        MechanismCase(
+            "GNMax secure (discrete Gaussian, one query)",
+            _secure_aggregator(lambda src: GNMax(sigma=secure_gnmax.sigma, num_queries=1, delta=delta, source=src)),
+            torch.tensor([1, 0, 0]),
+            torch.tensor([0, 1, 0]),
+            secure_gnmax.single_query_epsilon(delta),
+            delta=delta,
+            relation=one_vote,
+            sample_factor=0.5,
+        ),
+        MechanismCase(
+            "Confident-GNMax secure (one query)",
+            _secure_aggregator(
+                lambda src: ConfidentGNMax(
+                    threshold=10,
+                    sigma1=secure_confident.sigma1,
+                    sigma2=secure_confident.sigma2,
+                    num_queries=1,
+                    delta=delta,
+                    source=src,
+                )
+            ),
+            torch.tensor([10, 9, 0]),
+            torch.tensor([9, 9, 1]),
+            secure_confident.single_query_epsilon(delta),
+            delta=delta,
+            relation=one_vote,
+            sample_factor=0.5,
+        ),
+        MechanismCase(
+            "secure discrete Gaussian (σ=1.5)",
+            _secure_discrete_gaussian(1.5),
+            0,
+            1,
+            discrete_gaussian_claim(1.5, delta),
+            delta=delta,
+            relation="integer counting query 0 vs 1",
+        ),
+        MechanismCase(
+            "output perturbation (Huber hinge, n=20, λ=10)",
+            _output_perturbation(1.0),
+            "D",
+            "D'",
+            1.0,
+            featurize=lambda t: t[:, 0],
+            relation="replace one record (label flip)",
+        ),
+        MechanismCase(
+            "secure discrete Laplace (scale 1)",
+            _secure_discrete_laplace(1.0),
+            0,
+            1,
+            1.0,
+            featurize=_as_float,
+            relation="integer counting query 0 vs 1",
+            sample_factor=0.5,
+        ),
+        MechanismCase(
+            "secure snapping (λ=1, B=10)",
+            _secure_snapping(1.0, 10.0),
+            0.0,
+            1.0,
+            snapping_epsilon(noise_scale=1.0, bound=10.0),
+            relation="sensitivity-1 query 0 vs 1",
+            sample_factor=0.5,
+        ),
+        MechanismCase(
+            "secure sparse vector T=1 (λ=2)",
+            _secure_sparse_vector(2, 0),
+            [0] * 8 + [0],
+            [-1] * 8 + [1],
+            1.0,
+            relation="each query value moves by 1",
+            sample_factor=0.5,
+        ),
         *erm_mechanism_cases(),
     ]
 
@@ -334,18 +420,51 @@ def mutation_cases() -> list[MechanismCase]:
     """
     eps = 0.5
     return [
-        MechanismCase("sparse vector, query noise Lap(λ) not Lap(2λ) (λ=1)", _svt_query_scale(1.0, 1.0),
-                      [0.0] * 9, [-1.0] * 8 + [1.0], 2.0, relation="each query value moves by 1"),
-        MechanismCase("report noisy max returns the value (K=5, ε=1)", _noisy_max(1.0, return_value=True),
-                      [1.0] * 5, [0.0] * 5, 1.0, relation="counting queries, one record added"),
-        MechanismCase("Laplace scale ε not 1/ε (ε=0.5)", _laplace_scale(eps), 0.0, 1.0, eps,
-                      relation="counting query 0 vs 1"),
-        MechanismCase("discrete Laplace scale ε not 1/ε (ε=0.5)", _discrete_laplace_scale(eps), 0, 1, eps,
-                      relation="integer counting query 0 vs 1", sample_factor=0.5),
-        MechanismCase("stability test noise Lap(ε) not Lap(1/ε) (ε=0.5)", _stability_test_noise(eps, 1.0),
-                      [[4, 0, 0]], [[3, 1, 0]], eps, relation="one teacher's vote moves"),
-        MechanismCase("discrete Gaussian σ halved (claim of σ=1.5)", _secure_discrete_gaussian(0.75), 0, 1,
-                      discrete_gaussian_claim(1.5, 1e-5), delta=1e-5, relation="integer counting query 0 vs 1"),
+        MechanismCase(
+            "sparse vector, query noise Lap(λ) not Lap(2λ) (λ=1)",
+            _svt_query_scale(1.0, 1.0),
+            [0.0] * 9,
+            [-1.0] * 8 + [1.0],
+            2.0,
+            relation="each query value moves by 1",
+        ),
+        MechanismCase(
+            "report noisy max returns the value (K=5, ε=1)",
+            _noisy_max(1.0, return_value=True),
+            [1.0] * 5,
+            [0.0] * 5,
+            1.0,
+            relation="counting queries, one record added",
+        ),
+        MechanismCase(
+            "Laplace scale ε not 1/ε (ε=0.5)", _laplace_scale(eps), 0.0, 1.0, eps, relation="counting query 0 vs 1"
+        ),
+        MechanismCase(
+            "discrete Laplace scale ε not 1/ε (ε=0.5)",
+            _discrete_laplace_scale(eps),
+            0,
+            1,
+            eps,
+            relation="integer counting query 0 vs 1",
+            sample_factor=0.5,
+        ),
+        MechanismCase(
+            "stability test noise Lap(ε) not Lap(1/ε) (ε=0.5)",
+            _stability_test_noise(eps, 1.0),
+            [[4, 0, 0]],
+            [[3, 1, 0]],
+            eps,
+            relation="one teacher's vote moves",
+        ),
+        MechanismCase(
+            "discrete Gaussian σ halved (claim of σ=1.5)",
+            _secure_discrete_gaussian(0.75),
+            0,
+            1,
+            discrete_gaussian_claim(1.5, 1e-5),
+            delta=1e-5,
+            relation="integer counting query 0 vs 1",
+        ),
         *erm_mutation_cases(),
     ]
 
@@ -363,8 +482,26 @@ def audit_mechanisms(
     rows = []
     for case in cases if cases is not None else mechanism_cases():
         n = max(100, int(num_samples * case.sample_factor))
-        res = dp_test(case.mechanism, case.input_a, case.input_b, epsilon=case.epsilon, delta=case.delta,
-                      num_samples=n, alpha=alpha, generator=generator, featurize=case.featurize)
-        rows.append(AuditRow(case.name, case.epsilon, case.delta, n, res.epsilon_lower_bound, res.violates,
-                             f"{res.event} ({res.direction})"))
+        res = dp_test(
+            case.mechanism,
+            case.input_a,
+            case.input_b,
+            epsilon=case.epsilon,
+            delta=case.delta,
+            num_samples=n,
+            alpha=alpha,
+            generator=generator,
+            featurize=case.featurize,
+        )
+        rows.append(
+            AuditRow(
+                case.name,
+                case.epsilon,
+                case.delta,
+                n,
+                res.epsilon_lower_bound,
+                res.violates,
+                f"{res.event} ({res.direction})",
+            )
+        )
     return rows

@@ -55,7 +55,11 @@ def _p_value(eps: float, r: int, v: int, delta: float, m: int) -> float:
 
 
 def one_run_epsilon_lower_bound(
-    *, num_guesses: int, num_correct: int, confidence: float = 0.95, delta: float = 0.0,
+    *,
+    num_guesses: int,
+    num_correct: int,
+    confidence: float = 0.95,
+    delta: float = 0.0,
     num_canaries: int | None = None,
 ) -> float:
     """The largest ε such that (ε', δ) is refuted for every ε' <= ε (Steinke et al. 2023, Thm 3).
@@ -118,8 +122,9 @@ def one_run_audit(
     order = torch.argsort(scores.to(torch.float64), descending=True)
     top, bottom = order[: r // 2], order[m - r // 2 :]
     correct = int((secrets[top] == 1).sum()) + int((secrets[bottom] == 0).sum())
-    bound = one_run_epsilon_lower_bound(num_guesses=r, num_correct=correct, confidence=confidence, delta=delta,
-                                        num_canaries=m)
+    bound = one_run_epsilon_lower_bound(
+        num_guesses=r, num_correct=correct, confidence=confidence, delta=delta, num_canaries=m
+    )
     return OneRunAudit(m, r, correct, confidence, bound, delta)
 
 

@@ -107,11 +107,7 @@ def read_idx(path: str | Path) -> np.ndarray:
             f"{path} is truncated or corrupt: header says shape {shape} ({expected} bytes), "
             f"found {len(raw) - header} bytes"
         )
-    return (
-        np.frombuffer(raw, dtype=dtype, offset=header)
-        .reshape(shape)
-        .astype(dtype.newbyteorder("="))
-    )
+    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
 
 def _find_idx(data_dir: Path, torchvision_name: str) -> dict[str, Path]:
@@ -147,12 +143,8 @@ def _load_idx_dataset(data_dir: str | Path, torchvision_name: str, download: boo
     if download:
         import torchvision
 
-        getattr(torchvision.datasets, torchvision_name)(
-            root=str(data_dir), train=True, download=True
-        )
-        getattr(torchvision.datasets, torchvision_name)(
-            root=str(data_dir), train=False, download=True
-        )
+        getattr(torchvision.datasets, torchvision_name)(root=str(data_dir), train=True, download=True)
+        getattr(torchvision.datasets, torchvision_name)(root=str(data_dir), train=False, download=True)
     files = _find_idx(data_dir, torchvision_name)
 
     def part(prefix: str) -> Split:
@@ -160,8 +152,7 @@ def _load_idx_dataset(data_dir: str | Path, torchvision_name: str, download: boo
         labels = read_idx(files[f"{prefix}-labels-idx1-ubyte"])
         if images.ndim != 3 or labels.ndim != 1 or images.shape[0] != labels.shape[0]:
             raise ValueError(
-                f"{torchvision_name} {prefix} files disagree: "
-                f"images {images.shape}, labels {labels.shape}"
+                f"{torchvision_name} {prefix} files disagree: images {images.shape}, labels {labels.shape}"
             )
         x = torch.from_numpy(images.copy()).to(torch.float32).div_(255.0).unsqueeze(1)
         return Split(x=x, y=torch.from_numpy(labels.astype(np.int64)))

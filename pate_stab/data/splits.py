@@ -15,9 +15,7 @@ from pate_stab._validation import check_generator, check_int
 __all__ = ["random_split_indices"]
 
 
-def random_split_indices(
-    num_records: int, sizes: Sequence[int], *, generator: torch.Generator
-) -> list[Tensor]:
+def random_split_indices(num_records: int, sizes: Sequence[int], *, generator: torch.Generator) -> list[Tensor]:
     """Split ``range(num_records)`` into disjoint random parts of the given sizes.
 
     Args:

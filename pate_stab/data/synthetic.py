@@ -44,9 +44,7 @@ __all__ = [
 ]
 
 
-def apply_label_noise(
-    labels: Tensor, *, num_classes: int, noise_rate: float, generator: torch.Generator
-) -> Tensor:
+def apply_label_noise(labels: Tensor, *, num_classes: int, noise_rate: float, generator: torch.Generator) -> Tensor:
     """Replace each label independently with probability ``noise_rate`` by another class.
 
     Args:
@@ -92,9 +90,7 @@ def gaussian_mixture_means(num_classes: int, dim: int, *, separation: float) -> 
     separation = check_positive("separation", separation)
     means = torch.zeros(num_classes, dim, dtype=torch.float64)
     if dim >= num_classes:
-        means[:, :num_classes] = (
-            torch.eye(num_classes, dtype=torch.float64) * separation / math.sqrt(2)
-        )
+        means[:, :num_classes] = torch.eye(num_classes, dtype=torch.float64) * separation / math.sqrt(2)
     elif dim >= 2:
         angles = 2 * math.pi * torch.arange(num_classes, dtype=torch.float64) / num_classes
         radius = separation / (2 * math.sin(math.pi / num_classes))
@@ -146,9 +142,7 @@ def make_gaussian_mixture(
         else torch.zeros(0, dtype=torch.long)
     )
     x = means[clean] + torch.randn(num_samples, dim, generator=generator, dtype=torch.float64)
-    y = apply_label_noise(
-        clean, num_classes=num_classes, noise_rate=noise_rate, generator=generator
-    )
+    y = apply_label_noise(clean, num_classes=num_classes, noise_rate=noise_rate, generator=generator)
     return x.to(torch.float32), y
 
 

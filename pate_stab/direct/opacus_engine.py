@@ -82,8 +82,10 @@ def train_dpsgd_module(
     device = torch.device(device)
     module = make_module().to(device)
     optimizer = torch.optim.SGD(module.parameters(), lr=config.lr, momentum=config.momentum)
-    noise_gen = generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(
-        int(torch.randint(0, 2**62, (1,), generator=generator))
+    noise_gen = (
+        generator
+        if device.type == "cpu"
+        else torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
     )
     engine = PrivacyEngine(accountant="rdp")
     private, optimizer, loader = engine.make_private(

@@ -114,8 +114,14 @@ class AccuracyFirstResult:
 # --------------------------------------------------------------------------- ledger
 
 
-def _ledger_open(ledger: PrivacyLedger | None, spend_id: str | None, on_exhaustion: str, epsilon_ante: float,
-                 mechanism: str, description: str) -> None:
+def _ledger_open(
+    ledger: PrivacyLedger | None,
+    spend_id: str | None,
+    on_exhaustion: str,
+    epsilon_ante: float,
+    mechanism: str,
+    description: str,
+) -> None:
     if ledger is None:
         return
     if not isinstance(ledger, PrivacyLedger):
@@ -127,8 +133,14 @@ def _ledger_open(ledger: PrivacyLedger | None, spend_id: str | None, on_exhausti
         )
     if not isinstance(spend_id, str) or not spend_id:
         raise ValueError("spend_id (a non-empty str) is required with a ledger")
-    entry = ledger.spend(spend_id, epsilon=epsilon_ante, delta=0.0, event=PureDpEvent(epsilon=epsilon_ante),
-                         mechanism=mechanism, metadata={"ex_post_function": description})
+    entry = ledger.spend(
+        spend_id,
+        epsilon=epsilon_ante,
+        delta=0.0,
+        event=PureDpEvent(epsilon=epsilon_ante),
+        mechanism=mechanism,
+        metadata={"ex_post_function": description},
+    )
     if entry.replayed:  # a spend id buys one draw of noise (DESIGN.md fact 7): never run again under it
         raise ReplayedSpendError(
             f"spend {spend_id!r} ({mechanism}) is already paid for and its noise drawn; nothing was drawn or "
@@ -136,14 +148,16 @@ def _ledger_open(ledger: PrivacyLedger | None, spend_id: str | None, on_exhausti
         )
 
 
-def _ledger_close(ledger: PrivacyLedger | None, spend_id: str | None, result: AccuracyFirstResult,
-                  description: str) -> AccuracyFirstResult:
+def _ledger_close(
+    ledger: PrivacyLedger | None, spend_id: str | None, result: AccuracyFirstResult, description: str
+) -> AccuracyFirstResult:
     """Record ``result``'s realised ex-post loss on its spend (when there is one); return ``result``."""
     if ledger is None or spend_id is None:
         return result
     outcome = "⊥" if result.index is None else f"t = {result.index}"
-    ledger.record_ex_post(spend_id, ExPostEvent(
-        epsilon_ex_post=result.epsilon_ex_post, description=f"{description}; outcome {outcome}"))
+    ledger.record_ex_post(
+        spend_id, ExPostEvent(epsilon_ex_post=result.epsilon_ex_post, description=f"{description}; outcome {outcome}")
+    )
     return result
 
 
@@ -155,8 +169,9 @@ def _exhausted(problem: Problem, on_exhaustion: str, eps_ante: float) -> tuple[t
     return None, eps_ante
 
 
-def _check_common(alpha: float, gamma: float, generator: torch.Generator, on_exhaustion: str,
-                  epsilons: Any) -> tuple[float, float, torch.Tensor]:
+def _check_common(
+    alpha: float, gamma: float, generator: torch.Generator, on_exhaustion: str, epsilons: Any
+) -> tuple[float, float, torch.Tensor]:
     """The searches' shared arguments: α > 0, γ ∈ (0, 1), the generator, the exhaustion rule and
     the increasing ε levels (returned as ``(alpha, gamma, epsilons)``)."""
     alpha = check_positive("alpha", alpha)
@@ -170,19 +185,36 @@ def _check_common(alpha: float, gamma: float, generator: torch.Generator, on_exh
 # --------------------------------------------------------------------------- noise reduction
 
 
-def _nr_search(problem: Problem, hypotheses: Any, *, epsilons: torch.Tensor, alpha: float, gamma: float,
-               generator: torch.Generator, on_exhaustion: str, ledger: PrivacyLedger | None,
-               spend_id: str | None, mechanism: str) -> AccuracyFirstResult:
+def _nr_search(
+    problem: Problem,
+    hypotheses: Any,
+    *,
+    epsilons: torch.Tensor,
+    alpha: float,
+    gamma: float,
+    generator: torch.Generator,
+    on_exhaustion: str,
+    ledger: PrivacyLedger | None,
+    spend_id: str | None,
+    mechanism: str,
+) -> AccuracyFirstResult:
     t_count = int(epsilons.numel())
     delta_q = problem.query_sensitivity
     eps0 = iat_epsilon(sensitivity=delta_q, num_levels=t_count, alpha=alpha, gamma=gamma)
     eps_ante = eps0 + float(epsilons[-1]) if on_exhaustion == "refuse" else math.inf
-    description = (f"Ligett et al. 2017 {mechanism}: E((t, θ_t)) = ε0 + ε_t with ε0 = {eps0:.6g}; "
-                   + ("E(⊥) = ε0 + ε_T (only ⊥ released)" if on_exhaustion == "refuse" else "E((⊥, θ*)) = ∞"))
+    description = f"Ligett et al. 2017 {mechanism}: E((t, θ_t)) = ε0 + ε_t with ε0 = {eps0:.6g}; " + (
+        "E(⊥) = ε0 + ε_T (only ⊥ released)" if on_exhaustion == "refuse" else "E((⊥, θ*)) = ∞"
+    )
     _ledger_open(ledger, spend_id, on_exhaustion, eps_ante, mechanism, description)
     iat = InteractiveAboveThreshold(epsilon=eps0, threshold=-alpha / 2.0, sensitivity=delta_q, generator=generator)
-    details = {"alpha": alpha, "gamma": gamma, "query_sensitivity": delta_q, "num_levels": t_count,
-               "epsilon_min": float(epsilons[0]), "epsilon_max": float(epsilons[-1])}
+    details = {
+        "alpha": alpha,
+        "gamma": gamma,
+        "query_sensitivity": delta_q,
+        "num_levels": t_count,
+        "epsilon_min": float(epsilons[0]),
+        "epsilon_max": float(epsilons[-1]),
+    }
     for start in range(0, t_count, _CHUNK):
         stop = min(start + _CHUNK, t_count)
         thetas = hypotheses(start, stop)  # (chunk, p), each in C
@@ -190,12 +222,22 @@ def _nr_search(problem: Problem, hypotheses: Any, *, epsilons: torch.Tensor, alp
         idx = iat.first_above(values)
         if idx is not None:
             t = start + idx
-            result = AccuracyFirstResult("noise_reduction", t + 1, thetas[idx].clone(), eps0 + float(epsilons[t]),
-                                         eps0, float(epsilons[t]), eps_ante, t + 1, details)
+            result = AccuracyFirstResult(
+                "noise_reduction",
+                t + 1,
+                thetas[idx].clone(),
+                eps0 + float(epsilons[t]),
+                eps0,
+                float(epsilons[t]),
+                eps_ante,
+                t + 1,
+                details,
+            )
             return _ledger_close(ledger, spend_id, result, description)
     theta, loss = _exhausted(problem, on_exhaustion, eps_ante)
-    result = AccuracyFirstResult("noise_reduction", None, theta, loss, eps0, float(epsilons[-1]), eps_ante,
-                                 t_count, details)
+    result = AccuracyFirstResult(
+        "noise_reduction", None, theta, loss, eps0, float(epsilons[-1]), eps_ante, t_count, details
+    )
     return _ledger_close(ledger, spend_id, result, description)
 
 
@@ -237,8 +279,18 @@ def cov_nr(
     def hypotheses(start: int, stop: int) -> torch.Tensor:
         return covariance_hypotheses(problem, z_mats[start:stop].reshape(-1, p, p), z_vecs[start:stop])
 
-    return _nr_search(problem, hypotheses, epsilons=eps, alpha=alpha, gamma=gamma, generator=gen_iat,
-                      on_exhaustion=on_exhaustion, ledger=ledger, spend_id=spend_id, mechanism="CovNR")
+    return _nr_search(
+        problem,
+        hypotheses,
+        epsilons=eps,
+        alpha=alpha,
+        gamma=gamma,
+        generator=gen_iat,
+        on_exhaustion=on_exhaustion,
+        ledger=ledger,
+        spend_id=spend_id,
+        mechanism="CovNR",
+    )
 
 
 def output_nr(
@@ -260,15 +312,26 @@ def output_nr(
         raise TypeError(f"problem must be a LogisticProblem, got {type(problem).__name__}")
     alpha, gamma, eps = _check_common(alpha, gamma, generator, on_exhaustion, epsilons)
     gen_nr, gen_iat = spawn_generators(generator, 2)
-    thetas = noise_reduction(problem.theta_star, sensitivity=problem.minimiser_sensitivity, epsilons=eps,
-                             generator=gen_nr)
+    thetas = noise_reduction(
+        problem.theta_star, sensitivity=problem.minimiser_sensitivity, epsilons=eps, generator=gen_nr
+    )
     thetas = project_to_ball(thetas, problem.radius)  # post-processing: bounded query sensitivity
 
     def hypotheses(start: int, stop: int) -> torch.Tensor:
         return thetas[start:stop]
 
-    return _nr_search(problem, hypotheses, epsilons=eps, alpha=alpha, gamma=gamma, generator=gen_iat,
-                      on_exhaustion=on_exhaustion, ledger=ledger, spend_id=spend_id, mechanism="OutputNR")
+    return _nr_search(
+        problem,
+        hypotheses,
+        epsilons=eps,
+        alpha=alpha,
+        gamma=gamma,
+        generator=gen_iat,
+        on_exhaustion=on_exhaustion,
+        ledger=ledger,
+        spend_id=spend_id,
+        mechanism="OutputNR",
+    )
 
 
 # --------------------------------------------------------------------------- baselines
@@ -299,12 +362,20 @@ def doubling_method(
     noise_scale = alpha / (2.0 * log_term)
     eps_test = delta_q / noise_scale
     eps_ante = t_count * eps_test + float(eps.sum()) if on_exhaustion == "refuse" else math.inf
-    description = (f"Ligett et al. 2017 Thm A.2: E(k) = Σ_(i<=k) (ε_i + {eps_test:.6g}); "
-                   + ("E(⊥) = E(T) (only ⊥ released)" if on_exhaustion == "refuse" else "E((T+1, θ*)) = ∞"))
+    description = f"Ligett et al. 2017 Thm A.2: E(k) = Σ_(i<=k) (ε_i + {eps_test:.6g}); " + (
+        "E(⊥) = E(T) (only ⊥ released)" if on_exhaustion == "refuse" else "E((T+1, θ*)) = ∞"
+    )
     _ledger_open(ledger, spend_id, on_exhaustion, eps_ante, "DoublingMethod", description)
     gen_hyp, gen_test = spawn_generators(generator, 2)
-    details = {"alpha": alpha, "gamma": gamma, "query_sensitivity": delta_q, "num_levels": t_count,
-               "epsilon_min": float(eps[0]), "epsilon_max": float(eps[-1]), "epsilon_per_test": eps_test}
+    details = {
+        "alpha": alpha,
+        "gamma": gamma,
+        "query_sensitivity": delta_q,
+        "num_levels": t_count,
+        "epsilon_min": float(eps[0]),
+        "epsilon_max": float(eps[-1]),
+        "epsilon_per_test": eps_test,
+    }
     spent_hyp = 0.0
     for i in range(t_count):
         e_i = float(eps[i])
@@ -315,12 +386,22 @@ def doubling_method(
         spent_hyp += e_i
         value = problem.loss_star - float(problem.loss(theta))
         if value + float(laplace(noise_scale, generator=gen_test)) >= -alpha / 2.0:
-            result = AccuracyFirstResult("doubling", i + 1, theta, (i + 1) * eps_test + spent_hyp,
-                                         (i + 1) * eps_test, spent_hyp, eps_ante, i + 1, details)
+            result = AccuracyFirstResult(
+                "doubling",
+                i + 1,
+                theta,
+                (i + 1) * eps_test + spent_hyp,
+                (i + 1) * eps_test,
+                spent_hyp,
+                eps_ante,
+                i + 1,
+                details,
+            )
             return _ledger_close(ledger, spend_id, result, description)
     theta_out, loss = _exhausted(problem, on_exhaustion, eps_ante)
-    result = AccuracyFirstResult("doubling", None, theta_out, loss, t_count * eps_test, spent_hyp, eps_ante,
-                                 t_count, details)
+    result = AccuracyFirstResult(
+        "doubling", None, theta_out, loss, t_count * eps_test, spent_hyp, eps_ante, t_count, details
+    )
     return _ledger_close(ledger, spend_id, result, description)
 
 

@@ -62,9 +62,7 @@ def check_features(x: object, *, clip: bool = False, name: str = "x") -> torch.T
     return x
 
 
-def check_labels(
-    y: object, *, task: str, n: int, clip: bool = False, name: str = "y"
-) -> torch.Tensor:
+def check_labels(y: object, *, task: str, n: int, clip: bool = False, name: str = "y") -> torch.Tensor:
     """Labels as float64: in {-1, 1} for ``task="classification"``, |y| <= 1 for regression.
 
     Raises:
@@ -78,8 +76,7 @@ def check_labels(
         bad = (y != 1.0) & (y != -1.0)
         if bool(bad.any()):
             raise ValueError(
-                f"{name}: labels must be in {{-1, 1}}; found {int(bad.sum())} other values, e.g. "
-                f"{float(y[bad][0])}"
+                f"{name}: labels must be in {{-1, 1}}; found {int(bad.sum())} other values, e.g. {float(y[bad][0])}"
             )
         return y
     if task != "regression":

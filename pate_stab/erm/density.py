@@ -81,8 +81,9 @@ def private_histogram(
     x: object, *, num_bins: int, epsilon: float, generator: torch.Generator, clip: bool = False
 ) -> PrivateHistogram:
     """Chaudhuri & Vinterbo 2013, Alg 5: epsilon-DP noisy histogram of data in [0, 1]."""
-    noisy = private_histogram_samples(x, num_bins=num_bins, epsilon=epsilon, num_samples=1, generator=generator,
-                                      clip=clip)
+    noisy = private_histogram_samples(
+        x, num_bins=num_bins, epsilon=epsilon, num_samples=1, generator=generator, clip=clip
+    )
     return PrivateHistogram(counts=noisy[0], num_bins=noisy.shape[1])
 
 
@@ -139,14 +140,21 @@ def private_histogram_density(
     if not bins:
         raise ValueError("bin_counts must not be empty")
     beta1, beta2 = stability_constants_histogram(
-        h_min=1.0 / max(bins), num_params=len(bins), delta=delta, epsilon_train=epsilon_train,
+        h_min=1.0 / max(bins),
+        num_params=len(bins),
+        delta=delta,
+        epsilon_train=epsilon_train,
         n=xt.numel(),
     )
     i, hist = stability_validate(
         bins,
         lambda b, g: private_histogram(xt, num_bins=b, epsilon=epsilon_train, generator=g),
         lambda h: histogram_score(h, vt),
-        beta1=beta1, beta2=beta2, n=xt.numel(), m=vt.numel(),
-        epsilon_validation=epsilon_validation, generator=generator,
+        beta1=beta1,
+        beta2=beta2,
+        n=xt.numel(),
+        m=vt.numel(),
+        epsilon_validation=epsilon_validation,
+        generator=generator,
     )
     return bins[i], hist

@@ -57,8 +57,7 @@ class PrivateLinearHead:
 
     def _fit_one(self, x: torch.Tensor, y: torch.Tensor, eps: float, gen: torch.Generator) -> PrivateLinearModel:
         fn = output_perturbation if self.mechanism == "output" else objective_perturbation
-        return fn(x, y, epsilon=eps, lam=self.lam, generator=gen, loss=self.loss, radius=self.radius,
-                  clip=self.clip)
+        return fn(x, y, epsilon=eps, lam=self.lam, generator=gen, loss=self.loss, radius=self.radius, clip=self.clip)
 
     def fit(self, x: object, y: object, *, generator: torch.Generator) -> PrivateLinearHead:
         """Fit on features ``x`` (n, d) and labels ``y``: {-1, 1}, class indices, or targets."""
@@ -78,9 +77,7 @@ class PrivateLinearHead:
             self.models_ = [self._fit_one(xt, ypm, self.epsilon, gen)]
         else:
             eps = self.epsilon / classes.numel()
-            self.models_ = [
-                self._fit_one(xt, torch.where(yt == c, 1.0, -1.0).to(_DTYPE), eps, gen) for c in classes
-            ]
+            self.models_ = [self._fit_one(xt, torch.where(yt == c, 1.0, -1.0).to(_DTYPE), eps, gen) for c in classes]
         return self
 
     def decision_function(self, x: object) -> torch.Tensor:

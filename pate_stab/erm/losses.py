@@ -166,8 +166,7 @@ class SquaredLoss(Loss):
     def lipschitz(self, radius: float | None = None) -> float:
         if radius is None or not math.isfinite(radius):
             raise ValueError(
-                "the squared loss is Lipschitz only on a bounded ball: pass radius (R) so that "
-                "rho = 2(R + 1)"
+                "the squared loss is Lipschitz only on a bounded ball: pass radius (R) so that rho = 2(R + 1)"
             )
         return 2.0 * (check_positive("radius", radius) + 1.0)
 

@@ -119,9 +119,7 @@ def output_perturbation_sensitivity(
     raise ValueError(f"constant must be one of {_CONSTANTS}, got {constant!r}")
 
 
-def l2_laplace_vectors(
-    scale: float, dim: int, *, num_samples: int, generator: torch.Generator
-) -> torch.Tensor:
+def l2_laplace_vectors(scale: float, dim: int, *, num_samples: int, generator: torch.Generator) -> torch.Tensor:
     """``num_samples`` independent vectors with density ∝ exp(-||b||_2 / scale), shape (num, dim).
 
     The same construction as :func:`pate_stab.privacy.noise.l2_laplace_vector`, vectorised:
@@ -140,9 +138,7 @@ def l2_laplace_vectors(
     # A zero direction has probability zero; redraw those rows so the direction is defined.
     while bool((norm == 0).any()):
         bad = norm == 0
-        direction[bad] = torch.randn(
-            (int(bad.sum()), dim), generator=generator, dtype=_DTYPE, device=generator.device
-        )
+        direction[bad] = torch.randn((int(bad.sum()), dim), generator=generator, dtype=_DTYPE, device=generator.device)
         norm = torch.linalg.vector_norm(direction, dim=1)
     return direction * (radius / norm).unsqueeze(1)
 
@@ -186,9 +182,7 @@ def output_perturbation(
     xt, yt = check_inputs(x, y, task=loss_fn.task, clip=clip)
     rho = loss_fn.lipschitz(radius)
     n, d = xt.shape
-    sensitivity = output_perturbation_sensitivity(
-        lipschitz=rho, lam=lam, n=n, constant=constant, radius=radius
-    )
+    sensitivity = output_perturbation_sensitivity(lipschitz=rho, lam=lam, n=n, constant=constant, radius=radius)
     result = solve_erm(xt, yt, loss=loss_fn, lam=lam, radius=radius, tol=solver_rtol * sensitivity)
     scale = sensitivity * (1.0 + 2.0 * solver_rtol) / epsilon
     noise = l2_laplace_vector(scale, d, generator=generator).to(xt.device)
@@ -218,9 +212,7 @@ def chaudhuri_output_perturbation(
     loss_fn = get_loss(loss)
     if loss_fn.task != "classification" or loss_fn.lipschitz() != 1.0:
         raise ValueError(f"loss must be a 1-Lipschitz classification loss, got {loss_fn.name}")
-    return output_perturbation(
-        x, y, epsilon=epsilon, lam=lam, generator=generator, loss=loss_fn, clip=clip
-    )
+    return output_perturbation(x, y, epsilon=epsilon, lam=lam, generator=generator, loss=loss_fn, clip=clip)
 
 
 def rls_out(
@@ -253,18 +245,38 @@ def rls_out(
         # Run at the tight calibration with a privacy level scaled so that the noise scale equals
         # the printed one: scale = tight / eps' = paper / eps  <=>  eps' = eps * tight / paper.
         model = output_perturbation(
-            x, y, epsilon=epsilon * tight_sens / paper_sens, lam=lam, generator=generator,
-            loss=SquaredLoss(), radius=radius, constant="tight", clip=clip,
+            x,
+            y,
+            epsilon=epsilon * tight_sens / paper_sens,
+            lam=lam,
+            generator=generator,
+            loss=SquaredLoss(),
+            radius=radius,
+            constant="tight",
+            clip=clip,
         )
         return PrivateLinearModel(
-            weights=model.weights, epsilon=epsilon, noise_scale=model.noise_scale, lam=lam,
+            weights=model.weights,
+            epsilon=epsilon,
+            noise_scale=model.noise_scale,
+            lam=lam,
             mechanism=f"rls-out (Wu et al. Alg 4, printed constant 12R+8, R={radius})",
         )
     model = output_perturbation(
-        x, y, epsilon=epsilon, lam=lam, generator=generator, loss=SquaredLoss(), radius=radius,
-        constant=constant, clip=clip,
+        x,
+        y,
+        epsilon=epsilon,
+        lam=lam,
+        generator=generator,
+        loss=SquaredLoss(),
+        radius=radius,
+        constant=constant,
+        clip=clip,
     )
     return PrivateLinearModel(
-        weights=model.weights, epsilon=model.epsilon, noise_scale=model.noise_scale, lam=lam,
+        weights=model.weights,
+        epsilon=model.epsilon,
+        noise_scale=model.noise_scale,
+        lam=lam,
         mechanism=f"rls-out (Wu et al. Alg 4, constant={constant}, R={radius})",
     )

@@ -212,8 +212,7 @@ def solve_erm(
         w, bound, epochs = _hinge_dual(x, y, lam, tol, max_iter * 10)
         if not bound <= tol:
             raise ConvergenceError(
-                f"hinge-loss dual ascent certified ||w - w*|| <= {bound:.3e} > tol = {tol:.3e} "
-                f"after {epochs} epochs"
+                f"hinge-loss dual ascent certified ||w - w*|| <= {bound:.3e} > tol = {tol:.3e} after {epochs} epochs"
             )
         return SolverResult(weights=w, distance_bound=bound, iterations=epochs, multiplier=0.0)
 
@@ -222,9 +221,7 @@ def solve_erm(
     w, gnorm, iters = _newton(w0, x, y, loss, lam, q, lam * tol, max_iter)
     bound = gnorm / lam
     if not bound <= tol:
-        raise ConvergenceError(
-            f"Newton certified ||w - w*|| <= {bound:.3e} > tol = {tol:.3e} after {iters} steps"
-        )
+        raise ConvergenceError(f"Newton certified ||w - w*|| <= {bound:.3e} > tol = {tol:.3e} after {iters} steps")
     if radius is None:
         return SolverResult(weights=w, distance_bound=bound, iterations=iters, multiplier=0.0)
     if float(torch.linalg.vector_norm(w)) + bound <= radius:

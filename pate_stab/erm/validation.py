@@ -107,9 +107,7 @@ def stability_constants_histogram(
     n = check_int("n", n, minimum=1)
     nu = 2.0 * math.log(4.0 * k / delta) / (n * eps * math.sqrt(h_min))
     if not nu < 1.0:
-        raise ValueError(
-            f"n = {n} too small for Thm 6: nu = 2 ln(4k/delta)/(n eps sqrt(h_min)) = {nu:.3g} >= 1"
-        )
+        raise ValueError(f"n = {n} too small for Thm 6: nu = 2 ln(4k/delta)/(n eps sqrt(h_min)) = {nu:.3g} >= 1")
     return 6.0 / ((1.0 - nu) * h_min), 2.0 / h_min
 
 
@@ -127,8 +125,11 @@ def stability_select(
 
     ``scores`` are q(h_i, V) (larger is better); beta = max(beta1 / n, beta2 / m).
     """
-    return int(stability_select_samples(scores, beta1=beta1, beta2=beta2, n=n, m=m, epsilon=epsilon,
-                                        num_samples=1, generator=generator)[0])
+    return int(
+        stability_select_samples(
+            scores, beta1=beta1, beta2=beta2, n=n, m=m, epsilon=epsilon, num_samples=1, generator=generator
+        )[0]
+    )
 
 
 def stability_select_samples(
@@ -150,8 +151,10 @@ def stability_select_samples(
     q = torch.as_tensor(scores, dtype=_DTYPE).reshape(-1).cpu()
     if q.numel() == 0 or not bool(torch.isfinite(q).all()):
         raise ValueError("scores must be a non-empty sequence of finite values")
-    beta = max(check_positive("beta1", beta1) / check_int("n", n, minimum=1),
-               check_positive("beta2", beta2) / check_int("m", m, minimum=1))
+    beta = max(
+        check_positive("beta1", beta1) / check_int("n", n, minimum=1),
+        check_positive("beta2", beta2) / check_int("m", m, minimum=1),
+    )
     eps = check_epsilon(epsilon)
     runs = check_int("num_samples", num_samples, minimum=1)
     z = exponential(1.0 / eps, (runs, q.numel()), generator=check_generator(generator)).cpu()
@@ -190,9 +193,7 @@ def stability_validate(
     check_generator(generator)
     models = [train(theta, generator) for theta in thetas]
     scores = [float(score(h)) for h in models]
-    i = stability_select(
-        scores, beta1=beta1, beta2=beta2, n=n, m=m, epsilon=epsilon_validation, generator=generator
-    )
+    i = stability_select(scores, beta1=beta1, beta2=beta2, n=n, m=m, epsilon=epsilon_validation, generator=generator)
     return i, (train(thetas[i], generator) if retrain else models[i])
 
 
@@ -208,8 +209,11 @@ def exponential_mechanism(
     Sampled exactly by the Gumbel-max trick. epsilon-DP when each u_i changes by at most
     ``sensitivity`` between neighbours.
     """
-    return int(exponential_mechanism_samples(utilities, epsilon=epsilon, sensitivity=sensitivity, num_samples=1,
-                                             generator=generator)[0])
+    return int(
+        exponential_mechanism_samples(
+            utilities, epsilon=epsilon, sensitivity=sensitivity, num_samples=1, generator=generator
+        )[0]
+    )
 
 
 def exponential_mechanism_samples(
@@ -295,8 +299,13 @@ def data_split(
 
 
 def random_choice(
-    thetas: Sequence[Any], train: TrainFn, x: torch.Tensor, y: torch.Tensor, *,
-    epsilon: float, generator: torch.Generator,
+    thetas: Sequence[Any],
+    train: TrainFn,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    epsilon: float,
+    generator: torch.Generator,
 ) -> tuple[int, Any]:
     """Random (Chaudhuri & Vinterbo 2013, Sec. 5): a uniformly random parameter, trained at alpha."""
     eps = check_epsilon(epsilon)
@@ -306,8 +315,14 @@ def random_choice(
 
 
 def control_choice(
-    thetas: Sequence[Any], train: TrainFn, score: Callable[[Any], float], x: torch.Tensor,
-    y: torch.Tensor, *, epsilon: float, generator: torch.Generator,
+    thetas: Sequence[Any],
+    train: TrainFn,
+    score: Callable[[Any], float],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    epsilon: float,
+    generator: torch.Generator,
 ) -> tuple[int, Any]:
     """Control (Chaudhuri & Vinterbo 2013, Sec. 5): every model at alpha on T, the best
     validation score chosen without noise. Not private (an upper reference)."""
@@ -361,6 +376,5 @@ def wu_private_tuning(
     if utility_sensitivity is None:
         wmax = max(float(torch.linalg.vector_norm(w)) for w in models)
         utility_sensitivity = (wmax + 1.0) ** 2 / val.numel()
-    i = exponential_mechanism([-v for v in losses], epsilon=eps, sensitivity=utility_sensitivity,
-                              generator=gen)
+    i = exponential_mechanism([-v for v in losses], epsilon=eps, sensitivity=utility_sensitivity, generator=gen)
     return i, models[i]

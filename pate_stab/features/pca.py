@@ -41,9 +41,7 @@ class PublicFeatures:
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def fit(
-        cls, public_x: Tensor, *, dim: int, whiten: bool = True, eps: float = 1e-6
-    ) -> PublicFeatures:
+    def fit(cls, public_x: Tensor, *, dim: int, whiten: bool = True, eps: float = 1e-6) -> PublicFeatures:
         """Fit on the public pool ``public_x`` (n, …) — never pass private data here.
 
         Args:
@@ -70,9 +68,7 @@ class PublicFeatures:
         """(n, …) → (n, dim) float32."""
         x = check_tensor("x", x, floating=True).flatten(1).to(torch.float32)
         if x.shape[1] != self.mean.shape[0]:
-            raise ValueError(
-                f"x has {x.shape[1]} features, the PCA was fitted on {self.mean.shape[0]}"
-            )
+            raise ValueError(f"x has {x.shape[1]} features, the PCA was fitted on {self.mean.shape[0]}")
         return ((x - self.mean) @ self.components.T) / self.scale
 
     def state_dict(self) -> dict[str, Any]:

@@ -48,6 +48,7 @@ _MAX_DENOMINATOR = 1 << 20
 _TWO63 = 1 << 63
 _VECTOR_BOUND = 1 << 62  # _randbelow's bounds stay below this; larger ones take the big-integer path
 
+
 class RandomSource(Protocol):
     """Uniform random 63-bit integers."""
 
@@ -143,9 +144,7 @@ def exact_scale_at_least(scale: float | Fraction | int) -> Fraction:
     return exact_scale(Fraction(math.ceil(value * _MAX_DENOMINATOR), _MAX_DENOMINATOR))
 
 
-def discrete_laplace(
-    scale: float | Fraction | int, size: int, *, source: RandomSource | None = None
-) -> torch.Tensor:
+def discrete_laplace(scale: float | Fraction | int, size: int, *, source: RandomSource | None = None) -> torch.Tensor:
     """Exact discrete Laplace noise: P[X = x] = (1 − q)/(1 + q) · q^{|x|}, q = exp(−1/scale).
 
     Canonne, Kamath & Steinke 2020, Algorithm 2 with scale = t/s: draw U uniform on {0, …, t−1}
@@ -292,9 +291,7 @@ def exact_sigma_sq_at_least(sigma: float | Fraction | int) -> Fraction:
     return Fraction(math.ceil(sq * d), d)
 
 
-def discrete_gaussian(
-    sigma: float | Fraction | int, size: int, *, source: RandomSource | None = None
-) -> torch.Tensor:
+def discrete_gaussian(sigma: float | Fraction | int, size: int, *, source: RandomSource | None = None) -> torch.Tensor:
     """Exact discrete Gaussian noise: P[X = x] = exp(−x²/(2σ'²)) / Σ_y exp(−y²/(2σ'²)) on ℤ.
 
     Canonne, Kamath & Steinke 2020, Algorithm 3 with σ'² = :func:`exact_sigma_sq_at_least` (σ) and
@@ -365,7 +362,7 @@ def discrete_gaussian_tail_bound(gap: float | np.ndarray, sigma: float, *, diffe
         raise ValueError(f"differences must be 1 or 2, got {differences!r}")
     g = np.asarray(gap, dtype=np.float64)
     s = check_positive("sigma", sigma)
-    return np.asarray(np.where(g > 0, np.exp(-np.maximum(g, 0.0) ** 2 / (2.0 * differences * s * s)), 1.0))
+    return np.asarray(np.where(g > 0, np.exp(-(np.maximum(g, 0.0) ** 2) / (2.0 * differences * s * s)), 1.0))
 
 
 def exact_laplace_parameter(noise_scale: float) -> Fraction:

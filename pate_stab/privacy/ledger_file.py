@@ -141,11 +141,7 @@ class LedgerFile:
             return
         raises = wanted[0] >= recorded[0] and wanted[1] >= recorded[1]
         if self._raise_budget is None or not raises:
-            how = (
-                "pass raise_budget=<reason> to record a larger budget"
-                if raises
-                else "a budget is never lowered"
-            )
+            how = "pass raise_budget=<reason> to record a larger budget" if raises else "a budget is never lowered"
             raise LedgerError(
                 f"ledger {self._path}: the ledger records budget (epsilon={recorded[0]}, delta={recorded[1]})"
                 f" but was opened with (epsilon={wanted[0]}, delta={wanted[1]}); {how}"

@@ -131,8 +131,9 @@ def noise_reduction(
     Returns:
         float64 tensor (T, *value.shape): row t−1 is v̂_t.
     """
-    return noise_reduction_samples(value, sensitivity=sensitivity, epsilons=epsilons, num_samples=1,
-                                   generator=generator)[0]
+    return noise_reduction_samples(
+        value, sensitivity=sensitivity, epsilons=epsilons, num_samples=1, generator=generator
+    )[0]
 
 
 class NoiseReduction:
@@ -156,8 +157,7 @@ class NoiseReduction:
     ) -> None:
         self.epsilons = check_increasing_epsilons(epsilons)
         self.sensitivity = check_positive("sensitivity", sensitivity)
-        self._levels = noise_reduction(value, sensitivity=self.sensitivity, epsilons=self.epsilons,
-                                       generator=generator)
+        self._levels = noise_reduction(value, sensitivity=self.sensitivity, epsilons=self.epsilons, generator=generator)
         self.num_released = 0
 
     @property

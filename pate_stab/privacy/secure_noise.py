@@ -166,7 +166,11 @@ class SecureSparseVector:
     """
 
     def __init__(
-        self, *, threshold: int, noise_scale: float | Fraction | int, max_unstable: int,
+        self,
+        *,
+        threshold: int,
+        noise_scale: float | Fraction | int,
+        max_unstable: int,
         source: RandomSource | None = None,
     ) -> None:
         self.threshold = check_int("threshold", threshold)

@@ -112,8 +112,11 @@ def total_cost(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None =
             acc[1] += float(r["delta"])
             acc[2] += 1
         conv = [
-            replace_one_equivalent(epsilon=float(r["epsilon"]), delta=float(r["delta"]),
-                                   neighbouring=r.get("neighbouring") or str(run_neighbouring))  # fmt: skip
+            replace_one_equivalent(
+                epsilon=float(r["epsilon"]),
+                delta=float(r["delta"]),
+                neighbouring=r.get("neighbouring") or str(run_neighbouring),
+            )  # fmt: skip
             for r in rows
         ]
         out["by_relation"] = {rel: {"epsilon": e, "delta": d, "releases": n} for rel, (e, d, n) in sorted(by.items())}
@@ -438,8 +441,11 @@ def run_compare(
         }
         private = {
             "run": config.run_name,
-            "teachers": {"mean_accuracy": teacher_mean, "plurality_accuracy": plurality,
-                         "evaluated_on": "evaluation split" if prep.task.eval_y.numel() else None},  # fmt: skip
+            "teachers": {
+                "mean_accuracy": teacher_mean,
+                "plurality_accuracy": plurality,
+                "evaluated_on": "evaluation split" if prep.task.eval_y.numel() else None,
+            },  # fmt: skip
             "rows": private_rows,
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
         }

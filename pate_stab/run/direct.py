@@ -154,9 +154,7 @@ def _pool_standardiser(prep: Prepared) -> tuple[Tensor, Tensor]:
     return pool.mean(dim=0), pool.std(dim=0).clamp(min=1e-6)
 
 
-def _plan(
-    prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig
-) -> tuple[float, float, Any, dict[str, Any]]:
+def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> tuple[float, float, Any, dict[str, Any]]:
     """What the spend costs and says, before any noise: (ε, δ, event, metadata)."""
     n, c = prep.task.private_x.shape[0], prep.task.num_classes
     meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner], "n_public": n}

@@ -192,6 +192,7 @@ def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTarge
     if task.public_images is None:
         raise ValueError("student_method='fixmatch' needs an image data set (the public pool's images)")
     from pate_stab import student as student_pkg
+
     preset = student_pkg.FixMatchConfig.gpu() if config.fixmatch_preset == "gpu" else student_pkg.FixMatchConfig.cpu()
     if config.fixmatch_steps is not None:
         preset = replace(preset, steps=config.fixmatch_steps)

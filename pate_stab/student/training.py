@@ -163,9 +163,7 @@ def initialised_network(spec: ModelSpec, seed: int) -> nn.Module:
     return init_parameters(build_model(spec), generator=generator)
 
 
-def fit_module(
-    module: L.LightningModule, loader: Any, *, accelerator: str, progress_bar: bool, **limits: int
-) -> None:
+def fit_module(module: L.LightningModule, loader: Any, *, accelerator: str, progress_bar: bool, **limits: int) -> None:
     """One single-device Lightning fit of a student, without logger or checkpoints; ``limits`` are
     the Trainer's ``max_epochs`` / ``max_steps``."""
     with quiet_lightning(not progress_bar):

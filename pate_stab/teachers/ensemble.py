@@ -81,9 +81,7 @@ def init_stacked_parameters(spec: ModelSpec, seeds: Sequence[int]) -> dict[str, 
         gen.manual_seed(int(seed))
         for name, p, _ in layout:
             torch.rand(p.shape, generator=gen, dtype=torch.float64, out=raw[name][j])
-    stacked = {
-        name: raw[name].mul_(2).sub_(1).mul_(bound).to(p.dtype) for name, p, bound in layout
-    }
+    stacked = {name: raw[name].mul_(2).sub_(1).mul_(bound).to(p.dtype) for name, p, bound in layout}
     return {n: stacked[n] for n, _ in model.named_parameters()}
 
 
@@ -137,9 +135,7 @@ def _dense_forward(
     return h.transpose(1, 2)
 
 
-def stacked_forward(
-    base: nn.Module, params: dict[str, Tensor], x: Tensor, *, shared_input: bool
-) -> Tensor:
+def stacked_forward(base: nn.Module, params: dict[str, Tensor], x: Tensor, *, shared_input: bool) -> Tensor:
     """Logits of every teacher.
 
     Dense teachers ("logistic", "mlp") run as explicit batched matrix products
@@ -190,9 +186,7 @@ class TeacherEnsemble:
         self.spec = spec
         self.params = {n: p.detach().cpu() for n, p in params.items()}
         k = sizes.pop()
-        self.teacher_indices = (
-            torch.arange(k) if teacher_indices is None else teacher_indices.long().cpu()
-        )
+        self.teacher_indices = torch.arange(k) if teacher_indices is None else teacher_indices.long().cpu()
         self.config = dict(config or {})
         self.metrics = dict(metrics or {})
         self._base = build_model(spec)
@@ -265,14 +259,10 @@ class TeacherEnsemble:
             (k, m, C); with ``binary=True`` (two classes only) (k, m), the probability of class 1.
         """
         if binary and self.num_classes != 2:
-            raise ValueError(
-                f"binary=True needs a two-class ensemble, this one has {self.num_classes} classes"
-            )
+            raise ValueError(f"binary=True needs a two-class ensemble, this one has {self.num_classes} classes")
         out = torch.empty(self.num_teachers, x.shape[0], self.num_classes, dtype=torch.float32)
         for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device, progress):
-            out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = (
-                logits.float().softmax(-1).cpu()
-            )
+            out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = logits.float().softmax(-1).cpu()
         return out[..., 1].contiguous() if binary else out
 
     def save(self, directory: str | Path) -> Path:

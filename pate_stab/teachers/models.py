@@ -55,9 +55,7 @@ class ModelSpec:
         object.__setattr__(self, "channels", tuple(int(c) for c in self.channels))
         check_int("num_classes", self.num_classes, minimum=2)
         if self.kind == "cnn" and len(self.input_shape) != 3:
-            raise ValueError(
-                f"the CNN needs input_shape (channels, height, width), got {self.input_shape}"
-            )
+            raise ValueError(f"the CNN needs input_shape (channels, height, width), got {self.input_shape}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -58,11 +58,7 @@ def record_keys_from_tensors(*tensors: Tensor) -> list[bytes]:
 
 def _key_bytes(record_keys: RecordKeys) -> list[bytes]:
     if isinstance(record_keys, Tensor):
-        if (
-            record_keys.dim() != 1
-            or record_keys.is_floating_point()
-            or record_keys.dtype == torch.bool
-        ):
+        if record_keys.dim() != 1 or record_keys.is_floating_point() or record_keys.dtype == torch.bool:
             raise TypeError("record_keys as a tensor must be a 1-D integer tensor of record ids")
         return [int(v).to_bytes(8, "little", signed=True) for v in record_keys.tolist()]
     out = []
@@ -78,9 +74,7 @@ def _key_bytes(record_keys: RecordKeys) -> list[bytes]:
     return out
 
 
-def shard_of_records(
-    record_keys: RecordKeys, num_teachers: int, *, generator: torch.Generator
-) -> Tensor:
+def shard_of_records(record_keys: RecordKeys, num_teachers: int, *, generator: torch.Generator) -> Tensor:
     """The shard (teacher index) of every record: keyed hash of its key mod ``num_teachers``.
 
     Args:
@@ -96,16 +90,13 @@ def shard_of_records(
     check_generator(generator)
     secret = bytes(torch.randint(0, 256, (16,), generator=generator, dtype=torch.uint8).tolist())
     shards = [
-        int.from_bytes(hashlib.blake2b(k, key=secret, digest_size=8).digest(), "little")
-        % num_teachers
+        int.from_bytes(hashlib.blake2b(k, key=secret, digest_size=8).digest(), "little") % num_teachers
         for k in _key_bytes(record_keys)
     ]
     return torch.tensor(shards, dtype=torch.int64)
 
 
-def partition_indices(
-    record_keys: RecordKeys, num_teachers: int, *, generator: torch.Generator
-) -> list[Tensor]:
+def partition_indices(record_keys: RecordKeys, num_teachers: int, *, generator: torch.Generator) -> list[Tensor]:
     """Disjoint shards keyed to records: ``shards[j]`` = indices of the records of teacher j.
 
     Every index in ``range(n)`` is in exactly one shard; each shard is sorted ascending. Adding

@@ -53,7 +53,6 @@ initial ln 10 = 2.30), and 0.002 after 1,000: 300 steps is where the loss has co
 1 % of its start, at a third of the cost of 1,000."""
 
 
-
 class ShortScheduleWarning(UserWarning):
     """An explicit teacher schedule gives some teacher fewer optimiser steps than ``min_steps``."""
 

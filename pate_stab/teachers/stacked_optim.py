@@ -38,9 +38,7 @@ class _StackedOptimizer(torch.optim.Optimizer):
     depends on another teacher's activity.
     """
 
-    def __init__(
-        self, params: Iterable[Tensor], defaults: dict[str, Any], num_teachers: int
-    ) -> None:
+    def __init__(self, params: Iterable[Tensor], defaults: dict[str, Any], num_teachers: int) -> None:
         super().__init__(params, defaults)
         self.num_teachers = check_int("num_teachers", num_teachers, minimum=1)
         self.active: Tensor | None = None  # (k,) bool, set before each step; None = all active
@@ -57,9 +55,7 @@ class _StackedOptimizer(torch.optim.Optimizer):
     def _active(self, p: Tensor) -> Tensor:
         """(k,) bool on ``p``'s device."""
         if p.shape[0] != self.num_teachers:
-            raise ValueError(
-                f"stacked parameter has leading size {p.shape[0]}, expected {self.num_teachers}"
-            )
+            raise ValueError(f"stacked parameter has leading size {p.shape[0]}, expected {self.num_teachers}")
         if self.active is None:
             return torch.ones(self.num_teachers, dtype=torch.bool, device=p.device)
         return self.active.to(p.device)
@@ -179,9 +175,7 @@ class StackedAdam(_StackedOptimizer):
         per_teacher = p[0].numel() if p.shape[0] else 0
         return per_teacher >= self.fused_min_slice or self.num_teachers <= self.fused_max_teachers
 
-    def _fused_step(
-        self, p: Tensor, state: dict[str, Any], active: Tensor, group: dict[str, Any]
-    ) -> None:
+    def _fused_step(self, p: Tensor, state: dict[str, Any], active: Tensor, group: dict[str, Any]) -> None:
         """Active teachers' slices, one tensor each, through the fused Adam kernel (the step
         counters were already advanced); inactive teachers' slices are not passed at all."""
         chosen = active.nonzero().flatten().tolist()
@@ -224,9 +218,7 @@ class StackedSGD(_StackedOptimizer):
         momentum: float = 0.0,
         weight_decay: float = 0.0,
     ) -> None:
-        super().__init__(
-            params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay}, num_teachers
-        )
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay}, num_teachers)
 
     def _update(self, p: Tensor, group: dict[str, Any], active: Tensor) -> None:
         on = active.to(torch.float64)

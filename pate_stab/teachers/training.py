@@ -125,16 +125,10 @@ class TeacherEnsembleModule(L.LightningModule):
             p.requires_grad_(False)
         stacked = init_stacked_parameters(spec, self.seeds)
         self.names = list(stacked)
-        self.stacked = nn.ParameterDict(
-            {_param_key(n): nn.Parameter(p) for n, p in stacked.items()}
-        )
-        self.steps_per_epoch = max(
-            [math.ceil(s.numel() / config.batch_size) for s in self.shards] + [1]
-        )
+        self.stacked = nn.ParameterDict({_param_key(n): nn.Parameter(p) for n, p in stacked.items()})
+        self.steps_per_epoch = max([math.ceil(s.numel() / config.batch_size) for s in self.shards] + [1])
         # teacher j trains epochs_j epochs (its own shard size only); inactive afterwards
-        self.epoch_limit = torch.tensor(
-            teacher_epochs([s.numel() for s in self.shards], config), dtype=torch.int64
-        )
+        self.epoch_limit = torch.tensor(teacher_epochs([s.numel() for s in self.shards], config), dtype=torch.int64)
         self.register_buffer("stopped", torch.zeros(k, dtype=torch.bool))
         self.register_buffer("best_loss", torch.full((k,), math.inf, dtype=torch.float64))
         self.register_buffer("wait", torch.zeros(k, dtype=torch.int64))
@@ -174,9 +168,7 @@ class TeacherEnsembleModule(L.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         c, k = self.config, len(self.seeds)
         if c.optimizer == "adam":
-            return StackedAdam(
-                self.stacked.parameters(), num_teachers=k, lr=c.lr, weight_decay=c.weight_decay
-            )
+            return StackedAdam(self.stacked.parameters(), num_teachers=k, lr=c.lr, weight_decay=c.weight_decay)
         return StackedSGD(
             self.stacked.parameters(),
             num_teachers=k,
@@ -214,27 +206,19 @@ class TeacherEnsembleModule(L.LightningModule):
             self._seen += w
         # the sum (not the mean) over teachers: each teacher's gradient is its own loss's
         loss = per_teacher.sum()
-        self.log(
-            "loss_mean", per_teacher.detach().mean(), prog_bar=True, on_step=True, on_epoch=False
-        )
+        self.log("loss_mean", per_teacher.detach().mean(), prog_bar=True, on_step=True, on_epoch=False)
         return loss
 
     def on_train_epoch_end(self) -> None:
         seen = self._seen.clamp_min(1)
         epoch_loss, epoch_acc = self._loss_sum / seen, self._correct / seen
         trained = self._seen > 0
-        self.history.append(
-            {"train_loss": epoch_loss.cpu(), "train_acc": epoch_acc.cpu(), "trained": trained.cpu()}
-        )
-        self.log(
-            "train_acc_mean", epoch_acc[trained].mean() if trained.any() else 0.0, prog_bar=True
-        )
+        self.history.append({"train_loss": epoch_loss.cpu(), "train_acc": epoch_acc.cpu(), "trained": trained.cpu()})
+        self.log("train_acc_mean", epoch_acc[trained].mean() if trained.any() else 0.0, prog_bar=True)
         if self.config.patience is not None:
             improved = trained & (epoch_loss < self.best_loss - self.config.min_delta)
             self.best_loss = torch.where(improved, epoch_loss, self.best_loss)
-            self.wait = torch.where(
-                improved, torch.zeros_like(self.wait), self.wait + trained.long()
-            )
+            self.wait = torch.where(improved, torch.zeros_like(self.wait), self.wait + trained.long())
             self.stopped |= self.wait >= self.config.patience
             # several processes (teachers_ddp): stop only when every rank's teachers have stopped,
             # so all ranks run the same epochs as one process would (identity in one process)
@@ -305,9 +289,7 @@ def _trainer(
         # at most about CHECKPOINTS_PER_FIT checkpoints (a schedule sized in steps can run hundreds
         # of one-step epochs on tiny shards); a resumed fit redoes at most the epochs since the last
         every = max(1, math.ceil((max_epochs or config.epochs or 1) / CHECKPOINTS_PER_FIT))
-        callbacks.append(
-            ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=every)
-        )
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=every))
     trainer_kwargs.setdefault("enable_checkpointing", ckpt_dir is not None)
     return L.Trainer(
         max_epochs=max_epochs if max_epochs is not None else config.epochs,
@@ -336,9 +318,7 @@ def check_training_inputs(
     y = check_tensor("y", y, ndim=1, floating=False).long()
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"x has {x.shape[0]} rows but y has {y.shape[0]}")
-    if tuple(x.shape[1:]) != spec.input_shape and math.prod(x.shape[1:]) != math.prod(
-        spec.input_shape
-    ):
+    if tuple(x.shape[1:]) != spec.input_shape and math.prod(x.shape[1:]) != math.prod(spec.input_shape):
         raise ValueError(f"x rows have shape {tuple(x.shape[1:])}, spec expects {spec.input_shape}")
     if y.numel() and not (0 <= int(y.min()) and int(y.max()) < spec.num_classes):
         raise ValueError(f"labels must lie in [0, {spec.num_classes - 1}]")
@@ -396,11 +376,7 @@ def train_teachers(
     if mode not in ("vectorized", "sequential"):
         raise ValueError(f"mode must be 'vectorized' or 'sequential', got {mode!r}")
     seeds = [child_seed(generator) for _ in range(k)]
-    chosen = (
-        torch.arange(k)
-        if teacher_indices is None
-        else torch.as_tensor(teacher_indices, dtype=torch.int64)
-    )
+    chosen = torch.arange(k) if teacher_indices is None else torch.as_tensor(teacher_indices, dtype=torch.int64)
     if chosen.numel() == 0 or int(chosen.min()) < 0 or int(chosen.max()) >= k:
         raise ValueError(f"teacher_indices must be non-empty and lie in [0, {k - 1}]")
     sub_seeds = [seeds[int(j)] for j in chosen]
@@ -416,9 +392,7 @@ def train_teachers(
     }
 
     with quiet_lightning(not progress_bar):
-        ensemble = _fit(
-            x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common
-        )
+        ensemble = _fit(x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common)
     if run_dir is not None:
         ensemble.save(run_dir)
     return ensemble
@@ -454,12 +428,8 @@ def _fit(
             parts.append(module.to_ensemble(torch.tensor([j]), meta))
         same_len = len({p.metrics.get("train_loss", torch.empty(0)).shape[0] for p in parts}) == 1
         metrics = (
-            {key: torch.cat([p.metrics[key] for p in parts], dim=1) for key in parts[0].metrics}
-            if same_len
-            else {}
+            {key: torch.cat([p.metrics[key] for p in parts], dim=1) for key in parts[0].metrics} if same_len else {}
         )
         params = {n: torch.cat([p.params[n] for p in parts]) for n in parts[0].params}
-        ensemble = TeacherEnsemble(
-            spec, params, teacher_indices=chosen, config=meta, metrics=metrics
-        )
+        ensemble = TeacherEnsemble(spec, params, teacher_indices=chosen, config=meta, metrics=metrics)
     return ensemble

@@ -157,6 +157,7 @@ def test_confident_gnmax_below_threshold_abstains(generator: torch.Generator) ->
 
 def test_release_reproducible_and_matches_sample(generator: torch.Generator) -> None:
     counts = torch.tensor([[5, 4, 3]] * 1000)
+
     def seeded(m: int) -> GNMax:
         return GNMax(sigma=30.0, num_queries=m, delta=DELTA, noise="seeded")
 
@@ -164,9 +165,7 @@ def test_release_reproducible_and_matches_sample(generator: torch.Generator) -> 
     b = seeded(1000).release(counts, generator=torch.Generator().manual_seed(7))
     assert torch.equal(a, b)
     assert len(set(a.tolist())) == 3
-    s = seeded(1).sample(
-        torch.tensor([5, 4, 3]), 1000, generator=torch.Generator().manual_seed(7)
-    )
+    s = seeded(1).sample(torch.tensor([5, 4, 3]), 1000, generator=torch.Generator().manual_seed(7))
     assert torch.equal(a, s)
 
 

@@ -58,9 +58,7 @@ def test_removing_a_content_keyed_record_changes_one_shard():
     x, y = torch.randn(300, 4, generator=gen), torch.randint(0, 2, (300,), generator=gen)
     full = partition_indices(record_keys_from_tensors(x, y), 20, generator=torch.Generator().manual_seed(5))
     keep = torch.arange(300) != 17
-    part = partition_indices(
-        record_keys_from_tensors(x[keep], y[keep]), 20, generator=torch.Generator().manual_seed(5)
-    )
+    part = partition_indices(record_keys_from_tensors(x[keep], y[keep]), 20, generator=torch.Generator().manual_seed(5))
     original = torch.arange(300)[keep]
     differ = [j for j in range(20) if set(full[j].tolist()) - {17} != set(original[part[j]].tolist())]
     assert differ == []  # every shard keeps its records; only record 17's shard lost one

@@ -48,16 +48,30 @@ def test_sparse_vector_right_query_scale_is_not_flagged():
     """The wrong-scale pair with query noise Lap(2λ): not flagged, and the bound is near the claim."""
     (case,) = [c for c in mutation_cases() if c.name.startswith("sparse vector")]
     mech = _svt_query_scale(1.0, 2.0)
-    res = dp_test(mech, case.input_a, case.input_b, epsilon=2.0, num_samples=N, alpha=ALPHA,
-                  generator=torch.Generator().manual_seed(102))
+    res = dp_test(
+        mech,
+        case.input_a,
+        case.input_b,
+        epsilon=2.0,
+        num_samples=N,
+        alpha=ALPHA,
+        generator=torch.Generator().manual_seed(102),
+    )
     assert_not_refuted(res)
     assert res.epsilon_lower_bound > 1.0, res  # the pair is close to the worst case
 
 
 def test_noisy_max_returning_argmax_is_not_flagged():
     # one added record counted by query 0 only (counting queries move in one direction)
-    res = dp_test(_noisy_max(1.0, return_value=False), [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], epsilon=1.0, num_samples=N,
-                  alpha=ALPHA, generator=torch.Generator().manual_seed(104))
+    res = dp_test(
+        _noisy_max(1.0, return_value=False),
+        [1.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0],
+        epsilon=1.0,
+        num_samples=N,
+        alpha=ALPHA,
+        generator=torch.Generator().manual_seed(104),
+    )
     assert_not_refuted(res)
 
 

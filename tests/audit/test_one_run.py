@@ -19,7 +19,8 @@ def test_bound_pinned_and_at_the_boundary():
     assert stats.binom.sf(299, 400, p) == pytest.approx(0.05, rel=1e-6)  # exactly the β-level tail
     assert one_run_epsilon_lower_bound(num_guesses=100, num_correct=50) == 0.0
     assert one_run_epsilon_lower_bound(num_guesses=100, num_correct=100) == pytest.approx(
-        -math.log(0.05 ** (-1 / 100) - 1))
+        -math.log(0.05 ** (-1 / 100) - 1)
+    )
     bounds = [one_run_epsilon_lower_bound(num_guesses=200, num_correct=v) for v in range(100, 201, 10)]
     assert bounds == sorted(bounds)
 
@@ -37,8 +38,9 @@ def _audit(train_epsilon: float, seed: int, m: int = 300):
     gen = torch.Generator().manual_seed(seed)
     secrets = torch.randint(0, 2, (m,), generator=gen)
     x = torch.eye(m, dtype=torch.float64)
-    head = PrivateLinearHead(epsilon=train_epsilon, lam=1e-2, loss="logistic").fit(x, (2 * secrets - 1).double(),
-                                                                                    generator=gen)
+    head = PrivateLinearHead(epsilon=train_epsilon, lam=1e-2, loss="logistic").fit(
+        x, (2 * secrets - 1).double(), generator=gen
+    )
     return one_run_audit(head.decision_function(x), secrets, num_guesses=200)
 
 

@@ -22,9 +22,7 @@ def test_same_generator_same_data_and_task_fixed_across_generators():
 
 
 def test_gaussian_mixture_shapes_and_class_means():
-    x, y = make_gaussian_mixture(
-        30_000, num_classes=4, dim=6, separation=4.0, generator=seeded_generator(3)
-    )
+    x, y = make_gaussian_mixture(30_000, num_classes=4, dim=6, separation=4.0, generator=seeded_generator(3))
     assert x.shape == (30_000, 6) and x.dtype == torch.float32 and y.dtype == torch.int64
     means = gaussian_mixture_means(4, 6, separation=4.0)
     assert torch.cdist(means, means)[0, 1].item() == pytest.approx(4.0)

@@ -126,10 +126,12 @@ def test_wrong_problem_type(ridge: RidgeProblem, logistic: LogisticProblem) -> N
 
 def test_pinned_formulas(ridge: RidgeProblem) -> None:
     assert iat_epsilon(sensitivity=0.01, num_levels=10, alpha=0.1, gamma=0.1) == pytest.approx(
-        16 * 0.01 * math.log(200) / 0.1)
+        16 * 0.01 * math.log(200) / 0.1
+    )
     n, p, lam = ridge.n, ridge.p, ridge.lam
     assert theory_epsilon(ridge, alpha=0.1) == pytest.approx(
-        4 * math.sqrt(2) * (2 * math.sqrt(p / lam) + p / lam) / (n * 0.1))
+        4 * math.sqrt(2) * (2 * math.sqrt(p / lam) + p / lam) / (n * 0.1)
+    )
     levels = doubling_levels(0.01, 1.0)
     assert levels.tolist() == pytest.approx([0.01 * 2**i for i in range(8)])
     assert float(levels[-1]) >= 1.0 > float(levels[-2])
@@ -173,8 +175,9 @@ def test_ball_minimiser_is_global_on_indefinite_problems() -> None:
 # ------------------------------------------------------------------ sensitivities on random neighbours
 
 
-def _neighbour(x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, classification: bool,
-               extreme: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _neighbour(
+    x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, classification: bool, extreme: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     x2, y2 = x.clone(), y.clone()
     i = int(torch.randint(x.shape[0], (1,), generator=gen))
     if extreme:  # a one-hot row at full ℓ1 norm and an extreme label
@@ -183,8 +186,11 @@ def _neighbour(x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, classific
         x2[i, j] = 1.0 if bool(torch.rand(1, generator=gen) < 0.5) else -1.0
     else:
         x2[i] = _l1_rows(1, x.shape[1], gen)[0]
-    y2[i] = (1.0 if bool(torch.rand(1, generator=gen) < 0.5) else -1.0) if (classification or extreme) \
+    y2[i] = (
+        (1.0 if bool(torch.rand(1, generator=gen) < 0.5) else -1.0)
+        if (classification or extreme)
         else float(torch.rand(1, dtype=F64, generator=gen) * 2 - 1)
+    )
     return x2, y2
 
 
@@ -241,8 +247,9 @@ TOY_BINS = torch.tensor([-1.0, 0.0, 1.0, 2.0], dtype=F64)
 
 def _toy(v: float, n: int, gen: torch.Generator, noiseless: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (stop index in 0..T, T meaning ⊥) and the released hypothesis (0 for ⊥)."""
-    hyps = noise_reduction_samples(torch.tensor(v, dtype=F64), sensitivity=1.0, epsilons=TOY_EPS,
-                                   num_samples=n, generator=gen)  # (n, T)
+    hyps = noise_reduction_samples(
+        torch.tensor(v, dtype=F64), sensitivity=1.0, epsilons=TOY_EPS, num_samples=n, generator=gen
+    )  # (n, T)
     f = -(hyps - v).abs()
     t_count = len(TOY_EPS)
     if noiseless:  # broken: the accuracy test without IAT's noise
@@ -251,8 +258,9 @@ def _toy(v: float, n: int, gen: torch.Generator, noiseless: bool = False) -> tup
         w_hat = TOY_W + laplace(2.0 / TOY_EPS_A, (n, 1), generator=gen)
         passed = f + laplace(4.0 / TOY_EPS_A, (n, t_count), generator=gen) >= w_hat
     first = torch.where(passed.any(1), torch.argmax(passed.to(torch.int8), dim=1), torch.full((n,), t_count))
-    released = torch.where(first < t_count, hyps.gather(1, first.clamp_max(t_count - 1)[:, None])[:, 0],
-                           torch.zeros(n, dtype=F64))
+    released = torch.where(
+        first < t_count, hyps.gather(1, first.clamp_max(t_count - 1)[:, None])[:, 0], torch.zeros(n, dtype=F64)
+    )
     return first, released
 
 
@@ -269,8 +277,9 @@ def _worst_excess(noiseless: bool, seed: int, n: int = 200_000) -> float:
     gen = seeded_generator(seed)
     t_count = len(TOY_EPS)
     num_codes = (t_count + 1) * (TOY_BINS.numel() + 1)
-    claims = torch.tensor([TOY_EPS_A + TOY_EPS[min(c // (TOY_BINS.numel() + 1), t_count - 1)]
-                           for c in range(num_codes)], dtype=F64)
+    claims = torch.tensor(
+        [TOY_EPS_A + TOY_EPS[min(c // (TOY_BINS.numel() + 1), t_count - 1)] for c in range(num_codes)], dtype=F64
+    )
 
     def counts(v: float, m: int) -> torch.Tensor:
         return torch.bincount(_cell_codes(*_toy(v, m, gen, noiseless)), minlength=num_codes)
@@ -392,10 +401,19 @@ def test_ledger_records_ex_ante_and_ex_post(ridge: RidgeProblem, tmp_path: Path)
     alpha = 0.1
     levels = geometric_levels(1e-2, 4 * theory_epsilon(ridge, alpha=alpha), 50)
     with pytest.raises(ValueError, match="refuse"):
-        cov_nr(ridge, alpha=alpha, epsilons=levels, gamma=0.1, generator=seeded_generator(0), ledger=ledger,
-               spend_id="x")
-    res = cov_nr(ridge, alpha=alpha, epsilons=levels, gamma=0.1, generator=seeded_generator(0),
-                 on_exhaustion="refuse", ledger=ledger, spend_id="covnr-1")
+        cov_nr(
+            ridge, alpha=alpha, epsilons=levels, gamma=0.1, generator=seeded_generator(0), ledger=ledger, spend_id="x"
+        )
+    res = cov_nr(
+        ridge,
+        alpha=alpha,
+        epsilons=levels,
+        gamma=0.1,
+        generator=seeded_generator(0),
+        on_exhaustion="refuse",
+        ledger=ledger,
+        spend_id="covnr-1",
+    )
     (entry,) = ledger.entries()
     assert entry.epsilon == pytest.approx(res.epsilon_ex_ante)
     (post,) = ledger.ex_post_entries()
@@ -404,7 +422,15 @@ def test_ledger_records_ex_ante_and_ex_post(ridge: RidgeProblem, tmp_path: Path)
     assert "ε0 + ε_t" in post.ex_post.description
     before = (tmp_path / "ledger.jsonl").read_bytes()
     with pytest.raises(ReplayedSpendError, match="covnr-1"):  # the same spend id never searches again
-        cov_nr(ridge, alpha=alpha, epsilons=levels, gamma=0.1, generator=seeded_generator(1),
-               on_exhaustion="refuse", ledger=ledger, spend_id="covnr-1")
+        cov_nr(
+            ridge,
+            alpha=alpha,
+            epsilons=levels,
+            gamma=0.1,
+            generator=seeded_generator(1),
+            on_exhaustion="refuse",
+            ledger=ledger,
+            spend_id="covnr-1",
+        )
     assert (tmp_path / "ledger.jsonl").read_bytes() == before
     ledger.close()

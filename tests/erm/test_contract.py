@@ -37,8 +37,7 @@ def test_regression_targets_outside_range():
     y = torch.tensor([0.5, 1.5])
     with pytest.raises(ValueError, match=r"\|y\| > 1"):
         output_perturbation(x, y, epsilon=1.0, lam=0.1, loss="squared", radius=1.0, generator=torch.Generator())
-    output_perturbation(x, y, epsilon=1.0, lam=0.1, loss="squared", radius=1.0, clip=True,
-                        generator=torch.Generator())
+    output_perturbation(x, y, epsilon=1.0, lam=0.1, loss="squared", radius=1.0, clip=True, generator=torch.Generator())
 
 
 def test_bound_from_data_warns():

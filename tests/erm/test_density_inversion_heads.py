@@ -19,8 +19,9 @@ def test_histogram_and_private_bin_choice():
     h = private_histogram(x, num_bins=10, epsilon=1.0, generator=g)
     assert h.counts.shape == (10,) and bool((h.counts >= 0).all())
     assert abs(h.total - 5000) < 200
-    bins, hist = private_histogram_density(x, v, bin_counts=[1, 2, 5, 10, 20], epsilon_train=1.0,
-                                           epsilon_validation=1.0, delta=0.01, generator=g)
+    bins, hist = private_histogram_density(
+        x, v, bin_counts=[1, 2, 5, 10, 20], epsilon_train=1.0, epsilon_validation=1.0, delta=0.01, generator=g
+    )
     assert bins >= 5  # a single bin is far from Beta(2, 5)
     assert histogram_score(hist, v) > histogram_score(private_histogram(x, num_bins=1, epsilon=1.0, generator=g), v)
     with pytest.raises(ValueError, match="range"):
@@ -52,12 +53,25 @@ def test_inversion_beats_prior_with_exact_model():
     x = torch.cat([other, onehot], dim=1)
     w = torch.tensor([0.3, -0.2, 0.0, 0.5, 1.0], dtype=torch.float64)
     y = x @ w + 0.05 * torch.randn(n, generator=g, dtype=torch.float64)
-    guess = invert_attribute(w, x, y, columns=[2, 3, 4], encodings=torch.eye(3, dtype=torch.float64),
-                             prior=torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64), sigma=0.05)
+    guess = invert_attribute(
+        w,
+        x,
+        y,
+        columns=[2, 3, 4],
+        encodings=torch.eye(3, dtype=torch.float64),
+        prior=torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),
+        sigma=0.05,
+    )
     assert inversion_accuracy(guess, attr) > 0.95
-    wrong = invert_attribute(torch.zeros(5, dtype=torch.float64), x, y, columns=[2, 3, 4],
-                             encodings=torch.eye(3, dtype=torch.float64),
-                             prior=torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64), sigma=0.05)
+    wrong = invert_attribute(
+        torch.zeros(5, dtype=torch.float64),
+        x,
+        y,
+        columns=[2, 3, 4],
+        encodings=torch.eye(3, dtype=torch.float64),
+        prior=torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),
+        sigma=0.05,
+    )
     assert inversion_accuracy(wrong, attr) == pytest.approx(float((attr == 0).double().mean()))
 
 
@@ -69,12 +83,14 @@ def test_private_linear_head_binary_multiclass_regression():
     assert head.predict_proba(x).shape == (2000,)
     labels = torch.randint(0, 3, (300,), generator=torch.Generator().manual_seed(1))
     multi = PrivateLinearHead(epsilon=3.0, lam=0.1, mechanism="objective").fit(
-        x[:300], labels, generator=torch.Generator().manual_seed(2))
+        x[:300], labels, generator=torch.Generator().manual_seed(2)
+    )
     assert multi.decision_function(x[:5]).shape == (5, 3)
     assert all(m.epsilon == 1.0 for m in multi.models_)
     xr, yr = regression(500, 3, seed=4)
     reg = PrivateLinearHead(epsilon=1.0, lam=0.1, loss="squared", radius=1.0).fit(
-        xr, yr, generator=torch.Generator().manual_seed(3))
+        xr, yr, generator=torch.Generator().manual_seed(3)
+    )
     assert reg.predict(xr).shape == (500,)
     with pytest.raises(RuntimeError, match="not fitted"):
         PrivateLinearHead(epsilon=1.0, lam=0.1).predict(x)

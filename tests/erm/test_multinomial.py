@@ -155,5 +155,11 @@ def test_output_perturbation_noise_is_the_reported_scale():
 @pytest.mark.parametrize("fn", [softmax_output_perturbation, softmax_objective_perturbation])
 def test_bad_input_is_refused(fn, x, y, eps, match):
     with pytest.raises(ValueError, match=match):
-        fn(torch.tensor(x, dtype=F64), torch.tensor(y), num_classes=3, epsilon=eps, lam=0.1,
-           generator=torch.Generator().manual_seed(0))
+        fn(
+            torch.tensor(x, dtype=F64),
+            torch.tensor(y),
+            num_classes=3,
+            epsilon=eps,
+            lam=0.1,
+            generator=torch.Generator().manual_seed(0),
+        )

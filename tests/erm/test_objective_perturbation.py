@@ -42,11 +42,13 @@ def test_requires_smooth_loss_and_radius_for_squared():
     xr, yr = regression(30, 2, seed=0)
     with pytest.raises(ValueError, match="radius"):
         objective_perturbation(xr, yr, epsilon=1.0, lam=0.1, loss="squared", generator=torch.Generator())
-    m = objective_perturbation(xr, yr, epsilon=1.0, lam=0.1, loss="squared", radius=0.5,
-                               generator=torch.Generator().manual_seed(0))
+    m = objective_perturbation(
+        xr, yr, epsilon=1.0, lam=0.1, loss="squared", radius=0.5, generator=torch.Generator().manual_seed(0)
+    )
     assert float(torch.linalg.vector_norm(m.weights)) <= 0.5 + 1e-12
-    assert math.isclose(m.noise_scale, 2 * 3.0 / objective_perturbation_budget(
-        epsilon=1.0, lam=0.1, n=30, smoothness=2.0).epsilon_prime)
+    assert math.isclose(
+        m.noise_scale, 2 * 3.0 / objective_perturbation_budget(epsilon=1.0, lam=0.1, n=30, smoothness=2.0).epsilon_prime
+    )
 
 
 def test_uses_extra_regularization_when_needed():

@@ -48,8 +48,9 @@ def test_sensitivity_on_random_neighbours_wu_ball():
         w1 = solve_erm(x, y, loss="squared", lam=lam, radius=radius, tol=1e-10).weights
         w2 = solve_erm(x2, y2, loss="squared", lam=lam, radius=radius, tol=1e-10).weights
         tight = output_perturbation_sensitivity(lipschitz=2 * radius + 2, lam=lam, n=n)
-        paper = output_perturbation_sensitivity(lipschitz=2 * radius + 2, lam=lam, n=n,
-                                                constant="wu_alg2", radius=radius)
+        paper = output_perturbation_sensitivity(
+            lipschitz=2 * radius + 2, lam=lam, n=n, constant="wu_alg2", radius=radius
+        )
         assert tight < paper <= (12 * radius + 8) / (lam * n) + 1e-12
         assert float(torch.linalg.vector_norm(w1 - w2)) <= tight + 2e-10
 
@@ -107,16 +108,14 @@ def _op_mechanism(epsilon: float, scale_factor: float):
 @pytest.mark.statistical
 def test_output_perturbation_passes_dp_test():
     g = torch.Generator().manual_seed(11)
-    res = dp_test(_op_mechanism(1.0, 1.0), "a", "b", epsilon=1.0, generator=g,
-                  featurize=lambda t: t[:, 0])
+    res = dp_test(_op_mechanism(1.0, 1.0), "a", "b", epsilon=1.0, generator=g, featurize=lambda t: t[:, 0])
     assert_not_refuted(res)
 
 
 @pytest.mark.statistical
 def test_dp_test_flags_noise_scale_too_small():
     g = torch.Generator().manual_seed(12)
-    res = dp_test(_op_mechanism(1.0, 1.0 / 3.0), "a", "b", epsilon=1.0, generator=g,
-                  featurize=lambda t: t[:, 0])
+    res = dp_test(_op_mechanism(1.0, 1.0 / 3.0), "a", "b", epsilon=1.0, generator=g, featurize=lambda t: t[:, 0])
     assert_refuted(res)
 
 
@@ -127,15 +126,15 @@ def test_output_perturbation_noise_scale_and_reproducibility():
     torch.testing.assert_close(m1.weights, m2.weights)
     assert math.isclose(m1.noise_scale, 2 / (0.1 * 100 * 0.5) * (1 + 2e-6))
     with pytest.raises(ValueError, match="1-Lipschitz"):
-        chaudhuri_output_perturbation(x, y, epsilon=0.5, lam=0.1, loss="squared",
-                                      generator=torch.Generator())
+        chaudhuri_output_perturbation(x, y, epsilon=0.5, lam=0.1, loss="squared", generator=torch.Generator())
 
 
 def test_rls_out_constants():
     x, y = regression(100, 3, seed=5)
     tight = rls_out(x, y, epsilon=1.0, lam=0.1, radius=1.0, generator=torch.Generator().manual_seed(0))
-    paper = rls_out(x, y, epsilon=1.0, lam=0.1, radius=1.0, constant="paper",
-                    generator=torch.Generator().manual_seed(0))
+    paper = rls_out(
+        x, y, epsilon=1.0, lam=0.1, radius=1.0, constant="paper", generator=torch.Generator().manual_seed(0)
+    )
     assert math.isclose(tight.noise_scale, 8 / (0.1 * 100) * (1 + 2e-6))
     assert math.isclose(paper.noise_scale, 20 / (0.1 * 100) * (1 + 2e-6))
     with pytest.raises(ValueError, match="lam <= 1"):

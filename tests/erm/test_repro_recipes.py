@@ -31,21 +31,28 @@ def test_twitter_standin_has_the_papers_shape_and_l1_contract():
     RidgeProblem(x, y, lam=0.005)  # accepted by the ℓ1 contract
 
 
-@pytest.mark.parametrize(("n", "alpha", "expected"), [(100_000, 0.05, 7.266), (100_000, 0.075, 4.844),
-                                                      (3564, 0.05, 203.9), (3564, 0.025, 407.8)])
+@pytest.mark.parametrize(
+    ("n", "alpha", "expected"),
+    [(100_000, 0.05, 7.266), (100_000, 0.075, 4.844), (3564, 0.05, 203.9), (3564, 0.025, 407.8)],
+)
 def test_iat_floor_quoted_in_the_ligett_note(n, alpha, expected):
     # ε_0 = 16Δ log(2T/γ)/α with Δ = (√(1/λ) + 1)²/n, λ = 0.005, T = 1000, γ = 0.1.
     delta_q = (math.sqrt(1 / 0.005) + 1.0) ** 2 / n
     assert iat_epsilon(sensitivity=delta_q, num_levels=1000, alpha=alpha, gamma=0.1) == pytest.approx(
-        expected, rel=1e-3)
+        expected, rel=1e-3
+    )
 
 
 @pytest.mark.parametrize("p, ratio", [(17, 1.82), (77, 0.41)])
 def test_iat_floor_over_theory_depends_on_p_only(p, ratio):
     # ε_0 / E(α) is free of n and α: 16 (M + 1)² log(2T/γ) / (4√2 (2√(p/λ) + p/λ)), M = √(1/λ).
     lam = 0.005
-    got = 16 * (math.sqrt(1 / lam) + 1) ** 2 * math.log(2000 / 0.1) / (
-        4 * math.sqrt(2) * (2 * math.sqrt(p / lam) + p / lam))
+    got = (
+        16
+        * (math.sqrt(1 / lam) + 1) ** 2
+        * math.log(2000 / 0.1)
+        / (4 * math.sqrt(2) * (2 * math.sqrt(p / lam) + p / lam))
+    )
     assert got == pytest.approx(ratio, abs=0.01)
 
 

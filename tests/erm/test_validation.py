@@ -24,11 +24,11 @@ from ._data import classification, neighbour, regression
 
 
 def test_theorem4_constants():
-    b1, b2 = stability_constants_linear(lam_min=0.001, num_params=10, delta=0.01, epsilon_train=0.5,
-                                        n=1000, dim=10)
+    b1, b2 = stability_constants_linear(lam_min=0.001, num_params=10, delta=0.01, epsilon_train=0.5, n=1000, dim=10)
     assert (b1, b2) == (2000.0, 1.0)
-    b1, b2 = stability_constants_linear(lam_min=2.0, num_params=4, delta=0.1, epsilon_train=1.0,
-                                        n=100, dim=3, score_bound=None)
+    b1, b2 = stability_constants_linear(
+        lam_min=2.0, num_params=4, delta=0.1, epsilon_train=1.0, n=100, dim=3, score_bound=None
+    )
     assert b1 == 1.0
     assert math.isclose(b2, 0.5 * (1 + 2 * 3 * math.log(3 * 4 / 0.1) / 100))
 
@@ -70,8 +70,10 @@ def test_exponential_mechanism_frequencies():
     p = torch.softmax(1.0 * u / 2.0, dim=0)
     g = torch.Generator().manual_seed(3)
     N = 20_000
-    counts = torch.bincount(torch.tensor([exponential_mechanism(u, epsilon=1.0, sensitivity=1.0, generator=g)
-                                          for _ in range(N)]), minlength=3)
+    counts = torch.bincount(
+        torch.tensor([exponential_mechanism(u, epsilon=1.0, sensitivity=1.0, generator=g) for _ in range(N)]),
+        minlength=3,
+    )
     for c, pi in zip(counts.tolist(), p.tolist(), strict=True):
         lo, hi = clopper_pearson(c, N, 1e-6)
         assert lo <= pi <= hi
@@ -79,10 +81,10 @@ def test_exponential_mechanism_frequencies():
 
 def test_stability_select_picks_clear_winner_and_randomises_ties():
     g = torch.Generator().manual_seed(0)
-    assert stability_select([0.0, 1.0, 0.0], beta1=1.0, beta2=1.0, n=10_000, m=10_000, epsilon=1.0,
-                            generator=g) == 1
-    picks = {stability_select([0.0, 0.0], beta1=1.0, beta2=1.0, n=10, m=10, epsilon=1.0, generator=g)
-             for _ in range(50)}
+    assert stability_select([0.0, 1.0, 0.0], beta1=1.0, beta2=1.0, n=10_000, m=10_000, epsilon=1.0, generator=g) == 1
+    picks = {
+        stability_select([0.0, 0.0], beta1=1.0, beta2=1.0, n=10, m=10, epsilon=1.0, generator=g) for _ in range(50)
+    }
     assert picks == {0, 1}
     with pytest.raises(ValueError, match="epsilon"):
         stability_select([0.0], beta1=1.0, beta2=1.0, n=1, m=1, epsilon=float("nan"), generator=g)
@@ -122,6 +124,12 @@ def test_wu_private_tuning_chunks():
         sizes.append(xt.shape[0])
         return torch.zeros(3, dtype=torch.float64) + r
 
-    i, w = wu_private_tuning([(0.1, 0.1), (0.2, 0.1), (0.3, 0.1), (0.4, 0.1)], train, x, y, epsilon=1.0,
-                             generator=torch.Generator().manual_seed(0))
+    i, w = wu_private_tuning(
+        [(0.1, 0.1), (0.2, 0.1), (0.3, 0.1), (0.4, 0.1)],
+        train,
+        x,
+        y,
+        epsilon=1.0,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert sizes == [50] * 4 and 0 <= i < 4

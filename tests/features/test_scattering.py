@@ -84,7 +84,7 @@ def test_rows_do_not_depend_on_the_batch():
 def test_small_translations_change_scattering_much_less_than_pixels():
     img = _pinned_images()[:2]
     shifted = torch.roll(img, shifts=(1, 1), dims=(-2, -1))
-    pixel_change = ((shifted - img).norm(dim=(1, 2)) / img.norm(dim=(1, 2)))
+    pixel_change = (shifted - img).norm(dim=(1, 2)) / img.norm(dim=(1, 2))
     s, s_shift = scattering2d(img), scattering2d(shifted)
     scat_change = (s_shift - s).flatten(1).norm(dim=1) / s.flatten(1).norm(dim=1)
     # a one-pixel shift is well below the averaging scale 2^J = 4: the relative change of the

@@ -164,9 +164,10 @@ def test_certified_delta_never_exceeds_the_target_as_computed(eps, delta, m, t, 
         epsilon=eps, delta=delta, num_queries=m, max_unstable=t, mode="tight", soft_labels=soft, delta_split=split
     )
     assert cal.certified_delta <= delta
-    assert cal.delta_sparse_vector + cal.num_tests * leak_probability(
-        threshold=cal.threshold, noise_scale=cal.noise_scale
-    ) <= delta
+    assert (
+        cal.delta_sparse_vector + cal.num_tests * leak_probability(threshold=cal.threshold, noise_scale=cal.noise_scale)
+        <= delta
+    )
     assert cal.certified_epsilon <= eps
 
 

@@ -22,8 +22,9 @@ def test_marginals_are_laplace_per_coordinate() -> None:
     # 3 levels x 3 coordinates = 9 KS tests at 1e-6 each: family-wise false failure <= 9e-6.
     value = torch.tensor([0.5, -2.0, 10.0], dtype=torch.float64)
     eps = [0.2, 0.7, 1.5]
-    out = noise_reduction_samples(value, sensitivity=2.0, epsilons=eps, num_samples=40_000,
-                                  generator=seeded_generator(1))
+    out = noise_reduction_samples(
+        value, sensitivity=2.0, epsilons=eps, num_samples=40_000, generator=seeded_generator(1)
+    )
     assert out.shape == (40_000, 3, 3)
     for t, e in enumerate(eps):
         for j in range(3):
@@ -43,8 +44,9 @@ def test_coins_are_independent_per_coordinate() -> None:
     # of two coordinates stay unchanged with probability r⁴ (a shared coin would give r²).
     eps = [0.5, 1.0]
     n = 200_000
-    out = noise_reduction_samples(torch.zeros(2), sensitivity=1.0, epsilons=eps, num_samples=n,
-                                  generator=seeded_generator(3))
+    out = noise_reduction_samples(
+        torch.zeros(2), sensitivity=1.0, epsilons=eps, num_samples=n, generator=seeded_generator(3)
+    )
     same = out[:, 0, :] == out[:, 1, :]
     r2 = 0.25
     for j in range(2):
@@ -57,8 +59,9 @@ def test_coins_are_independent_per_coordinate() -> None:
 
 
 def _prefix(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
-    return noise_reduction_samples(torch.tensor([value]), sensitivity=1.0, epsilons=[0.5, 1.0],
-                                   num_samples=n, generator=gen)[:, :, 0]  # (n, 2)
+    return noise_reduction_samples(
+        torch.tensor([value]), sensitivity=1.0, epsilons=[0.5, 1.0], num_samples=n, generator=gen
+    )[:, :, 0]  # (n, 2)
 
 
 def _independent_prefix(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -127,8 +130,9 @@ def test_bad_parameters_rejected(kwargs: dict) -> None:
 
 def test_bad_values_rejected() -> None:
     with pytest.raises(ValueError):
-        noise_reduction(torch.tensor([0.0, float("nan")]), sensitivity=1.0, epsilons=[1.0],
-                        generator=seeded_generator(0))
+        noise_reduction(
+            torch.tensor([0.0, float("nan")]), sensitivity=1.0, epsilons=[1.0], generator=seeded_generator(0)
+        )
     with pytest.raises(ValueError):
         noise_reduction(torch.tensor([float("inf")]), sensitivity=1.0, epsilons=[1.0], generator=seeded_generator(0))
     with pytest.raises(TypeError):

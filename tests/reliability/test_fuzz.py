@@ -80,8 +80,17 @@ def test_sparse_vector_constructor(field, value):
 
 
 @FUZZ
-@given(value=st.one_of(st.tuples(st.just("one"), bad_real), st.tuples(st.just("many"), st.lists(
-    st.floats(allow_nan=True, allow_infinity=True), min_size=1).filter(lambda xs: not all(map(math.isfinite, xs))))))
+@given(
+    value=st.one_of(
+        st.tuples(st.just("one"), bad_real),
+        st.tuples(
+            st.just("many"),
+            st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1).filter(
+                lambda xs: not all(map(math.isfinite, xs))
+            ),
+        ),
+    )
+)
 def test_sparse_vector_queries(value):
     sv = SparseVector(threshold=1.0, noise_scale=1.0, max_unstable=2, generator=_gen())
     kind, arg = value
@@ -101,12 +110,23 @@ def test_sparse_vector_rejects_generator_of_wrong_type():
 # --------------------------------------------------------------------------- releasers
 
 bad_counts = st.one_of(
-    st.sampled_from([
-        torch.tensor([[1.0, math.nan]]), torch.tensor([[math.inf, 0.0]]), torch.tensor([[1.5, 2.0]]),
-        torch.tensor([3, 4]), torch.zeros((2, 3, 4), dtype=torch.int64), torch.tensor([[True, False]]),
-        torch.tensor([[-1, 5]]), torch.tensor([[5]]), "counts", None, [[1, 2], [3]],
-        torch.tensor([[1 + 1j, 2]]), torch.tensor([[2**62, -(2**62)]]),
-    ]),
+    st.sampled_from(
+        [
+            torch.tensor([[1.0, math.nan]]),
+            torch.tensor([[math.inf, 0.0]]),
+            torch.tensor([[1.5, 2.0]]),
+            torch.tensor([3, 4]),
+            torch.zeros((2, 3, 4), dtype=torch.int64),
+            torch.tensor([[True, False]]),
+            torch.tensor([[-1, 5]]),
+            torch.tensor([[5]]),
+            "counts",
+            None,
+            [[1, 2], [3]],
+            torch.tensor([[1 + 1j, 2]]),
+            torch.tensor([[2**62, -(2**62)]]),
+        ]
+    ),
     st.lists(st.lists(st.integers(-(2**70), -1), min_size=2, max_size=2), min_size=1, max_size=3),
 )
 
@@ -145,10 +165,20 @@ def test_stability_releaser_empty_spends_nothing(tmp_path):
     assert ledger.spent() == (0.0, 0.0)
 
 
-bad_scores = st.sampled_from([
-    torch.tensor([[0.5, math.nan]]), torch.tensor([[math.inf], [0.2]]), torch.tensor([[1.5]]), torch.tensor([[-0.1]]),
-    torch.tensor([[1, 0]]), torch.tensor([0.3, 0.4]), torch.zeros((2, 2, 2)), torch.tensor([[1e308]]), "s", None,
-])
+bad_scores = st.sampled_from(
+    [
+        torch.tensor([[0.5, math.nan]]),
+        torch.tensor([[math.inf], [0.2]]),
+        torch.tensor([[1.5]]),
+        torch.tensor([[-0.1]]),
+        torch.tensor([[1, 0]]),
+        torch.tensor([0.3, 0.4]),
+        torch.zeros((2, 2, 2)),
+        torch.tensor([[1e308]]),
+        "s",
+        None,
+    ]
+)
 
 
 @FUZZ
@@ -175,10 +205,19 @@ def test_tiny_gamma_is_a_clear_error(gamma):
 
 # --------------------------------------------------------------------------- votes
 
-bad_predictions = st.sampled_from([
-    torch.tensor([[0.5, 1.0]]), torch.tensor([[0, 3]]), torch.tensor([[-1, 0]]), torch.tensor([0, 1]),
-    torch.tensor([[math.nan]]), torch.zeros((1, 2, 2), dtype=torch.int64), "p", None, torch.tensor([[2**62]]),
-])
+bad_predictions = st.sampled_from(
+    [
+        torch.tensor([[0.5, 1.0]]),
+        torch.tensor([[0, 3]]),
+        torch.tensor([[-1, 0]]),
+        torch.tensor([0, 1]),
+        torch.tensor([[math.nan]]),
+        torch.zeros((1, 2, 2), dtype=torch.int64),
+        "p",
+        None,
+        torch.tensor([[2**62]]),
+    ]
+)
 
 
 @FUZZ
@@ -267,8 +306,9 @@ def test_ledger_spend_bad_values(field, value, tmp_path_factory):
     assert ledger.spent() == (0.0, 0.0)
 
 
-@pytest.mark.parametrize("kwargs", [dict(epsilon=1e308, delta=0.0), dict(epsilon=0.1, delta=1.0),
-                                    dict(epsilon=0.1, delta=0.5)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(epsilon=1e308, delta=0.0), dict(epsilon=0.1, delta=1.0), dict(epsilon=0.1, delta=0.5)]
+)
 def test_ledger_spend_huge_values(kwargs, tmp_path):
     ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=10.0, budget_delta=1e-3)
     with pytest.raises(CLEAR + (BudgetExhaustedError,)):

@@ -31,8 +31,14 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
 
     ledger_path, released_path = tmp_path / "ledger.jsonl", tmp_path / "released.txt"
     rng = random.Random(seed)
-    stats = {"trials": 0, "violations": 0, "released_runs": 0, "recorded_runs": 0, "refused_to_open": 0,
-             "torn_tail_repaired": 0}
+    stats = {
+        "trials": 0,
+        "violations": 0,
+        "released_runs": 0,
+        "recorded_runs": 0,
+        "refused_to_open": 0,
+        "torn_tail_repaired": 0,
+    }
     for trial in range(trials):
         child = int(ask(worker, f"spawn {ledger_path} {released_path} t{trial}"))
         time.sleep(rng.uniform(0.0, 0.15))

@@ -82,7 +82,9 @@ def test_secure_leak_probability_matches_brute_force():
     q1, q2 = math.exp(-1 / 1.5), math.exp(-1 / 3.0)
     brute = sum(
         (1 - q1) / (1 + q1) * q1 ** abs(v) * (1 - q2) / (1 + q2) * q2 ** abs(u)
-        for v in range(-80, 81) for u in range(-160, 161) if u - v > w
+        for v in range(-80, 81)
+        for u in range(-160, 161)
+        if u - v > w
     )
     assert secure_leak_probability(threshold=w, noise_scale=lam) == pytest.approx(brute, rel=1e-9)
     w_min = secure_threshold_for_leak(probability=1e-6, noise_scale=lam)

@@ -13,9 +13,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "benchmark_teachers.p
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
 
 
 def test_cnn_part_times_both_modes_and_extrapolates(shared_data):

@@ -35,9 +35,7 @@ def test_dense_forward_gradients_match_vmap():
 
     spec = ModelSpec("mlp", (7,), 3, hidden=(5, 4))
     base = build_model(spec)
-    params = {
-        n: p.requires_grad_() for n, p in init_stacked_parameters(spec, [1, 2]).items()
-    }
+    params = {n: p.requires_grad_() for n, p in init_stacked_parameters(spec, [1, 2]).items()}
     x = torch.randn(2, 6, 7, generator=seeded_generator(4))
     y = torch.randint(0, 3, (2, 6), generator=seeded_generator(5))
 

@@ -33,9 +33,7 @@ def test_stacked_forward_equals_per_teacher_forward(spec, x_shape):
 
 
 def test_init_bounds_match_pytorch_default():
-    model = init_parameters(
-        build_model(ModelSpec("mlp", (50,), 2, hidden=(20,))), generator=seeded_generator(0)
-    )
+    model = init_parameters(build_model(ModelSpec("mlp", (50,), 2, hidden=(20,))), generator=seeded_generator(0))
     first = model[1][0]
     bound = 1 / math.sqrt(50)
     assert first.weight.abs().max() <= bound and first.weight.abs().max() > 0.9 * bound

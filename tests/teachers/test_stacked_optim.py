@@ -31,10 +31,7 @@ _ADAM_PATHS = [{"fused": False}, {"fused": True}]
     "stacked_cls, torch_cls, kw",
     [
         *((StackedAdam, torch.optim.Adam, {"lr": 1e-2, **path}) for path in _ADAM_PATHS),
-        *(
-            (StackedAdam, torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.1, **path})
-            for path in _ADAM_PATHS
-        ),
+        *((StackedAdam, torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.1, **path}) for path in _ADAM_PATHS),
         (StackedSGD, torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
         (StackedSGD, torch.optim.SGD, {"lr": 0.1, "weight_decay": 0.1}),
     ],

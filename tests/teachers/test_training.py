@@ -19,9 +19,7 @@ CFG = TrainConfig(epochs=3, batch_size=8, lr=1e-2)
 
 def _problem(n=240, k=6, seed=0):
     x, y = make_gaussian_mixture(n, num_classes=3, dim=4, generator=seeded_generator(seed))
-    shards = partition_indices(
-        record_keys_from_tensors(x, y), k, generator=seeded_generator(seed + 1)
-    )
+    shards = partition_indices(record_keys_from_tensors(x, y), k, generator=seeded_generator(seed + 1))
     return x, y, shards
 
 
