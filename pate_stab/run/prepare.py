@@ -123,8 +123,8 @@ class Prepared:
     config: TransferConfig
     run_dir: Path
     task: Task
-    teachers: TeacherEnsemble | PropagationTeachers
-    votes: PoolVotes
+    teachers: TeacherEnsemble | PropagationTeachers | None  # None: a direct learner's run has none
+    votes: PoolVotes | None
     timings: dict[str, float]
     resumed_teachers: bool
     generators: dict[str, torch.Generator]
@@ -224,6 +224,10 @@ def prepare(
         t0 = time.perf_counter()
         task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
         timings["features"] = time.perf_counter() - t0
+
+    if config.aggregator in DIRECT_LEARNER_NAMES:
+        # a direct learner trains on the private split itself: no partition, no teachers
+        return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features)
 
     t0 = time.perf_counter()
     keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key)

@@ -15,7 +15,7 @@ order:
 
 With a direct learner as ``aggregator`` (:data:`~pate_stab.run.config.DIRECT_LEARNER_NAMES`), steps 2–4
 are one spend of :func:`~pate_stab.run.direct.run_direct` on the private split instead, and
-``report.json`` holds its row (the teachers are prepared but not asked).
+``report.json`` holds its row (no partition and no teachers are made).
 
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
 on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool,
