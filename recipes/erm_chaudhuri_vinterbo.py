@@ -32,6 +32,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -93,6 +94,17 @@ def evaluate(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[float, 
     return auc(s, y), float(((p - (y > 0).double()) ** 2).mean())
 
 
+def record_row(
+    writer: Any, results: list[dict[str, Any]], *, name: str, rnd: int, alpha: float, method: str,
+    theta: float, w: torch.Tensor, xw: torch.Tensor, yw: torch.Tensor,
+) -> None:  # fmt: skip
+    """Evaluate ``w`` on the held-out fold (AUC, MSE) and write and keep its result row."""
+    a, mse = evaluate(w, xw, yw)
+    row = {"dataset": name, "round": rnd, "alpha": alpha, "method": method, "theta": theta, "auc": a, "mse": mse}
+    writer.writerow(row)
+    results.append(row)
+
+
 def run_dataset(name, x, y, args, gen, writer, results):
     n_all = x.shape[0]
     perm = torch.randperm(n_all, generator=gen)[: args.max_rows]
@@ -144,18 +156,8 @@ def run_dataset(name, x, y, args, gen, writer, results):
                 THETA, lambda th, *_: models[THETA.index(th)], q, xt, yt, epsilon=alpha, generator=gen
             )
             for method, (i, w) in chosen.items():
-                a, mse = evaluate(w, xw, yw)
-                row = {
-                    "dataset": name,
-                    "round": rnd,
-                    "alpha": alpha,
-                    "method": method,
-                    "theta": THETA[i],
-                    "auc": a,
-                    "mse": mse,
-                }
-                writer.writerow(row)
-                results.append(row)
+                record_row(writer, results, name=name, rnd=rnd, alpha=alpha, method=method, theta=THETA[i],
+                           w=w, xw=xw, yw=yw)  # fmt: skip
             print(
                 f"{name} round {rnd} alpha {alpha}: "
                 + ", ".join(

@@ -41,10 +41,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling recipe erm_chaudhuri_vinterbo
 
-from erm_chaudhuri_vinterbo import ALPHAS, METHODS, THETA, evaluate, load_unit_ball, run_dataset  # noqa: E402
+from erm_chaudhuri_vinterbo import ALPHAS, METHODS, THETA, load_unit_ball, record_row, run_dataset  # noqa: E402
 
 from pate_stab.data.bounds import bounds_from_data, scale_to_bounds  # noqa: E402
 from pate_stab.erm import alpha_split, data_split, objective_perturbation  # noqa: E402
@@ -92,18 +91,8 @@ def rate_variants(
         for alpha in ALPHAS:
             for method, fn in (("alphaSplit-rate", alpha_split), ("dataSplit-rate", data_split)):
                 i, w = fn(THETA, oplr, error_rate, xt, yt, epsilon=alpha, generator=gen)
-                a, mse = evaluate(w, xw, yw)
-                row = {
-                    "dataset": name,
-                    "round": rnd,
-                    "alpha": alpha,
-                    "method": method,
-                    "theta": THETA[i],
-                    "auc": a,
-                    "mse": mse,
-                }
-                writer.writerow(row)
-                results.append(row)
+                record_row(writer, results, name=name, rnd=rnd, alpha=alpha, method=method, theta=THETA[i],
+                           w=w, xw=xw, yw=yw)  # fmt: skip
 
 
 def main() -> None:

@@ -53,20 +53,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pate_stab.data.bounds import bounds_from_data, scale_to_bounds  # noqa: E402
-from pate_stab.data.tabular import load_warfarin_iwpc  # noqa: E402
-from pate_stab.erm import rls_out, solve_erm, wu_private_tuning  # noqa: E402
-from pate_stab.privacy.noise import exponential, l2_laplace_vector  # noqa: E402
-from pate_stab.rng import seeded_generator  # noqa: E402
+from pate_stab.data.bounds import bounds_from_data, scale_to_bounds
+from pate_stab.data.tabular import load_warfarin_iwpc
+from pate_stab.erm import rls_out, solve_erm, wu_private_tuning
+from pate_stab.privacy.noise import exponential, l2_laplace_vector
+from pate_stab.rng import seeded_generator
 
 EPSILONS = [0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0]
 METHODS = [
