@@ -59,6 +59,11 @@ def main(out: str, kind: str, epochs: int | None = None, resume: bool = False, a
     )
     if ensemble is not None and assemble and epochs is None:
         ensemble.save(out)
+    # leave the process group before the interpreter exits, as a script using DDP should: a gloo
+    # group torn down at exit can abort the process ("terminate called without an active exception")
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
 
 
 if __name__ == "__main__":
