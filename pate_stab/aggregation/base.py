@@ -159,6 +159,30 @@ class LedgerRelease:
         self._owner = False  # this object recorded the spend: its noise state is what was released
         self._may_draw = True
 
+    def bind(self, ledger: PrivacyLedger, spend_id: str) -> None:
+        """Spend through ``ledger`` under ``spend_id`` from the first call on.
+
+        For a releaser built (and so checked) before its ledger is opened, e.g. to refuse bad
+        settings before anything is written. Refused once a call was made or a ledger is bound:
+        what was released before would not be in the ledger.
+
+        Raises:
+            TypeError: ``ledger`` is not a PrivacyLedger, or ``spend_id`` not a non-empty string.
+            RuntimeError: a ledger is bound already, or a call was made.
+        """
+        if not isinstance(ledger, PrivacyLedger):
+            raise TypeError(f"ledger must be a PrivacyLedger, got {type(ledger).__name__}")
+        if not isinstance(spend_id, str) or not spend_id:
+            raise TypeError(f"spend_id must be a non-empty string, got {spend_id!r}")
+        if self.ledger is not None:
+            raise RuntimeError(f"{self.mechanism} spends through a ledger already (spend {self.spend_id!r})")
+        if self.calls or self.queries_offered:
+            raise RuntimeError(
+                f"{self.mechanism} has released without a ledger; a ledger is bound before the first call"
+            )
+        self.ledger = ledger
+        self.spend_id = spend_id
+
     def metadata_noise(self) -> dict[str, Any]:
         """The noise fields of the spend's metadata (what the releaser really draws)."""
         return {

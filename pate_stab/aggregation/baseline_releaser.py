@@ -63,6 +63,10 @@ class BaselineReleaser:
             num_queries=aggregator.num_queries,
         )
 
+    def bind_ledger(self, ledger: PrivacyLedger, *, spend_id: str) -> None:
+        """Spend through ``ledger`` under ``spend_id`` (:meth:`LedgerRelease.bind`: before the first call only)."""
+        self._spend.bind(ledger, spend_id)
+
     @property
     def halted(self) -> bool:
         """PATE's aggregators answer every query they are certified for: never halted."""

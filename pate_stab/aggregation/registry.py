@@ -59,6 +59,8 @@ class Releaser(Protocol):
 
     def summary(self) -> dict[str, Any]: ...
 
+    def bind_ledger(self, ledger: PrivacyLedger, *, spend_id: str) -> None: ...
+
 
 @dataclass(frozen=True)
 class AggregatorSettings:

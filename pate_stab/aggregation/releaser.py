@@ -219,6 +219,10 @@ class SparseVectorReleaser:
     def _counters(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def bind_ledger(self, ledger: PrivacyLedger, *, spend_id: str) -> None:
+        """Spend through ``ledger`` under ``spend_id`` (:meth:`LedgerRelease.bind`: before the first call only)."""
+        self._spend.bind(ledger, spend_id)
+
     @property
     def halted(self) -> bool:
         return bool(self._counters()["halted"])

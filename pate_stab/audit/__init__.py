@@ -2,15 +2,17 @@
 
 * :mod:`~pate_stab.audit.harness` — the statistical DP test: event selection on one sample, a
   Clopper–Pearson lower bound on ε from another (:func:`dp_test`).
-* :mod:`~pate_stab.audit.mechanism_cases` — the package's mechanisms and deliberately broken
-  variants as test cases, and the table of results (:func:`audit_mechanisms`).
+* :mod:`~pate_stab.audit.mechanism_samplers` — the package's mechanisms and deliberately broken
+  variants as samplers, vectorised over runs.
+* :mod:`~pate_stab.audit.mechanism_cases` — those samplers as test cases (neighbouring inputs,
+  claims), and the table of results (:func:`audit_mechanisms`).
 * :mod:`~pate_stab.audit.erm_cases` — the convex-ERM, selection and density mechanisms as cases.
 * :mod:`~pate_stab.audit.releaser_cases` — the stability releasers vectorised over runs, as cases.
 * :mod:`~pate_stab.audit.one_run` — one-run canary audits (Steinke, Nasr & Jagielski 2023).
 * :mod:`~pate_stab.audit.transfer_canary` — a one-run canary audit of the knowledge-transfer pipeline.
 
 Within the package imports flow one way: harness ← erm_cases ← mechanism_cases, harness ←
-releaser_cases, one_run ← transfer_canary.
+mechanism_samplers ← mechanism_cases, harness ← releaser_cases, one_run ← transfer_canary.
 """
 
 # The case lists (mechanism_cases(), releaser_cases(), ...) are imported from their modules: a

@@ -4,22 +4,11 @@ BTT18's releaser is model-agnostic: it needs only the teachers' votes. :func:`re
 takes them from a file written by any program and releases labels (or ⊥) for every query with
 any aggregator of the registry, with the same ledger, replay and report as the main job.
 
-Layouts (``layout``):
-
-``"predictions"``
-    a k × n matrix of teacher class predictions (PATE's layout: row j = teacher j's labels on
-    the n queries), integers in [0, C); C is ``num_classes`` (default: the largest label + 1,
-    at least 2).
-``"counts"``
-    an n × C matrix of vote counts (non-negative integers, every row summing to the same k).
-``"scores"``
-    k × n binary scores in [0, 1], or k × n × 2 class scores (the class-1 column is used),
-    for the soft-label releaser (``stability-soft``).
-
-Files: ``.npy``, ``.pt`` (a tensor) or ``.csv`` (comma-separated numbers, one matrix row per line;
-``predictions`` and ``counts`` only). Bad input — wrong rank or shape, labels outside [0, C),
-NaN, negative or non-integer counts, rows with different totals, an empty file — raises
-:class:`VotesError` naming the problem before the ledger is opened, so nothing is spent.
+The votes file — its layouts (``predictions``, ``counts``, ``scores``) and formats (``.npy``,
+``.pt``, ``.csv``) — is read and checked by :mod:`pate_stab.run.votes_file`, whose names are
+re-exported here. Bad input raises :class:`VotesError` naming the problem before the ledger is
+opened, so nothing is spent; so do settings the aggregator refuses: the releaser is built (and
+so checked) before the ledger is opened, and bound to it only for the release.
 
 Query order. By default the queries are asked in file order. With ``public_inputs`` — the public
 points' inputs or features, one row per query in the votes' order — the main job's query
@@ -62,7 +51,6 @@ import torch
 
 from pate_stab.aggregation.base import inputs_digest
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, make_releaser
-from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
@@ -70,6 +58,7 @@ from pate_stab.rng import seeded_generator
 from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import clean_json, noise_report
+from pate_stab.run.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 
 __all__ = [
     "LAYOUTS",
@@ -81,142 +70,9 @@ __all__ = [
     "release_votes",
 ]
 
-LAYOUTS = ("predictions", "counts", "scores")
-Layout = Literal["predictions", "counts", "scores"]
-
-
-class VotesError(ValueError):
-    """The votes file cannot be released as given; nothing was spent."""
-
 
 class UnanswerableError(VotesError):
     """A stability releaser could not answer even a unanimous vote of these teachers; nothing was spent."""
-
-
-def load_public_inputs(path: str | os.PathLike[str], num_queries: int) -> torch.Tensor:
-    """The public points' inputs or features, one row per query: float32 (n, d) (rows flattened).
-
-    Raises:
-        VotesError: missing, unreadable, non-finite, or a row count other than the votes' n.
-    """
-    array = _read(Path(path))
-    if not np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_:
-        raise VotesError(f"public inputs {path} must be numbers, got dtype {array.dtype}")
-    if array.ndim < 2:
-        array = array.reshape(-1, 1)
-    x = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).flatten(1)
-    if not torch.isfinite(x).all():
-        raise VotesError(f"public inputs {path} contain NaN or infinite values")
-    if x.shape[0] != num_queries:
-        raise VotesError(f"public inputs {path} have {x.shape[0]} rows but the votes hold {num_queries} queries")
-    return x
-
-
-def _read(path: Path) -> np.ndarray:
-    if not path.is_file():
-        raise VotesError(f"votes file {path} not found")
-    if path.stat().st_size == 0:
-        raise VotesError(f"votes file {path} is empty")
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".npy":
-            array = np.load(path, allow_pickle=False)
-        elif suffix == ".pt":
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-            if not isinstance(obj, torch.Tensor):
-                raise VotesError(f"{path} must hold one tensor, got {type(obj).__name__}")
-            array = obj.numpy()
-        elif suffix == ".csv":
-            with path.open(newline="") as f:
-                rows = [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
-            if not rows:
-                raise VotesError(f"votes file {path} has no rows")
-            if len({len(r) for r in rows}) != 1:
-                raise VotesError(f"{path}: rows have different lengths ({sorted({len(r) for r in rows})})")
-            array = np.array([[float(c) for c in r] for r in rows], dtype=np.float64)
-        else:
-            raise VotesError(f"{path}: unknown file type {suffix!r}; use .npy, .pt or .csv")
-    except (ValueError, OSError, RuntimeError) as exc:
-        if isinstance(exc, VotesError):
-            raise
-        raise VotesError(f"{path}: cannot read votes ({exc})") from exc
-    if array.size == 0:
-        raise VotesError(f"votes file {path} holds an empty array of shape {array.shape}")
-    return np.asarray(array)
-
-
-def _integers(array: np.ndarray, what: str) -> np.ndarray:
-    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.number):
-        raise VotesError(f"{what} must be numbers, got dtype {array.dtype}")
-    if np.issubdtype(array.dtype, np.floating):
-        if not np.isfinite(array).all():
-            raise VotesError(f"{what} contain NaN or infinite values")
-        if not (array == np.round(array)).all():
-            raise VotesError(f"{what} must be integers; found non-integer values")
-    return array.astype(np.int64)
-
-
-def load_votes(
-    path: str | os.PathLike[str], *, layout: Layout = "predictions", num_classes: int | None = None
-) -> tuple[torch.Tensor, int]:
-    """The votes of a file as the aggregators take them, and the number of queries n.
-
-    Returns:
-        ``(votes, n)``: an (n, C) int64 histogram for ``predictions`` / ``counts``, or (k, n)
-        float64 binary scores for ``scores``.
-
-    Raises:
-        VotesError: the file is missing, empty, unreadable or invalid (the message names why).
-    """
-    if layout not in LAYOUTS:
-        raise VotesError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
-    array = _read(Path(path))
-    if layout == "scores":
-        if array.ndim == 3:
-            if array.shape[2] != 2:
-                raise VotesError(
-                    f"scores of shape {array.shape}: the soft-label releaser is binary, so k × n × C scores "
-                    "need C = 2 (release each class's k × n scores with its own run otherwise)"
-                )
-            array = array[:, :, 1]
-        if array.ndim != 2:
-            raise VotesError(f"scores must be k × n (or k × n × 2), got shape {array.shape}")
-        if not np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_:
-            raise VotesError(f"scores must be numbers, got dtype {array.dtype}")
-        scores = array.astype(np.float64)
-        if not np.isfinite(scores).all():
-            raise VotesError("scores contain NaN or infinite values")
-        if (scores < 0).any() or (scores > 1).any():
-            raise VotesError(f"scores must lie in [0, 1]; found values in [{scores.min():g}, {scores.max():g}]")
-        return torch.from_numpy(scores), scores.shape[1]
-    if array.ndim != 2:
-        what = "a k × n matrix of teacher predictions" if layout == "predictions" else "an n × C matrix of counts"
-        raise VotesError(f"{layout} must be {what}, got an array of rank {array.ndim} (shape {array.shape})")
-    if layout == "counts":
-        counts = _integers(array, "counts")
-        if (counts < 0).any():
-            raise VotesError("counts must be non-negative")
-        if counts.shape[1] < 2:
-            raise VotesError(f"counts need at least 2 classes (columns), got shape {counts.shape}")
-        totals = counts.sum(axis=1)
-        if (totals != totals[0]).any():
-            bad = int(np.nonzero(totals != totals[0])[0][0])
-            raise VotesError(
-                f"every row of counts must sum to the same number of teachers k; row 0 sums to {totals[0]}, "
-                f"row {bad} to {totals[bad]}"
-            )
-        if num_classes is not None and num_classes != counts.shape[1]:
-            raise VotesError(f"counts have {counts.shape[1]} columns but num_classes={num_classes}")
-        return torch.from_numpy(counts), counts.shape[0]
-    predictions = _integers(array, "teacher predictions")
-    c = int(predictions.max()) + 1 if num_classes is None else int(num_classes)
-    c = max(c, 2)
-    if (predictions < 0).any() or (predictions >= c).any():
-        raise VotesError(
-            f"teacher predictions must be class labels in [0, {c}); found values in "
-            f"[{predictions.min()}, {predictions.max()}]"
-        )
-    return vote_histogram(torch.from_numpy(predictions), c), predictions.shape[1]
 
 
 def release_votes(
@@ -293,7 +149,8 @@ def release_votes(
             calibration=calibration, gamma=gamma, confident_fraction=confident_threshold, sigma_ratio=sigma_ratio,
             teachers_changed=teachers_changed, noise=noise,
         )  # fmt: skip
-        make_releaser(aggregator, settings, generator=seeded_generator(seed))  # validates everything; draws nothing
+        # built (and so checked) before the ledger is opened; it spends only once bound to the ledger below
+        rel = make_releaser(aggregator, settings, generator=seeded_generator(seed))
         status = answerability(aggregator, settings)
     except (TypeError, ValueError) as exc:
         raise VotesError(str(exc)) from exc
@@ -362,8 +219,7 @@ def release_votes(
                 )
             identity.setdefault("votes_mac", {})[spend_id] = votes_mac
             write_private_json(identity_path, {k: v for k, v in identity.items() if k != "private"})
-            gen = seeded_generator(seed)
-            rel = make_releaser(aggregator, settings, generator=gen, ledger=ledger, spend_id=spend_id)
+            rel.bind_ledger(ledger, spend_id=spend_id)
             labels, asked = _release_in_order(rel, votes, spec, selection, pool_x, n, max_unstable, seed, progress)
             summary = rel.summary()
             summary["not_asked"] = n - int(summary["queries_seen"])
@@ -476,21 +332,3 @@ def _release_in_order(
     labels = torch.full((n,), fill, dtype=torch.float64 if spec.soft else torch.int64)
     labels[selected.index] = selected.labels.to(labels.dtype)
     return labels, {"strategy": "spread", "order": selected.index.tolist(), "rounds": selected.rounds}
-
-
-def export_votes(teachers: Any, x: torch.Tensor, path: str | os.PathLike[str]) -> Path:
-    """Write the teachers' predictions on ``x`` as a k × n .npy matrix readable only by its owner.
-
-    The votes are a function of the private data and are NOT differentially private: keep the
-    file as private as the data (it is created with mode 0600).
-    """
-    predictions = teachers.predict_votes(x).cpu().numpy().astype(np.int64)  # (k, n)
-    target = Path(path)
-    if target.suffix != ".npy":
-        target = target.with_suffix(".npy")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
-    with os.fdopen(fd, "wb") as f:
-        np.save(f, predictions)
-    return target

@@ -1,0 +1,200 @@
+"""The package's mechanisms as samplers: ``(input, n, generator) → n outputs``, vectorised over runs.
+
+Each function here returns a :data:`~pate_stab.audit.harness.Mechanism` that
+:func:`~pate_stab.audit.harness.dp_test` runs 10^5 times on each input of a neighbouring pair.
+Where a mechanism is an online object that cannot be run so often cheaply (the releasers, the
+sparse vector), the sampler runs its computation vectorised over runs with the library's own parts
+(:func:`~pate_stab.privacy.sparse_vector.above_threshold_scan`,
+:func:`~pate_stab.aggregation.votes.distance_to_instability`, the noise samplers); the tests of
+those modules check that the vectorised and online forms agree. Secure-noise samplers draw from a
+:class:`~pate_stab.privacy.secure_noise.SeededRandomSource` seeded from the generator, so an audit
+is reproducible.
+
+The first group samples the package's correct mechanisms; the second, deliberately broken
+variants (a wrong noise scale, a released noisy value) that the harness must flag. Which inputs,
+claims and relations each is tested with is :mod:`pate_stab.audit.mechanism_cases`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pate_stab.aggregation.votes import distance_to_instability, top_label
+from pate_stab.audit.harness import Mechanism
+from pate_stab.erm.losses import HuberHingeLoss
+from pate_stab.erm.output_perturbation import l2_laplace_vectors, output_perturbation, output_perturbation_sensitivity
+from pate_stab.erm.solver import solve_erm
+from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_gaussian, discrete_laplace, snapping
+from pate_stab.privacy.sparse_vector import above_threshold_scan
+
+# --------------------------------------------------------------------------- correct mechanisms
+
+
+def _laplace_count(epsilon: float) -> Mechanism:
+    def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
+        return value + laplace(1.0 / epsilon, n, generator=gen)
+
+    return mech
+
+
+def _sparse_vector(noise_scale: float, max_unstable: int, threshold: float = 0.0) -> Mechanism:
+    def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        vals = torch.as_tensor(values, dtype=torch.float64).expand(n, -1)
+        m = vals.shape[1]
+        qn = laplace(2 * noise_scale, (n, m), generator=gen)
+        tn = laplace(noise_scale, (n, max_unstable), generator=gen)
+        return above_threshold_scan(vals, qn, tn, threshold=threshold, max_failures=max_unstable).outputs
+
+    return mech
+
+
+def _stability_test(epsilon: float, threshold: float) -> Mechanism:
+    """BTT18 Alg 2 on one vote histogram: the argmax if dist + Lap(1/ε) > Γ, else ⊥ (code 0)."""
+
+    def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        c = torch.as_tensor(counts, dtype=torch.int64)
+        dist = distance_to_instability(c).to(torch.float64)
+        passed = dist + laplace(1.0 / epsilon, (n, 1), generator=gen) > threshold
+        return torch.where(passed, top_label(c) + 1, 0)[:, 0]
+
+    return mech
+
+
+def _hard_releaser(noise_scale: float, threshold: float, max_unstable: int) -> Mechanism:
+    """StabilityReleaser's computation: vote histograms → argmax or ⊥ through sparse vector."""
+    scan = _sparse_vector(noise_scale, max_unstable, threshold)
+
+    def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        c = torch.as_tensor(counts, dtype=torch.int64)
+        codes = scan(distance_to_instability(c).to(torch.float64), n, gen)
+        labels = top_label(c).expand(n, -1)
+        return torch.where(codes == 1, labels, torch.full_like(labels, -1)) + 1
+
+    return mech
+
+
+def _aggregator(agg: Any) -> Mechanism:
+    return lambda counts, n, gen: agg.sample(counts, n, generator=gen)
+
+
+def _secure_aggregator(make: Any) -> Mechanism:
+    """A secure aggregator built per call on a source seeded from ``gen`` (reproducible audits)."""
+
+    def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        source = SeededRandomSource(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        return make(source).sample(counts, n)
+
+    return mech
+
+
+def _secure_discrete_gaussian(sigma: float) -> Mechanism:
+    """A counting query plus N_Z(0, σ'²) (CKS20 Alg 3), as floats so half-line events are tried."""
+
+    def mech(value: int, n: int, gen: torch.Generator) -> torch.Tensor:
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        return (value + discrete_gaussian(sigma, n, source=SeededRandomSource(seed))).to(torch.float64)
+
+    return mech
+
+
+def _output_perturbation(epsilon: float) -> Mechanism:
+    """Output perturbation (Chaudhuri et al. 2011 Alg 1) on worst-case 1-D replace-one neighbours."""
+    n, lam = 20, 10.0
+    x = torch.ones((n, 1), dtype=torch.float64)
+    y = torch.ones(n, dtype=torch.float64)
+    y_flip = y.clone()
+    y_flip[0] = -1.0
+    sens = output_perturbation_sensitivity(lipschitz=1.0, lam=lam, n=n)
+    loss = HuberHingeLoss()
+    theta = {
+        "D": solve_erm(x, y, loss=loss, lam=lam, tol=1e-6 * sens).weights,
+        "D'": solve_erm(x, y_flip, loss=loss, lam=lam, tol=1e-6 * sens).weights,
+    }
+    # the noise scale the public function uses on this data (it covers the solver's tolerance)
+    scale = output_perturbation(x, y, epsilon=epsilon, lam=lam, loss=loss, generator=torch.Generator()).noise_scale
+
+    def mech(key: str, num: int, gen: torch.Generator) -> torch.Tensor:
+        return theta[key] + l2_laplace_vectors(scale, 1, num_samples=num, generator=gen)
+
+    return mech
+
+
+def _secure_discrete_laplace(scale: float) -> Mechanism:
+    def mech(value: int, n: int, gen: torch.Generator) -> torch.Tensor:
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        return value + discrete_laplace(scale, n, source=SeededRandomSource(seed))
+
+    return mech
+
+
+def _secure_snapping(noise_scale: float, bound: float) -> Mechanism:
+    def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        return snapping(value, noise_scale=noise_scale, bound=bound, size=n, source=SeededRandomSource(seed))
+
+    return mech
+
+
+def _secure_sparse_vector(noise_scale: int, threshold: int) -> Mechanism:
+    """AboveThreshold segment (T = 1) with exact discrete Laplace noise, vectorised over runs."""
+
+    def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        src = SeededRandomSource(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        vals = torch.as_tensor(values, dtype=torch.int64)
+        m = vals.numel()
+        level = threshold + discrete_laplace(noise_scale, n, source=src)  # (n,)
+        noisy = vals + discrete_laplace(2 * noise_scale, n * m, source=src).reshape(n, m)
+        fails = noisy <= level[:, None]
+        first = torch.where(fails.any(1), fails.to(torch.int8).argmax(1), torch.tensor(m))
+        return first  # the output pattern is determined by the first ⊥
+
+    return mech
+
+
+def _as_float(t: torch.Tensor) -> torch.Tensor:
+    """Integer outputs as floats, so that dp_test also tries half-line events {X <= c}."""
+    return t.to(torch.float64)
+
+
+# --------------------------------------------------------------------------- broken variants
+
+
+def _svt_query_scale(noise_scale: float, query_scale: float) -> Mechanism:
+    def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        vals = torch.as_tensor(values, dtype=torch.float64).expand(n, -1)
+        qn = laplace(query_scale, vals.shape, generator=gen)
+        tn = laplace(noise_scale, (n, 1), generator=gen)
+        return above_threshold_scan(vals, qn, tn, threshold=0.0, max_failures=1).outputs
+
+    return mech
+
+
+def _noisy_max(epsilon: float, *, return_value: bool) -> Mechanism:
+    """Report noisy max over counting queries with Lap(1/ε) (Dwork & Roth 2014, Claim 3.9)."""
+
+    def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        c = torch.as_tensor(counts, dtype=torch.float64).expand(n, -1)
+        noisy = c + laplace(1.0 / epsilon, c.shape, generator=gen)
+        return noisy.max(dim=1).values if return_value else noisy.argmax(dim=1)
+
+    return mech
+
+
+def _laplace_scale(scale: float) -> Mechanism:
+    def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
+        return value + laplace(scale, n, generator=gen)
+
+    return mech
+
+
+def _discrete_laplace_scale(scale: float) -> Mechanism:
+    inner = _secure_discrete_laplace(scale)
+    return lambda value, n, gen: inner(value, n, gen).to(torch.float64)
+
+
+def _stability_test_noise(noise_scale: float, threshold: float) -> Mechanism:
+    """BTT18 Alg 2 with distance noise Lap(noise_scale)."""
+    return _stability_test(1.0 / noise_scale, threshold)
