@@ -52,6 +52,15 @@ DEMO = {
     "student_epochs": 20,
 }
 
+
+def _pca_dim(text: str) -> int | float:
+    """``--pca-dim``: an integer is a component count, a number in (0, 1) a variance share."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 # flag → (config key, type, help)
 _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--run-name", "run_name", str, "run folder name under --checkpoints-dir"),
@@ -65,7 +74,12 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--image-shape", "image_shape", str, "image folders: CHANNELS,HEIGHT,WIDTH (default: the public pool's)"),
     ("--data-dir", "data_dir", str, "folder with the data set's files"),
     ("--features", "features", str, "raw, pca, scattering or ssl (fitted on the public pool only)"),
-    ("--pca-dim", "pca_dim", int, "PCA components for --features pca"),
+    (
+        "--pca-dim",
+        "pca_dim",
+        _pca_dim,
+        "PCA components (an integer) or the share of the public pool's variance to keep (0 < share < 1)",
+    ),
     ("--num-teachers", "num_teachers", int, "k"),
     ("--teacher-model", "teacher_model", str, "logistic, mlp, cnn, or propagate (public-pool graph)"),
     ("--teacher-epochs", "teacher_epochs", int, "epochs over each teacher's shard (default: sized in steps)"),

@@ -21,8 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_positive, check_tensor
-from pate_stab.features.pca import PublicFeatures
+from pate_stab._validation import check_positive, check_tensor
+from pate_stab.features.pca import PublicFeatures, check_pca_dim
 
 __all__ = ["FeatureExtractor", "PublicProjection", "check_images", "NotFittedError"]
 
@@ -70,17 +70,23 @@ class PublicProjection:
     Args:
         standardize: subtract the per-feature public mean and divide by the public standard
             deviation (plus ``eps``).
-        pca_dim: keep this many principal components of the (standardised) public features;
+        pca_dim: keep this many principal components of the (standardised) public features, or
+            a float in (0, 1): the fewest components holding that share of their variance;
             None keeps all features.
         whiten: divide each component by its public standard deviation.
         eps: added to standard deviations.
     """
 
     def __init__(
-        self, *, standardize: bool = True, pca_dim: int | None = None, whiten: bool = False, eps: float = 1e-6
+        self,
+        *,
+        standardize: bool = True,
+        pca_dim: int | float | None = None,
+        whiten: bool = False,
+        eps: float = 1e-6,
     ) -> None:
         self.standardize = bool(standardize)
-        self.pca_dim = None if pca_dim is None else check_int("pca_dim", pca_dim, minimum=1)
+        self.pca_dim = None if pca_dim is None else check_pca_dim("pca_dim", pca_dim)
         self.whiten = bool(whiten)
         self.eps = check_positive("eps", eps)
         self.mean: Tensor | None = None
@@ -97,7 +103,7 @@ class PublicProjection:
             self.std = f.std(0, unbiased=True) if f.shape[0] > 1 else torch.ones_like(self.mean)
             f = (f - self.mean) / (self.std + self.eps)
         if self.pca_dim is not None:
-            if self.pca_dim > min(f.shape):
+            if isinstance(self.pca_dim, int) and self.pca_dim > min(f.shape):
                 raise ValueError(f"pca_dim={self.pca_dim} exceeds min(n, D) = {min(f.shape)} of the public features")
             self.pca = PublicFeatures.fit(f.float(), dim=self.pca_dim, whiten=self.whiten, eps=self.eps)
         return self
@@ -108,7 +114,12 @@ class PublicProjection:
 
     @property
     def out_dim(self) -> int | None:
-        return self.pca_dim if self.pca_dim is not None else self.in_dim
+        """The output width: the components kept (known after ``fit`` for a variance share)."""
+        if self.pca is not None:
+            return int(self.pca.components.shape[0])
+        if self.pca_dim is None:
+            return self.in_dim
+        return self.pca_dim if isinstance(self.pca_dim, int) else None
 
     def transform(self, features: Tensor) -> Tensor:
         """(n, D) → (n, out_dim) float32, row by row."""

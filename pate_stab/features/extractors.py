@@ -185,7 +185,7 @@ class ScatteringFeatures:
             "standardize": p.standardize,
             "pca_dim": p.pca_dim,
             "whiten": p.whiten,
-            "dim": p.pca_dim if p.pca_dim is not None else base,
+            "dim": p.out_dim if p.out_dim is not None else base,
             "fitted_on": f"public pool ({self.num_public} images)" if self.needs_fit else "nothing",
         }
 
@@ -278,7 +278,7 @@ class SSLFeatures:
             "standardize": p.standardize,
             "pca_dim": p.pca_dim,
             "whiten": p.whiten,
-            "dim": p.pca_dim if p.pca_dim is not None else self.config.embed_dim,
+            "dim": p.out_dim if p.out_dim is not None else self.config.embed_dim,
             "final_loss": self.history[-1] if self.history else None,
             "fitted_on": f"public pool ({self.num_public} images, no labels)" if self.num_public else "not fitted",
         }

@@ -18,7 +18,38 @@ from torch import Tensor
 
 from pate_stab._validation import check_int, check_positive, check_tensor
 
-__all__ = ["PublicFeatures"]
+__all__ = ["PublicFeatures", "check_pca_dim", "components_for_share"]
+
+
+def check_pca_dim(name: str, value: Any) -> int | float:
+    """A PCA size: a positive integer (that many components) or a float in (0, 1) (the share of
+    the public variance to keep, as scikit-learn's ``PCA(n_components=0.95)``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a positive integer or a variance share in (0, 1), got {value!r}")
+    if isinstance(value, int):
+        return check_int(name, value, minimum=1)
+    if not (math.isfinite(value) and 0.0 < value < 1.0):
+        raise ValueError(f"{name} must be a positive integer or a variance share in (0, 1), got {value!r}")
+    return float(value)
+
+
+def components_for_share(singular_values: Tensor, share: float) -> int:
+    """The fewest leading components whose variance is at least ``share`` of the total.
+
+    Variance of component i ∝ s_i² (the singular values of the centred data, in decreasing
+    order); the rule reads nothing but these public singular values.
+
+    Example:
+        >>> components_for_share(torch.tensor([3.0, 2.0, 1.0, 0.0]), 0.9)
+        2
+    """
+    var = singular_values.to(torch.float64) ** 2
+    total = float(var.sum())
+    if total <= 0:
+        return 1
+    cumulative = torch.cumsum(var, 0) / total
+    # a tiny slack so that a share met exactly is not lost to rounding
+    return min(int((cumulative < share - 1e-12).sum()) + 1, int(var.numel()))
 
 
 @dataclass
@@ -41,27 +72,32 @@ class PublicFeatures:
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def fit(cls, public_x: Tensor, *, dim: int, whiten: bool = True, eps: float = 1e-6) -> PublicFeatures:
+    def fit(cls, public_x: Tensor, *, dim: int | float, whiten: bool = True, eps: float = 1e-6) -> PublicFeatures:
         """Fit on the public pool ``public_x`` (n, …) — never pass private data here.
 
         Args:
             public_x: public inputs, flattened to (n, D).
-            dim: number of principal components kept, 1 ≤ dim ≤ min(n, D).
+            dim: number of principal components kept, 1 ≤ dim ≤ min(n, D); or a float in (0, 1):
+                keep the fewest components holding that share of the public pool's variance
+                (:func:`components_for_share`; a function of the public inputs alone).
             whiten: divide each component by its standard deviation (plus ``eps``).
             eps: added to the standard deviations when whitening.
         """
         x = check_tensor("public_x", public_x, floating=True).flatten(1).to(torch.float64)
-        dim = check_int("dim", dim, minimum=1, maximum=min(x.shape))
+        requested = check_pca_dim("dim", dim)
+        if isinstance(requested, int):
+            check_int("dim", requested, minimum=1, maximum=min(x.shape))
         eps = check_positive("eps", eps)
         mean = x.mean(0)
         _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
+        dim = requested if isinstance(requested, int) else components_for_share(s, requested)
         std = s[:dim] / math.sqrt(max(x.shape[0] - 1, 1))
         scale = std + eps if whiten else torch.ones(dim, dtype=torch.float64)
         return cls(
             mean=mean.float(),
             components=vh[:dim].float(),
             scale=scale.float(),
-            meta={"dim": dim, "whiten": whiten, "eps": eps, "fitted_on": "public"},
+            meta={"dim": dim, "requested": requested, "whiten": whiten, "eps": eps, "fitted_on": "public"},
         )
 
     def transform(self, x: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec
 from pate_stab.aggregation.releaser import NOISE_MODES
+from pate_stab.features.pca import check_pca_dim
 from pate_stab.privacy.ledger import NEIGHBOURING_RELATIONS
 from pate_stab.run.selection import check_query_selection
 from pate_stab.student.augment import AUGMENTATIONS
@@ -147,7 +148,9 @@ class TransferConfig:
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
     partition_key: Literal["content", "record_id"] = "content"
     features: Literal["raw", "pca", "scattering", "ssl"] = "raw"
-    pca_dim: int = 50  # pca: components of the inputs; scattering / ssl: of the public projection
+    # pca: components of the inputs; scattering / ssl: of the public projection. An int is a count;
+    # a float in (0, 1) keeps the fewest components holding that share of the public pool's variance
+    pca_dim: int | float = 50
     whiten: bool = True
     scattering_j: int = 2  # scattering scales J (L = 8 angles)
     ssl_epochs: int = 20  # ssl: SimCLR epochs on the public pool
@@ -264,11 +267,12 @@ class TransferConfig:
             raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
         check_query_selection(self.query_selection)
         for name in (
-            "num_teachers", "num_queries", "max_unstable", "pca_dim", "selection_round_size", "scattering_j",
+            "num_teachers", "num_queries", "max_unstable", "selection_round_size", "scattering_j",
             "ssl_epochs", "graph_neighbors",
         ):  # fmt: skip
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        check_pca_dim("pca_dim", self.pca_dim)
         for name in ("epsilon", "delta", "dd_sigma"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:

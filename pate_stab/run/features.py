@@ -48,7 +48,8 @@ def extractor_options(config: TransferConfig) -> dict[str, Any]:
         j, whiten = config.scattering_j, config.whiten
         return {"J": j, "L": 8, "standardize": True, "pca_dim": config.pca_dim, "whiten": whiten}
     if config.features == "ssl":
-        ssl_pca: int | None = config.pca_dim if config.pca_dim < SSL_EMBED_DIM else None
+        # a variance share always applies; a component count only when it reduces the embedding
+        ssl_pca = config.pca_dim if isinstance(config.pca_dim, float) or config.pca_dim < SSL_EMBED_DIM else None
         ssl = SSLConfig(epochs=config.ssl_epochs).to_dict()
         return {"config": ssl, "standardize": True, "pca_dim": ssl_pca, "whiten": config.whiten}
     raise ValueError(f"features {config.features!r} are not extracted by this stage ({', '.join(EXTRACTED_FEATURES)})")
