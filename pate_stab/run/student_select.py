@@ -26,7 +26,7 @@ learning rates a factor ≈ 3 apart around Adam's usual 1e-3–1e-2, and three c
 thresholds from permissive to strict around the default 0.5. The other student settings (model
 width, epochs, batch size) are not chosen here: they stay as configured. The grid × folds
 students are trained together as one stacked model (:func:`~pate_stab.student.stacked.train_stacked_students`),
-each exactly as it would be fitted alone.
+each as it would be fitted alone.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ small steps; here they are one stacked model whose steps are a few batched matri
 
 The students are grouped: group g is one training set (inputs ``x[positions_g]``, targets
 ``targets_g``) with one initialisation seed and one data-order seed, and within a group one
-student per learning rate. Student (g, l) is exactly the student that :func:`fit_dense_student`
-fits alone on group g with learning rate ``lrs[l]``:
+student per learning rate. Student (g, l) is the student that :func:`fit_dense_student` fits
+alone on group g with learning rate ``lrs[l]`` (the same operations; a batched matrix product may
+round differently for another number of students, ~1e-7 per step):
 
 - initialisation: the student's architecture drawn from ``init_seed`` as
   :func:`~pate_stab.student.training.initialised_network` draws it (bit for bit, through
