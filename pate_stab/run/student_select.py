@@ -67,7 +67,7 @@ _SELECT_MIX = 0x5DEECE66D  # separates the selection's seeds from the final stud
 class StudentSelection:
     """The chosen settings (TransferConfig field → value) and the publishable record of the choice."""
 
-    settings: dict[str, float]
+    settings: dict[str, Any]
     record: dict[str, Any]
 
 

@@ -82,8 +82,8 @@ def _layer_names(spec: ModelSpec) -> list[tuple[str, str]]:
     """(weight, bias) names of the dense student's Linear layers, in forward order."""
     if spec.kind not in ("logistic", "mlp"):
         raise ValueError(f"stacked students are dense ('logistic' or 'mlp'), got {spec.kind!r}")
-    body = build_model(spec)[1]  # Sequential(Flatten, Sequential(Linear, ReLU, …, Linear))
-    return [(f"1.{i}.weight", f"1.{i}.bias") for i, m in enumerate(body) if isinstance(m, nn.Linear)]
+    model = build_model(spec)  # Sequential(Flatten, Sequential(Linear, ReLU, …, Linear))
+    return [(f"{name}.weight", f"{name}.bias") for name, m in model.named_modules() if isinstance(m, nn.Linear)]
 
 
 def _dense_logits(layers: list[tuple[str, str]], params: dict[str, Tensor], x: Tensor) -> Tensor:
