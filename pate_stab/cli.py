@@ -113,6 +113,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--pseudo-label-rounds", "pseudo_label_rounds", int, "semi-supervised rounds on the unlabelled pool"),
     ("--student-model", "student_model", str, "logistic, mlp or cnn"),
     ("--student-epochs", "student_epochs", int, "student epochs"),
+    ("--student-select", "student_select", str, "none or cv: student_lr / spread_threshold by CV on released labels"),
     ("--accelerator", "accelerator", str, "auto, cpu, gpu, ..."),
     ("--stop-after", "stop_after", str, "teachers or release: stop after that stage (resume later)"),
 ]

@@ -387,6 +387,7 @@ def run_compare(
                     "student_acc": accuracy["student"],
                     "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
                     "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
+                    "student_selection": getattr(student, "selection", None),  # student_select: cv
                     "spend_id": release.spend_id,
                     "reused": release.reused,
                     **noise_report(s),

@@ -29,6 +29,7 @@ __all__ = [
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
     "STUDENT_METHODS",
+    "STUDENT_SELECT",
     "THREAT_MODELS",
     "TransferConfig",
 ]
@@ -87,6 +88,7 @@ STUDENT_FIELDS = (
     "fixmatch_preset",
     "fixmatch_steps",
     "student_augment",
+    "student_select",
 )
 STUDENT_METHODS = {
     "supervised": "student_model on the answered queries (plus pseudo_label_rounds of self-training on the pool)",
@@ -94,6 +96,11 @@ STUDENT_METHODS = {
     "on the answered queries and the pool points the spread labels with share ≥ spread_threshold",
     "fixmatch": "a CNN on the public images: answered queries labelled, the rest of the pool unlabelled, "
     "FixMatch consistency (weak/strong augmentation, confidence threshold)",
+}
+STUDENT_SELECT = {
+    "none": "the student settings as configured",
+    "cv": "student_lr (and, for the spread student, spread_threshold) chosen by 3-fold cross-validation on the "
+    "released labels from a grid fixed in advance (pate_stab.run.student_select): post-processing, no spend",
 }
 # reporting only: PATE's data-dependent ε of the baselines (see pate_stab.run.data_dependent)
 REPORT_FIELDS = ("dd_order", "dd_sigma")
@@ -218,6 +225,9 @@ class TransferConfig:
     pseudo_label_threshold: float = 0.95
     student_method: str = "supervised"  # one of STUDENT_METHODS
     spread_threshold: float = 0.5  # spread: least class share of a spread pseudo-label
+    # how the settings above are chosen: "none" (as configured) or "cv" (student_lr and spread_threshold by
+    # cross-validation on the released labels; STUDENT_SELECT, pate_stab.run.student_select)
+    student_select: str = "none"
     fixmatch_preset: Literal["cpu", "gpu"] = "cpu"  # fixmatch: pate_stab.student.FixMatchConfig preset
     fixmatch_steps: int | None = None  # fixmatch: optimiser steps (None: the preset's)
     # fixmatch: the weak/strong augmentations, a named per-data-set setting fixed in advance
@@ -288,6 +298,7 @@ class TransferConfig:
             raise ValueError(f"graph_alpha must lie in [0, 1), got {a!r}")
         if self.student_method not in STUDENT_METHODS:
             raise ValueError(f"student_method must be one of {', '.join(STUDENT_METHODS)}, got {self.student_method!r}")
+        self._check_student_select()
         if self.fixmatch_preset not in ("cpu", "gpu"):
             raise ValueError(f"fixmatch_preset must be 'cpu' or 'gpu', got {self.fixmatch_preset!r}")
         if self.student_augment not in AUGMENTATIONS:
@@ -310,6 +321,25 @@ class TransferConfig:
                 what = "two positive integers" if name.endswith("channels") else "positive integers"
                 raise ValueError(f"{name} must be {what}, got {widths}")
             object.__setattr__(self, name, widths)
+
+    def _check_student_select(self) -> None:
+        if self.student_select not in STUDENT_SELECT:
+            choices = ", ".join(STUDENT_SELECT)
+            raise ValueError(f"student_select must be one of {choices}, got {self.student_select!r}")
+        if self.student_select != "cv":
+            return
+        if self.student_method == "fixmatch":
+            raise ValueError(
+                "student_select='cv' chooses the settings of the supervised and spread students; the fixmatch "
+                "student's are fixed in advance (Sohn et al. 2020): use student_select='none'"
+            )
+        if self.student_model == "cnn":
+            raise ValueError("student_select='cv' fits dense students (logistic, mlp), got student_model='cnn'")
+        if self.pseudo_label_rounds:
+            raise ValueError(
+                f"student_select='cv' scores students without self-training; got pseudo_label_rounds="
+                f"{self.pseudo_label_rounds} (use 0)"
+            )
 
     def _check_rounds(self) -> None:
         if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:

@@ -128,6 +128,7 @@ def refit_students(
                 "student_acc": accuracy["student"],
                 "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
                 "student_history": student.history,
+                "student_selection": getattr(student, "selection", None),  # student_select: cv
             }
             rows.append(row)
             fit_s.append({"aggregator": agg, "target_epsilon": eps, "repeat": rep, "fit_s": time.perf_counter() - t0})

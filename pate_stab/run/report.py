@@ -181,6 +181,8 @@ def transfer_report(
             "trained_on": int(targets.index.numel()),
             "method": config.student_method,
             "method_description": STUDENT_METHODS[config.student_method],
+            # student_select "cv": the grid, the cross-validation scores on the released labels, the choice
+            "selection": getattr(student, "selection", None),
             "history": student.history,
             "test_accuracy": student_acc,
             # pool points that received no released label (never queried, or ⊥); true labels read

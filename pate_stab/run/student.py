@@ -148,9 +148,14 @@ def selector_spread(prep: Prepared) -> SpreadFn:
 
 
 def spread_pseudo_labels(
-    prep: Prepared, seeds: Tensor, targets: StudentTargets, bottoms: Tensor | None = None
+    prep: Prepared,
+    seeds: Tensor,
+    targets: StudentTargets,
+    bottoms: Tensor | None = None,
+    *,
+    threshold: float | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Pool points other than ``seeds`` whose spread class share is ≥ ``spread_threshold``, and their labels.
+    """Pool points other than ``seeds`` whose spread class share is ≥ ``threshold``, and their labels.
 
     The ⊥ answers take part as an extra class: a point near queries the teachers could not agree
     on gets a share of ⊥, which lowers its real-class share, so fewer of the hard points around
@@ -160,6 +165,7 @@ def spread_pseudo_labels(
         seeds: pool positions of the training targets (``targets.index`` mapped to the pool).
         targets: the released training targets (hard classes or binary scores).
         bottoms: pool positions of the ⊥ answers (none: no ⊥ class).
+        threshold: the least class share (None: the run's ``spread_threshold``).
 
     Returns:
         (positions, labels): int64 pool positions and their labels (int64 classes, or float
@@ -177,7 +183,8 @@ def spread_pseudo_labels(
     mass = scores.sum(1)
     share = scores[:, :c] / mass.clamp(min=1e-30).unsqueeze(1)  # (n, C): real classes' shares of all mass
     confidence, guess = share.max(1)
-    keep = (confidence >= config.spread_threshold) & (mass > 0) & (confidence > scores[:, c] / mass.clamp(min=1e-30))
+    threshold = config.spread_threshold if threshold is None else threshold
+    keep = (confidence >= threshold) & (mass > 0) & (confidence > scores[:, c] / mass.clamp(min=1e-30))
     keep[seeds] = False
     keep[bottoms] = False
     positions = torch.nonzero(keep).flatten()
@@ -249,7 +256,9 @@ def fit_student(
 
     Only public tensors are passed on: the queries, the released labels and the unlabelled rest
     of the public pool (the ⊥ queries, then the pool points never queried), used as
-    ``student_method`` says.
+    ``student_method`` says. With ``student_select: cv`` the student's learning rate (and spread
+    threshold) are first chosen by cross-validation on the released labels
+    (:mod:`pate_stab.run.student_select`); the student's ``selection`` holds the record.
     """
     config, task = prep.config, prep.task
     targets = student_targets(
@@ -261,10 +270,16 @@ def fit_student(
     )
     if config.student_method == "fixmatch":
         return _fit_fixmatch(prep, release, targets, generator), targets
+    selection = None
+    if config.student_select == "cv":
+        from pate_stab.run.student_select import select_student_settings, selection_generator  # imports this module
+
+        selection = select_student_settings(prep, release, targets, generator=selection_generator(generator))
+        config = replace(config, **selection.settings)
     if config.student_method == "spread":
         seeds = release.index[targets.index]
         bottoms = release.index[~answered_mask(release.labels)]
-        extra, extra_labels = spread_pseudo_labels(prep, seeds, targets, bottoms)
+        extra, extra_labels = spread_pseudo_labels(prep, seeds, targets, bottoms, threshold=config.spread_threshold)
         pool_index = torch.cat([seeds, extra])
         targets = StudentTargets(
             torch.arange(pool_index.numel()),
@@ -292,6 +307,8 @@ def fit_student(
         accelerator=config.accelerator,
         progress_bar=config.progress,
     )
+    if selection is not None:
+        student.selection = selection.record
     return student, targets
 
 

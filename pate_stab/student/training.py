@@ -125,12 +125,14 @@ class StudentPredictions:
 
 @dataclass
 class Student(StudentPredictions):
-    """A trained student: the network and how it was trained."""
+    """A trained student: the network, how it was trained and, where its settings were chosen by
+    cross-validation, the record of that choice (``selection``)."""
 
     spec: ModelSpec
     network: nn.Module
     config: StudentConfig
     history: list[dict[str, Any]]
+    selection: dict[str, Any] | None = None
 
 
 def _fit(

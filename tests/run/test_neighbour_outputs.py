@@ -59,6 +59,8 @@ REPORT_RELEASED = (
     ("student", "trained_on"),
     ("student", "unlabelled_pool_accuracy"),
     ("student", "unlabelled_pool_size"),
+    ("student", "selection"),  # student_select "cv": scores on the released labels and the choice
+    ("student", "config", "lr"),  # student_select "cv": the chosen learning rate
 )
 # fields of a release call's or a release's record in the ledger that are its outputs
 OUTPUT_RELEASED = ("labels", "status", "state")
@@ -218,6 +220,20 @@ def test_synthetic(tmp_path, monkeypatch, partition_key, aggregator):
     install = _drop_private_record(index=7)
     install(monkeypatch, drop=False)  # D, with the ids its records are supplied with
     _run_pair(config, monkeypatch, install)
+
+
+def test_synthetic_with_the_student_chosen_by_cross_validation(tmp_path, monkeypatch):
+    config = TransferConfig(
+        run_name="nb", checkpoints_dir=str(tmp_path), num_teachers=100, num_private=600, num_public=200,
+        num_eval=200, separation=3.0, num_queries=40, aggregator="lnmax", epsilon=20.0, teacher_epochs=2,
+        teacher_lr=0.1, student_epochs=2, student_method="spread", student_select="cv", accelerator="cpu",
+        releaser_noise="seeded", neighbouring="add_remove",
+    )  # fmt: skip
+    install = _drop_private_record(index=7)
+    install(monkeypatch, drop=False)
+    _run_pair(config, monkeypatch, install)
+    selection = json.loads((config.run_dir / "report.json").read_text())["student"]["selection"]
+    assert selection["method"] == "cv" and "skipped" not in selection
 
 
 @pytest.mark.parametrize("partition_key", PARTITIONS)
