@@ -1,0 +1,213 @@
+"""The table, summary and plot of :func:`pate_stab.run.compare.run_compare`: the fixed-width text table
+with its legend and total privacy cost (basic composition), the summary over repeated releases, and
+the privacy–utility plot. They read only published rows (``compare.json``'s), so recipes refit or
+redraw from a run folder with them.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+from pate_stab.run.direct import DIRECT_LEARNERS, replace_one_equivalent
+from pate_stab.run.report import LABEL_ACCURACY_NOTE
+
+__all__ = ["TABLE_LEGEND", "format_rows", "format_summary", "plot_rows", "summarise_rows", "total_cost",
+           "total_cost_line"]  # fmt: skip
+
+_COLUMNS = (  # (row key, header, format, width)
+    ("aggregator", "aggregator", "{:<16}", 16),
+    ("target_epsilon", "target", "{:>6.2f}", 6),
+    ("epsilon", "ε", "{:>7.3f}", 7),
+    ("epsilon_dd_sanitised", "ε dd san", "{:>8.3f}", 8),
+    ("delta", "δ", "{:>9.1e}", 9),
+    ("seen", "seen", "{:>6d}", 6),
+    ("answered", "answered", "{:>8d}", 8),
+    ("label_acc", "label_acc", "{:>9.4f}", 9),
+    ("student_acc", "student_acc", "{:>11.4f}", 11),
+)
+TABLE_LEGEND = (
+    "ε: data-independent, enforced against the budget; ε dd san: PATE's data-dependent ε after "
+    "smooth-sensitivity sanitisation (private; the raw figure is not, and stays in private_compare.json). "
+    "The stability releasers' ε is data-independent by construction. " + LABEL_ACCURACY_NOTE + "."
+)
+
+
+def total_cost(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> dict[str, Any]:
+    """The table's total privacy cost: (Σε, Σδ) of its releases by basic composition (Dwork &
+    Roth 2014, Thm 3.16): every row is a separate release from the same private data.
+
+    Rows under different neighbouring relations (a row's ``neighbouring``, else the run's) are
+    summed per relation, and all of them once more as replace-one guarantees (an add/remove
+    (ε, δ) is (2ε, (1 + e^ε)δ) under replace-one by group privacy; :func:`replace_one_equivalent`).
+    """
+    out: dict[str, Any] = {
+        "epsilon": math.fsum(float(r["epsilon"]) for r in rows),
+        "delta": math.fsum(float(r["delta"]) for r in rows),
+        "releases": len(rows),
+        "composition": "basic composition of the releases' certified (epsilon, delta): "
+        "every row is a separate release from the same private data",
+    }
+    relations = {r.get("neighbouring") or run_neighbouring for r in rows}
+    if len(relations) > 1 and None not in relations:
+        by: dict[str, list[float]] = {}
+        for r in rows:
+            acc = by.setdefault(r.get("neighbouring") or str(run_neighbouring), [0.0, 0.0, 0])
+            acc[0] += float(r["epsilon"])
+            acc[1] += float(r["delta"])
+            acc[2] += 1
+        conv = [
+            replace_one_equivalent(
+                epsilon=float(r["epsilon"]),
+                delta=float(r["delta"]),
+                neighbouring=r.get("neighbouring") or str(run_neighbouring),
+            )  # fmt: skip
+            for r in rows
+        ]
+        out["by_relation"] = {rel: {"epsilon": e, "delta": d, "releases": n} for rel, (e, d, n) in sorted(by.items())}
+        out["replace_one"] = {"epsilon": math.fsum(e for e, _ in conv), "delta": math.fsum(d for _, d in conv)}
+        # the plain sums add guarantees under different relations: not a guarantee of their own
+        del out["epsilon"], out["delta"]
+    return out
+
+
+def total_cost_line(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> str:
+    """One line for a table or a plot: the total of :func:`total_cost`."""
+    t = total_cost(rows, run_neighbouring=run_neighbouring)
+    if "replace_one" in t:
+        parts = "; ".join(
+            f"{rel}: Σε = {v['epsilon']:.4g}, Σδ = {v['delta']:.2g} ({v['releases']} releases)"
+            for rel, v in t["by_relation"].items()
+        )
+        return (
+            f"total privacy cost of these {t['releases']} releases (basic composition): {parts}; all as replace-one: "
+            f"Σε = {t['replace_one']['epsilon']:.4g}, Σδ = {t['replace_one']['delta']:.2g}"
+        )
+    return (
+        f"total privacy cost of these {t['releases']} releases: Σε = {t['epsilon']:.4g}, Σδ = {t['delta']:.2g} "
+        "(basic composition)"
+    )
+
+
+def format_rows(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> str:
+    """Fixed-width text table (label_acc: on answered queries; student_acc: on the evaluation split)."""
+    head = " ".join(f"{label:>{w}}" if i else f"{label:<{w}}" for i, (_, label, _, w) in enumerate(_COLUMNS))
+    lines = [head + "  note", "-" * (len(head) + 6)]
+    for r in rows:
+        cells = []
+        for name, _, fmt, width in _COLUMNS:
+            v = r.get(name)
+            cells.append(" " * (width - 1) + "-" if v is None else fmt.format(v))
+        note = r.get("note") or r.get("data_dependent_note") or ""
+        lines.append(" ".join(cells) + ("  " + note if note else ""))
+    lines.append(TABLE_LEGEND)
+    lines.append(total_cost_line(rows, run_neighbouring=run_neighbouring))
+    if any(r.get("noise") == "seeded" for r in rows):
+        lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
+    return "\n".join(lines)
+
+
+_SUMMARY_KEYS = ("answered", "label_acc", "student_acc", "student_acc_unlabelled_pool")
+
+
+def summarise_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (aggregator, target ε) over its repeated releases: mean, sample standard
+    deviation, min and max of :data:`_SUMMARY_KEYS` (None where no repeat has the value)."""
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["aggregator"], r["target_epsilon"]), []).append(r)
+    out = []
+    for (agg, eps), group in groups.items():
+        row: dict[str, Any] = {"aggregator": agg, "target_epsilon": eps, "epsilon": group[0]["epsilon"],
+                               "repeats": len(group)}  # fmt: skip
+        for key in _SUMMARY_KEYS:
+            values = [float(r[key]) for r in group if r.get(key) is not None]
+            if not values:
+                row.update({key: None, f"{key}_sd": None, f"{key}_min": None, f"{key}_max": None})
+                continue
+            mean = math.fsum(values) / len(values)
+            sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+            row.update({key: mean, f"{key}_sd": sd, f"{key}_min": min(values), f"{key}_max": max(values)})
+        out.append(row)
+    return out
+
+
+def format_summary(summary: Sequence[dict[str, Any]]) -> str:
+    """Text table of :func:`summarise_rows`: mean ± sd [min, max] over the repeats."""
+
+    def cell(r: dict[str, Any], key: str, digits: int) -> str:
+        if r.get(key) is None:
+            return "-"
+        mean, sd, low, high = (r[key + suffix] for suffix in ("", "_sd", "_min", "_max"))
+        return f"{mean:.{digits}f} ± {sd:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+    head = (
+        f"{'aggregator':<16} {'ε':>6} {'n':>2}  {'answered':<26} {'student_acc':<32} "
+        f"{'student_acc unlabelled pool':<32}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in summary:
+        lines.append(
+            f"{r['aggregator']:<16} {r['target_epsilon']:>6.2f} {r['repeats']:>2}  {cell(r, 'answered', 1):<26} "
+            f"{cell(r, 'student_acc', 4):<32} {cell(r, 'student_acc_unlabelled_pool', 4):<32}"
+        )
+    lines.append("mean ± sample sd [min, max] over repeated releases (same teachers, fresh noise and selection)")
+    return "\n".join(lines)
+
+
+def plot_rows(
+    rows: Sequence[dict[str, Any]],
+    path: Path,
+    *,
+    title: str,
+    reference: float | None = None,
+    caption: str | None = None,
+) -> Path:
+    """Student test accuracy vs target ε, one line per aggregator (matplotlib, Agg backend).
+
+    With repeated releases, the line is the mean and the error bar the min–max range.
+    ``reference``: a horizontal line (e.g. an accuracy reached without privacy); a plot meant
+    for publication draws only published figures. ``caption``: a line under the plot (the
+    total privacy cost by default, :func:`total_cost_line`).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = summarise_rows(rows)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in dict.fromkeys(r["aggregator"] for r in summary):
+        pts = sorted(
+            (r["target_epsilon"], r["student_acc"], r["student_acc_min"], r["student_acc_max"])
+            for r in summary
+            if r["aggregator"] == name and r["student_acc"] is not None
+        )
+        x, mean = [p[0] for p in pts], [p[1] for p in pts]
+        err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
+        is_direct = name in DIRECT_LEARNERS  # direct learners: dashed lines, square markers
+        label = name + (" (direct)" if is_direct else "")
+        ax.errorbar(x, mean, yerr=err, capsize=3, label=label, marker="s" if is_direct else "o",
+                    linestyle="--" if is_direct else "-")  # fmt: skip
+    if reference is not None:
+        ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
+    ax.set_xscale("log")
+    ticks = sorted({r["target_epsilon"] for r in summary})
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("ε (target; δ fixed)")
+    ax.set_ylabel("student test accuracy")
+    ax.set_title(title, fontsize=9, wrap=True)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    text = textwrap.fill(total_cost_line(rows) if caption is None else caption, width=110)
+    lines = text.count("\n") + 1
+    fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=7)
+    fig.tight_layout(rect=(0, 0.03 + 0.03 * lines, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
