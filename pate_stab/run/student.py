@@ -23,19 +23,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.run.config import TransferConfig
-from pate_stab.run.data import Task
 from pate_stab.run.prepare import Prepared, pool_graph
 from pate_stab.run.selection import ConfidenceFn, SpreadFn, answered_mask
+from pate_stab.run.student_base import ReleasedLabels, spread_pseudo_labels, student_spec
+from pate_stab.run.student_select import select_student_settings, selection_generator
 from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets, train_student
-from pate_stab.student.spreading import label_rows, spread_labels, spread_scores
-from pate_stab.teachers import ModelSpec, VotingTeachers
+from pate_stab.student.spreading import spread_labels
+from pate_stab.teachers import VotingTeachers
 
 __all__ = [
     "SELECTOR_MIN_STEPS",
@@ -53,25 +54,6 @@ __all__ = [
 ]
 
 SELECTOR_MIN_STEPS = 300  # optimiser steps of the student-confidence selector, at least
-
-
-class ReleasedLabels(Protocol):
-    """What the student learns from: a release's labels, whether they are scores, and their pool positions."""
-
-    labels: Tensor
-    soft: bool
-    index: Tensor
-
-
-def student_spec(config: TransferConfig, task: Task) -> ModelSpec:
-    """The student's architecture for this run's task."""
-    return ModelSpec(
-        config.student_model,
-        tuple(task.public_x.shape[1:]),
-        task.num_classes,
-        hidden=config.student_hidden,
-        channels=config.student_channels,
-    )
 
 
 def student_config(config: TransferConfig, *, pseudo_labels: bool) -> StudentConfig:
@@ -145,51 +127,6 @@ def selector_spread(prep: Prepared) -> SpreadFn:
                              steps=config.graph_steps)  # fmt: skip
 
     return spread
-
-
-def spread_pseudo_labels(
-    prep: Prepared,
-    seeds: Tensor,
-    targets: StudentTargets,
-    bottoms: Tensor | None = None,
-    *,
-    threshold: float | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Pool points other than ``seeds`` whose spread class share is ≥ ``threshold``, and their labels.
-
-    The ⊥ answers take part as an extra class: a point near queries the teachers could not agree
-    on gets a share of ⊥, which lowers its real-class share, so fewer of the hard points around
-    them are pseudo-labelled (a point whose strongest share is ⊥ never is).
-
-    Args:
-        seeds: pool positions of the training targets (``targets.index`` mapped to the pool).
-        targets: the released training targets (hard classes or binary scores).
-        bottoms: pool positions of the ⊥ answers (none: no ⊥ class).
-        threshold: the least class share (None: the run's ``spread_threshold``).
-
-    Returns:
-        (positions, labels): int64 pool positions and their labels (int64 classes, or float
-        scores — the spread's share of class 1 — for soft targets).
-    """
-    config, c = prep.config, prep.task.num_classes
-    adjacency = pool_graph(prep).adjacency
-    assert adjacency is not None
-    bottoms = torch.empty(0, dtype=torch.int64) if bottoms is None else bottoms[~torch.isin(bottoms, seeds)]
-    rows = label_rows(targets.targets, c)
-    bottom_rows = torch.eye(c + 1)[c].expand(bottoms.numel(), -1)  # ⊥: class C
-    rows = torch.cat([torch.cat([rows, torch.zeros(rows.shape[0], 1)], 1), bottom_rows])
-    seeds_all = torch.cat([seeds, bottoms])
-    scores = spread_scores(adjacency, seeds_all, rows, alpha=config.graph_alpha, steps=config.graph_steps)
-    mass = scores.sum(1)
-    share = scores[:, :c] / mass.clamp(min=1e-30).unsqueeze(1)  # (n, C): real classes' shares of all mass
-    confidence, guess = share.max(1)
-    threshold = config.spread_threshold if threshold is None else threshold
-    keep = (confidence >= threshold) & (mass > 0) & (confidence > scores[:, c] / mass.clamp(min=1e-30))
-    keep[seeds] = False
-    keep[bottoms] = False
-    positions = torch.nonzero(keep).flatten()
-    labels = (share[positions, 1] / share[positions].sum(1)).float() if targets.soft else guess[positions]
-    return positions, labels
 
 
 def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTargets, generator: torch.Generator) -> Any:
@@ -272,8 +209,6 @@ def fit_student(
         return _fit_fixmatch(prep, release, targets, generator), targets
     selection = None
     if config.student_select == "cv":
-        from pate_stab.run.student_select import select_student_settings, selection_generator  # imports this module
-
         selection = select_student_settings(prep, release, targets, generator=selection_generator(generator))
         config = replace(config, **selection.settings)
     if config.student_method == "spread":
