@@ -74,7 +74,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
         "aggregator",
         str,
         "stability, stability-soft, lnmax, gnmax, confident-gnmax, or a direct "
-        "learner (objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear)",
+        "learner (objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear, dpsgd-cnn)",
     ),
     ("--epsilon", "epsilon", float, "target ε"),
     ("--delta", "delta", float, "target δ"),
@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="subset of aggregators (none given: only the direct learners)")  # fmt: skip
     compare.add_argument("--direct", nargs="*", default=None, metavar="LEARNER",
                          help="direct private learners trained on the private split, as rows beside the aggregators: "
-                         "objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear")  # fmt: skip
+                         "objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear, dpsgd-cnn "
+                         "(images only; epochs: --set dpsgd_cnn_epochs=N)")  # fmt: skip
     compare.add_argument(
         "--repeats", type=int, default=None, help="releases per (aggregator, ε), each its own spend: mean and spread"
     )

@@ -47,7 +47,7 @@ from pate_stab.data.own import OwnData
 from pate_stab.privacy.ledger import recorded_budget
 from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.rng import spawn_generators
-from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
+from pate_stab.run.config import IMAGE_DIRECT_LEARNERS, RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
 from pate_stab.run.direct import (
@@ -299,9 +299,12 @@ def run_compare(
             "use repeats=R (--repeats R) for independent releases at one ε"
         )
     start = time.perf_counter()
-    prep = prepare(config, check_budget=False, data=data)
+    direct = check_direct_learners(list(direct), dataset=config.dataset)
+    # direct learners only: no teachers; no feature stage unless a learner reads the features
+    asks_teachers = aggregators is None or len(aggregators) > 0
+    uses_features = asks_teachers or any(d not in IMAGE_DIRECT_LEARNERS for d in direct)
+    prep = prepare(config, check_budget=False, data=data, with_teachers=asks_teachers, with_features=uses_features)
     binary = prep.task.num_classes == 2
-    direct = check_direct_learners(list(direct))
     if aggregators is None:
         aggregators = [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
     bad = [a for a in aggregators if a not in RUN_AGGREGATORS or (aggregator_spec(a).binary_only and not binary)]
@@ -311,7 +314,7 @@ def run_compare(
             "stability-soft needs a binary task)"
         )
     if direct:
-        check_direct_inputs(prep)  # before anything is spent
+        check_direct_inputs(prep, direct)  # before anything is spent
     k, m = config.num_teachers, config.num_queries
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
@@ -339,9 +342,11 @@ def run_compare(
         raise_budget=f"compare plan: {repeats} repeat(s) x epsilons {[float(x) for x in epsilons]} "
         f"x aggregators {list(aggregators)} x direct learners {list(direct)}",
     )
-    teacher_mean, plurality = teacher_accuracies(
-        prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
-    )
+    teacher_mean, plurality = (None, None)
+    if prep.teachers is not None:
+        teacher_mean, plurality = teacher_accuracies(
+            prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
+        )
     rows: list[dict[str, Any]] = []
     private_rows: list[dict[str, Any]] = []
     try:
