@@ -106,7 +106,7 @@ def check_opacus_compatible(module: nn.Module) -> None:
         raise ValueError(f"the network has layers Opacus cannot train privately: {errors}")
 
 
-def as_images(x: Tensor, *, name: str = "images") -> Tensor:
+def as_images(x: Tensor | None, *, name: str = "images") -> Tensor:
     """``x`` as an (n, C, H, W) float32 batch ((n, H, W) gains one channel); ValueError otherwise."""
     if not isinstance(x, Tensor) or x.dim() not in (3, 4):
         shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__

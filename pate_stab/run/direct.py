@@ -153,13 +153,13 @@ def check_direct_inputs(prep: Prepared, learners: Sequence[str]) -> None:
             if not bool(torch.isfinite(x).all()):
                 raise ValueError(f"the {name} features contain NaN or infinite values")
     if any(n in IMAGE_DIRECT_LEARNERS for n in learners):
-        for name, x in _image_splits(prep):
-            if x is None:
+        for name, images in _image_splits(prep):
+            if images is None:
                 raise ValueError(
                     f"dpsgd-cnn trains a CNN on images; the {name} data of this run ({prep.config.dataset!r}) are "
                     "feature vectors or a table, not images"
                 )
-            cnn.as_images(x, name=f"{name} images")
+            cnn.as_images(images, name=f"{name} images")
         cnn.resolve_device(prep.config.accelerator)  # a GPU asked for where there is none: refused here
     check_class_labels(task.private_y, num_classes=task.num_classes, n=task.private_x.shape[0], name="private labels")
 

@@ -212,3 +212,19 @@ def test_cli_exits_2_on_bad_input_with_nothing_spent(tmp_path, capsys, argv, mes
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
     assert _spends(tmp_path / "bad") == []
+
+
+def test_gpu_recipes_list_the_cnn_and_cpu_recipes_do_not():
+    from pathlib import Path
+
+    import yaml
+
+    from pate_stab.run.direct import check_direct_learners
+
+    root = Path(__file__).resolve().parents[2] / "recipes"
+    for stem, listed in (("mnist_stab_gpu", True), ("fashion_mnist_stab_gpu", True), ("mnist_stab", False),
+                         ("fashion_mnist_stab", False)):  # fmt: skip
+        data = yaml.safe_load((root / f"{stem}.yaml").read_text())
+        direct = check_direct_learners(data["compare"]["direct"], dataset=data["dataset"])
+        assert ("dpsgd-cnn" in direct) == listed, stem
+        assert (data["accelerator"] == "gpu") == listed, stem
