@@ -223,6 +223,11 @@ def prepare(
     record_ids = None
     if config.partition_key == "record_id":
         record_ids = partition_keys(task, "record_id", dataset=config.dataset)
+    if config.aggregator in IMAGE_DIRECT_LEARNERS and task.private_images is None:
+        raise ValueError(
+            f"{config.aggregator} trains a CNN on images; the private data of this run ({config.dataset!r}) are "
+            "feature vectors or a table, not images"
+        )
     if check_budget:
         check_answerable(config, task.num_classes)
     if config.num_queries > task.public_x.shape[0]:

@@ -163,8 +163,11 @@ def test_refused_on_feature_data_with_nothing_spent(tmp_path):
         TransferConfig(run_name="t", aggregator="dpsgd-cnn")
     with pytest.raises(ValueError, match="trains a CNN on images; dataset 'adult'"):
         TransferConfig(run_name="t", dataset="adult", aggregator="dpsgd-cnn", data_dir=str(tmp_path))
-    cfg = _config(tmp_path, "flat")
-    prep = prepare(cfg, data=_data(flat=True))
+    with pytest.raises(ValueError, match="feature vectors or a table, not images"):  # a transfer's prepare
+        prepare(_config(tmp_path, "flat_transfer"), data=_data(flat=True))
+    assert not (tmp_path / "flat_transfer").exists()
+    cfg = _config(tmp_path, "flat", aggregator="stability")
+    prep = prepare(cfg, data=_data(flat=True), with_teachers=False, check_budget=False)
     with _ledger(prep) as ledger, pytest.raises(ValueError, match="feature vectors or a table, not images"):
         run_direct(prep, ledger, learner="dpsgd-cnn", epsilon=2.0, dpsgd=SMALL)
     assert _spends(cfg.run_dir) == []
@@ -228,3 +231,33 @@ def test_gpu_recipes_list_the_cnn_and_cpu_recipes_do_not():
         direct = check_direct_learners(data["compare"]["direct"], dataset=data["dataset"])
         assert ("dpsgd-cnn" in direct) == listed, stem
         assert (data["accelerator"] == "gpu") == listed, stem
+
+
+def test_a_transfer_with_the_cnn_is_one_spend_replayed_and_computes_no_features(tmp_path):
+    from pate_stab.run.transfer import run_transfer
+
+    cfg = _config(tmp_path, "tr", features="scattering", dpsgd_cnn_epochs=1, epsilon=2.0)
+    report = run_transfer(cfg, data=_data(n=600))
+    assert report["kind"] == "direct" and report["aggregator"] == "dpsgd-cnn" and report["neighbouring"] == "add_remove"
+    assert report["epsilon"] <= 2.0 and [s["epsilon"] for s in _spends(cfg.run_dir)] == [report["epsilon"]]
+    assert not (cfg.run_dir / "features").exists() and not (cfg.run_dir / "teachers").exists()
+    again = run_transfer(cfg, data=_data(n=600))
+    assert again["row"]["reused"] and again["test_accuracy"] == report["test_accuracy"]
+    assert len(_spends(cfg.run_dir)) == 1
+
+
+def test_cli_exits_2_on_own_feature_files_with_nothing_spent(tmp_path, capsys):
+    import numpy as np
+
+    data = _data(flat=True)
+    np.savez(tmp_path / "p.npz", x=data.private_x.numpy(), y=data.private_y.numpy())
+    np.savez(tmp_path / "q.npz", x=data.public_x.numpy())
+    for name, argv in (("t", ["transfer", "--aggregator", "dpsgd-cnn"]),
+                       ("c", ["compare", "--aggregators", "--direct", "dpsgd-cnn"])):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--private", str(tmp_path / "p.npz"), "--public", str(tmp_path / "q.npz"), "--classes", "3",
+                  "--num-queries", "20", "--run-name", name, "--checkpoints-dir", str(tmp_path)])  # fmt: skip
+        assert exc.value.code == 2
+        assert "feature vectors or a table, not images" in capsys.readouterr().err
+        assert _spends(tmp_path / name) == []
+    assert not (tmp_path / "t").exists()  # a transfer refuses before the run folder is made
