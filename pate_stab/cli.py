@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="subset of aggregators (none given: only the direct learners)")  # fmt: skip
     compare.add_argument("--direct", nargs="*", default=None, metavar="LEARNER",
                          help="direct private learners trained on the private split, as rows beside the aggregators: "
-                         "objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear")  # fmt: skip
+                         "objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear, dpsgd-cnn "
+                         "(images only; epochs: --set dpsgd_cnn_epochs=N)")  # fmt: skip
     compare.add_argument(
         "--repeats", type=int, default=None, help="releases per (aggregator, ε), each its own spend: mean and spread"
     )

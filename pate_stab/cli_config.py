@@ -67,7 +67,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
         "aggregator",
         str,
         "stability, stability-soft, lnmax, gnmax, confident-gnmax, or a direct "
-        "learner (objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear)",
+        "learner (objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear, dpsgd-cnn)",
     ),
     ("--epsilon", "epsilon", float, "target ε"),
     ("--delta", "delta", float, "target δ"),

@@ -15,6 +15,7 @@ Yousefpour et al. 2021 (Opacus).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from torch import nn
 from pate_stab._validation import check_delta, check_epsilon, check_generator
 from pate_stab.direct.dpsgd import DPSGDConfig, check_dpsgd_inputs, dpsgd_epsilon, dpsgd_noise_multiplier
 
-__all__ = ["DPSGDModule", "train_dpsgd_module"]
+__all__ = ["DPSGDModule", "engine_schedule", "train_dpsgd_module"]
 
 
 @dataclass
@@ -38,6 +39,18 @@ class DPSGDModule:
     epsilon: float  # Opacus's accountant after the steps taken, at ``delta``
     delta: float
     config: DPSGDConfig
+
+
+def engine_schedule(n: int, config: DPSGDConfig) -> tuple[float, int]:
+    """(q, steps) of :func:`train_dpsgd_module` on n records: Opacus's Poisson loader samples at
+    q = 1 / ⌈n / B⌉ (B the expected batch size) and takes ⌈n / B⌉ steps an epoch.
+
+    Example:
+        >>> engine_schedule(60000, DPSGDConfig(expected_batch_size=512, epochs=40))
+        (0.00847457627118644, 4720)
+    """
+    batches = math.ceil(n / config.expected_batch_size)
+    return 1.0 / batches, batches * config.epochs
 
 
 def train_dpsgd_module(
@@ -75,9 +88,9 @@ def train_dpsgd_module(
     xt = xt.float()
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=config.expected_batch_size,
                                          generator=generator)  # fmt: skip
-    # Opacus's Poisson loader samples at q = 1 / len(loader) and takes len(loader) steps an epoch
-    q = 1.0 / len(loader)
-    steps = len(loader) * config.epochs
+    q, steps = engine_schedule(xt.shape[0], config)
+    if len(loader) * config.epochs != steps:  # Opacus's loader: q = 1 / len(loader), len(loader) steps an epoch
+        raise RuntimeError(f"the loader has {len(loader)} batches, the schedule {steps // config.epochs}")
     sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=q, steps=steps)
     device = torch.device(device)
     module = make_module().to(device)

@@ -12,8 +12,8 @@ exports the configuration, :func:`run_transfer`, :func:`run_compare` and the typ
 | :mod:`~pate_stab.run.selection` | which public points to query, from public information and released outputs |
 | :mod:`~pate_stab.run.release` | one registry aggregator releases labels through the run's ledger |
 | :mod:`~pate_stab.run.student` | the student on the released labels (post-processing) |
-| :mod:`~pate_stab.run.student_select` | the student's lr / spread threshold by cross-validation on the released labels |
-| :mod:`~pate_stab.run.student_base` | what the student and its cross-validation share (release shape, architecture, label spread) |
+| :mod:`~pate_stab.run.student_select` | the student's lr / spread threshold by cross-validation on released labels |
+| :mod:`~pate_stab.run.student_base` | what the student and its cross-validation share (architecture, label spread) |
 | :mod:`~pate_stab.run.report` | ``report.json`` (published) and the private diagnostics (0600) |
 | :mod:`~pate_stab.run.private` | which files a run may publish, private files (0600), the run's data identity |
 | :mod:`~pate_stab.run.transfer` | :func:`run_transfer`: the steps above in order |

@@ -54,7 +54,7 @@ from pate_stab.run.compare_table import (
     total_cost,
     total_cost_line,
 )
-from pate_stab.run.config import RUN_AGGREGATORS, TransferConfig
+from pate_stab.run.config import IMAGE_DIRECT_LEARNERS, RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
 from pate_stab.run.direct import check_direct_inputs, check_direct_learners, direct_legend, run_direct
@@ -106,9 +106,12 @@ def run_compare(
             "use repeats=R (--repeats R) for independent releases at one ε"
         )
     start = time.perf_counter()
-    prep = prepare(config, check_budget=False, data=data)
+    direct = check_direct_learners(list(direct), dataset=config.dataset)
+    # direct learners only: no teachers; no feature stage unless a learner reads the features
+    asks_teachers = aggregators is None or len(aggregators) > 0
+    uses_features = asks_teachers or any(d not in IMAGE_DIRECT_LEARNERS for d in direct)
+    prep = prepare(config, check_budget=False, data=data, with_teachers=asks_teachers, with_features=uses_features)
     binary = prep.task.num_classes == 2
-    direct = check_direct_learners(list(direct))
     if aggregators is None:
         aggregators = [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
     bad = [a for a in aggregators if a not in RUN_AGGREGATORS or (aggregator_spec(a).binary_only and not binary)]
@@ -118,7 +121,7 @@ def run_compare(
             "stability-soft needs a binary task)"
         )
     if direct:
-        check_direct_inputs(prep)  # before anything is spent
+        check_direct_inputs(prep, direct)  # before anything is spent
     k, m = config.num_teachers, config.num_queries
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
@@ -146,9 +149,11 @@ def run_compare(
         raise_budget=f"compare plan: {repeats} repeat(s) x epsilons {[float(x) for x in epsilons]} "
         f"x aggregators {list(aggregators)} x direct learners {list(direct)}",
     )
-    teacher_mean, plurality = teacher_accuracies(
-        prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
-    )
+    teacher_mean, plurality = (None, None)
+    if prep.teachers is not None:
+        teacher_mean, plurality = teacher_accuracies(
+            prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
+        )
     rows: list[dict[str, Any]] = []
     private_rows: list[dict[str, Any]] = []
     try:

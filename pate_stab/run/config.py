@@ -24,6 +24,8 @@ __all__ = [
     "DATASETS",
     "DIRECT_LEARNER_NAMES",
     "FEATURES",
+    "FEATURE_DATASETS",
+    "IMAGE_DIRECT_LEARNERS",
     "OWN_DATA_FIELDS",
     "PARTITION_KEYS",
     "RUN_AGGREGATORS",
@@ -50,9 +52,15 @@ FEATURES = {
 TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate")
 RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
 """The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
-DIRECT_LEARNER_NAMES = ("objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear")
+DIRECT_LEARNER_NAMES = (
+    "objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear", "dpsgd-cnn",
+)  # fmt: skip
 """Direct private learners trained on the private split (:mod:`pate_stab.run.direct`): ``compare --direct``
 rows, or a transfer's ``aggregator`` (then no teachers are asked and no student is trained)."""
+IMAGE_DIRECT_LEARNERS = ("dpsgd-cnn",)
+"""Direct learners trained on the private images themselves (no feature stage); image data only."""
+FEATURE_DATASETS = ("synthetic", "adult")
+"""Bundled data sets without images (feature vectors, a table)."""
 THREAT_MODELS = {
     "public-pool": (
         "BTT18 §4.2 scenario (i): the whole training set (features and labels) is private; the "
@@ -197,6 +205,9 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
+    # dpsgd-cnn (direct learner): epochs of DP-SGD over the private images; None: Tramèr & Boneh
+    # 2021's 40 (pate_stab.direct.cnn.CNN_DPSGD). Fixed before the run; σ is computed for it
+    dpsgd_cnn_epochs: int | None = None
     # a release in rounds (pate_stab.run.rounds): round r spends (ε·s_r, δ·s_r) of the run's budget
     # (basic composition), s = round_budget_shares (None: equal shares), each round calibrated for
     # num_queries queries; round 1 selects by query_selection, every later round by the predictions
@@ -252,6 +263,11 @@ class TransferConfig:
             raise ValueError(f"unknown aggregator {self.aggregator!r}; choose from {choices}")
         if self.aggregator in RUN_AGGREGATORS:
             aggregator_spec(self.aggregator)
+        if self.aggregator in IMAGE_DIRECT_LEARNERS and self.dataset in FEATURE_DATASETS:
+            raise ValueError(
+                f"{self.aggregator} trains a CNN on images; dataset {self.dataset!r} has none (feature vectors or "
+                "a table): use dpsgd-linear or a convex head"
+            )
         if self.threat_model not in THREAT_MODELS:
             raise ValueError(f"threat_model must be one of {', '.join(THREAT_MODELS)}, got {self.threat_model!r}")
         if not (isinstance(self.label_only_share, int | float) and 0.0 < self.label_only_share < 1.0):
@@ -304,6 +320,11 @@ class TransferConfig:
         if self.student_augment not in AUGMENTATIONS:
             choices = ", ".join(AUGMENTATIONS)
             raise ValueError(f"student_augment must be one of {choices}, got {self.student_augment!r}")
+        if self.dpsgd_cnn_epochs is not None and (
+            not isinstance(self.dpsgd_cnn_epochs, int) or isinstance(self.dpsgd_cnn_epochs, bool)
+            or self.dpsgd_cnn_epochs < 1
+        ):  # fmt: skip
+            raise ValueError(f"dpsgd_cnn_epochs must be a positive integer or None, got {self.dpsgd_cnn_epochs!r}")
         if self.fixmatch_steps is not None and (not isinstance(self.fixmatch_steps, int) or self.fixmatch_steps < 1):
             raise ValueError(f"fixmatch_steps must be a positive integer or None, got {self.fixmatch_steps!r}")
         for name in ("selection_coverage", "spread_threshold"):

@@ -64,6 +64,9 @@ class Task:
     # neighbouring data set; None when the source has none. ``partition_key: record_id`` hashes
     # these; row numbers are never used (removing a record would renumber every later one)
     private_ids: Tensor | None = None
+    # the private images themselves, kept when the inputs are images (before any flattening or
+    # feature map): the direct CNN learner trains on them (pate_stab.run.direct); None otherwise
+    private_images: Tensor | None = None
 
 
 def pool_truth(task: Task, index: Tensor) -> Tensor | None:
@@ -178,6 +181,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         ux, uy, px, py = px[pool], py[pool], px[keep], py[keep]
         ids = None if ids is None else ids[keep]
     images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
+    private_images = px if px.dim() in (3, 4) else None
     feature_map: dict[str, Any] = {"kind": config.features}
     if config.dataset == "adult" or (own is not None and own.kind == "table"):
         # z-scores with statistics of the public pool only (never of the private part)
@@ -195,5 +199,5 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
     class_names = own.class_names if own is not None else None
     return Task(
         px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images,
-        class_names=class_names, private_ids=ids,
+        class_names=class_names, private_ids=ids, private_images=private_images,
     )  # fmt: skip

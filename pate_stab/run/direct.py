@@ -20,11 +20,17 @@ Learners (:data:`DIRECT_LEARNERS`):
 * ``dpsgd-linear``: DP-SGD on a linear softmax layer (:mod:`pate_stab.direct.dpsgd`), features
   standardised with the public pool's mean and standard deviation, per-sample clipping at C = 0.1,
   Poisson sampling, σ from Opacus's RDP accountant: (ε, δ)-DP under **add/remove one record**.
+* ``dpsgd-cnn``: DP-SGD on the raw private *images* with Tramèr & Boneh 2021's end-to-end tanh CNN
+  through Opacus's engine (:mod:`pate_stab.direct.cnn`; their per-data-set settings, the epochs
+  replaced by the run's ``dpsgd_cnn_epochs`` where set), on the run's accelerator; the same
+  accountant and relation as ``dpsgd-linear``. Image data only: feature-only data are refused
+  before any spend. It uses no feature stage, so a run that only trains it computes none
+  (:func:`pate_stab.run.prepare.prepare`'s ``with_features``).
 
 Hyper-parameters are fixed in advance (never chosen on evaluation or pool labels): the heads'
 λ = :data:`HEAD_LAMBDA`, chosen before any run so that the objective-perturbation budget keeps
 ε' > 0.8 ε at ε = 1 with n = 60,000 and C = 10 (its Jacobian term 18·log(1 + 1/(2nλ)) ≈ 0.15); DP-SGD's
-settings are Tramèr & Boneh 2021's (:class:`pate_stab.direct.DPSGDConfig`).
+settings are Tramèr & Boneh 2021's (:class:`pate_stab.direct.DPSGDConfig`, :data:`pate_stab.direct.cnn.CNN_DPSGD`).
 
 Relations. The ledger's header holds the run's relation; every direct spend records its own in
 its metadata (``neighbouring``) and every row states it. Rows under different relations are read
@@ -44,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +58,16 @@ import torch
 from torch import Tensor
 
 from pate_stab._validation import check_epsilon, check_int
+from pate_stab.direct import cnn
 from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon, dpsgd_noise_multiplier, train_dpsgd_linear
+from pate_stab.direct.opacus_engine import engine_schedule
 from pate_stab.erm.multinomial import check_class_labels, softmax_objective_perturbation, softmax_output_perturbation
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_spend_id
 
@@ -79,6 +89,7 @@ DIRECT_LEARNERS = {
     "objective-ovr": "one-vs-rest logistic heads, objective perturbation, ε/C per class",
     "output-ovr": "one-vs-rest logistic heads, output perturbation, ε/C per class",
     "dpsgd-linear": "DP-SGD, linear softmax layer (Abadi et al. 2016; Tramèr & Boneh 2021 settings; Opacus accountant)",
+    "dpsgd-cnn": "DP-SGD, Tramèr & Boneh 2021's tanh CNN on the raw images (their settings; Opacus engine)",
 }
 """The direct private learners a run offers (the names of :data:`pate_stab.run.config.DIRECT_LEARNER_NAMES`)."""
 DIRECT_RELATIONS = {name: ("add_remove" if name.startswith("dpsgd") else "replace_one") for name in DIRECT_LEARNERS}
@@ -91,13 +102,18 @@ _DPSGD = DPSGDConfig()
 _RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}
 
 
-def check_direct_learners(names: object) -> list[str]:
-    """The learners as a list, or ValueError naming the unknown ones."""
+def check_direct_learners(names: object, *, dataset: str | None = None) -> list[str]:
+    """The learners as a list, or ValueError naming the unknown ones, or an image learner asked
+    of a bundled ``dataset`` without images (before any data are loaded)."""
     if isinstance(names, str) or not isinstance(names, list | tuple):
         raise TypeError(f"direct learners must be a list of names, got {type(names).__name__}")
     bad = [n for n in names if n not in DIRECT_LEARNERS]
     if bad:
         raise ValueError(f"unknown direct learners {bad}; choose from {', '.join(DIRECT_LEARNERS)}")
+    on_images = [n for n in names if n in IMAGE_DIRECT_LEARNERS]
+    if on_images and dataset in FEATURE_DATASETS:
+        raise ValueError(f"{', '.join(on_images)} trains a CNN on images; dataset {dataset!r} has none "
+                         "(feature vectors or a table)")  # fmt: skip
     return list(names)
 
 
@@ -126,15 +142,40 @@ def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
     return torch.Generator().manual_seed(seed), "seeded (research: no privacy against anyone who knows the seed)"
 
 
-def check_direct_inputs(prep: Prepared) -> None:
-    """Finite features and labels in [0, C) in every split, before anything is spent."""
+def check_direct_inputs(prep: Prepared, learners: Sequence[str]) -> None:
+    """What ``learners`` train on, checked before anything is spent: finite features (or, for the
+    image learners, finite images of a size the CNN takes) in every split, labels in [0, C)."""
     task = prep.task
-    for name, x in (("private", task.private_x), ("public", task.public_x), ("evaluation", task.eval_x)):
-        if x.dim() != 2:
-            raise ValueError(f"direct learners need feature vectors; the {name} inputs have shape {tuple(x.shape)}")
-        if not bool(torch.isfinite(x).all()):
-            raise ValueError(f"the {name} features contain NaN or infinite values")
+    if any(n not in IMAGE_DIRECT_LEARNERS for n in learners):
+        for name, x in (("private", task.private_x), ("public", task.public_x), ("evaluation", task.eval_x)):
+            if x.dim() != 2:
+                raise ValueError(f"direct learners need feature vectors; the {name} inputs have shape {tuple(x.shape)}")
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError(f"the {name} features contain NaN or infinite values")
+    if any(n in IMAGE_DIRECT_LEARNERS for n in learners):
+        for name, images in _image_splits(prep):
+            if images is None:
+                raise ValueError(
+                    f"dpsgd-cnn trains a CNN on images; the {name} data of this run ({prep.config.dataset!r}) are "
+                    "feature vectors or a table, not images"
+                )
+            cnn.as_images(images, name=f"{name} images")
+        cnn.resolve_device(prep.config.accelerator)  # a GPU asked for where there is none: refused here
     check_class_labels(task.private_y, num_classes=task.num_classes, n=task.private_x.shape[0], name="private labels")
+
+
+def _image_splits(prep: Prepared) -> list[tuple[str, Tensor | None]]:
+    t = prep.task
+    return [("private", t.private_images), ("public", t.public_images), ("evaluation", t.eval_images)]
+
+
+def _dpsgd_config(prep: Prepared, learner: str, dpsgd: DPSGDConfig | None) -> DPSGDConfig:
+    """The given settings, else the learner's own (fixed in advance, with their source)."""
+    if dpsgd is not None:
+        return dpsgd
+    if learner == "dpsgd-cnn":
+        return cnn.cnn_dpsgd_config(prep.config.dataset, prep.config.dpsgd_cnn_epochs)
+    return _DPSGD
 
 
 def _head_inputs(prep: Prepared) -> tuple[float, Tensor]:
@@ -158,18 +199,24 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
     """What the spend costs and says, before any noise: (ε, δ, event, metadata)."""
     n, c = prep.task.private_x.shape[0], prep.task.num_classes
     meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner], "n_public": n}
-    if learner == "dpsgd-linear":
+    if learner.startswith("dpsgd"):
         if n < dpsgd.expected_batch_size:
             raise ValueError(
                 f"DP-SGD's expected batch size {dpsgd.expected_batch_size} exceeds the {n} private records"
             )
-        q = dpsgd.expected_batch_size / n
-        steps = max(1, round(dpsgd.epochs / q))
+        if learner == "dpsgd-cnn":  # Opacus's loader: q = 1 / ⌈n / B⌉
+            q, steps = engine_schedule(n, dpsgd)
+            shape = cnn.as_images(prep.task.private_images, name="private images").shape[1:]
+            meta.update({"architecture": cnn.ARCHITECTURE, "input_shape": list(shape),
+                         "inputs": "raw private images (no feature stage)"})  # fmt: skip
+        else:
+            q = dpsgd.expected_batch_size / n
+            steps = max(1, round(dpsgd.epochs / q))
+            meta["features"] = "standardised with public-pool statistics"
         sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=prep.config.delta, sample_rate=q, steps=steps)
         spent = dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=prep.config.delta)
         meta.update({"dpsgd": dpsgd.to_dict(), "noise_multiplier": sigma, "sample_rate": q, "steps": steps,
-                     "accountant": "opacus RDPAccountant",
-                     "features": "standardised with public-pool statistics"})  # fmt: skip
+                     "accountant": "opacus RDPAccountant"})  # fmt: skip
         event = ApproxDpEvent(spent, prep.config.delta, reason="DP-SGD, Opacus RDP accountant (add/remove)")
         return spent, prep.config.delta, event, meta
     bound, _ = _head_inputs(prep)
@@ -180,9 +227,20 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
 
 
 def _train(
-    prep: Prepared, learner: str, epsilon: float, generator: torch.Generator, dpsgd: DPSGDConfig
+    prep: Prepared, learner: str, epsilon: float, generator: torch.Generator, dpsgd: DPSGDConfig, meta: dict[str, Any]
 ) -> dict[str, Any]:
     task = prep.task
+    if learner == "dpsgd-cnn":
+        assert task.private_images is not None  # check_direct_inputs
+        device = cnn.resolve_device(prep.config.accelerator)
+        trained = cnn.train_dpsgd_cnn(task.private_images, task.private_y, num_classes=task.num_classes,
+                                      epsilon=epsilon, delta=prep.config.delta, generator=generator, config=dpsgd,
+                                      device=device)  # fmt: skip
+        ran, planned = (trained.noise_multiplier, trained.sample_rate, trained.steps), (
+            meta["noise_multiplier"], meta["sample_rate"], meta["steps"])  # fmt: skip
+        if ran != planned:  # the ledger recorded what was planned
+            raise RuntimeError(f"DP-SGD ran at (σ, q, steps) = {ran}, the spend recorded {planned}")
+        return cnn.cnn_state(trained, task.num_classes)
     if learner == "dpsgd-linear":
         mean, std = _pool_standardiser(prep)
         model = train_dpsgd_linear((task.private_x.float() - mean) / std, task.private_y,
@@ -210,7 +268,9 @@ def _train(
             "epsilon": epsilon}  # fmt: skip
 
 
-def _predict(model: dict[str, Any], x: Tensor) -> Tensor:
+def _predict(model: dict[str, Any], x: Tensor, prep: Prepared) -> Tensor:
+    if model.get("kind") == "cnn":
+        return cnn.cnn_predict(model, x, device=cnn.resolve_device(prep.config.accelerator))
     if "mean" in model:
         z = (x.float() - model["mean"]) / model["std"]
         return torch.argmax(z @ model["weight"].T + model["bias"], dim=1)
@@ -232,11 +292,14 @@ def run_direct(
 ) -> dict[str, Any]:
     """Train (or replay) one direct learner at ``epsilon`` and return its compare row.
 
-    ``dpsgd``: DP-SGD settings (default: Tramèr & Boneh 2021's, :class:`DPSGDConfig`); a data set
-    with fewer records than the expected batch size of 8192 needs its own, fixed in advance.
+    ``dpsgd``: DP-SGD settings (default: Tramèr & Boneh 2021's: :class:`DPSGDConfig` for
+    ``dpsgd-linear``, :func:`pate_stab.direct.cnn.cnn_dpsgd_config` of the run's data set and
+    ``dpsgd_cnn_epochs`` for ``dpsgd-cnn``); a data set with fewer records than the expected batch
+    size (8192; the CNN's 512 or 2048) needs its own, fixed in advance.
 
     Raises:
-        ValueError: unknown learner, ε ≤ 0, NaN features or labels outside [0, C) — before any spend.
+        ValueError: unknown learner, ε ≤ 0, NaN features or labels outside [0, C), ``dpsgd-cnn`` on
+            data without images — before any spend.
         ReplayedSpendError: the spend is recorded without its model (a crash during training);
             nothing is trained again under it.
         BudgetExhaustedError: the ledger's budget would be exceeded; nothing trained.
@@ -244,7 +307,8 @@ def run_direct(
     check_direct_learners([learner])
     epsilon = check_epsilon(epsilon)
     repeat = check_int("repeat", repeat, minimum=0)
-    check_direct_inputs(prep)
+    check_direct_inputs(prep, [learner])
+    dpsgd = _dpsgd_config(prep, learner, dpsgd)
     spend_id = release_spend_id(prep.config.run_name, learner, epsilon, repeat)
     folder = prep.run_dir / "direct"
     entry = ledger.entry(spend_id)
@@ -261,11 +325,11 @@ def run_direct(
         model = torch.load(path, weights_only=True)
         reused = True
     else:
-        charge_eps, charge_delta, event, meta = _plan(prep, learner, epsilon, dpsgd or _DPSGD)
+        charge_eps, charge_delta, event, meta = _plan(prep, learner, epsilon, dpsgd)
         generator, noise = _generator(prep, spend_id)
         meta["noise"] = noise
         ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta)
-        model = _train(prep, learner, epsilon, generator, dpsgd or _DPSGD)
+        model = _train(prep, learner, epsilon, generator, dpsgd, meta)
         folder.mkdir(parents=True, exist_ok=True)
         name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
         tmp = folder / (name + ".tmp")
@@ -276,17 +340,23 @@ def run_direct(
         result = {"epsilon": charge_eps, "delta": charge_delta, "metadata": meta}
         reused = False
     task = prep.task
+    # the CNN reads the images, the other learners the features
+    on_images = learner in IMAGE_DIRECT_LEARNERS
+    eval_x, pool_x = (task.eval_images, task.public_images) if on_images else (task.eval_x, task.public_x)
+    assert eval_x is not None and pool_x is not None  # check_direct_inputs
     # None where the labels do not exist (own data: no evaluation set, a pool without labels)
-    eval_acc = float((_predict(model, task.eval_x) == task.eval_y).double().mean()) if task.eval_y.numel() else None
+    eval_acc = float((_predict(model, eval_x, prep) == task.eval_y).double().mean()) if task.eval_y.numel() else None
     pool_acc = None
     if task.public_y is not None:
-        pool_acc = float((_predict(model, task.public_x) == task.public_y).double().mean())
+        pool_acc = float((_predict(model, pool_x, prep) == task.public_y).double().mean())
     meta = result["metadata"]
     relation = meta["neighbouring"]
     eps_r1, delta_r1 = replace_one_equivalent(epsilon=result["epsilon"], delta=result["delta"], neighbouring=relation)
-    if learner == "dpsgd-linear":
-        note = (f"direct, {_RELATION_NAMES[relation]}; σ={meta['noise_multiplier']:.3g}, q={meta['sample_rate']:.3g}, "
-                f"{meta['steps']} steps, clip {meta['dpsgd']['max_grad_norm']:g}")  # fmt: skip
+    if learner.startswith("dpsgd"):
+        on = "CNN on images, " if learner == "dpsgd-cnn" else ""
+        note = (f"direct, {_RELATION_NAMES[relation]}; {on}σ={meta['noise_multiplier']:.3g}, "
+                f"q={meta['sample_rate']:.3g}, {meta['steps']} steps, "
+                f"clip {meta['dpsgd']['max_grad_norm']:g}")  # fmt: skip
     else:
         note = (f"direct, {_RELATION_NAMES[relation]}; λ={meta['lam']:g}, "
                 f"||x|| clipped at R={meta['feature_bound']:.3g} (pool)")  # fmt: skip

@@ -23,7 +23,13 @@ from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
 from pate_stab.rng import child_seed, seeded_generator
-from pate_stab.run.config import DIRECT_LEARNER_NAMES, NOT_IDENTITY, PARTITION_KEYS, TransferConfig
+from pate_stab.run.config import (
+    DIRECT_LEARNER_NAMES,
+    IMAGE_DIRECT_LEARNERS,
+    NOT_IDENTITY,
+    PARTITION_KEYS,
+    TransferConfig,
+)
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
 from pate_stab.run.plan import RunPlan, plan_for_config
@@ -177,6 +183,8 @@ def prepare(
     check_budget: bool = True,
     data: OwnData | None = None,
     on_plan: Callable[[RunPlan], None] | None = None,
+    with_teachers: bool | None = None,
+    with_features: bool | None = None,
 ) -> Prepared:
     """Stages 1–2: data, partition, teachers (trained or reloaded); votes are computed on demand.
 
@@ -185,7 +193,17 @@ def prepare(
     ``on_plan`` receives the run's plan (:func:`~pate_stab.run.plan.plan_for_config`) once the data
     is loaded, before the budget check and any training: it holds the private size n, so show it
     to the user, never publish it.
+
+    ``with_teachers``: make the partition and the teachers (None: unless the run's aggregator is
+    a direct learner, which asks none). ``with_features``: compute the extracted features
+    (scattering, SSL; None: unless the run's aggregator trains on the images themselves,
+    :data:`~pate_stab.run.config.IMAGE_DIRECT_LEARNERS`). A compare with direct learners only
+    passes both (:mod:`pate_stab.run.compare`). Without teachers, ``teachers`` and ``votes`` are None.
     """
+    if with_teachers is None:
+        with_teachers = config.aggregator not in DIRECT_LEARNER_NAMES
+    if with_features is None:
+        with_features = config.aggregator not in IMAGE_DIRECT_LEARNERS
     timings: dict[str, float] = {}
     run_dir = config.run_dir
     # appended names get new seeds; the earlier ones keep theirs
@@ -205,6 +223,11 @@ def prepare(
     record_ids = None
     if config.partition_key == "record_id":
         record_ids = partition_keys(task, "record_id", dataset=config.dataset)
+    if config.aggregator in IMAGE_DIRECT_LEARNERS and task.private_images is None:
+        raise ValueError(
+            f"{config.aggregator} trains a CNN on images; the private data of this run ({config.dataset!r}) are "
+            "feature vectors or a table, not images"
+        )
     if check_budget:
         check_answerable(config, task.num_classes)
     if config.num_queries > task.public_x.shape[0]:
@@ -220,12 +243,12 @@ def prepare(
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
     resumed_features = None
-    if config.features in EXTRACTED_FEATURES:
+    if config.features in EXTRACTED_FEATURES and with_features:
         t0 = time.perf_counter()
         task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
         timings["features"] = time.perf_counter() - t0
 
-    if config.aggregator in DIRECT_LEARNER_NAMES:
+    if not with_teachers:
         # a direct learner trains on the private split itself: no partition, no teachers
         return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features)
 

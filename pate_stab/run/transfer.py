@@ -15,7 +15,8 @@ order:
 
 With a direct learner as ``aggregator`` (:data:`~pate_stab.run.config.DIRECT_LEARNER_NAMES`), steps 2–4
 are one spend of :func:`~pate_stab.run.direct.run_direct` on the private split instead, and
-``report.json`` holds its row (no partition and no teachers are made).
+``report.json`` holds its row (no partition and no teachers are made; for ``dpsgd-cnn``, which
+trains on the images, no feature stage either).
 
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
 on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool,
@@ -52,7 +53,7 @@ from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
-from pate_stab.run.direct import run_direct
+from pate_stab.run.direct import check_direct_inputs, run_direct
 from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
@@ -143,6 +144,7 @@ def evaluate_and_report(
 def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
     """A direct private learner as the run's release (:mod:`pate_stab.run.direct`): ``report.json`` holds its row."""
     config = prep.config
+    check_direct_inputs(prep, [config.aggregator])  # before the ledger is opened
     ledger = open_ledger(prep.run_dir, run_name=config.run_name, budget_epsilon=config.epsilon,
                          budget_delta=config.delta, neighbouring=config.neighbouring)  # fmt: skip
     try:

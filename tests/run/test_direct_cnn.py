@@ -1,0 +1,263 @@
+"""The dpsgd-cnn direct learner: DP-SGD on the private images, one spend per id, replayed, images only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from pate_stab.cli import main
+from pate_stab.data.own import own_data
+from pate_stab.direct.cnn import CNN_DPSGD, MIN_SIDE, TanhCNN, check_opacus_compatible, cnn_dpsgd_config
+from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon
+from pate_stab.direct.opacus_engine import engine_schedule
+from pate_stab.errors import ReplayedSpendError
+from pate_stab.run import TransferConfig
+from pate_stab.run.compare import run_compare
+from pate_stab.run.direct import replace_one_equivalent, run_direct
+from pate_stab.run.prepare import prepare
+from pate_stab.run.report import open_ledger
+
+# a few hundred records, 2 epochs: fixed for the test task (not the paper's, which needs n ≥ 512)
+SMALL = DPSGDConfig(expected_batch_size=50, epochs=2, lr=1.0, momentum=0.9, max_grad_norm=1.0)
+SIDE = 16
+
+
+def _images(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """3 classes of 1 x 16 x 16 images: a bright band in the top, middle or bottom third, plus noise."""
+    y = torch.randint(0, 3, (n,), generator=generator)
+    x = 0.1 * torch.rand(n, 1, SIDE, SIDE, generator=generator)
+    for k in range(3):
+        rows = slice(k * SIDE // 3, (k + 1) * SIDE // 3)
+        x[y == k, :, rows, :] += 0.9
+    return x.clamp(0, 1), y
+
+
+def _data(flat: bool = False, n: int = 400):
+    g = torch.Generator().manual_seed(5)
+    (px, py), (ux, uy), (ex, ey) = _images(n, g), _images(200, g), _images(200, g)
+    if flat:  # the same records as feature vectors: no images
+        px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
+    return own_data((px, py), ux, (ex, ey), classes=3, public_y=uy)
+
+
+def _config(tmp_path, name: str, **kw) -> TransferConfig:
+    settings = dict(run_name=name, checkpoints_dir=str(tmp_path), dataset="arrays", num_teachers=5,
+                    teacher_model="propagate", num_queries=50, accelerator="cpu", aggregator="dpsgd-cnn",
+                    releaser_noise="seeded")  # fmt: skip
+    return TransferConfig(**{**settings, **kw})
+
+
+def _ledger(prep, budget: float = 100.0):
+    return open_ledger(prep.run_dir, run_name=prep.config.run_name, budget_epsilon=budget, budget_delta=1e-3,
+                       neighbouring=prep.config.neighbouring)  # fmt: skip
+
+
+def _spends(run_dir) -> list[dict]:
+    path = run_dir / "ledger.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [r for r in map(json.loads, lines) if r.get("kind") == "spend"]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    torch.set_num_threads(1)
+    return prepare(_config(tmp_path_factory.mktemp("cnn"), "cnn"), data=_data())
+
+
+def test_the_network_is_tramer_and_bonehs_and_opacus_can_train_it():
+    net = TanhCNN((1, 28, 28), 10)
+    # their MNIST_CNN: conv 16·1·8·8 + 16, conv 32·16·4·4 + 32, linear 512·32 + 32, linear 32·10 + 10
+    assert sum(p.numel() for p in net.parameters()) == 1040 + 8224 + 16416 + 330
+    assert net.classifier[0].in_features == 32 * 4 * 4
+    assert [type(m).__name__ for m in net.features] == ["Conv2d", "Tanh", "MaxPool2d", "Conv2d", "Tanh", "MaxPool2d"]
+    check_opacus_compatible(net)  # no BatchNorm
+    with pytest.raises(ValueError, match="Opacus cannot train"):
+        check_opacus_compatible(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2)))
+    with pytest.raises(ValueError, match=f"at least {MIN_SIDE}"):
+        TanhCNN((1, MIN_SIDE - 1, 28), 10)
+    assert TanhCNN((3, MIN_SIDE, MIN_SIDE), 4)(torch.zeros(2, 3, MIN_SIDE, MIN_SIDE)).shape == (2, 4)
+
+
+def test_settings_are_the_papers_per_data_set():
+    assert cnn_dpsgd_config("mnist") == DPSGDConfig(512, 40, 0.5, 0.9, 0.1)
+    assert cnn_dpsgd_config("fashion_mnist") == DPSGDConfig(2048, 40, 4.0, 0.9, 0.1)
+    assert cnn_dpsgd_config("files") == CNN_DPSGD["mnist"]  # fixed in advance for other image data
+    assert cnn_dpsgd_config("mnist", epochs=3).epochs == 3 and cnn_dpsgd_config("mnist", epochs=3).lr == 0.5
+    assert engine_schedule(60000, cnn_dpsgd_config("mnist")) == (1 / 118, 118 * 40)
+
+
+def test_charged_once_and_replays_its_recorded_model(prepared):
+    assert prepared.teachers is None and prepared.task.private_images is not None
+    with _ledger(prepared) as ledger:
+        before = ledger.spent()[0]
+        row = run_direct(prepared, ledger, learner="dpsgd-cnn", epsilon=8.0, repeat=1, dpsgd=SMALL)
+        after = ledger.spent()[0]
+        assert after - before == pytest.approx(row["epsilon"], rel=1e-12) and not row["reused"]
+        assert row["student_acc"] > 0.6 and row["student_acc_unlabelled_pool"] > 0.6  # learnt (chance 1/3)
+        entry = ledger.entry(row["spend_id"])
+        assert entry.mechanism == "dpsgd-cnn" and entry.metadata["neighbouring"] == "add_remove"
+        assert entry.metadata["input_shape"] == [1, SIDE, SIDE] and "Tram" in entry.metadata["architecture"]
+        path = prepared.run_dir / "direct" / entry.result["model"]
+        stored = path.read_bytes()
+        again = run_direct(prepared, ledger, learner="dpsgd-cnn", epsilon=8.0, repeat=1, dpsgd=SMALL)
+        assert again["reused"] and again["student_acc"] == row["student_acc"]
+        assert ledger.spent()[0] == after and path.read_bytes() == stored  # no second charge, no retraining
+    with _ledger(prepared) as reopened:  # a new process replays too
+        third = run_direct(prepared, reopened, learner="dpsgd-cnn", epsilon=8.0, repeat=1, dpsgd=SMALL)
+        assert third["reused"] and third["student_acc"] == row["student_acc"] and reopened.spent()[0] == after
+        torch.save({"kind": "cnn"}, path)  # the recorded model altered: its digest no longer matches
+        with pytest.raises(ReplayedSpendError, match="missing or altered"):
+            run_direct(prepared, reopened, learner="dpsgd-cnn", epsilon=8.0, repeat=1, dpsgd=SMALL)
+        assert reopened.spent()[0] == after
+
+
+def test_epsilon_is_the_rdp_accountants_for_its_sigma_q_and_steps(prepared):
+    from opacus.accountants import RDPAccountant
+    from opacus.accountants.utils import get_noise_multiplier
+
+    with _ledger(prepared) as ledger:
+        row = run_direct(prepared, ledger, learner="dpsgd-cnn", epsilon=3.0, repeat=2, dpsgd=SMALL)
+        model = torch.load(prepared.run_dir / "direct" / ledger.entry(row["spend_id"]).result["model"])
+    s, delta = row["settings"], prepared.config.delta
+    n = prepared.task.private_images.shape[0]
+    assert (s["sample_rate"], s["steps"]) == (1 / 8, 8 * 2) == engine_schedule(n, SMALL)  # ⌈400 / 50⌉ = 8
+    acc = RDPAccountant()
+    acc.history = [(s["noise_multiplier"], s["sample_rate"], s["steps"])]
+    assert row["epsilon"] == pytest.approx(acc.get_epsilon(delta=delta), rel=1e-12)
+    assert row["epsilon"] == dpsgd_epsilon(noise_multiplier=s["noise_multiplier"], sample_rate=1 / 8, steps=16,
+                                           delta=delta)  # fmt: skip
+    assert model["epsilon"] == pytest.approx(row["epsilon"], rel=1e-9)  # Opacus's engine after training
+    assert 2.9 < row["epsilon"] <= 3.0 and row["delta"] == delta
+    sigma = get_noise_multiplier(target_epsilon=3.0, target_delta=delta, sample_rate=1 / 8, steps=16, accountant="rdp")
+    assert s["noise_multiplier"] == sigma
+    assert row["neighbouring"] == "add_remove"
+    assert (row["epsilon_replace_one"], row["delta_replace_one"]) == replace_one_equivalent(
+        epsilon=row["epsilon"], delta=delta, neighbouring="add_remove"
+    )
+    assert "CNN on images" in row["note"]
+
+
+def test_a_compare_with_only_the_cnn_makes_no_teachers_and_no_features(tmp_path):
+    cfg = _config(tmp_path, "cmp", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1)
+    # the data set's own settings need n ≥ 512 (MNIST's batch): a smaller set is refused before any spend
+    with pytest.raises(ValueError, match="expected batch size 512 exceeds the 400 private records"):
+        run_compare(cfg, epsilons=[4.0], aggregators=[], direct=["dpsgd-cnn"], data=_data())
+    assert _spends(cfg.run_dir) == []
+    cfg = _config(tmp_path, "cmp600", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1)
+    out = run_compare(cfg, epsilons=[4.0], aggregators=[], direct=["dpsgd-cnn"], data=_data(n=600))
+    (row,) = out["rows"]
+    assert row["aggregator"] == "dpsgd-cnn" and row["settings"]["dpsgd"] == {
+        **CNN_DPSGD["mnist"].to_dict(),
+        "epochs": 1,
+    }
+    assert (row["settings"]["sample_rate"], row["settings"]["steps"]) == (1 / 2, 2)  # ⌈600 / 512⌉ = 2 batches
+    assert [s["epsilon"] for s in _spends(cfg.run_dir)] == [row["epsilon"]]
+    assert out["private"]["teachers"]["mean_accuracy"] is None  # no teachers were made
+    assert not (cfg.run_dir / "features").exists() and not (cfg.run_dir / "teachers").exists()
+
+
+def test_refused_on_feature_data_with_nothing_spent(tmp_path):
+    with pytest.raises(ValueError, match="trains a CNN on images; dataset 'synthetic'"):
+        TransferConfig(run_name="t", aggregator="dpsgd-cnn")
+    with pytest.raises(ValueError, match="trains a CNN on images; dataset 'adult'"):
+        TransferConfig(run_name="t", dataset="adult", aggregator="dpsgd-cnn", data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="feature vectors or a table, not images"):  # a transfer's prepare
+        prepare(_config(tmp_path, "flat_transfer"), data=_data(flat=True))
+    assert not (tmp_path / "flat_transfer").exists()
+    cfg = _config(tmp_path, "flat", aggregator="stability")
+    prep = prepare(cfg, data=_data(flat=True), with_teachers=False, check_budget=False)
+    with _ledger(prep) as ledger, pytest.raises(ValueError, match="feature vectors or a table, not images"):
+        run_direct(prep, ledger, learner="dpsgd-cnn", epsilon=2.0, dpsgd=SMALL)
+    assert _spends(cfg.run_dir) == []
+    cmp = _config(tmp_path, "flat_cmp", aggregator="stability")
+    with pytest.raises(ValueError, match="not images"):
+        run_compare(cmp, epsilons=[2.0], aggregators=[], direct=["dpsgd-cnn"], data=_data(flat=True))
+    assert _spends(cmp.run_dir) == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where no GPU exists")
+def test_a_gpu_asked_for_without_one_is_refused_before_the_spend(tmp_path):
+    cfg = _config(tmp_path, "gpu", accelerator="gpu")
+    prep = prepare(cfg, data=_data())
+    with _ledger(prep) as ledger, pytest.raises(ValueError, match="asks for a GPU"):
+        run_direct(prep, ledger, learner="dpsgd-cnn", epsilon=2.0, dpsgd=SMALL)
+    assert _spends(cfg.run_dir) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["transfer", "--aggregator", "dpsgd-cnn"], "trains a CNN on images; dataset 'synthetic'"),
+        (["compare", "--aggregators", "--direct", "dpsgd-cnn"], "trains a CNN on images; dataset 'synthetic'"),
+        (
+            [
+                "transfer",
+                "--aggregator",
+                "dpsgd-cnn",
+                "--dataset",
+                "files",
+                "--private",
+                "P",
+                "--public",
+                "Q",
+                "--set",
+                "dpsgd_cnn_epochs=0",
+            ],
+            "dpsgd_cnn_epochs must be a positive integer",
+        ),  # fmt: skip
+    ],
+)
+def test_cli_exits_2_on_bad_input_with_nothing_spent(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--run-name", "bad", "--checkpoints-dir", str(tmp_path)])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert _spends(tmp_path / "bad") == []
+
+
+def test_gpu_recipes_list_the_cnn_and_cpu_recipes_do_not():
+    from pathlib import Path
+
+    import yaml
+
+    from pate_stab.run.direct import check_direct_learners
+
+    root = Path(__file__).resolve().parents[2] / "recipes"
+    for stem, listed in (("mnist_stab_gpu", True), ("fashion_mnist_stab_gpu", True), ("mnist_stab", False),
+                         ("fashion_mnist_stab", False)):  # fmt: skip
+        data = yaml.safe_load((root / f"{stem}.yaml").read_text())
+        direct = check_direct_learners(data["compare"]["direct"], dataset=data["dataset"])
+        assert ("dpsgd-cnn" in direct) == listed, stem
+        assert (data["accelerator"] == "gpu") == listed, stem
+
+
+def test_a_transfer_with_the_cnn_is_one_spend_replayed_and_computes_no_features(tmp_path):
+    from pate_stab.run.transfer import run_transfer
+
+    cfg = _config(tmp_path, "tr", features="scattering", dpsgd_cnn_epochs=1, epsilon=2.0)
+    report = run_transfer(cfg, data=_data(n=600))
+    assert report["kind"] == "direct" and report["aggregator"] == "dpsgd-cnn" and report["neighbouring"] == "add_remove"
+    assert report["epsilon"] <= 2.0 and [s["epsilon"] for s in _spends(cfg.run_dir)] == [report["epsilon"]]
+    assert not (cfg.run_dir / "features").exists() and not (cfg.run_dir / "teachers").exists()
+    again = run_transfer(cfg, data=_data(n=600))
+    assert again["row"]["reused"] and again["test_accuracy"] == report["test_accuracy"]
+    assert len(_spends(cfg.run_dir)) == 1
+
+
+def test_cli_exits_2_on_own_feature_files_with_nothing_spent(tmp_path, capsys):
+    import numpy as np
+
+    data = _data(flat=True)
+    np.savez(tmp_path / "p.npz", x=data.private_x.numpy(), y=data.private_y.numpy())
+    np.savez(tmp_path / "q.npz", x=data.public_x.numpy())
+    for name, argv in (("t", ["transfer", "--aggregator", "dpsgd-cnn"]),
+                       ("c", ["compare", "--aggregators", "--direct", "dpsgd-cnn"])):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--private", str(tmp_path / "p.npz"), "--public", str(tmp_path / "q.npz"), "--classes", "3",
+                  "--num-queries", "20", "--run-name", name, "--checkpoints-dir", str(tmp_path)])  # fmt: skip
+        assert exc.value.code == 2
+        assert "feature vectors or a table, not images" in capsys.readouterr().err
+        assert _spends(tmp_path / name) == []
+    assert not (tmp_path / "t").exists()  # a transfer refuses before the run folder is made
