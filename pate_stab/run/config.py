@@ -17,6 +17,24 @@ from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec
 from pate_stab.aggregation.releaser import NOISE_MODES
 from pate_stab.features.pca import check_pca_dim
 from pate_stab.privacy.ledger import NEIGHBOURING_RELATIONS
+from pate_stab.run.config_names import (
+    _WIDTH_FIELDS,
+    DATASETS,
+    DIRECT_LEARNER_NAMES,
+    FEATURE_DATASETS,
+    FEATURES,
+    IMAGE_DIRECT_LEARNERS,
+    NOT_IDENTITY,
+    OWN_DATA_FIELDS,
+    PARTITION_KEYS,
+    REPORT_FIELDS,
+    RUN_AGGREGATORS,
+    STUDENT_FIELDS,
+    STUDENT_METHODS,
+    STUDENT_SELECT,
+    TEACHER_MODELS,
+    THREAT_MODELS,
+)
 from pate_stab.run.selection import check_query_selection
 from pate_stab.student.augment import AUGMENTATIONS
 
@@ -26,95 +44,18 @@ __all__ = [
     "FEATURES",
     "FEATURE_DATASETS",
     "IMAGE_DIRECT_LEARNERS",
+    "NOT_IDENTITY",
     "OWN_DATA_FIELDS",
     "PARTITION_KEYS",
+    "REPORT_FIELDS",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
     "STUDENT_METHODS",
     "STUDENT_SELECT",
+    "TEACHER_MODELS",
     "THREAT_MODELS",
     "TransferConfig",
 ]
-
-DATASETS = ("synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult", "files", "arrays")
-"""Bundled loaders; ``"files"``: the user's own files (``private`` / ``public`` / ``evaluation`` paths);
-``"arrays"``: the user's arrays in Python (:func:`pate_stab.run.api.transfer_arrays`)."""
-OWN_DATA_FIELDS = ("private", "public", "evaluation", "schema", "classes", "image_shape")
-FEATURES = {
-    "raw": "the inputs as they are (flattened unless the teachers are CNNs)",
-    "pca": "PCA of the inputs fitted on the public pool (pca_dim components, optionally whitened)",
-    "scattering": "wavelet scattering (data-independent), standardised and reduced to pca_dim by a PCA fitted on "
-    "the public pool",
-    "ssl": "a SimCLR encoder trained on the public pool's images (no labels), its embedding standardised "
-    "(and reduced to pca_dim by a public PCA when pca_dim is smaller than the embedding)",
-}
-"""The run's feature stage (:mod:`pate_stab.features`): fitted on the public pool only, or on nothing."""
-TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate")
-RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
-"""The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
-DIRECT_LEARNER_NAMES = (
-    "objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear", "dpsgd-cnn",
-)  # fmt: skip
-"""Direct private learners trained on the private split (:mod:`pate_stab.run.direct`): ``compare --direct``
-rows, or a transfer's ``aggregator`` (then no teachers are asked and no student is trained)."""
-IMAGE_DIRECT_LEARNERS = ("dpsgd-cnn",)
-"""Direct learners trained on the private images themselves (no feature stage); image data only."""
-FEATURE_DATASETS = ("synthetic", "adult")
-"""Bundled data sets without images (feature vectors, a table)."""
-THREAT_MODELS = {
-    "public-pool": (
-        "BTT18 §4.2 scenario (i): the whole training set (features and labels) is private; the "
-        "learner also has an unlabelled public pool from the same distribution. The certified "
-        "(ε, δ) protects every private record."
-    ),
-    "label-only": (
-        "BTT18 §4.2 scenario (ii): only labels are private and there is no public pool. Part of "
-        "the training set had its labels discarded and serves as the public pool; its features "
-        "are treated as public. The certified (ε, δ) protects the labels (every record of the "
-        "labelled part); the features of the pool records are not protected."
-    ),
-}
-PARTITION_KEYS = {
-    "content": "the record's own bytes (features and label): a replaced record may move to another shard",
-    "record_id": "an id supplied with each private record (an id column or array; never its row number), kept "
-    "by a neighbouring data set and by a replacement; runs on data without ids refuse it",
-}
-_WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
-# the student is post-processing of the release: a rerun may change these and only refits the student
-STUDENT_FIELDS = (
-    "student_model",
-    "student_hidden",
-    "student_channels",
-    "student_epochs",
-    "student_batch_size",
-    "student_lr",
-    "bottom",
-    "pseudo_label_rounds",
-    "pseudo_label_threshold",
-    "student_method",
-    "spread_threshold",
-    "fixmatch_preset",
-    "fixmatch_steps",
-    "student_augment",
-    "student_select",
-)
-STUDENT_METHODS = {
-    "supervised": "student_model on the answered queries (plus pseudo_label_rounds of self-training on the pool)",
-    "spread": "label spreading of the answered labels over the public pool's kNN graph; student_model trained "
-    "on the answered queries and the pool points the spread labels with share ≥ spread_threshold",
-    "fixmatch": "a CNN on the public images: answered queries labelled, the rest of the pool unlabelled, "
-    "FixMatch consistency (weak/strong augmentation, confidence threshold)",
-}
-STUDENT_SELECT = {
-    "none": "the student settings as configured",
-    "cv": "student_lr (and, for the spread student, spread_threshold) chosen by 3-fold cross-validation on the "
-    "released labels from a grid fixed in advance (pate_stab.run.student_select): post-processing, no spend",
-}
-# reporting only: PATE's data-dependent ε of the baselines (see pate_stab.run.data_dependent)
-REPORT_FIELDS = ("dd_order", "dd_sigma")
-NOT_IDENTITY = (
-    "checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", *STUDENT_FIELDS, *REPORT_FIELDS,
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
