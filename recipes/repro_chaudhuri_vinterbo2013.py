@@ -78,17 +78,19 @@ ADULT_COLUMNS = (
 ADULT_NUMERIC = {"age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"}
 
 
-def adult_design(data_root: Path) -> tuple[torch.Tensor, torch.Tensor, list[list[int]], list[str]]:
+def adult_design(
+    data_root: Path, files: tuple[str, ...] = ("adult.data", "adult.test")
+) -> tuple[torch.Tensor, torch.Tensor, list[list[int]], list[str]]:
     """Adult as R's ``glm(income ~ ., binomial)`` codes it: not private (levels read from the data).
 
-    Rows of ``adult.data`` and ``adult.test`` without a "?" (45,222); numeric columns as they are;
+    Rows of ``files`` without a "?" (both files: 45,222; ``adult.data``: 30,162); numeric columns as they are;
     each categorical column a factor with its levels sorted (R's default) and treatment coding
     (the first level the baseline, one 0/1 column per other level). Returns the predictor
     columns (no intercept), the 0/1 labels (income > 50K), the columns of each of the 14 terms
     and the column names.
     """
     rows = []
-    for name in ("adult.data", "adult.test"):
+    for name in files:
         with open(data_root / "adult" / name, encoding="utf-8") as f:
             for line in f:
                 parts = [v.strip() for v in line.strip().rstrip(".").split(",")]
@@ -113,7 +115,12 @@ def adult_design(data_root: Path) -> tuple[torch.Tensor, torch.Tensor, list[list
 
 
 def load_adult_paper(
-    data_root: Path, *, per_column: bool = True, screen: int | None = 10, cache: Path | None = None
+    data_root: Path,
+    *,
+    per_column: bool = True,
+    screen: int | None = 10,
+    cache: Path | None = None,
+    files: tuple[str, ...] = ("adult.data", "adult.test"),
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Adult with the paper's predictors and scaling: **not private: as in the paper**.
 
@@ -129,14 +136,16 @@ def load_adult_paper(
     score) AIC change per step, not of all ~95 (:func:`glm_step.step_aic`; R refits all).
     ``cache`` (a JSON file) keeps the selection: the step takes minutes.
     """
-    x, y01, terms, names = adult_design(data_root)
+    x, y01, terms, names = adult_design(data_root, files)
     if per_column:
         terms = [[c] for c in range(x.shape[1])]
     info: dict = {}
     if cache is not None and cache.exists():
         info = json.loads(cache.read_text())
-        if info.get("per_column") != per_column:
-            raise ValueError(f"{cache} holds a selection with per_column={info.get('per_column')}")
+        if info.get("per_column") != per_column or info.get("files", ["adult.data", "adult.test"]) != list(files):
+            raise ValueError(
+                f"{cache} holds a selection for other settings: {info.get('per_column')=}, {info.get('files')=}"
+            )
         cols = [names.index(c) for c in info["selected_columns"]]
     else:
         t0 = time.time()
@@ -149,6 +158,7 @@ def load_adult_paper(
         info = {
             "per_column": per_column,
             "screen": screen,
+            "files": list(files),
             "rows": x.shape[0],
             "encoded_predictors": x.shape[1],
             "selected_predictors": len(cols),
@@ -200,6 +210,7 @@ def main() -> None:
     ap.add_argument("--dataset", choices=["Magic", "Adult"], default="Magic")
     ap.add_argument("--protocols", nargs="+", default=["paper", "private"])
     ap.add_argument("--step-by-variable", action="store_true", help="Adult: step over the 14 variables")
+    ap.add_argument("--adult-files", nargs="+", default=["adult.data", "adult.test"], help="Adult: files read")
     ap.add_argument("--step-cache", type=Path, default=None, help="Adult: JSON file keeping the step's selection")
     ap.add_argument("--rate-variants", action="store_true", help="add alphaSplit-rate / dataSplit-rate (paper)")
     ap.add_argument("--seed", type=int, default=0)
@@ -223,7 +234,10 @@ def main() -> None:
                     x, y = load_magic_paper(Path(args.data))
                 else:
                     x, y, selection = load_adult_paper(
-                        Path(args.data), per_column=not args.step_by_variable, cache=args.step_cache
+                        Path(args.data),
+                        per_column=not args.step_by_variable,
+                        cache=args.step_cache,
+                        files=tuple(args.adult_files),
                     )
                     print(f"step: {selection['selected_predictors']} predictors, dropped "
                           f"{selection['dropped_terms']} ({selection['step_seconds']:.0f}s)", flush=True)  # fmt: skip
