@@ -89,3 +89,30 @@ def test_screened_step_matches_the_exhaustive_one_on_one_column_terms():
     assert [s["step"] for s in trace_s] == [s["step"] for s in trace]
     with pytest.raises(ValueError, match="one-column"):
         step_aic(x, y, [[0, 1], [2]], screen=1)
+
+
+def test_adult_design_is_rs_treatment_coding(shared_data):
+    from repro_chaudhuri_vinterbo2013 import adult_design
+
+    x, y, terms, names = adult_design(shared_data, files=("adult.data",))
+    assert x.shape == (30162, 96) and len(terms) == 14  # complete rows of adult.data
+    assert abs(float(y.mean()) - 0.249) < 1e-3
+    # treatment coding: the first (sorted) level is the baseline, one column per other level
+    assert [names[c] for c in terms[9]] == ["sex=Male"]
+    assert len(terms[3]) == 15 and "education=10th" not in names  # 16 levels, "10th" first
+    assert bool(((x[:, terms[3]].sum(dim=1) == 0) | (x[:, terms[3]].sum(dim=1) == 1)).all())
+
+
+def test_unit_ball_scalings_from_the_data():
+    from repro_chaudhuri_vinterbo2013 import unit_ball_from_data
+
+    gen = seeded_generator(4)
+    x = torch.rand(500, 6, generator=gen, dtype=torch.float64) * torch.tensor([1, 10, 100, 1e3, 1e4, 1e5]) + 3.0
+    for scaling in ("minmax", "zscore"):
+        xs = unit_ball_from_data(x, scaling)
+        assert float(torch.linalg.vector_norm(xs, dim=1).max()) == pytest.approx(1.0)
+    xs = unit_ball_from_data(x, "minmax")
+    assert float(xs.min()) == 0.0
+    assert float(unit_ball_from_data(x, "zscore").mean(dim=0).abs().max()) < 1e-12
+    with pytest.raises(ValueError, match="scaling must be"):
+        unit_ball_from_data(x, "rank")
