@@ -1,16 +1,24 @@
-"""Chaudhuri & Vinterbo 2013, Fig. 1 (Magic): the paper's protocol beside the private one.
+"""Chaudhuri & Vinterbo 2013, Fig. 1 (Magic and Adult): the paper's protocol beside the private one.
 
-Both protocols run :func:`erm_chaudhuri_vinterbo.run_dataset` (Stability, alphaSplit, dataSplit,
+Every protocol runs :func:`erm_chaudhuri_vinterbo.run_dataset` (Stability, alphaSplit, dataSplit,
 Random, Control; Theta, delta = 0.01, the ramp-loss score, alpha1 = alpha2 = alpha/2 as in their
 Sec. 5) on ``--repeats`` x 10-fold CV (the paper: 10 x 10, fold i the test set, fold i + 1 the
-validation set, the other 8 the training set; a fresh random permutation per repeat).
+validation set, the other 8 the training set; a fresh random permutation per repeat;
+``--rounds`` < 10 runs the first rounds of each repeat only).
 
-* ``private`` (what ``recipes/erm_chaudhuri_vinterbo.py`` runs): the ten MAGIC columns mapped to
+* ``private`` (what ``recipes/erm_chaudhuri_vinterbo.py`` runs): Magic's ten columns mapped to
   [0, 1] with the a-priori ranges :data:`~pate_stab.data.bounds.MAGIC_BOUNDS`, rows divided by
-  sqrt(10).
+  sqrt(10); Adult's published schema (105 columns once the "?" rows and slots are gone), rows
+  divided by sqrt(14).
 * ``paper`` -- **not private: as in the paper** ("data sets were scaled such that covariate
   vectors were constrained to the unit ball", Sec. 5): each column min-max scaled with the range
-  of the data, every row divided by the largest row norm of the data (PrivacyLeakWarning).
+  of the data, every row divided by the largest row norm of the data. Adult: R's treatment coding
+  of the 45,222 complete rows of both files (96 columns) and the paper's stepwise selection
+  (:func:`load_adult_paper`: R's ``step`` on a binomial glm, each coded column a term, AIC;
+  66 columns kept; ``--step-cache`` keeps the selection, which takes about 6 minutes).
+* ``paper-zscore`` (Adult) -- **a hypothesis about the paper's scaling**, which names no column
+  scaling: the same 66 columns centred and divided by their s.d. (R's ``scale()``), rows divided
+  by the largest norm. Not private.
 
 ``--rate-variants`` adds, on the paper protocol, **a hypothesis about the paper's baselines**:
 alphaSplit and dataSplit choosing with p_i ∝ exp(-alpha e_i / 2) where e_i is the validation
@@ -19,13 +27,19 @@ still alpha-DP, since a rate has sensitivity 1/m <= 1). Rows ``alphaSplit-rate``
 ``dataSplit-rate``.
 
 MSE is the mean of (sigmoid(w.x) - 1[y = 1])^2 on the test fold (probability scale, as the
-paper's Fig. 1b axis 0.18-0.24 implies). Adult is not run here (the paper's 52 stepwise-selected
-predictors need a glm step procedure that is not reproduced yet).
+paper's Fig. 1b axis 0.18-0.24 implies).
 
-    python recipes/repro_chaudhuri_vinterbo2013.py --repeats 1 --out checkpoints/repro_cv2013
+    python recipes/repro_chaudhuri_vinterbo2013.py --repeats 10 --rate-variants --out checkpoints/repro_cv2013
 
-runs 1 x 10-fold CV on both protocols (about 6 minutes on one thread; ``--repeats 10`` is the
-paper's 10 x 10).
+runs Magic at the paper's 10 x 10 on both protocols (94 s on one thread, docs/results/repro/).
+Adult is about 40 times slower per CV round (about 2 minutes per round of one protocol on a
+shared core; the paper's 100 rounds would take hours), so the recorded Adult runs are one
+10-fold CV (10 rounds) per protocol, e.g.
+
+    python recipes/repro_chaudhuri_vinterbo2013.py --dataset Adult --protocols paper --rounds 10 \
+        --step-cache docs/results/repro/cv2013_adult_step.json --out checkpoints/repro_cv2013_adult_paper
+
+(wall times in docs/results/repro/README.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Reads only the files in ``docs/results/repro/`` that the reproduction recipes wr
   facet per data set (Adult, Magic), the five methods, error bars the 95 % interval of the mean
   (the paper: bootstrap; here mean ± 1.96 s.e. from the recorded summary), alpha on a log axis
   with the paper's ticks 0.3 ... 5.0. The paper's protocol (its scaling) is drawn solid; the
-  hypothesis rows (``alphaSplit-rate``, ``dataSplit-rate``) dashed.
+  hypothesis rows (``alphaSplit-rate``, ``dataSplit-rate``) dashed. ``cv2013_adult.json`` also
+  gives ``cv2013_fig1_adult_protocols.png``: the Adult facet under each recorded scaling.
 * ``ligett2017_ridge.json`` / ``ligett2017_kdd.json`` (``recipes/accuracy_first.py figure``) ->
   ``ligett2017_fig1.png``: Ligett et al. 2017 Fig. 1, ex-post privacy loss epsilon against the
   input alpha; left ridge (Twitter; here the stand-in), right logistic (KDD-99); top Noise
@@ -105,6 +106,38 @@ def cv_figure(root: Path) -> Path:
     )
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))
     out = root / "cv2013_fig1.png"
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def cv_adult_protocols(root: Path) -> Path | None:
+    """Adult under each recorded protocol (paper min-max, paper z-score hypothesis, private), Fig. 1 axes."""
+    path = root / "cv2013_adult.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())["summary"]
+    protocols = [p for p in ("paper", "paper-zscore", "private") if f"{p}/Control/0.3" in summary]
+    fig, axes = plt.subplots(2, len(protocols), figsize=(4.5 * len(protocols), 7), sharex=True, squeeze=False)
+    for col, protocol in enumerate(protocols):
+        for row, metric in enumerate(("auc", "mse")):
+            ax = axes[row, col]
+            for j, method in enumerate(CV_METHODS):
+                cells = [summary[f"{protocol}/{method}/{a}"] for a in CV_ALPHAS]
+                ax.errorbar([a * math.exp(0.03 * (j - 2)) for a in CV_ALPHAS], [c[metric] for c in cells],
+                            yerr=[1.96 * c[metric + "_se"] for c in cells], color=CV_COLORS[method], marker="o",
+                            markersize=4, capsize=2, label=method)  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_xticks(CV_ALPHAS, [str(a) for a in CV_ALPHAS])
+            ax.minorticks_off()
+            ax.set_title(f"Adult, {protocol}: {metric.upper()}", fontsize=9)
+        axes[1, col].set_xlabel("alpha")
+    axes[0, 0].legend(fontsize=7)
+    runs = summary[f"{protocols[0]}/Control/0.3"]["runs"]
+    fig.suptitle(f"Chaudhuri & Vinterbo 2013 Fig. 1, Adult panel under three scalings ({runs} CV rounds each)",
+                 fontsize=10)  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    out = root / "cv2013_fig1_adult_protocols.png"
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
@@ -233,8 +266,9 @@ def main() -> None:
     ap.add_argument("--root", default=str(ROOT), help="folder with the recorded outputs; the PNGs go there too")
     args = ap.parse_args()
     root = Path(args.root)
-    for out in [cv_figure(root), ligett_figure(root), *wu_figures(root), btt18_figure(root)]:
-        print(out)
+    for out in [cv_figure(root), cv_adult_protocols(root), ligett_figure(root), *wu_figures(root), btt18_figure(root)]:
+        if out is not None:
+            print(out)
 
 
 if __name__ == "__main__":
