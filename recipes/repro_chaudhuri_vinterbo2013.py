@@ -244,6 +244,7 @@ def main() -> None:
     ap.add_argument("--step-cache", type=Path, default=None, help="Adult: JSON file keeping the step's selection")
     ap.add_argument("--rate-variants", action="store_true", help="add alphaSplit-rate / dataSplit-rate (paper)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--from-csv", type=Path, default=None, help="summarise this results.csv instead of running")
     ap.add_argument("--out", default="checkpoints/repro_cv2013")
     args = ap.parse_args()
     args.max_rows = None
@@ -254,35 +255,43 @@ def main() -> None:
     results: list[dict] = []
     ds = args.dataset
     selection: dict = {}
-    with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["dataset", "round", "alpha", "method", "theta", "auc", "mse"])
-        writer.writeheader()
-        for protocol in args.protocols:
-            gen = seeded_generator(args.seed)
-            if protocol in ("paper", "paper-zscore"):
-                if ds == "Magic" and protocol == "paper":
-                    x, y = load_magic_paper(Path(args.data))
-                elif ds == "Magic":
-                    raise ValueError("paper-zscore is implemented for Adult only")
+    if args.from_csv is not None:  # summarise a finished run's rows (e.g. one whose summary step failed)
+        with open(args.from_csv, newline="") as f:
+            for r in csv.DictReader(f):
+                results.append({**r, "round": int(r["round"]), "alpha": float(r["alpha"]), "theta": float(r["theta"]),
+                                "auc": float(r["auc"]), "mse": float(r["mse"])})  # fmt: skip
+        if ds == "Adult" and "paper" in " ".join(args.protocols) and args.step_cache is not None:
+            selection = json.loads(Path(args.step_cache).read_text())
+    else:
+        with open(out / "results.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["dataset", "round", "alpha", "method", "theta", "auc", "mse"])
+            writer.writeheader()
+            for protocol in args.protocols:
+                gen = seeded_generator(args.seed)
+                if protocol in ("paper", "paper-zscore"):
+                    if ds == "Magic" and protocol == "paper":
+                        x, y = load_magic_paper(Path(args.data))
+                    elif ds == "Magic":
+                        raise ValueError("paper-zscore is implemented for Adult only")
+                    else:
+                        x, y, selection = load_adult_paper(
+                            Path(args.data),
+                            per_column=not args.step_by_variable,
+                            cache=args.step_cache,
+                            files=tuple(args.adult_files),
+                            scaling="zscore" if protocol == "paper-zscore" else "minmax",
+                        )
+                        kept, dropped = selection["selected_predictors"], selection["dropped_terms"]
+                        print(f"step: {kept} predictors, dropped {dropped}", flush=True)
                 else:
-                    x, y, selection = load_adult_paper(
-                        Path(args.data),
-                        per_column=not args.step_by_variable,
-                        cache=args.step_cache,
-                        files=tuple(args.adult_files),
-                        scaling="zscore" if protocol == "paper-zscore" else "minmax",
-                    )
-                    print(f"step: {selection['selected_predictors']} predictors, dropped "
-                          f"{selection['dropped_terms']} ({selection['step_seconds']:.0f}s)", flush=True)  # fmt: skip
-            else:
-                x, y = load_unit_ball(ds, Path(args.data))
-            for rep in range(args.repeats):
-                run_dataset(f"{ds}-{protocol}", x, y, args, gen, writer, results)
-                print(f"{protocol} repeat {rep}: {time.time() - t0:.0f}s", flush=True)
-            if args.rate_variants and protocol == "paper":
+                    x, y = load_unit_ball(ds, Path(args.data))
                 for rep in range(args.repeats):
-                    rate_variants(f"{ds}-{protocol}", x, y, gen, writer, results)
-                    print(f"{protocol} rate variants repeat {rep}: {time.time() - t0:.0f}s", flush=True)
+                    run_dataset(f"{ds}-{protocol}", x, y, args, gen, writer, results)
+                    print(f"{protocol} repeat {rep}: {time.time() - t0:.0f}s", flush=True)
+                if args.rate_variants and protocol == "paper":
+                    for rep in range(args.repeats):
+                        rate_variants(f"{ds}-{protocol}", x, y, gen, writer, results)
+                        print(f"{protocol} rate variants repeat {rep}: {time.time() - t0:.0f}s", flush=True)
     summary: dict[str, dict[str, float]] = {}
     methods = {p: METHODS + (RATE_METHODS if args.rate_variants and p == "paper" else []) for p in args.protocols}
     for protocol in args.protocols:
@@ -308,7 +317,9 @@ def main() -> None:
     seconds = time.time() - t0
     (out / "report.json").write_text(
         json.dumps(
-            {"config": vars(args), "seconds": seconds, "paper_predictors": selection, "summary": summary}, indent=1
+            {"config": vars(args), "seconds": seconds, "paper_predictors": selection, "summary": summary},
+            indent=1,
+            default=str,
         )
     )
     lines = [
