@@ -66,7 +66,8 @@ def cv_figure(root: Path) -> Path:
             ax.set_xscale("log")
             ax.set_xticks(CV_ALPHAS, [str(a) for a in CV_ALPHAS])
             ax.minorticks_off()
-            ax.set_title(f"({'ab'[row]}) {name}: {metric.upper()}", fontsize=10)
+            runs = summary["paper/Control/0.3"]["runs"] if summary else 0
+            ax.set_title(f"({'ab'[row]}) {name}: {metric.upper()} ({runs} CV rounds)", fontsize=10)
             if summary is None:
                 ax.text(0.5, 0.5, f"{path.name} not recorded", ha="center", transform=ax.transAxes)
                 continue
@@ -101,7 +102,7 @@ def cv_figure(root: Path) -> Path:
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
     fig.suptitle(
         "Chaudhuri & Vinterbo 2013, Fig. 1 layout: paper protocol (not private: as in the paper), "
-        "10 x 10-fold CV, mean and 95 % interval",
+        "mean and 95 % interval",
         fontsize=10,
     )
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))
