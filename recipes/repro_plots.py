@@ -131,12 +131,11 @@ def cv_adult_protocols(root: Path) -> Path | None:
             ax.set_xscale("log")
             ax.set_xticks(CV_ALPHAS, [str(a) for a in CV_ALPHAS])
             ax.minorticks_off()
-            ax.set_title(f"Adult, {protocol}: {metric.upper()}", fontsize=9)
+            runs = summary[f"{protocol}/Control/0.3"]["runs"]
+            ax.set_title(f"Adult, {protocol}: {metric.upper()} ({runs} CV rounds)", fontsize=9)
         axes[1, col].set_xlabel("alpha")
     axes[0, 0].legend(fontsize=7)
-    runs = summary[f"{protocols[0]}/Control/0.3"]["runs"]
-    fig.suptitle(f"Chaudhuri & Vinterbo 2013 Fig. 1, Adult panel under three scalings ({runs} CV rounds each)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle("Chaudhuri & Vinterbo 2013 Fig. 1, Adult panel under three scalings", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     out = root / "cv2013_fig1_adult_protocols.png"
     fig.savefig(out, dpi=120)
