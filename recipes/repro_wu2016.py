@@ -37,7 +37,9 @@ Methods at each epsilon (rls-out, Wu et al. Alg 4, printed noise constant 12R + 
   utility sensitivity as printed). Not differentially private.
 
 Splits: random 80/20 train/test splits (``--repeats``); the paper uses "the same training/validation
-split as Fredrikson et al." without printing it. MSE is on the scaled dose of each protocol
+split as Fredrikson et al." without printing it, and the PharmGKB copy in ../shared/data carries no
+cohort column to rebuild it from (docs/results/repro/README.md), so that split is unknowable.
+MSE is on the scaled dose of each protocol
 (``private``: y = dose/70 - 1, multiply by 70^2 = 4900 for (mg/week)^2; ``paper``: y in [-1, 1]
 over the data's dose range, multiply by (range/2)^2). The paper does not say in which unit its
 MSE axis is (Sec. 5.3 quotes MSE 1.82 for Oracle at eps = 0.2, which is larger than the variance
