@@ -153,14 +153,12 @@ def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
     return torch.Generator().manual_seed(seed), "seeded (research: no privacy against anyone who knows the seed)"
 
 
-def check_direct_inputs(prep: Prepared, learners: Sequence[str]) -> None:
+def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
     """What ``learners`` train on, checked before anything is spent: finite features (or, for the
     image learners, finite images of a size the CNN takes) in every split, labels in [0, C); for
     DP-SGD a public size N (:func:`~pate_stab.run.direct_size.dpsgd_public_size`) at least the
-    learner's own expected batch size (public settings only)."""
+    learner's expected batch size (``dpsgd``, else its own settings; public settings only)."""
     task = prep.task
-    for learner in (n for n in learners if n.startswith("dpsgd")):
-        check_public_size(dpsgd_public_size(prep.config), _dpsgd_config(prep, learner, None))
     if any(n not in IMAGE_DIRECT_LEARNERS for n in learners):
         for name, x in (("private", task.private_x), ("public", task.public_x), ("evaluation", task.eval_x)):
             if x.dim() != 2:
@@ -177,6 +175,8 @@ def check_direct_inputs(prep: Prepared, learners: Sequence[str]) -> None:
             cnn.as_images(images, name=f"{name} images")
         cnn.resolve_device(prep.config.accelerator)  # a GPU asked for where there is none: refused here
     check_class_labels(task.private_y, num_classes=task.num_classes, n=task.private_x.shape[0], name="private labels")
+    for learner in (n for n in learners if n.startswith("dpsgd")):
+        check_public_size(dpsgd_public_size(prep.config), _dpsgd_config(prep, learner, dpsgd))
 
 
 def _image_splits(prep: Prepared) -> list[tuple[str, Tensor | None]]:
@@ -325,7 +325,7 @@ def run_direct(
     check_direct_learners([learner])
     epsilon = check_epsilon(epsilon)
     repeat = check_int("repeat", repeat, minimum=0)
-    check_direct_inputs(prep, [learner])
+    check_direct_inputs(prep, [learner], dpsgd)
     dpsgd = _dpsgd_config(prep, learner, dpsgd)
     spend_id = release_spend_id(prep.config.run_name, learner, epsilon, repeat)
     folder = prep.run_dir / "direct"

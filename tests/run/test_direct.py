@@ -177,3 +177,58 @@ def test_one_vs_rest_uses_the_public_class_list_not_the_classes_present(prepared
         row = run_direct(prep, ledger, learner="output-ovr", epsilon=6.0, repeat=12)
         model = torch.load(prepared.run_dir / "direct" / ledger.entry(row["spend_id"]).result["model"])
     assert model["weight"].shape == (prepared.task.num_classes, prepared.task.private_x.shape[1])
+
+
+def _published_text(run_dir) -> str:
+    """Every published text file of a run folder (not the private ones, not working state, not model binaries)."""
+    skip = ("teachers", "features", "direct")
+    return "\n".join(
+        p.read_text()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file() and not p.name.startswith("private") and p.suffix in (".json", ".jsonl", ".txt")
+        and not any(part in skip for part in p.relative_to(run_dir).parts[:-1])
+    )  # fmt: skip
+
+
+def _mentions(text: str, number: int) -> bool:
+    import re
+
+    return re.search(rf"(?<![\d.]){number}(?![\d.])", text) is not None
+
+
+def _spend_lines(run_dir) -> list[dict]:
+    """The ledger's spend and result lines; left out of the result: the model's digest, which differs with the model,
+    and the integrity chain's hash over that line (it covers the digest)."""
+    out = []
+    for line in (run_dir / "ledger.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("kind") == "result":
+            rec["payload"].pop("sha256")
+            rec.pop("sha256")
+        if rec.get("kind") in ("spend", "result"):
+            out.append(rec)
+    return out
+
+
+def test_dpsgd_linear_on_neighbours_publishes_the_same_settings_and_never_the_private_size(prepared, tmp_path):
+    """Add/remove: on D (2,990 records) and D minus one record the spend (q, steps, σ, ledger lines) is the same,
+    computed from the synthetic task's public size num_private = 3,000; neither count appears in a published file."""
+    rows, dirs = [], []
+    for n in (2990, 2989):
+        task = dataclasses.replace(prepared.task, private_x=prepared.task.private_x[:n],
+                                   private_y=prepared.task.private_y[:n])  # fmt: skip
+        prep = dataclasses.replace(prepared, task=task, run_dir=tmp_path / str(n))
+        prep.run_dir.mkdir()
+        with _ledger(prep) as ledger:
+            rows.append(run_direct(prep, ledger, learner="dpsgd-linear", epsilon=2.0, repeat=0, dpsgd=SMALL_DPSGD))
+        dirs.append(prep.run_dir)
+    a, b = rows
+    keys = ("noise_multiplier", "sample_rate", "steps", "public_size")
+    assert [a["settings"][k] for k in keys] == [b["settings"][k] for k in keys]
+    assert a["settings"]["public_size"] == prepared.config.num_private == 3000
+    assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (256 / 3000, round(5 / (256 / 3000)))
+    assert a["note"] == b["note"] and a["epsilon"] == b["epsilon"]
+    assert _spend_lines(dirs[0]) == _spend_lines(dirs[1])
+    for n, run_dir, row in zip((2990, 2989), dirs, rows, strict=True):
+        published = _published_text(run_dir) + json.dumps(row)
+        assert not _mentions(published, n), n
