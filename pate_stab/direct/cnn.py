@@ -25,9 +25,9 @@ defaults (momentum 0.9, ``max_grad_norm`` 0.1):
 Other image data (own image folders or arrays, SVHN, CIFAR-10) have no setting of theirs for
 this network; they take MNIST's, fixed in advance here (their CIFAR-10 network is another one).
 Where they differ from the paper: the batches are Poisson samples at q = 1 / ⌈N / B⌉ (Opacus's
-loader rule on the public size N, never the actual count), theirs shuffled batches of B accounted at q = B / n; σ is computed for the run's (ε, δ)
-rather than theirs for ε = 3; the number of epochs may be reduced by the run's
-``dpsgd_cnn_epochs`` (a setting fixed before the run, recorded with the spend).
+loader rule on the public size N, never the actual count), theirs shuffled batches of B accounted
+at q = B / n; σ is computed for the run's (ε, δ) rather than theirs for ε = 3; the number of
+epochs may be reduced by the run's ``dpsgd_cnn_epochs`` (a setting fixed before the run, recorded with the spend).
 """
 
 from __future__ import annotations

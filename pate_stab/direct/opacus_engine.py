@@ -1,4 +1,4 @@
-"""DP-SGD on any ``torch.nn.Module`` through Opacus's engine (per-sample gradient hooks), e.g. a CNN on images.
+"""DP-SGD on any ``torch.nn.Module`` through Opacus's parts (per-sample gradient hooks), e.g. a CNN on images.
 
 The same algorithm and accounting as :mod:`pate_stab.direct.dpsgd` — Poisson sampling at rate
 q = 1 / ⌈N / B⌉ (the rule of Opacus's ``DPDataLoader``, applied to the public size N, never to the
@@ -13,10 +13,11 @@ for the sampling rate and for the divisor (``expected_batch_size = int(len(datas
 private under add/remove. The parts are assembled here instead, each from public values:
 Opacus's ``UniformWithReplacementSampler`` (each of the n records drawn with probability q),
 ``GradSampleModule`` (per-sample gradients of the summed loss), ``DPOptimizer`` (clipping, noise,
-division by B) and an ``RDPAccountant`` fed by the optimizer's step hook. That is slow for the wide linear head on a CPU, where
-:func:`pate_stab.direct.train_dpsgd_linear` computes the clipped sum in closed form; this path is
-meant for GPU recipes (the students' CNN on the private images). Modules with batch statistics
-(BatchNorm) are refused by Opacus: use GroupNorm.
+division by B) and an ``RDPAccountant`` fed by the optimizer's step hook (no ``PrivacyEngine`` is
+made, so its "Secure RNG turned off" warning is never printed). The hooks are slow for the wide
+linear head on a CPU, where :func:`pate_stab.direct.train_dpsgd_linear` computes the clipped sum
+in closed form; this path is meant for GPU recipes (the students' CNN on the private images).
+Modules with batch statistics (BatchNorm) are refused by Opacus: use GroupNorm.
 
 References: Abadi et al. 2016, Alg 1; Mironov, Talwar & Zhang 2019 (sampled Gaussian RDP);
 Yousefpour et al. 2021 (Opacus).

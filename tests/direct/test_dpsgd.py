@@ -124,8 +124,9 @@ def test_opacus_engine_trains_a_cnn_and_reports_its_accountants_epsilon():
         return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 64, 2))
 
     cfg = DPSGDConfig(expected_batch_size=64, epochs=4, lr=0.5, momentum=0.5, max_grad_norm=1.0)
-    out = train_dpsgd_module(make, x, y, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg,
-                             public_size=512)
+    out = train_dpsgd_module(
+        make, x, y, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg, public_size=512
+    )
     assert out.steps == 8 * 4 and out.sample_rate == 1 / 8
     assert out.epsilon == pytest.approx(
         dpsgd_epsilon(noise_multiplier=out.noise_multiplier, sample_rate=1 / 8, steps=32, delta=1e-5), rel=1e-9
@@ -135,8 +136,9 @@ def test_opacus_engine_trains_a_cnn_and_reports_its_accountants_epsilon():
         acc = float((out.module(x).argmax(1) == y).float().mean())
     assert acc > 0.9
     with pytest.raises(ValueError, match="labels must lie"):
-        train_dpsgd_module(make, x, y + 1, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg,
-                           public_size=512)
+        train_dpsgd_module(
+            make, x, y + 1, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg, public_size=512
+        )
 
 
 def test_schedule_sigma_and_divisor_come_from_the_public_size_not_the_count(monkeypatch):

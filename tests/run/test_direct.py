@@ -232,3 +232,69 @@ def test_dpsgd_linear_on_neighbours_publishes_the_same_settings_and_never_the_pr
     for n, run_dir, row in zip((2990, 2989), dirs, rows, strict=True):
         published = _published_text(run_dir) + json.dumps(row)
         assert not _mentions(published, n), n
+
+
+def _own(n: int, drop: int = 0):
+    from pate_stab.data.own import own_data
+
+    g = torch.Generator().manual_seed(3)
+    centres = 4 * torch.randn(3, 6, generator=g)
+
+    def part(m):
+        y = torch.randint(0, 3, (m,), generator=g)
+        return centres[y] + torch.randn(m, 6, generator=g), y
+
+    (px, py), (ux, uy), (ex, ey) = part(n), part(200), part(200)
+    return own_data((px[drop:], py[drop:]), ux, (ex, ey), classes=3, public_y=uy)
+
+
+def _own_config(tmp_path, name, **kw):
+    return TransferConfig(run_name=name, checkpoints_dir=str(tmp_path), dataset="arrays", aggregator="stability",
+                          num_teachers=5, teacher_model="propagate", num_queries=20, accelerator="cpu",
+                          releaser_noise="seeded", **kw)  # fmt: skip
+
+
+def test_compare_on_neighbouring_own_data_publishes_no_private_size(tmp_path):
+    """compare.json / compare.txt / ledger of a dpsgd-linear compare on 613 and 612 own records (N = 10,000 given):
+    the same settings and spend, and the private count only in the private file."""
+    from pate_stab.run.compare import run_compare
+
+    outs, dirs = [], []
+    for drop in (0, 1):
+        cfg = _own_config(tmp_path / str(drop), "own", private_size_hint=10000)
+        with pytest.warns(UserWarning, match="may train badly"):  # 613 records, N = 10,000: private, but warned
+            outs.append(run_compare(cfg, epsilons=[2.0], aggregators=[], direct=["dpsgd-linear"], data=_own(613, drop)))
+        dirs.append(cfg.run_dir)
+    (a,), (b,) = outs[0]["rows"], outs[1]["rows"]
+    assert a["settings"] == b["settings"] and a["settings"]["public_size"] == 10000
+    assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (8192 / 10000, round(40 / (8192 / 10000)))
+    assert _spend_lines(dirs[0]) == _spend_lines(dirs[1])
+    for n, run_dir in zip((613, 612), dirs, strict=True):
+        assert (run_dir / "compare.json").is_file() and (run_dir / "compare.txt").is_file()
+        assert not _mentions(_published_text(run_dir), n), n
+    assert _mentions((dirs[0] / "private_compare.json").read_text(), 613)  # kept where it belongs
+
+
+def test_own_data_without_a_size_hint_is_refused_before_any_spend(tmp_path, capsys):
+    import numpy as np
+
+    from pate_stab.run.compare import run_compare
+
+    cfg = _own_config(tmp_path, "nohint")
+    with pytest.raises(ValueError, match="set private_size_hint.*Do not compute it from the private data"):
+        run_compare(cfg, epsilons=[2.0], aggregators=[], direct=["dpsgd-linear"], data=_own(613))
+    assert not (cfg.run_dir / "ledger.jsonl").exists() or not _spend_lines(cfg.run_dir)
+    data = _own(613)
+    np.savez(tmp_path / "p.npz", x=data.private_x.numpy(), y=data.private_y.numpy())
+    np.savez(tmp_path / "q.npz", x=data.public_x.numpy())
+    for name, argv in (("t", ["transfer", "--aggregator", "dpsgd-linear"]),
+                       ("c", ["compare", "--aggregators", "--direct", "dpsgd-linear"])):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--private", str(tmp_path / "p.npz"), "--public", str(tmp_path / "q.npz"), "--classes", "3",
+                  "--num-queries", "20", "--run-name", name, "--checkpoints-dir", str(tmp_path)])  # fmt: skip
+        assert exc.value.code == 2
+        assert "set private_size_hint" in capsys.readouterr().err
+        ledger = tmp_path / name / "ledger.jsonl"
+        assert not ledger.exists() or not _spend_lines(tmp_path / name)
+    with pytest.raises(ValueError, match="private_size_hint must be a positive integer"):
+        _own_config(tmp_path, "bad", private_size_hint=0)
