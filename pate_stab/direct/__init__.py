@@ -12,9 +12,11 @@ from pate_stab.direct.cnn import CNN_DPSGD, TanhCNN, cnn_dpsgd_config, train_dps
 from pate_stab.direct.dpsgd import (
     DPSGDConfig,
     DPSGDLinear,
+    SmallPrivateSetWarning,
     clipped_noisy_gradient,
     dpsgd_epsilon,
     dpsgd_noise_multiplier,
+    dpsgd_schedule,
     train_dpsgd_linear,
 )
 from pate_stab.direct.opacus_engine import DPSGDModule, engine_schedule, train_dpsgd_module
@@ -24,11 +26,13 @@ __all__ = [
     "DPSGDConfig",
     "DPSGDLinear",
     "DPSGDModule",
+    "SmallPrivateSetWarning",
     "TanhCNN",
     "clipped_noisy_gradient",
     "cnn_dpsgd_config",
     "dpsgd_epsilon",
     "dpsgd_noise_multiplier",
+    "dpsgd_schedule",
     "engine_schedule",
     "train_dpsgd_cnn",
     "train_dpsgd_linear",

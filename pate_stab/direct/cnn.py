@@ -24,10 +24,10 @@ defaults (momentum 0.9, ``max_grad_norm`` 0.1):
 
 Other image data (own image folders or arrays, SVHN, CIFAR-10) have no setting of theirs for
 this network; they take MNIST's, fixed in advance here (their CIFAR-10 network is another one).
-Where they differ from the paper: the batches are Poisson samples at q = 1 / ⌈n / B⌉ (Opacus's
-loader), theirs shuffled batches of B accounted at q = B / n; σ is computed for the run's (ε, δ)
-rather than theirs for ε = 3; the number of epochs may be reduced by the run's
-``dpsgd_cnn_epochs`` (a setting fixed before the run, recorded with the spend).
+Where they differ from the paper: the batches are Poisson samples at q = 1 / ⌈N / B⌉ (Opacus's
+loader rule on the public size N, never the actual count), theirs shuffled batches of B accounted
+at q = B / n; σ is computed for the run's (ε, δ) rather than theirs for ε = 3; the number of
+epochs may be reduced by the run's ``dpsgd_cnn_epochs`` (a setting fixed before the run, recorded with the spend).
 """
 
 from __future__ import annotations
@@ -158,9 +158,13 @@ def train_dpsgd_cnn(
     delta: float,
     generator: torch.Generator,
     config: DPSGDConfig,
+    public_size: int,
     device: torch.device | str = "cpu",
 ) -> DPSGDModule:
     """Train :class:`TanhCNN` on (images, labels) by DP-SGD at (ε, δ) (add/remove one record).
+
+    ``public_size``: N, the private set's public size; the sampling rate, the steps, σ and the
+    divisor come from it, never from the number of images (:mod:`pate_stab.direct.dpsgd`).
 
     The initial weights are drawn from a seed taken from ``generator`` (no private data); the
     Poisson batches and the noise come from ``generator`` too (a GPU noise generator is seeded
@@ -168,7 +172,7 @@ def train_dpsgd_cnn(
 
     Raises:
         ValueError: inputs that are not images of at least :data:`MIN_SIDE` pixels a side, NaN,
-            labels outside [0, C), fewer records than the expected batch, ε ≤ 0, δ outside (0, 1).
+            labels outside [0, C), N smaller than the expected batch, ε ≤ 0, δ outside (0, 1).
     """
     x = as_images(images, name="private images")
     in_shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))
@@ -182,7 +186,8 @@ def train_dpsgd_cnn(
         return module
 
     return train_dpsgd_module(make, x, labels, num_classes=num_classes, epsilon=epsilon, delta=delta,
-                              generator=generator, config=config, device=device)  # fmt: skip
+                              generator=generator, config=config, public_size=public_size,
+                              device=device)  # fmt: skip
 
 
 def cnn_state(trained: DPSGDModule, num_classes: int) -> dict[str, Any]:

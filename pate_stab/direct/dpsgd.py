@@ -2,12 +2,24 @@
 
 Each step takes a Poisson sample (every record independently with probability q; Opacus's
 ``UniformWithReplacementSampler``), clips every record's gradient to ℓ2 norm ``max_grad_norm`` = C,
-sums, adds N(0, σ² C² I) and divides by the expected batch size q n (Opacus's convention); SGD with
+sums, adds N(0, σ² C² I) and divides by the expected batch size B = q N (Opacus's convention); SGD with
 momentum then takes the step. The privacy analysis is the sampled Gaussian mechanism's Rényi DP
 (Mironov, Talwar & Zhang 2019), composed over the steps and converted to (ε, δ) by Opacus's
 ``RDPAccountant``; σ is Opacus's ``get_noise_multiplier`` for the target (ε, δ, q, steps).
 Neighbouring relation: **add/remove one record** (Poisson sampling; the data set size is not
 fixed).
+
+The public size N. Under add/remove the number n of private records is itself private, and the
+analysis above holds for a mechanism whose q, steps, σ and divisor are the same on every pair of
+neighbours. Every parameter is therefore computed from a *public* size N (the documented size of
+a published training set, or a figure the user would publish anyway), never from n:
+q = B / N, steps = round(epochs / q) (:func:`dpsgd_schedule`), σ for (ε, δ, q, steps), the noisy
+sum divided by q N = B. The Poisson sampler draws each of the n actual records with probability q
+(n is its internal loop bound, nothing else). An n far from N leaves the guarantee intact; only the
+training suffers (about q n records a step instead of B): a :class:`SmallPrivateSetWarning` tells
+the user, who holds the data, when n < N / 2 or n < B. The warning goes to the user's terminal,
+never into a published file, and changes nothing the mechanism does or outputs (an error would
+let n decide whether the spend happens).
 
 Per-sample gradients in closed form. For a linear layer s = W x + b and the cross-entropy, the
 per-sample gradient is g_i = (p_i − e_{y_i}) [x_i; 1]ᵀ, of norm ||p_i − e_{y_i}|| · √(||x_i||² + 1),
@@ -45,11 +57,15 @@ from pate_stab._validation import (
 __all__ = [
     "DPSGDConfig",
     "DPSGDLinear",
+    "SmallPrivateSetWarning",
     "check_dpsgd_inputs",
+    "check_public_size",
     "clipped_noisy_gradient",
     "dpsgd_epsilon",
     "dpsgd_noise_multiplier",
+    "dpsgd_schedule",
     "train_dpsgd_linear",
+    "warn_if_small",
 ]
 
 _DTYPE = torch.float32
@@ -59,7 +75,7 @@ _DTYPE = torch.float32
 class DPSGDConfig:
     """DP-SGD settings, fixed before any data are seen (defaults: Tramèr & Boneh 2021, module docstring)."""
 
-    expected_batch_size: int = 8192  # q n
+    expected_batch_size: int = 8192  # B = q N, N the public size (module docstring)
     epochs: int = 40  # steps = round(epochs / q)
     lr: float = 4.0
     momentum: float = 0.9
@@ -74,6 +90,50 @@ class DPSGDConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class SmallPrivateSetWarning(UserWarning):
+    """The private set is much smaller than the public size N: private as stated, but it may train badly."""
+
+
+def check_public_size(public_size: object, config: DPSGDConfig) -> int:
+    """N as an int, at least the expected batch size B (q = B / N ≤ 1); ValueError otherwise.
+
+    Depends on public settings only (N and B), never on the private data.
+    """
+    n_pub = check_int("public_size", public_size, minimum=1)
+    if n_pub < config.expected_batch_size:
+        raise ValueError(
+            f"DP-SGD's expected batch size {config.expected_batch_size} exceeds the public size N={n_pub} of the "
+            "private set (q = B / N must be at most 1): choose a smaller expected batch size"
+        )
+    return n_pub
+
+
+def dpsgd_schedule(public_size: int, config: DPSGDConfig) -> tuple[float, int]:
+    """(q, steps) of :func:`train_dpsgd_linear` for the public size N: q = B / N, steps = max(1, round(epochs / q)).
+
+    Example:
+        >>> dpsgd_schedule(60000, DPSGDConfig())
+        (0.13653333333333334, 293)
+    """
+    n_pub = check_public_size(public_size, config)
+    q = config.expected_batch_size / n_pub
+    return q, max(1, round(config.epochs / q))
+
+
+def warn_if_small(n: int, public_size: int, config: DPSGDConfig) -> None:
+    """Warn the user (never a published file) when n < N / 2 or n < B (module docstring); nothing else changes."""
+    if 2 * n < public_size or n < config.expected_batch_size:
+        import warnings
+
+        warnings.warn(
+            f"the private set is much smaller than its public size N={public_size} (or than the expected batch "
+            f"{config.expected_batch_size}): DP-SGD stays private as stated but takes fewer records a step than "
+            "planned and may train badly",
+            SmallPrivateSetWarning,
+            stacklevel=3,
+        )
 
 
 def dpsgd_noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
@@ -155,7 +215,8 @@ def check_dpsgd_inputs(
     """The data both DP-SGD trainers check before anything is drawn.
 
     C >= 2 (public), finite inputs ``x`` (with ``x_ndim`` dimensions when given), one integer
-    label in [0, C) per input, and at least ``config.expected_batch_size`` records.
+    label in [0, C) per input. The number of records is not checked against anything (it is
+    private under add/remove: module docstring).
 
     Returns:
         ``(num_classes, x, y)``: ``x`` as checked (dtype unchanged), ``y`` as int64.
@@ -171,8 +232,6 @@ def check_dpsgd_inputs(
     yt = yt.to(torch.int64)
     if bool(((yt < 0) | (yt >= num_classes)).any()):
         raise ValueError(f"y: labels must lie in [0, {num_classes})")
-    if n < config.expected_batch_size:
-        raise ValueError(f"expected_batch_size={config.expected_batch_size} exceeds the {n} records")
     return num_classes, xt, yt
 
 
@@ -184,6 +243,7 @@ def train_dpsgd_linear(
     epsilon: float,
     delta: float,
     generator: torch.Generator,
+    public_size: int,
     config: DPSGDConfig | None = None,
 ) -> DPSGDLinear:
     """Train a linear softmax head on (x, y) by DP-SGD at (ε, δ) (module docstring).
@@ -193,10 +253,12 @@ def train_dpsgd_linear(
         y: class indices in [0, ``num_classes``).
         epsilon, delta: the target; σ is chosen so that Opacus's RDP accountant gives at most ε.
         generator: the Poisson sampling and the Gaussian noise.
+        public_size: N, the private set's public size; q, steps, σ and the divisor come from it,
+            never from the number of rows of ``x`` (module docstring).
         config: settings fixed in advance (default: Tramèr & Boneh 2021).
 
     Raises:
-        ValueError: NaN/inf features, labels outside [0, C), ε ≤ 0, δ outside (0, 1), n smaller
+        ValueError: NaN/inf features, labels outside [0, C), ε ≤ 0, δ outside (0, 1), N smaller
             than the expected batch size.
     """
     from opacus.utils.uniform_sampler import UniformWithReplacementSampler
@@ -204,21 +266,23 @@ def train_dpsgd_linear(
     config = config or DPSGDConfig()
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     check_generator(generator)
+    q, steps = dpsgd_schedule(public_size, config)
     num_classes, xt, yt = check_dpsgd_inputs(x, y, num_classes=num_classes, config=config, x_ndim=2)
     xt = xt.to(_DTYPE)
     n = xt.shape[0]
-    q = config.expected_batch_size / n
-    steps = max(1, round(config.epochs / q))
+    warn_if_small(n, public_size, config)
     sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=q, steps=steps)
     weight = torch.zeros((num_classes, xt.shape[1]), dtype=_DTYPE)
     bias = torch.zeros(num_classes, dtype=_DTYPE)
     mom_w, mom_b = torch.zeros_like(weight), torch.zeros_like(bias)
+    # each of the n actual records is drawn with probability q (n: the sampler's loop bound only)
     sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=q, generator=generator, steps=steps)
     for batch in sampler:
         index = torch.as_tensor(batch, dtype=torch.int64)
         gw, gb = clipped_noisy_gradient(
             weight, bias, xt[index], yt[index], max_grad_norm=config.max_grad_norm,
-            noise_std=sigma * config.max_grad_norm, expected_batch_size=q * n, generator=generator,
+            noise_std=sigma * config.max_grad_norm, expected_batch_size=float(config.expected_batch_size),
+            generator=generator,
         )  # fmt: skip
         mom_w.mul_(config.momentum).add_(gw)
         mom_b.mul_(config.momentum).add_(gb)

@@ -18,8 +18,9 @@ release, the sanitised data-dependent ε, release counts, student accuracy on th
 and label accuracy — the released labels against the public pool's true labels, public-side
 information. Each row is a separate release from the same private data, so the table's total
 cost is printed beside it: (Σε, Σδ) by basic composition. ``private_compare.json`` (mode 0600)
-holds what no mechanism paid for: mean teacher and plurality accuracy, the raw data-dependent ε
-with its inputs, wall times.
+holds what no mechanism paid for: mean teacher and plurality accuracy, the exact private size
+(private under add/remove: the DP-SGD rows publish only the public size N they were computed
+from), the raw data-dependent ε with its inputs, wall times.
 
 The ledger's budget is the plan's total. A rerun with more repeats (or more ε or aggregators)
 raises it by an explicit ``budget`` record in the ledger, with the plan as its reason; earlier
@@ -259,6 +260,7 @@ def run_compare(
                 "plurality_accuracy": plurality,
                 "evaluated_on": "evaluation split" if prep.task.eval_y.numel() else None,
             },  # fmt: skip
+            "sizes": {"private": int(prep.task.private_y.shape[0])},
             "rows": private_rows,
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
         }

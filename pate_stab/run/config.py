@@ -149,6 +149,12 @@ class TransferConfig:
     # dpsgd-cnn (direct learner): epochs of DP-SGD over the private images; None: Tramèr & Boneh
     # 2021's 40 (pate_stab.direct.cnn.CNN_DPSGD). Fixed before the run; σ is computed for it
     dpsgd_cnn_epochs: int | None = None
+    # DP-SGD (dpsgd-linear, dpsgd-cnn; add/remove): the private set's PUBLIC size N, from which the
+    # sampling rate q = B / N, the steps, σ and the gradient divisor are computed (never from the
+    # actual count, which is private under add/remove). None: the documented size of a bundled
+    # data set's published training file (pate_stab.run.direct_size); own data need it. Never
+    # compute it from the private data: use a rounded figure you would publish anyway.
+    private_size_hint: int | None = None
     # a release in rounds (pate_stab.run.rounds): round r spends (ε·s_r, δ·s_r) of the run's budget
     # (basic composition), s = round_budget_shares (None: equal shares), each round calibrated for
     # num_queries queries; round 1 selects by query_selection, every later round by the predictions
@@ -261,6 +267,11 @@ class TransferConfig:
         if self.student_augment not in AUGMENTATIONS:
             choices = ", ".join(AUGMENTATIONS)
             raise ValueError(f"student_augment must be one of {choices}, got {self.student_augment!r}")
+        if self.private_size_hint is not None and (
+            not isinstance(self.private_size_hint, int) or isinstance(self.private_size_hint, bool)
+            or self.private_size_hint < 1
+        ):  # fmt: skip
+            raise ValueError(f"private_size_hint must be a positive integer or None, got {self.private_size_hint!r}")
         if self.dpsgd_cnn_epochs is not None and (
             not isinstance(self.dpsgd_cnn_epochs, int) or isinstance(self.dpsgd_cnn_epochs, bool)
             or self.dpsgd_cnn_epochs < 1

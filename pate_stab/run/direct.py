@@ -20,6 +20,9 @@ Learners (:data:`DIRECT_LEARNERS`):
 * ``dpsgd-linear``: DP-SGD on a linear softmax layer (:mod:`pate_stab.direct.dpsgd`), features
   standardised with the public pool's mean and standard deviation, per-sample clipping at C = 0.1,
   Poisson sampling, σ from Opacus's RDP accountant: (ε, δ)-DP under **add/remove one record**.
+  Under add/remove the private count n is private: q, the steps, σ and the divisor come from the
+  public size N (:mod:`pate_stab.run.direct_size`: a bundled data set's documented size, else the
+  run's ``private_size_hint``, which own data need), and neither the ledger nor a row records n.
 * ``dpsgd-cnn``: DP-SGD on the raw private *images* with Tramèr & Boneh 2021's end-to-end tanh CNN
   through Opacus's engine (:mod:`pate_stab.direct.cnn`; their per-data-set settings, the epochs
   replaced by the run's ``dpsgd_cnn_epochs`` where set), on the run's accelerator; the same
@@ -59,7 +62,14 @@ from torch import Tensor
 
 from pate_stab._validation import check_epsilon, check_int
 from pate_stab.direct import cnn
-from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon, dpsgd_noise_multiplier, train_dpsgd_linear
+from pate_stab.direct.dpsgd import (
+    DPSGDConfig,
+    check_public_size,
+    dpsgd_epsilon,
+    dpsgd_noise_multiplier,
+    dpsgd_schedule,
+    train_dpsgd_linear,
+)
 from pate_stab.direct.opacus_engine import engine_schedule
 from pate_stab.erm.multinomial import check_class_labels, softmax_objective_perturbation, softmax_output_perturbation
 from pate_stab.erm.objective_perturbation import objective_perturbation
@@ -68,6 +78,7 @@ from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS
+from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_spend_id
 
@@ -142,9 +153,11 @@ def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
     return torch.Generator().manual_seed(seed), "seeded (research: no privacy against anyone who knows the seed)"
 
 
-def check_direct_inputs(prep: Prepared, learners: Sequence[str]) -> None:
+def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
     """What ``learners`` train on, checked before anything is spent: finite features (or, for the
-    image learners, finite images of a size the CNN takes) in every split, labels in [0, C)."""
+    image learners, finite images of a size the CNN takes) in every split, labels in [0, C); for
+    DP-SGD a public size N (:func:`~pate_stab.run.direct_size.dpsgd_public_size`) at least the
+    learner's expected batch size (``dpsgd``, else its own settings; public settings only)."""
     task = prep.task
     if any(n not in IMAGE_DIRECT_LEARNERS for n in learners):
         for name, x in (("private", task.private_x), ("public", task.public_x), ("evaluation", task.eval_x)):
@@ -162,6 +175,8 @@ def check_direct_inputs(prep: Prepared, learners: Sequence[str]) -> None:
             cnn.as_images(images, name=f"{name} images")
         cnn.resolve_device(prep.config.accelerator)  # a GPU asked for where there is none: refused here
     check_class_labels(task.private_y, num_classes=task.num_classes, n=task.private_x.shape[0], name="private labels")
+    for learner in (n for n in learners if n.startswith("dpsgd")):
+        check_public_size(dpsgd_public_size(prep.config), _dpsgd_config(prep, learner, dpsgd))
 
 
 def _image_splits(prep: Prepared) -> list[tuple[str, Tensor | None]]:
@@ -197,21 +212,19 @@ def _pool_standardiser(prep: Prepared) -> tuple[Tensor, Tensor]:
 
 def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> tuple[float, float, Any, dict[str, Any]]:
     """What the spend costs and says, before any noise: (ε, δ, event, metadata)."""
-    n, c = prep.task.private_x.shape[0], prep.task.num_classes
-    meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner], "n_public": n}
+    c = prep.task.num_classes
+    # no private count here: under add/remove it is private (DESIGN.md fact 8; private diagnostics hold it)
+    meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner]}
     if learner.startswith("dpsgd"):
-        if n < dpsgd.expected_batch_size:
-            raise ValueError(
-                f"DP-SGD's expected batch size {dpsgd.expected_batch_size} exceeds the {n} private records"
-            )
-        if learner == "dpsgd-cnn":  # Opacus's loader: q = 1 / ⌈n / B⌉
-            q, steps = engine_schedule(n, dpsgd)
+        size = dpsgd_public_size(prep.config)  # public: q, steps, σ and the divisor come from it, never from n
+        meta.update({"public_size": size, "public_size_source": public_size_source(prep.config)})
+        if learner == "dpsgd-cnn":  # Opacus's loader rule on N: q = 1 / ⌈N / B⌉
+            q, steps = engine_schedule(size, dpsgd)
             shape = cnn.as_images(prep.task.private_images, name="private images").shape[1:]
             meta.update({"architecture": cnn.ARCHITECTURE, "input_shape": list(shape),
                          "inputs": "raw private images (no feature stage)"})  # fmt: skip
         else:
-            q = dpsgd.expected_batch_size / n
-            steps = max(1, round(dpsgd.epochs / q))
+            q, steps = dpsgd_schedule(size, dpsgd)
             meta["features"] = "standardised with public-pool statistics"
         sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=prep.config.delta, sample_rate=q, steps=steps)
         spent = dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=prep.config.delta)
@@ -235,7 +248,7 @@ def _train(
         device = cnn.resolve_device(prep.config.accelerator)
         trained = cnn.train_dpsgd_cnn(task.private_images, task.private_y, num_classes=task.num_classes,
                                       epsilon=epsilon, delta=prep.config.delta, generator=generator, config=dpsgd,
-                                      device=device)  # fmt: skip
+                                      public_size=meta["public_size"], device=device)  # fmt: skip
         ran, planned = (trained.noise_multiplier, trained.sample_rate, trained.steps), (
             meta["noise_multiplier"], meta["sample_rate"], meta["steps"])  # fmt: skip
         if ran != planned:  # the ledger recorded what was planned
@@ -245,7 +258,10 @@ def _train(
         mean, std = _pool_standardiser(prep)
         model = train_dpsgd_linear((task.private_x.float() - mean) / std, task.private_y,
                                    num_classes=task.num_classes, epsilon=epsilon, delta=prep.config.delta,
-                                   generator=generator, config=dpsgd)  # fmt: skip
+                                   generator=generator, public_size=meta["public_size"], config=dpsgd)  # fmt: skip
+        if (model.noise_multiplier, model.sample_rate, model.steps) != (
+            meta["noise_multiplier"], meta["sample_rate"], meta["steps"]):  # fmt: skip
+            raise RuntimeError("DP-SGD ran at other (σ, q, steps) than the spend recorded")
         return {"kind": "linear", "weight": model.weight, "bias": model.bias, "mean": mean, "std": std,
                 "epsilon": model.epsilon}  # fmt: skip
     bound, x = _head_inputs(prep)
@@ -294,12 +310,14 @@ def run_direct(
 
     ``dpsgd``: DP-SGD settings (default: Tramèr & Boneh 2021's: :class:`DPSGDConfig` for
     ``dpsgd-linear``, :func:`pate_stab.direct.cnn.cnn_dpsgd_config` of the run's data set and
-    ``dpsgd_cnn_epochs`` for ``dpsgd-cnn``); a data set with fewer records than the expected batch
-    size (8192; the CNN's 512 or 2048) needs its own, fixed in advance.
+    ``dpsgd_cnn_epochs`` for ``dpsgd-cnn``); q, steps and σ are computed from the public size N
+    (:mod:`pate_stab.run.direct_size`), which must be at least the expected batch size (8192; the
+    CNN's 512 or 2048): a smaller data set needs its own settings, fixed in advance.
 
     Raises:
         ValueError: unknown learner, ε ≤ 0, NaN features or labels outside [0, C), ``dpsgd-cnn`` on
-            data without images — before any spend.
+            data without images, DP-SGD on own data without ``private_size_hint`` or with N below
+            the expected batch size — before any spend.
         ReplayedSpendError: the spend is recorded without its model (a crash during training);
             nothing is trained again under it.
         BudgetExhaustedError: the ledger's budget would be exceeded; nothing trained.
@@ -307,7 +325,7 @@ def run_direct(
     check_direct_learners([learner])
     epsilon = check_epsilon(epsilon)
     repeat = check_int("repeat", repeat, minimum=0)
-    check_direct_inputs(prep, [learner])
+    check_direct_inputs(prep, [learner], dpsgd)
     dpsgd = _dpsgd_config(prep, learner, dpsgd)
     spend_id = release_spend_id(prep.config.run_name, learner, epsilon, repeat)
     folder = prep.run_dir / "direct"

@@ -12,6 +12,7 @@ from pate_stab.direct.dpsgd import (
     clipped_noisy_gradient,
     dpsgd_epsilon,
     dpsgd_noise_multiplier,
+    dpsgd_schedule,
     train_dpsgd_linear,
 )
 
@@ -81,14 +82,14 @@ def test_training_learns_and_reports_its_guarantee():
     x, y = _task()
     cfg = DPSGDConfig(expected_batch_size=256, epochs=10, lr=2.0, momentum=0.9, max_grad_norm=1.0)
     model = train_dpsgd_linear(x, y, num_classes=3, epsilon=8.0, delta=1e-5, generator=torch.Generator().manual_seed(0),
-                               config=cfg)  # fmt: skip
+                               public_size=2000, config=cfg)  # fmt: skip
     assert float((model.predict(x) == y).float().mean()) > 0.9
     assert model.steps == round(10 / (256 / 2000))
     assert model.epsilon == pytest.approx(
         dpsgd_epsilon(noise_multiplier=model.noise_multiplier, sample_rate=256 / 2000, steps=model.steps, delta=1e-5)
     )
     again = train_dpsgd_linear(x, y, num_classes=3, epsilon=8.0, delta=1e-5, generator=torch.Generator().manual_seed(0),
-                               config=cfg)  # fmt: skip
+                               public_size=2000, config=cfg)  # fmt: skip
     assert torch.equal(model.weight, again.weight)
 
 
@@ -105,7 +106,7 @@ def test_bad_input_is_refused(change, match):
         x[2, 1] = float("nan")
     with pytest.raises(ValueError, match=match):
         train_dpsgd_linear(x, y, num_classes=3, epsilon=eps, delta=1e-5, generator=torch.Generator(),
-                           config=DPSGDConfig(expected_batch_size=64, epochs=1))  # fmt: skip
+                           public_size=300, config=DPSGDConfig(expected_batch_size=64, epochs=1))  # fmt: skip
 
 
 def test_opacus_engine_trains_a_cnn_and_reports_its_accountants_epsilon():
@@ -123,7 +124,9 @@ def test_opacus_engine_trains_a_cnn_and_reports_its_accountants_epsilon():
         return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 64, 2))
 
     cfg = DPSGDConfig(expected_batch_size=64, epochs=4, lr=0.5, momentum=0.5, max_grad_norm=1.0)
-    out = train_dpsgd_module(make, x, y, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg)
+    out = train_dpsgd_module(
+        make, x, y, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg, public_size=512
+    )
     assert out.steps == 8 * 4 and out.sample_rate == 1 / 8
     assert out.epsilon == pytest.approx(
         dpsgd_epsilon(noise_multiplier=out.noise_multiplier, sample_rate=1 / 8, steps=32, delta=1e-5), rel=1e-9
@@ -133,4 +136,97 @@ def test_opacus_engine_trains_a_cnn_and_reports_its_accountants_epsilon():
         acc = float((out.module(x).argmax(1) == y).float().mean())
     assert acc > 0.9
     with pytest.raises(ValueError, match="labels must lie"):
-        train_dpsgd_module(make, x, y + 1, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg)
+        train_dpsgd_module(
+            make, x, y + 1, num_classes=2, epsilon=8.0, delta=1e-5, generator=g, config=cfg, public_size=512
+        )
+
+
+def test_schedule_sigma_and_divisor_come_from_the_public_size_not_the_count(monkeypatch):
+    """q = B / N, steps, σ and the divisor B of the noisy sum are the same for n = 700 and n = 699 (N = 1000)."""
+    import pate_stab.direct.dpsgd as dpsgd
+
+    seen: list[float] = []
+    real = dpsgd.clipped_noisy_gradient
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["expected_batch_size"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dpsgd, "clipped_noisy_gradient", spy)
+    x, y = _task(n=700)
+    cfg = DPSGDConfig(expected_batch_size=100, epochs=2, lr=1.0, momentum=0.0, max_grad_norm=1.0)
+    runs = []
+    for rows in (700, 699):
+        seen.clear()
+        m = train_dpsgd_linear(x[:rows], y[:rows], num_classes=3, epsilon=2.0, delta=1e-5,
+                               generator=torch.Generator().manual_seed(0), public_size=1000, config=cfg)  # fmt: skip
+        runs.append((m.sample_rate, m.steps, m.noise_multiplier))
+        assert seen and set(seen) == {100.0}  # the divisor is B = q N, whatever n is
+    assert runs[0] == runs[1] == (0.1, 20, runs[0][2])
+    assert (runs[0][0], runs[0][1]) == dpsgd_schedule(1000, cfg)
+    assert runs[0][2] == dpsgd_noise_multiplier(epsilon=2.0, delta=1e-5, sample_rate=0.1, steps=20)
+
+
+def test_the_noisy_gradient_is_divided_by_the_batch_size_given():
+    """(b) closed form: with zero weights, one record and no noise the step is clip(g) / B exactly."""
+    x = torch.tensor([[3.0, 4.0]])
+    y = torch.tensor([0])
+    w, b = torch.zeros(2, 2), torch.zeros(2)
+    g0 = torch.Generator().manual_seed(0)
+    for batch in (1.0, 50.0):
+        gw, gb = clipped_noisy_gradient(w, b, x, y, max_grad_norm=1e9, noise_std=0.0, expected_batch_size=batch,
+                                        generator=g0)  # fmt: skip
+        # p − e_y = (0.5 − 1, 0.5) = (−0.5, 0.5); g_W = (p − e_y) xᵀ
+        expected = torch.tensor([[-0.5 * 3, -0.5 * 4], [0.5 * 3, 0.5 * 4]]) / batch
+        assert torch.allclose(gw, expected) and torch.allclose(gb, torch.tensor([-0.5, 0.5]) / batch)
+
+
+def test_a_public_size_below_the_batch_is_refused_and_a_small_set_only_warned():
+    from pate_stab.direct.dpsgd import SmallPrivateSetWarning
+
+    x, y = _task(n=120)
+    cfg = DPSGDConfig(expected_batch_size=64, epochs=1)
+    with pytest.raises(ValueError, match="exceeds the public size N=50"):
+        train_dpsgd_linear(x, y, num_classes=3, epsilon=1.0, delta=1e-5, generator=torch.Generator(), public_size=50,
+                           config=cfg)  # fmt: skip
+    with pytest.warns(SmallPrivateSetWarning, match="may train badly"):  # n = 120 < N / 2: private, but a warning
+        m = train_dpsgd_linear(x, y, num_classes=3, epsilon=1.0, delta=1e-5, generator=torch.Generator(),
+                               public_size=1000, config=cfg)  # fmt: skip
+    assert (m.sample_rate, m.steps) == dpsgd_schedule(1000, cfg)
+
+
+def test_opacus_parts_divide_by_the_public_batch_take_empty_batches_and_print_no_secure_rng_warning(monkeypatch):
+    """The engine's DPOptimizer divides by B whatever n is; Poisson batches may be empty; no PrivacyEngine warning."""
+    import warnings
+
+    from opacus.optimizers import DPOptimizer
+    from torch import nn
+
+    from pate_stab.direct.opacus_engine import engine_schedule, train_dpsgd_module
+
+    divisors: list[float] = []
+    real_init = DPOptimizer.__init__
+
+    def spy(self, *args, **kwargs):
+        divisors.append(kwargs["expected_batch_size"])
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(DPOptimizer, "__init__", spy)
+
+    def make() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Flatten(), nn.Linear(16, 2))
+
+    cfg = DPSGDConfig(expected_batch_size=2, epochs=1, lr=0.1, momentum=0.0, max_grad_norm=1.0)
+    results = []
+    for n in (30, 29):  # q = 1 / 100: most Poisson batches are empty
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(n, 1, 4, 4, generator=g), torch.randint(0, 2, (n,), generator=g)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = train_dpsgd_module(make, x, y, num_classes=2, epsilon=3.0, delta=1e-5, generator=g, config=cfg,
+                                     public_size=200)  # fmt: skip
+        assert not [w for w in caught if "Secure RNG" in str(w.message)]
+        results.append((out.sample_rate, out.steps, out.noise_multiplier))
+    assert divisors == [2, 2]
+    assert results[0] == results[1] and results[0][:2] == engine_schedule(200, cfg) == (1 / 100, 100)

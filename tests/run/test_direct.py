@@ -177,3 +177,124 @@ def test_one_vs_rest_uses_the_public_class_list_not_the_classes_present(prepared
         row = run_direct(prep, ledger, learner="output-ovr", epsilon=6.0, repeat=12)
         model = torch.load(prepared.run_dir / "direct" / ledger.entry(row["spend_id"]).result["model"])
     assert model["weight"].shape == (prepared.task.num_classes, prepared.task.private_x.shape[1])
+
+
+def _published_text(run_dir) -> str:
+    """Every published text file of a run folder (not the private ones, not working state, not model binaries)."""
+    skip = ("teachers", "features", "direct")
+    return "\n".join(
+        p.read_text()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file() and not p.name.startswith("private") and p.suffix in (".json", ".jsonl", ".txt")
+        and not any(part in skip for part in p.relative_to(run_dir).parts[:-1])
+    )  # fmt: skip
+
+
+def _mentions(text: str, number: int) -> bool:
+    import re
+
+    return re.search(rf"(?<![\d.]){number}(?![\d.])", text) is not None
+
+
+def _spend_lines(run_dir) -> list[dict]:
+    """The ledger's spend and result lines; left out of the result: the model's digest, which differs with the model,
+    and the integrity chain's hash over that line (it covers the digest)."""
+    out = []
+    for line in (run_dir / "ledger.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("kind") == "result":
+            rec["payload"].pop("sha256")
+            rec.pop("sha256")
+        if rec.get("kind") in ("spend", "result"):
+            out.append(rec)
+    return out
+
+
+def test_dpsgd_linear_on_neighbours_publishes_the_same_settings_and_never_the_private_size(prepared, tmp_path):
+    """Add/remove: on D (2,990 records) and D minus one record the spend (q, steps, σ, ledger lines) is the same,
+    computed from the synthetic task's public size num_private = 3,000; neither count appears in a published file."""
+    rows, dirs = [], []
+    for n in (2990, 2989):
+        task = dataclasses.replace(prepared.task, private_x=prepared.task.private_x[:n],
+                                   private_y=prepared.task.private_y[:n])  # fmt: skip
+        prep = dataclasses.replace(prepared, task=task, run_dir=tmp_path / str(n))
+        prep.run_dir.mkdir()
+        with _ledger(prep) as ledger:
+            rows.append(run_direct(prep, ledger, learner="dpsgd-linear", epsilon=2.0, repeat=0, dpsgd=SMALL_DPSGD))
+        dirs.append(prep.run_dir)
+    a, b = rows
+    keys = ("noise_multiplier", "sample_rate", "steps", "public_size")
+    assert [a["settings"][k] for k in keys] == [b["settings"][k] for k in keys]
+    assert a["settings"]["public_size"] == prepared.config.num_private == 3000
+    assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (256 / 3000, round(5 / (256 / 3000)))
+    assert a["note"] == b["note"] and a["epsilon"] == b["epsilon"]
+    assert _spend_lines(dirs[0]) == _spend_lines(dirs[1])
+    for n, run_dir, row in zip((2990, 2989), dirs, rows, strict=True):
+        published = _published_text(run_dir) + json.dumps(row)
+        assert not _mentions(published, n), n
+
+
+def _own(n: int, drop: int = 0):
+    from pate_stab.data.own import own_data
+
+    g = torch.Generator().manual_seed(3)
+    centres = 4 * torch.randn(3, 6, generator=g)
+
+    def part(m):
+        y = torch.randint(0, 3, (m,), generator=g)
+        return centres[y] + torch.randn(m, 6, generator=g), y
+
+    (px, py), (ux, uy), (ex, ey) = part(n), part(200), part(200)
+    return own_data((px[drop:], py[drop:]), ux, (ex, ey), classes=3, public_y=uy)
+
+
+def _own_config(tmp_path, name, **kw):
+    return TransferConfig(run_name=name, checkpoints_dir=str(tmp_path), dataset="arrays", aggregator="stability",
+                          num_teachers=5, teacher_model="propagate", num_queries=20, accelerator="cpu",
+                          releaser_noise="seeded", **kw)  # fmt: skip
+
+
+def test_compare_on_neighbouring_own_data_publishes_no_private_size(tmp_path):
+    """compare.json / compare.txt / ledger of a dpsgd-linear compare on 613 and 612 own records (N = 10,000 given):
+    the same settings and spend, and the private count only in the private file."""
+    from pate_stab.run.compare import run_compare
+
+    outs, dirs = [], []
+    for drop in (0, 1):
+        cfg = _own_config(tmp_path / str(drop), "own", private_size_hint=10000)
+        with pytest.warns(UserWarning, match="may train badly"):  # 613 records, N = 10,000: private, but warned
+            outs.append(run_compare(cfg, epsilons=[2.0], aggregators=[], direct=["dpsgd-linear"], data=_own(613, drop)))
+        dirs.append(cfg.run_dir)
+    (a,), (b,) = outs[0]["rows"], outs[1]["rows"]
+    assert a["settings"] == b["settings"] and a["settings"]["public_size"] == 10000
+    assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (8192 / 10000, round(40 / (8192 / 10000)))
+    assert _spend_lines(dirs[0]) == _spend_lines(dirs[1])
+    for n, run_dir in zip((613, 612), dirs, strict=True):
+        assert (run_dir / "compare.json").is_file() and (run_dir / "compare.txt").is_file()
+        assert not _mentions(_published_text(run_dir), n), n
+    assert _mentions((dirs[0] / "private_compare.json").read_text(), 613)  # kept where it belongs
+
+
+def test_own_data_without_a_size_hint_is_refused_before_any_spend(tmp_path, capsys):
+    import numpy as np
+
+    from pate_stab.run.compare import run_compare
+
+    cfg = _own_config(tmp_path, "nohint")
+    with pytest.raises(ValueError, match="set private_size_hint.*Do not compute it from the private data"):
+        run_compare(cfg, epsilons=[2.0], aggregators=[], direct=["dpsgd-linear"], data=_own(613))
+    assert not (cfg.run_dir / "ledger.jsonl").exists() or not _spend_lines(cfg.run_dir)
+    data = _own(613)
+    np.savez(tmp_path / "p.npz", x=data.private_x.numpy(), y=data.private_y.numpy())
+    np.savez(tmp_path / "q.npz", x=data.public_x.numpy())
+    for name, argv in (("t", ["transfer", "--aggregator", "dpsgd-linear"]),
+                       ("c", ["compare", "--aggregators", "--direct", "dpsgd-linear"])):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--private", str(tmp_path / "p.npz"), "--public", str(tmp_path / "q.npz"), "--classes", "3",
+                  "--num-queries", "20", "--run-name", name, "--checkpoints-dir", str(tmp_path)])  # fmt: skip
+        assert exc.value.code == 2
+        assert "set private_size_hint" in capsys.readouterr().err
+        ledger = tmp_path / name / "ledger.jsonl"
+        assert not ledger.exists() or not _spend_lines(tmp_path / name)
+    with pytest.raises(ValueError, match="private_size_hint must be a positive integer"):
+        _own_config(tmp_path, "bad", private_size_hint=0)

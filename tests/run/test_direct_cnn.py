@@ -45,7 +45,7 @@ def _data(flat: bool = False, n: int = 400):
 def _config(tmp_path, name: str, **kw) -> TransferConfig:
     settings = dict(run_name=name, checkpoints_dir=str(tmp_path), dataset="arrays", num_teachers=5,
                     teacher_model="propagate", num_queries=50, accelerator="cpu", aggregator="dpsgd-cnn",
-                    releaser_noise="seeded")  # fmt: skip
+                    releaser_noise="seeded", private_size_hint=400)  # fmt: skip
     return TransferConfig(**{**settings, **kw})
 
 
@@ -121,8 +121,8 @@ def test_epsilon_is_the_rdp_accountants_for_its_sigma_q_and_steps(prepared):
         row = run_direct(prepared, ledger, learner="dpsgd-cnn", epsilon=3.0, repeat=2, dpsgd=SMALL)
         model = torch.load(prepared.run_dir / "direct" / ledger.entry(row["spend_id"]).result["model"])
     s, delta = row["settings"], prepared.config.delta
-    n = prepared.task.private_images.shape[0]
-    assert (s["sample_rate"], s["steps"]) == (1 / 8, 8 * 2) == engine_schedule(n, SMALL)  # ⌈400 / 50⌉ = 8
+    assert s["public_size"] == 400 and s["public_size_source"].startswith("private_size_hint")
+    assert (s["sample_rate"], s["steps"]) == (1 / 8, 8 * 2) == engine_schedule(400, SMALL)  # ⌈N / 50⌉ = 8
     acc = RDPAccountant()
     acc.history = [(s["noise_multiplier"], s["sample_rate"], s["steps"])]
     assert row["epsilon"] == pytest.approx(acc.get_epsilon(delta=delta), rel=1e-12)
@@ -141,18 +141,19 @@ def test_epsilon_is_the_rdp_accountants_for_its_sigma_q_and_steps(prepared):
 
 def test_a_compare_with_only_the_cnn_makes_no_teachers_and_no_features(tmp_path):
     cfg = _config(tmp_path, "cmp", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1)
-    # the data set's own settings need n ≥ 512 (MNIST's batch): a smaller set is refused before any spend
-    with pytest.raises(ValueError, match="expected batch size 512 exceeds the 400 private records"):
+    # the data set's own settings need N ≥ 512 (MNIST's batch): a smaller public size is refused before any spend
+    with pytest.raises(ValueError, match="expected batch size 512 exceeds the public size N=400"):
         run_compare(cfg, epsilons=[4.0], aggregators=[], direct=["dpsgd-cnn"], data=_data())
     assert _spends(cfg.run_dir) == []
-    cfg = _config(tmp_path, "cmp600", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1)
+    cfg = _config(tmp_path, "cmp600", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1,
+                  private_size_hint=600)  # fmt: skip
     out = run_compare(cfg, epsilons=[4.0], aggregators=[], direct=["dpsgd-cnn"], data=_data(n=600))
     (row,) = out["rows"]
     assert row["aggregator"] == "dpsgd-cnn" and row["settings"]["dpsgd"] == {
         **CNN_DPSGD["mnist"].to_dict(),
         "epochs": 1,
     }
-    assert (row["settings"]["sample_rate"], row["settings"]["steps"]) == (1 / 2, 2)  # ⌈600 / 512⌉ = 2 batches
+    assert (row["settings"]["sample_rate"], row["settings"]["steps"]) == (1 / 2, 2)  # ⌈N / 512⌉ = 2 batches
     assert [s["epsilon"] for s in _spends(cfg.run_dir)] == [row["epsilon"]]
     assert out["private"]["teachers"]["mean_accuracy"] is None  # no teachers were made
     assert not (cfg.run_dir / "features").exists() and not (cfg.run_dir / "teachers").exists()
@@ -236,7 +237,7 @@ def test_gpu_recipes_list_the_cnn_and_cpu_recipes_do_not():
 def test_a_transfer_with_the_cnn_is_one_spend_replayed_and_computes_no_features(tmp_path):
     from pate_stab.run.transfer import run_transfer
 
-    cfg = _config(tmp_path, "tr", features="scattering", dpsgd_cnn_epochs=1, epsilon=2.0)
+    cfg = _config(tmp_path, "tr", features="scattering", dpsgd_cnn_epochs=1, epsilon=2.0, private_size_hint=600)
     report = run_transfer(cfg, data=_data(n=600))
     assert report["kind"] == "direct" and report["aggregator"] == "dpsgd-cnn" and report["neighbouring"] == "add_remove"
     assert report["epsilon"] <= 2.0 and [s["epsilon"] for s in _spends(cfg.run_dir)] == [report["epsilon"]]
@@ -261,3 +262,40 @@ def test_cli_exits_2_on_own_feature_files_with_nothing_spent(tmp_path, capsys):
         assert "feature vectors or a table, not images" in capsys.readouterr().err
         assert _spends(tmp_path / name) == []
     assert not (tmp_path / "t").exists()  # a transfer refuses before the run folder is made
+
+
+def _spend_lines(run_dir) -> list[dict]:
+    """Spend and result lines; the result's model digest and the chain hash over it left out."""
+    out = []
+    for rec in map(json.loads, (run_dir / "ledger.jsonl").read_text().splitlines()):
+        if rec.get("kind") == "result":
+            rec["payload"].pop("sha256")
+            rec.pop("sha256")
+        if rec.get("kind") in ("spend", "result"):
+            out.append(rec)
+    return out
+
+
+def test_neighbours_publish_the_same_spend_and_never_the_private_size(tmp_path):
+    """Add/remove: the CNN on 413 images and on the same minus one gets the same q, steps, σ and ledger lines,
+    computed from the public size N = 450; neither count appears in the ledger or the row."""
+    import re
+
+    g = torch.Generator().manual_seed(5)
+    (px, py), (ux, uy), (ex, ey) = _images(413, g), _images(200, g), _images(200, g)
+    rows, dirs = [], []
+    for n in (413, 412):
+        data = own_data((px[:n], py[:n]), ux, (ex, ey), classes=3, public_y=uy)
+        cfg = _config(tmp_path / str(n), "nb", private_size_hint=450)
+        prep = prepare(cfg, data=data)
+        with _ledger(prep) as ledger:
+            rows.append(run_direct(prep, ledger, learner="dpsgd-cnn", epsilon=4.0, dpsgd=SMALL))
+        dirs.append(prep.run_dir)
+    keys = ("noise_multiplier", "sample_rate", "steps", "public_size")
+    assert [rows[0]["settings"][k] for k in keys] == [rows[1]["settings"][k] for k in keys]
+    assert (rows[0]["settings"]["sample_rate"], rows[0]["settings"]["steps"]) == engine_schedule(450, SMALL)
+    assert rows[0]["note"] == rows[1]["note"] and rows[0]["epsilon"] == rows[1]["epsilon"]
+    assert _spend_lines(dirs[0]) == _spend_lines(dirs[1])
+    for n, run_dir, row in zip((413, 412), dirs, rows, strict=True):
+        text = (run_dir / "ledger.jsonl").read_text() + json.dumps(row)
+        assert re.search(rf"(?<![\d.]){n}(?![\d.])", text) is None, n
