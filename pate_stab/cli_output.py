@@ -74,4 +74,8 @@ def _selection_line(sel: dict[str, Any]) -> str:
     rounds = sel.get("rounds", [])
     if sel["strategy"] == "first":
         return "first (pool order)"
+    if rounds and all("size" not in r for r in rounds):
+        # a release in rounds (pate_stab.run.rounds): one selection record per release round
+        parts = [f"round {r.get('round', i + 1)}: {_selection_line(r)}" for i, r in enumerate(rounds)]
+        return f"{sel['strategy']} ({'; '.join(parts)})"
     return f"{sel['strategy']} ({len(rounds)} rounds: {'/'.join(str(r['size']) for r in rounds)} queries)"

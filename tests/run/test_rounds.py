@@ -209,3 +209,13 @@ def test_rounds_that_would_exhaust_the_pool_are_refused_before_any_spend(tmp_pat
         run_transfer(cfg)
     with ledger_of(cfg) as ledger:
         assert ledger.entries() == []
+
+
+def test_the_cli_prints_a_report_of_a_release_in_rounds(two_rounds, capsys):
+    from pate_stab.cli_output import _print_report
+
+    _, report = two_rounds
+    _print_report(report)  # a KeyError here once stopped every `pate-stab transfer` with rounds after the run
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("query selection"))
+    assert "round 1: first (pool order)" in line and "round 2: steered (1 rounds: " in line
