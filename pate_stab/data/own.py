@@ -16,6 +16,9 @@ and ``_y`` for the trailing ``_x``, ids in ``_ids``), ``.csv`` or any other text
 a schema (comma-separated, with a public schema:
 :mod:`pate_stab.data.schema`), and a folder of images: the labelled sets in torchvision's
 ``ImageFolder`` layout (one sub-folder per class), the public pool a flat folder.
+
+One module (about 450 lines) for every file kind, because the checks that refuse private data
+which would shape a published output are shared by all of them and read best together.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ sensitivity in :mod:`pate_stab.privacy.smooth_sensitivity`.
   valid (larger) data-dependent RDP. [CKS20] Canonne, Kamath & Steinke, The discrete Gaussian for
   differential privacy, NeurIPS 2020 (arXiv:2004.00010).
 
+The module is kept whole (about 450 lines) because each bound is read beside the paper's
+statement it implements and the others it is combined with; the sums, sanitisation and smooth
+sensitivity already live in their own modules.
+
 Conventions (the same as :mod:`pate_stab.aggregation.baselines`). One changed record changes
 one teacher, so a histogram row moves by −1 in one class and +1 in another: the count vector has
 ℓ2 sensitivity √2 and the largest count moves by at most 1. GNMax adds N(0, σ²) to every count,
