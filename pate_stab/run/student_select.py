@@ -21,6 +21,10 @@ The procedure, fixed before any run:
   order) with the highest mean score; the final student is then trained on all released labels
   with it (:func:`~pate_stab.run.student.fit_student`).
 
+  When the released labels cannot tell the settings apart (a few confident answers that every
+  fold's student fits: all scores 1.0), the first grid point is chosen by this rule; the record
+  shows the tied scores, so a reader sees that the data decided nothing.
+
 The grid (:data:`SPREAD_THRESHOLDS` × :data:`STUDENT_LRS`) is small and fixed in advance: three
 learning rates a factor ≈ 3 apart around Adam's usual 1e-3–1e-2, and three class-share
 thresholds from permissive to strict around the default 0.5. The other student settings (model
