@@ -39,7 +39,9 @@ shared core; the paper's 100 rounds would take hours), so the recorded Adult run
     python recipes/repro_chaudhuri_vinterbo2013.py --dataset Adult --protocols paper --rounds 10 \
         --step-cache docs/results/repro/cv2013_adult_step.json --out checkpoints/repro_cv2013_adult_paper
 
-(wall times in docs/results/repro/README.md). ``--diagnose direction`` (Adult) measures why
+(wall times in docs/results/repro/README.md); ``--seed 1`` ... ``--seed 9`` runs and a ``--from-csv`` of the
+concatenated results.csv files make the paper's 10 x 10 (docs/results/repro/cv2013_adult_10x10.txt).
+``--diagnose direction`` (Adult) measures why
 Random trails Control under min-max scaling (``recipes/cv2013_direction.py``).
 """
 
