@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 import sys
 from pathlib import Path
@@ -17,7 +19,10 @@ RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 sys.path.insert(0, str(RECIPES))
 
 import accuracy_first as af_recipe  # noqa: E402
+import cv2013_direction  # noqa: E402
+import repro_chaudhuri_vinterbo2013 as cv2013  # noqa: E402
 import repro_wu2016  # noqa: E402
+from erm_chaudhuri_vinterbo import ALPHAS, METHODS  # noqa: E402
 
 
 def test_twitter_standin_has_the_papers_shape_and_l1_contract():
@@ -80,3 +85,66 @@ def test_iat_cost_without_the_union_bound_over_levels(alpha, expected):
     # The figure the note compares with the paper's e^ε ≈ 10.0 / 4.65: ε_0 with T = 1 (log(2/γ)).
     delta_q = (math.sqrt(1 / 0.005) + 1.0) ** 2 / 100_000
     assert iat_epsilon(sensitivity=delta_q, num_levels=1, alpha=alpha, gamma=0.1) == pytest.approx(expected, rel=1e-3)
+
+
+def test_cv2013_report_json_takes_path_arguments(tmp_path, monkeypatch):
+    # The report writer once crashed after a finished run: vars(args) holds pathlib.Path values
+    # (--step-cache, --from-csv) that json.dumps cannot encode. Summarise a tiny results.csv.
+    rows = tmp_path / "results.csv"
+    with open(rows, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["dataset", "round", "alpha", "method", "theta", "auc", "mse"])
+        writer.writeheader()
+        for rnd in range(2):
+            for alpha in ALPHAS:
+                for method in METHODS:
+                    writer.writerow({"dataset": "Adult-paper", "round": rnd, "alpha": alpha, "method": method,
+                                     "theta": 0.001, "auc": 0.8 + 0.01 * rnd, "mse": 0.2})  # fmt: skip
+    step = tmp_path / "step.json"
+    step.write_text(json.dumps({"selected_predictors": 2, "selected_columns": ["age", "fnlwgt"]}))
+    out = tmp_path / "out"
+    argv = ["x", "--dataset", "Adult", "--protocols", "paper", "--from-csv", str(rows), "--step-cache", str(step)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(out)])
+    cv2013.main()
+    report = json.loads((out / "report.json").read_text())
+    assert report["config"]["step_cache"] == str(step) and report["config"]["from_csv"] == str(rows)
+    assert report["paper_predictors"]["selected_predictors"] == 2
+    cell = report["summary"]["paper/Random/1.0"]
+    assert cell["runs"] == 2 and cell["auc"] == pytest.approx(0.805)
+
+
+def _nonnegative_imbalanced(n: int = 2000) -> tuple[torch.Tensor, torch.Tensor]:
+    """x1 = 0.5 + 0.3 [y = 1] + N(0, 0.1²) (informative), x2 ~ U(0.5, 1) (noise); P(y = 1) = 1/4."""
+    gen = seeded_generator(0)
+    y01 = (torch.rand(n, generator=gen) < 0.25).double()
+    x1 = (0.5 + 0.3 * y01 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)).clamp_min(0)
+    x2 = 0.5 + 0.5 * torch.rand(n, generator=gen, dtype=torch.float64)
+    return torch.stack([x1, x2], dim=1), y01 * 2 - 1
+
+
+def test_direction_auc_centring_changes_the_ranking():
+    x, y = _nonnegative_imbalanced()
+    out = {}
+    for scaling in ("minmax", "zscore"):
+        xs = cv2013.unit_ball_from_data(x, scaling)
+        rows = cv2013_direction.direction_auc(xs, y, generator=seeded_generator(1), thetas=[1.0])
+        out[scaling] = cv2013_direction.summarise(rows)
+        assert out[scaling]["rounds"] == 10
+        # theta = 1: the fit ranks as its first-order term s = sum y_i x_i does.
+        assert out[scaling]["auc_fit"]["1.0"]["mean"] == pytest.approx(out[scaling]["auc_direction"]["mean"], abs=0.02)
+    # Centred, s's mean-row pull (sum y_i = -n/2) is gone: E s ∝ (0.1125, 0) up to scaling, so x.s ranks
+    # by x1 alone, AUC Φ(0.3 / (0.1 √2)) = Φ(2.121) = 0.983.
+    assert out["zscore"]["auc_direction"]["mean"] == pytest.approx(0.983, abs=0.02)
+    # Min-max: E s ∝ (0.25 μ1+ − 0.75 μ1−, −0.25) has both weights negative (μ1+ = 0.65, μ1− = 0.31 on
+    # the [0, 1] scale): s points along minus the mean row and ranks the positives low.
+    assert out["minmax"]["cos_minus_mean"]["mean"] > 0.9
+    assert out["minmax"]["auc_direction"]["mean"] < 0.45
+
+
+def test_direction_auc_rejects_bad_input():
+    x, y = _nonnegative_imbalanced(100)
+    with pytest.raises(ValueError, match="labels in"):
+        cv2013_direction.direction_auc(x, (y > 0).double(), generator=seeded_generator(0), thetas=[1.0])
+    with pytest.raises(ValueError, match="rounds must be"):
+        cv2013_direction.direction_auc(x, y, generator=seeded_generator(0), thetas=[1.0], rounds=11)
+    with pytest.raises(ValueError, match="y \\(n,\\)"):
+        cv2013_direction.direction_auc(x, y[:50], generator=seeded_generator(0), thetas=[1.0])
