@@ -28,6 +28,7 @@ from pate_stab.run.config_names import (
     OWN_DATA_FIELDS,
     PARTITION_KEYS,
     REPORT_FIELDS,
+    ROUND_FEATURES,
     RUN_AGGREGATORS,
     STUDENT_FIELDS,
     STUDENT_METHODS,
@@ -161,6 +162,12 @@ class TransferConfig:
     # of the student trained on the earlier rounds (post-processing). 1: one release, as before.
     rounds: int = 1
     round_budget_shares: tuple[float, ...] | None = None
+    # the teachers' inputs in rounds r > 1: "same" (the run's features in every round) or "student"
+    # (the last hidden layer of the student fitted on rounds < r, applied to the run's features of
+    # the private and public rows; the propagation teachers are rebuilt on it with the same shards).
+    # That student is post-processing of earlier releases, so the map is public; propagate teachers
+    # and a dense student with a hidden layer only.
+    round_features: Literal["same", "student"] = "same"
     # every aggregator's noise: "secure" (exact discrete Laplace / Gaussian from the OS's CSPRNG,
     # immune to the floating-point attack) or "seeded" (float noise from the run's seed, which
     # config.json publishes: reproducible research only, no privacy against anyone who knows it).
@@ -330,6 +337,30 @@ class TransferConfig:
         if self.rounds > 1 and self.aggregator != "stability":
             raise ValueError(
                 f"rounds > 1 is implemented for the stability aggregator only, got aggregator={self.aggregator!r}"
+            )
+        self._check_round_features()
+
+    def _check_round_features(self) -> None:
+        if self.round_features not in ROUND_FEATURES:
+            choices = ", ".join(ROUND_FEATURES)
+            raise ValueError(f"round_features must be one of {choices}, got {self.round_features!r}")
+        if self.round_features == "same":
+            return
+        if self.rounds < 2:
+            raise ValueError(
+                f"round_features='student' changes the teachers of rounds 2, 3, …; got rounds={self.rounds}"
+            )
+        if self.teacher_model != "propagate":
+            raise ValueError(
+                "round_features='student' rebuilds the propagation teachers on the student's representation; "
+                f"got teacher_model={self.teacher_model!r} (use teacher_model: propagate)"
+            )
+        if self.student_method == "fixmatch" or self.student_model != "mlp" or not self.student_hidden:
+            raise ValueError(
+                "round_features='student' takes the last hidden layer of a dense student: use student_model: mlp "
+                f"with student_hidden set and a supervised or spread student_method (got student_model="
+                f"{self.student_model!r}, student_hidden={tuple(self.student_hidden)}, "
+                f"student_method={self.student_method!r})"
             )
 
     @property

@@ -16,6 +16,7 @@ __all__ = [
     "OWN_DATA_FIELDS",
     "PARTITION_KEYS",
     "REPORT_FIELDS",
+    "ROUND_FEATURES",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
     "STUDENT_METHODS",
@@ -97,6 +98,11 @@ STUDENT_SELECT = {
     "none": "the student settings as configured",
     "cv": "student_lr (and, for the spread student, spread_threshold) chosen by 3-fold cross-validation on the "
     "released labels from a grid fixed in advance (pate_stab.run.student_select): post-processing, no spend",
+}
+ROUND_FEATURES = {
+    "same": "the run's features in every round of a release in rounds",
+    "student": "rounds r > 1: propagation teachers rebuilt on the last hidden layer of the student fitted on "
+    "rounds < r (pate_stab.run.rounds)",
 }
 # reporting only: PATE's data-dependent ε of the baselines (see pate_stab.run.data_dependent)
 REPORT_FIELDS = ("dd_order", "dd_sigma")

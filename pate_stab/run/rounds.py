@@ -22,19 +22,26 @@ Replay: each round's outputs and its offered positions are recorded with its spe
 replays every recorded round (no fresh noise, no new selection) and computes the steering of an
 unrecorded round again from the replayed rounds with the same generators.
 
-The teachers and their features are the same in every round. Features learned by the round-1
-student for the round-2 teachers are not implemented (docs/algorithms.md, "Release in rounds").
+Teachers of later rounds (``round_features``): ``"same"`` keeps the run's teachers and features in
+every round. ``"student"`` rebuilds the propagation teachers of round r > 1 on the representation
+of the student fitted on rounds < r (the one that steers round r): its last hidden layer applied
+to the run's features of the private and public rows (:func:`student_representation`,
+:func:`student_round_teachers`). The map is post-processing of earlier releases and public data,
+so it is public; the shards are the run's (each private record still reaches one teacher), and the
+graph is rebuilt on the public rows' representation only. Round r's release is a new stability
+release on the private data at its own share of the budget, charged like any other round: the
+ledger's composition holds for adaptively chosen mechanisms, whatever features they use.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from pate_stab._validation import check_int, check_tensor
 from pate_stab.privacy.ledger import PrivacyLedger
@@ -42,9 +49,22 @@ from pate_stab.rng import spawn_generators
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import STEERED, Release, release_labels, release_spend_id
 from pate_stab.run.selection import answered_mask
-from pate_stab.run.student import fit_student, student_inputs
+from pate_stab.run.student import fit_student, student_inputs, teacher_accuracies
+from pate_stab.teachers import PoolVotes, PropagationTeachers
 
-__all__ = ["RoundsRelease", "release_rounds", "round_spend_id", "rounds_report", "steered_order"]
+__all__ = [
+    "RoundsRelease",
+    "release_rounds",
+    "round_spend_id",
+    "rounds_private_diagnostics",
+    "rounds_report",
+    "steered_order",
+    "student_representation",
+    "student_round_teachers",
+]
+
+REBUILT = "rebuilt on the student's hidden layer"
+"""How the report names the teachers of a round rebuilt by ``round_features: student``."""
 
 _BOOKKEEPING = ("queries_seen", "answered", "abstained", "not_asked", "halted", "replayed_calls", "spend_id")
 
@@ -105,12 +125,64 @@ def steered_order(proba: Tensor, *, exclude: Tensor, answered_labels: Tensor) ->
 
 
 @dataclass
+class RoundTeachers:
+    """The teachers a later round was released from, when ``round_features="student"`` rebuilt
+    them: the teachers and the evaluation rows in their input space (private diagnostics only)."""
+
+    teachers: PropagationTeachers
+    eval_x: Tensor
+    dim: int
+
+
+@dataclass
 class RoundsRelease:
     """A release in rounds: ``combined`` (all rounds' labels and pool positions, in round order,
-    as the student and the report read a release) and ``rounds`` (each round's own release)."""
+    as the student and the report read a release), ``rounds`` (each round's own release) and,
+    per round, the teachers rebuilt for it in this call (None: the run's teachers, or replayed)."""
 
     combined: Release
     rounds: list[Release]
+    round_teachers: list[RoundTeachers | None] = field(default_factory=list)
+
+
+@torch.no_grad()
+def student_representation(student: Any, x: Tensor, *, batch_size: int = 4096) -> Tensor:
+    """The last hidden layer of a dense student on ``x``: (n, h) float32.
+
+    The student's network must be :func:`~pate_stab.teachers.models.build_model`'s dense layout,
+    ``Sequential(Flatten, Sequential(Linear, ReLU, …, Linear))`` with at least one hidden layer;
+    the output is the activation before the last linear map.
+    """
+    network = getattr(student, "network", None)
+    body = network[1] if isinstance(network, nn.Sequential) and len(network) == 2 else None
+    if not (isinstance(network[0] if body is not None else None, nn.Flatten) and isinstance(body, nn.Sequential)
+            and len(body) >= 3 and isinstance(body[-1], nn.Linear)):  # fmt: skip
+        raise ValueError("student_representation needs a dense student with a hidden layer (student_model: mlp)")
+    trunk = nn.Sequential(network[0], *list(body)[:-1]).eval()
+    device = next(trunk.parameters()).device
+    out = [trunk(x[i : i + batch_size].to(device)).float().cpu() for i in range(0, len(x), batch_size)]
+    return torch.cat(out) if out else torch.empty(0, body[-1].in_features)
+
+
+def student_round_teachers(prep: Prepared, student: Any) -> tuple[Prepared, RoundTeachers]:
+    """The run's propagation teachers rebuilt on ``student``'s representation (same shards).
+
+    Returns the prepared run whose ``teachers`` and ``votes`` are the rebuilt ones (its task, and
+    so the selection's and the student's inputs, unchanged) and the record of those teachers.
+    """
+    teachers = prep.teachers
+    if not isinstance(teachers, PropagationTeachers):
+        raise ValueError(f"round_features='student' rebuilds propagation teachers, got {type(teachers).__name__}")
+    task = prep.task
+    public = student_representation(student, task.public_x)
+    private = student_representation(student, task.private_x)
+    shards = [torch.nonzero(teachers.shard_of == j).flatten() for j in range(teachers.num_teachers)]
+    rebuilt = PropagationTeachers(
+        public, private, task.private_y, shards, num_classes=task.num_classes, spec=teachers.spec
+    )
+    votes = PoolVotes(rebuilt, public, task.num_classes, progress=prep.config.progress)
+    record = RoundTeachers(rebuilt, student_representation(student, task.eval_x), int(public.shape[1]))
+    return replace(prep, teachers=rebuilt, votes=votes), record
 
 
 def _combine(releases: list[Release]) -> Release:
@@ -144,14 +216,25 @@ def _combine(releases: list[Release]) -> Release:
     )
 
 
-def _steer(prep: Prepared, earlier: list[Release], generator: torch.Generator, bottom: torch.Generator) -> Tensor:
-    """The order of the next round: the run's student fitted on the ``earlier`` rounds, then
-    :func:`steered_order` of its predictions on the pool (post-processing of those releases)."""
+def _order(prep: Prepared, earlier: list[Release], student: Any) -> Tensor:
+    """:func:`steered_order` of ``student``'s predictions on the pool, past the ``earlier`` rounds."""
     so_far = _combine(earlier)
-    student, _ = fit_student(prep, so_far, generator=generator, bottom_generator=bottom)
     proba = student.predict_proba(student_inputs(prep)[0])
     labels = so_far.labels[answered_mask(so_far.labels)]
     return steered_order(proba, exclude=so_far.index, answered_labels=labels)
+
+
+def _earlier_student(prep: Prepared, earlier: list[Release], generator: torch.Generator,
+                     bottom: torch.Generator) -> Any:  # fmt: skip
+    """The run's student fitted on the ``earlier`` rounds (post-processing of those releases)."""
+    student, _ = fit_student(prep, _combine(earlier), generator=generator, bottom_generator=bottom)
+    return student
+
+
+def _steer(prep: Prepared, earlier: list[Release], generator: torch.Generator, bottom: torch.Generator) -> Tensor:
+    """The order of the next round: the run's student fitted on the ``earlier`` rounds, then
+    :func:`steered_order` of its predictions on the pool (post-processing of those releases)."""
+    return _order(prep, earlier, _earlier_student(prep, earlier, generator, bottom))
 
 
 def release_rounds(prep: Prepared, ledger: PrivacyLedger) -> RoundsRelease:
@@ -172,23 +255,47 @@ def release_rounds(prep: Prepared, ledger: PrivacyLedger) -> RoundsRelease:
         )
     gens = spawn_generators(prep.generators["rounds"], 4 * config.rounds)
     releases: list[Release] = []
+    built: list[RoundTeachers | None] = []
     for r, share in enumerate(config.round_shares):
         noise_gen, selection_gen, student_gen, bottom_gen = gens[4 * r : 4 * r + 4]
-
+        spend_id = round_spend_id(config.run_name, config.aggregator, config.epsilon, r + 1, config.rounds)
+        round_prep, record = prep, None
+        steered = partial(_steer, prep, list(releases), student_gen, bottom_gen) if r > 0 else None
+        recorded = ledger.entry(spend_id)
+        if r > 0 and config.round_features == "student" and not (recorded is not None and recorded.has_result):
+            # one student both steers the round and gives its teachers their inputs
+            student = _earlier_student(prep, releases, student_gen, bottom_gen)
+            round_prep, record = student_round_teachers(prep, student)
+            steered = partial(_order, prep, list(releases), student)
         releases.append(
             release_labels(
-                prep,
+                round_prep,
                 ledger,
                 aggregator=config.aggregator,
                 epsilon=config.epsilon * share,
                 delta=config.delta * share,
-                spend_id=round_spend_id(config.run_name, config.aggregator, config.epsilon, r + 1, config.rounds),
+                spend_id=spend_id,
                 generator=noise_gen,
                 selection_generator=selection_gen,
-                steered=partial(_steer, prep, list(releases), student_gen, bottom_gen) if r > 0 else None,
+                steered=steered,
             )
         )
-    return RoundsRelease(_combine(releases), releases)
+        built.append(record)
+    return RoundsRelease(_combine(releases), releases, built)
+
+
+def rounds_private_diagnostics(result: RoundsRelease, prep: Prepared) -> list[dict[str, Any]]:
+    """Mean teacher and plurality accuracy on the evaluation split of each round whose teachers
+    were rebuilt in this call (private: the teachers' accuracy is a statistic of the private data)."""
+    task = prep.task
+    out = []
+    for i, record in enumerate(result.round_teachers):
+        if record is None:
+            continue
+        mean, plurality = teacher_accuracies(record.teachers, record.eval_x, task.eval_y, task.num_classes)
+        out.append({"round": i + 1, "teacher_features": f"student hidden layer ({record.dim})",
+                    "teacher_mean": mean, "plurality": plurality})  # fmt: skip
+    return out
 
 
 def rounds_report(config: Any, result: RoundsRelease, num_classes: int) -> list[dict[str, Any]]:
@@ -208,6 +315,7 @@ def rounds_report(config: Any, result: RoundsRelease, num_classes: int) -> list[
             "epsilon": float(s["epsilon"]),
             "delta": float(s["delta"]),
             "selection": rel.selection["strategy"],
+            "teachers": "the run's" if i == 0 or config.round_features == "same" else REBUILT,
             "offered": int(rel.index.numel()),
             "answered": int(s["answered"]),
             "abstained": int(s["abstained"]),

@@ -59,7 +59,7 @@ from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
-from pate_stab.run.rounds import release_rounds, rounds_report
+from pate_stab.run.rounds import release_rounds, rounds_private_diagnostics, rounds_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 from pate_stab.student import StudentTargets
 
@@ -96,6 +96,7 @@ def evaluate_and_report(
     *,
     start: float | None = None,
     rounds: list[dict[str, Any]] | None = None,
+    rounds_private: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Step 4: teachers and student on the evaluation split, pool figures where the pool has
     labels, PATE's data-dependent ε; the published report, also written to ``report.json``.
@@ -136,6 +137,8 @@ def evaluate_and_report(
     )
     if rounds is not None:
         report["rounds"] = rounds
+    if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
+        diagnostics["rounds_teachers"] = rounds_private
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
     (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     return report
@@ -211,11 +214,12 @@ def transfer_result(
     )
     try:
         t0 = time.perf_counter()
-        rounds = None
+        rounds = rounds_private = None
         if config.rounds > 1:  # 2. the private release, in rounds (pate_stab.run.rounds)
             in_rounds = release_rounds(prep, ledger)
             release = in_rounds.combined
             rounds = rounds_report(config, in_rounds, prep.task.num_classes)
+            rounds_private = rounds_private_diagnostics(in_rounds, prep)
         else:
             release = release_labels(  # 2. the private release
                 prep,
@@ -236,7 +240,9 @@ def transfer_result(
         )
         torch.save(student.state_dict(), prep.run_dir / "student.pt")
         prep.timings["student"] = time.perf_counter() - t0
-        report = evaluate_and_report(prep, ledger, release, student, targets, start=start, rounds=rounds)  # 4.
+        report = evaluate_and_report(
+            prep, ledger, release, student, targets, start=start, rounds=rounds, rounds_private=rounds_private
+        )  # 4.
         return TransferResult(student, release, report, prep)
     finally:
         ledger.close()
