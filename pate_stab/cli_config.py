@@ -52,7 +52,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--schema", "schema", str, "CSV data: the public schema file (JSON or YAML)"),
     ("--image-shape", "image_shape", str, "image folders: CHANNELS,HEIGHT,WIDTH (default: the public pool's)"),
     ("--data-dir", "data_dir", str, "folder with the data set's files"),
-    ("--features", "features", str, "raw, pca, scattering or ssl (fitted on the public pool only)"),
+    ("--features", "features", str, "raw, pca, scattering, ssl or scattering+ssl (fitted on the public pool only)"),
     (
         "--pca-dim",
         "pca_dim",

@@ -21,6 +21,7 @@ from pate_stab.run.config_names import (
     _WIDTH_FIELDS,
     DATASETS,
     DIRECT_LEARNER_NAMES,
+    EXTRACTED_FEATURES,
     FEATURE_DATASETS,
     FEATURES,
     IMAGE_DIRECT_LEARNERS,
@@ -42,6 +43,7 @@ from pate_stab.student.augment import AUGMENTATIONS
 __all__ = [
     "DATASETS",
     "DIRECT_LEARNER_NAMES",
+    "EXTRACTED_FEATURES",
     "FEATURES",
     "FEATURE_DATASETS",
     "IMAGE_DIRECT_LEARNERS",
@@ -104,8 +106,9 @@ class TransferConfig:
     # (see teachers_changed): content keys + replace_one need group privacy over two teachers
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
     partition_key: Literal["content", "record_id"] = "content"
-    features: Literal["raw", "pca", "scattering", "ssl"] = "raw"
-    # pca: components of the inputs; scattering / ssl: of the public projection. An int is a count;
+    features: Literal["raw", "pca", "scattering", "ssl", "scattering+ssl"] = "raw"
+    # pca: components of the inputs; scattering / ssl: of the public projection (of each block's, for
+    # scattering+ssl). An int is a count;
     # a float in (0, 1) keeps the fewest components holding that share of the public pool's variance
     pca_dim: int | float = 50
     whiten: bool = True
@@ -239,7 +242,7 @@ class TransferConfig:
             raise ValueError(f"features must be one of {', '.join(FEATURES)}, got {self.features!r}")
         if self.teacher_model not in TEACHER_MODELS:
             raise ValueError(f"teacher_model must be one of {', '.join(TEACHER_MODELS)}, got {self.teacher_model!r}")
-        if self.teacher_model == "cnn" and self.features in ("scattering", "ssl"):
+        if self.teacher_model == "cnn" and self.features in EXTRACTED_FEATURES:
             raise ValueError(f"CNN teachers need images; features={self.features!r} gives vectors")
         if self.stop_after not in (None, "teachers", "release"):
             raise ValueError(f"stop_after must be None, 'teachers' or 'release', got {self.stop_after!r}")

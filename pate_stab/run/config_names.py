@@ -9,7 +9,9 @@ from __future__ import annotations
 __all__ = [
     "DATASETS",
     "DIRECT_LEARNER_NAMES",
+    "EXTRACTED_FEATURES",
     "FEATURES",
+    "FEATURE_BLOCKS",
     "FEATURE_DATASETS",
     "IMAGE_DIRECT_LEARNERS",
     "NOT_IDENTITY",
@@ -36,8 +38,15 @@ FEATURES = {
     "the public pool",
     "ssl": "a SimCLR encoder trained on the public pool's images (no labels), its embedding standardised "
     "(and reduced to pca_dim by a public PCA when pca_dim is smaller than the embedding)",
+    "scattering+ssl": "both of the above, each as its own map (own cache file), each scaled to total variance 1 "
+    "on the public pool, concatenated",
 }
 """The run's feature stage (:mod:`pate_stab.features`): fitted on the public pool only, or on nothing."""
+FEATURE_BLOCKS = {"scattering": ("scattering",), "ssl": ("ssl",), "scattering+ssl": ("scattering", "ssl")}
+"""The feature maps :mod:`pate_stab.run.features` extracts from images, each with its blocks (one
+extractor each, in the order concatenated)."""
+EXTRACTED_FEATURES = tuple(FEATURE_BLOCKS)
+"""Features computed from images by the run's feature stage: they give vectors (no CNN teachers)."""
 TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate")
 RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
 """The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""

@@ -195,7 +195,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         feature_map["state"] = feats.state_dict()
     elif config.features == "raw" and config.teacher_model != "cnn":
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
-    # scattering / ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
+    # scattering / ssl / scattering+ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
     class_names = own.class_names if own is not None else None
     return Task(
         px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images,

@@ -1,4 +1,5 @@
-"""The run's feature stage for ``features: scattering | ssl``: fitted on the public pool, cached in the run folder.
+"""The run's feature stage for ``features: scattering | ssl | scattering+ssl``: fitted on the public
+pool, cached in the run folder.
 
 :func:`extract_features` builds the extractor with :func:`pate_stab.features.make_features`, fits
 it on the public pool's images only (no labels; scattering itself uses no data, its projection
@@ -6,20 +7,34 @@ the public coefficients; the SSL encoder trains on the public images) and maps t
 public and evaluation inputs, row by row. The result is saved as
 ``<run>/features/<name>_<key>.pt`` (mode 0600: it holds the private records' features).
 
-The key names the file, and the file name is published (``report.json``'s ``features.cache``),
-so it is computed from public inputs and options only: the extractor's name and options, the
-public pool and evaluation inputs, and (SSL) the generator's state. The private records enter
-only as HMAC-SHA256 under the run folder's secret key
-(:func:`~pate_stab.privacy.private_files.run_private_key`), stored inside the private cache
-file; a cached file whose MAC does not match this run's private inputs is recomputed, so a
-file made from other inputs is never used. ``raw`` and ``pca`` stay in
+The key names the file, and the file name is published (``report.json``'s ``features.cache``; of
+a combination, ``features.blocks[i].cache``), so it is computed from public inputs and options
+only: the extractor's name and options, the public pool and evaluation inputs, and (SSL) the
+generator's state. The private records enter only as HMAC-SHA256 under the run folder's secret
+key (:func:`~pate_stab.privacy.private_files.run_private_key`), stored inside the private cache
+file; a cached file whose MAC does not match this run's private inputs is recomputed, so a file
+made from other inputs is never used. ``raw`` and ``pca`` stay in
 :func:`pate_stab.run.data.load_task`.
+
+``scattering+ssl`` joins the two maps by a label-free rule fixed in advance. Each block is
+extracted exactly as its single feature map (same options, own cache file, so a single-feature
+cache made in the same run folder is reused and vice versa): standardised and reduced by its
+own public PCA (``pca_dim``, ``whiten``). Each block is then divided by the square root of its
+total variance on the public pool (the sum of its columns' variances, divisor n − 1 as the
+projection's standardisation), so each block's public total variance is 1, and the blocks are
+concatenated (scattering first) for the private, public and evaluation rows alike. Without the
+scaling the block with more dimensions would dominate every distance and dot product by its
+dimension count alone (each standardised coefficient brings variance 1: 3,969 scattering
+coefficients against 128 SSL embedding dimensions on 28 × 28 images, before their PCAs); with it
+each map weighs the same whatever its width. The scale is computed from public rows only, so it
+is a public value (reported per block).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from dataclasses import replace
@@ -33,26 +48,59 @@ from pate_stab.features import make_features
 from pate_stab.features.ssl import SSLConfig
 from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.run.config import TransferConfig
+from pate_stab.run.config_names import EXTRACTED_FEATURES, FEATURE_BLOCKS
 from pate_stab.run.data import Task
 
-__all__ = ["EXTRACTED_FEATURES", "extract_features", "extractor_options", "features_key", "private_inputs_mac"]
+__all__ = [
+    "EXTRACTED_FEATURES",
+    "FEATURE_BLOCKS",
+    "block_scale",
+    "extract_features",
+    "extractor_options",
+    "features_key",
+    "private_inputs_mac",
+]
 
-EXTRACTED_FEATURES = ("scattering", "ssl")
 SSL_EMBED_DIM = SSLConfig().embed_dim
+COMBINATION_RULE = (
+    "each block (standardised and reduced by its own public PCA) divided by the square root of its total "
+    "variance on the public pool, then the blocks concatenated in this order"
+)
 
 
-def extractor_options(config: TransferConfig) -> dict[str, Any]:
-    """The :func:`make_features` options of the run's extractor (JSON-ready; ``ssl`` gets its
-    config object and generator from :func:`extract_features`)."""
-    if config.features == "scattering":
+def extractor_options(config: TransferConfig, name: str | None = None) -> dict[str, Any]:
+    """The :func:`make_features` options of one extractor (JSON-ready; ``ssl`` gets its config
+    object and generator from :func:`extract_features`).
+
+    ``name``: the block (``scattering`` or ``ssl``); None: the run's ``features``, which must then
+    be a single extractor (a combination's blocks are asked for one by one).
+    """
+    name = config.features if name is None else name
+    if name == "scattering":
         j, whiten = config.scattering_j, config.whiten
         return {"J": j, "L": 8, "standardize": True, "pca_dim": config.pca_dim, "whiten": whiten}
-    if config.features == "ssl":
+    if name == "ssl":
         # a variance share always applies; a component count only when it reduces the embedding
         ssl_pca = config.pca_dim if isinstance(config.pca_dim, float) or config.pca_dim < SSL_EMBED_DIM else None
         ssl = SSLConfig(epochs=config.ssl_epochs).to_dict()
         return {"config": ssl, "standardize": True, "pca_dim": ssl_pca, "whiten": config.whiten}
-    raise ValueError(f"features {config.features!r} are not extracted by this stage ({', '.join(EXTRACTED_FEATURES)})")
+    singles = ", ".join(f for f in EXTRACTED_FEATURES if FEATURE_BLOCKS[f] == (f,))
+    raise ValueError(f"features {name!r} are not one extractor of this stage ({singles})")
+
+
+def block_scale(public: Tensor, name: str) -> float:
+    """The square root of a block's total variance on the public pool: the sum over its columns
+    of the public rows' variance (divisor n − 1). Dividing the block by it sets that total to 1.
+
+    Raises:
+        ValueError: fewer than two public rows, or a block constant on the public pool.
+    """
+    if public.shape[0] < 2:
+        raise ValueError(f"scaling the {name} block needs at least 2 public rows, got {public.shape[0]}")
+    total = float(public.to(torch.float64).var(0, unbiased=True).sum())
+    if not math.isfinite(total) or total <= 0.0:
+        raise ValueError(f"the {name} block has total public variance {total!r}; it cannot be scaled to 1")
+    return math.sqrt(total)
 
 
 def _tensor_digest(h: Any, t: Tensor) -> None:
@@ -97,33 +145,18 @@ def _save_private(obj: Any, path: Path) -> None:
     tmp.replace(path)
 
 
-def extract_features(
-    task: Task, config: TransferConfig, cache_dir: Path, *, generator: torch.Generator
-) -> tuple[Task, bool]:
-    """Replace the task's inputs by their features (fitted on ``task.public_x`` only).
+def _extract_block(
+    task: Task, name: str, config: TransferConfig, cache_dir: Path, generator: torch.Generator, private_mac: str
+) -> tuple[dict[str, Any], Path, bool]:
+    """One extractor's features of the task's three sets, from its cache file or computed (and cached).
 
-    Args:
-        task: the splits, inputs as images (n, C, H, W) or (n, H, W).
-        config: ``features`` and the extractor's settings.
-        cache_dir: folder of the cached features (``<run>/features``).
-        generator: the SSL encoder's randomness (unused by scattering).
-
-    Returns:
-        The task with (n, d) float32 features and ``feature_map`` describing them, and whether the
-        features were read from the cache.
-
-    Raises:
-        ValueError: the inputs are not images.
+    Returns the saved record (``private``, ``public``, ``evaluation``, ``meta``, ...), the cache
+    file and whether it was read from the cache.
     """
-    name = config.features
-    if any(t.dim() not in (3, 4) for t in (task.private_x, task.public_x, task.eval_x)):
-        raise ValueError(f"features={name!r} needs images (n, C, H, W); this task's inputs have shape "
-                         f"{tuple(task.public_x.shape)}")  # fmt: skip
-    options = extractor_options(config)
+    options = extractor_options(config, name)
     uses_generator = name == "ssl"
     # public inputs only: the key is the cache file's (published) name
     key = features_key(name, options, [task.public_x, task.eval_x], generator if uses_generator else None)
-    private_mac = private_inputs_mac(run_private_key(cache_dir.parent), task.private_x)
     path = cache_dir / f"{name}_{key}.pt"
     saved = torch.load(path, weights_only=False) if path.is_file() else None
     if saved is not None and saved.get("key") != key:
@@ -152,13 +185,63 @@ def extract_features(
         }
         cache_dir.mkdir(parents=True, exist_ok=True)
         _save_private(saved, path)
-    feature_map: dict[str, Any] = {
-        "kind": name,
-        **saved["meta"],
-        "input_shape": list(task.public_x.shape[1:]),
-        "cache": f"features/{path.name}",
-    }
-    out = replace(
-        task, private_x=saved["private"], public_x=saved["public"], eval_x=saved["evaluation"], feature_map=feature_map
-    )
-    return out, cached
+    return saved, path, cached
+
+
+def extract_features(
+    task: Task, config: TransferConfig, cache_dir: Path, *, generator: torch.Generator
+) -> tuple[Task, bool]:
+    """Replace the task's inputs by their features (fitted on ``task.public_x`` only).
+
+    Args:
+        task: the splits, inputs as images (n, C, H, W) or (n, H, W).
+        config: ``features`` and the extractor's settings.
+        cache_dir: folder of the cached features (``<run>/features``).
+        generator: the SSL encoder's randomness (unused by scattering).
+
+    Returns:
+        The task with (n, d) float32 features and ``feature_map`` describing them, and whether the
+        features were read from the cache (a combination: every block).
+
+    Raises:
+        ValueError: the inputs are not images, or ``features`` is not extracted by this stage.
+    """
+    name = config.features
+    if name not in FEATURE_BLOCKS:
+        raise ValueError(f"features {name!r} are not extracted by this stage ({', '.join(EXTRACTED_FEATURES)})")
+    if any(t.dim() not in (3, 4) for t in (task.private_x, task.public_x, task.eval_x)):
+        raise ValueError(f"features={name!r} needs images (n, C, H, W); this task's inputs have shape "
+                         f"{tuple(task.public_x.shape)}")  # fmt: skip
+    private_mac = private_inputs_mac(run_private_key(cache_dir.parent), task.private_x)
+    blocks = [(block, *_extract_block(task, block, config, cache_dir, generator, private_mac))
+              for block in FEATURE_BLOCKS[name]]  # fmt: skip
+    input_shape = list(task.public_x.shape[1:])
+    if len(blocks) == 1:
+        _, saved, path, cached = blocks[0]
+        feature_map: dict[str, Any] = {
+            "kind": name,
+            **saved["meta"],
+            "input_shape": input_shape,
+            "cache": f"features/{path.name}",
+        }
+        out = replace(task, private_x=saved["private"], public_x=saved["public"], eval_x=saved["evaluation"],
+                      feature_map=feature_map)  # fmt: skip
+        return out, cached
+    parts: dict[str, list[Tensor]] = {"private": [], "public": [], "evaluation": []}
+    described, start = [], 0
+    for block, saved, path, _ in blocks:
+        scale = block_scale(saved["public"], block)  # public rows only: a public value
+        for split, rows in parts.items():
+            rows.append(saved[split] / scale)
+        dim = int(saved["public"].shape[1])
+        described.append({**saved["meta"], "dim": dim, "columns": [start, start + dim],
+                          "public_total_variance": scale**2, "cache": f"features/{path.name}"})  # fmt: skip
+        start += dim
+    feature_map = {
+        "kind": name, "name": name, "dim": start, "combination": COMBINATION_RULE, "blocks": described,
+        "fitted_on": f"public pool ({task.public_x.shape[0]} images, no labels)", "input_shape": input_shape,
+    }  # fmt: skip
+    joined = {split: torch.cat(rows, dim=1) for split, rows in parts.items()}
+    out = replace(task, private_x=joined["private"], public_x=joined["public"], eval_x=joined["evaluation"],
+                  feature_map=feature_map)  # fmt: skip
+    return out, all(cached for *_, cached in blocks)

@@ -134,7 +134,7 @@ class Prepared:
     timings: dict[str, float]
     resumed_teachers: bool
     generators: dict[str, torch.Generator]
-    resumed_features: bool | None = None  # scattering / ssl: read from the run folder's cache
+    resumed_features: bool | None = None  # scattering / ssl (/ both): read from the run folder's cache
     graph: PoolGraph | None = None  # the public pool's kNN graph, built on first use (pool_graph)
 
 

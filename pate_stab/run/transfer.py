@@ -19,7 +19,7 @@ are one spend of :func:`~pate_stab.run.direct.run_direct` on the private split i
 trains on the images, no feature stage either).
 
 A run lives in ``<checkpoints_dir>/<run_name>/``: ``config.json``, ``features.pt`` (the PCA fitted
-on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool,
+on the public pool, if used), ``features/`` (scattering or SSL features fitted on the public pool, one file each,
 :mod:`pate_stab.run.features`), ``teachers/`` (trained heads; propagation teachers are rebuilt
 from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt``, ``report.json``
 (published) and ``private_diagnostics.json`` (mode 0600: statistics of the private data that no
