@@ -112,12 +112,13 @@ class _StackedOptimizer(torch.optim.Optimizer):
                 loss = closure()
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, group, self._active(p))
+                grad = p.grad
+                if grad is not None:
+                    self._update(p, grad, group, self._active(p))
         return loss
 
-    def _update(self, p: Tensor, group: dict[str, Any], active: Tensor) -> None:
-        """Update the stacked parameter ``p`` in place; ``active`` is (k,) bool on its device."""
+    def _update(self, p: Tensor, grad: Tensor, group: dict[str, Any], active: Tensor) -> None:
+        """Update the stacked parameter ``p`` (gradient ``grad``) in place; ``active`` is (k,) bool on its device."""
         raise NotImplementedError
 
 
@@ -169,7 +170,7 @@ class StackedAdam(_StackedOptimizer):
         super().__init__(params, defaults, num_teachers)
         self.fused = fused
 
-    def _update(self, p: Tensor, group: dict[str, Any], active: Tensor) -> None:
+    def _update(self, p: Tensor, grad: Tensor, group: dict[str, Any], active: Tensor) -> None:
         beta1, beta2 = group["betas"]
         lr, eps = _learning_rate(group, p), group["eps"]
         on = active.to(torch.float64)
@@ -180,9 +181,8 @@ class StackedAdam(_StackedOptimizer):
             state["exp_avg_sq"] = torch.zeros_like(p)
         state["step"] += on
         if self._use_fused(p):
-            self._fused_step(p, state, active, group)
+            self._fused_step(p, grad, state, active, group)
             return
-        grad = p.grad
         if group["weight_decay"]:
             grad = grad.add(p, alpha=group["weight_decay"])
         step = state["step"].clamp_min(1)
@@ -218,7 +218,9 @@ class StackedAdam(_StackedOptimizer):
         per_teacher = p[0].numel() if p.shape[0] else 0
         return per_teacher >= self.fused_min_slice or self.num_teachers <= self.fused_max_teachers
 
-    def _fused_step(self, p: Tensor, state: dict[str, Any], active: Tensor, group: dict[str, Any]) -> None:
+    def _fused_step(
+        self, p: Tensor, grad: Tensor, state: dict[str, Any], active: Tensor, group: dict[str, Any]
+    ) -> None:
         """Active teachers' slices, one tensor each, through the fused Adam kernel (the step
         counters were already advanced); inactive teachers' slices are not passed at all.
 
@@ -227,7 +229,7 @@ class StackedAdam(_StackedOptimizer):
         chosen = active.nonzero().flatten().tolist()
         if not chosen:
             return
-        grad = p.grad if p.grad.is_contiguous() else p.grad.contiguous()
+        grad = grad.contiguous()  # the same tensor when it already is
         steps = state["step"].to(torch.float32)  # exact below 2^24 steps
         lr = group["lr"]
         calls: dict[float, list[int]] = {}
@@ -275,9 +277,8 @@ class StackedSGD(_StackedOptimizer):
     ) -> None:
         super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay}, num_teachers)
 
-    def _update(self, p: Tensor, group: dict[str, Any], active: Tensor) -> None:
+    def _update(self, p: Tensor, grad: Tensor, group: dict[str, Any], active: Tensor) -> None:
         on = active.to(torch.float64)
-        grad = p.grad
         if group["weight_decay"]:
             grad = grad.add(p, alpha=group["weight_decay"])
         if group["momentum"]:
