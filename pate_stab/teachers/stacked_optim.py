@@ -169,6 +169,8 @@ class StackedAdam(_StackedOptimizer):
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults, num_teachers)
         self.fused = fused
+        # id(parameter) → (memory key, float32 step counts, per-teacher views): see _slices
+        self._slice_cache: dict[int, tuple[Any, ...]] = {}
 
     def _update(self, p: Tensor, grad: Tensor, group: dict[str, Any], active: Tensor) -> None:
         beta1, beta2 = group["betas"]
@@ -218,6 +220,26 @@ class StackedAdam(_StackedOptimizer):
         per_teacher = p[0].numel() if p.shape[0] else 0
         return per_teacher >= self.fused_min_slice or self.num_teachers <= self.fused_max_teachers
 
+    def _slices(self, p: Tensor, state: dict[str, Any]) -> tuple[tuple[Tensor, ...], ...]:
+        """Per-teacher views of ``p``, its two moments and its step counts (float32, as the fused
+        kernel takes them), built once per parameter and reused while those tensors keep their
+        memory: unbinding k slices of each at every step costs as much as updating small slices.
+
+        The float32 counts are refreshed from ``state["step"]`` (float64, exact) at each call.
+        """
+        cache = getattr(self, "_slice_cache", None)  # absent after unpickling
+        if cache is None:
+            cache = self._slice_cache = {}
+        tensors = (p, state["exp_avg"], state["exp_avg_sq"], state["step"])
+        key = tuple((t.data_ptr(), t.shape, t.stride(), t.dtype, t.device) for t in tensors)
+        entry = cache.get(id(p))
+        if entry is None or entry[0] != key:
+            steps32 = torch.empty(state["step"].shape, dtype=torch.float32, device=p.device)
+            views = tuple(t.detach().unbind(0) for t in (p, state["exp_avg"], state["exp_avg_sq"], steps32))
+            entry = cache[id(p)] = (key, steps32, views)
+        entry[1].copy_(state["step"])  # exact below 2^24 steps
+        return entry[2]
+
     def _fused_step(
         self, p: Tensor, grad: Tensor, state: dict[str, Any], active: Tensor, group: dict[str, Any]
     ) -> None:
@@ -229,8 +251,8 @@ class StackedAdam(_StackedOptimizer):
         chosen = active.nonzero().flatten().tolist()
         if not chosen:
             return
-        grad = grad.contiguous()  # the same tensor when it already is
-        steps = state["step"].to(torch.float32)  # exact below 2^24 steps
+        p_views, m_views, v_views, s_views = self._slices(p, state)
+        g_views = grad.contiguous().unbind(0)  # contiguous(): the same tensor when it already is
         lr = group["lr"]
         calls: dict[float, list[int]] = {}
         if isinstance(lr, Tensor):
@@ -239,7 +261,7 @@ class StackedAdam(_StackedOptimizer):
                 calls.setdefault(rates[j], []).append(j)
         else:
             calls[float(lr)] = chosen
-        views = [t.unbind(0) for t in (p.data, grad, state["exp_avg"], state["exp_avg_sq"], steps)]
+        views = (p_views, g_views, m_views, v_views, s_views)
         beta1, beta2 = group["betas"]
         for rate, members in calls.items():
             p_j, g_j, m_j, v_j, s_j = ([view[j] for j in members] for view in views)

@@ -1,3 +1,4 @@
+import copy
 import functools
 
 import pytest
@@ -207,3 +208,25 @@ def test_bad_learning_rates_are_refused(cls, lr, error, match):
     p = torch.nn.Parameter(torch.zeros(3, 2))
     with pytest.raises(error, match=match):
         cls([p], num_teachers=3, lr=lr)
+
+
+def test_fused_path_follows_replaced_state_and_parameter_memory():
+    # the fused path reuses per-teacher views between steps; a state loaded from a checkpoint or a
+    # parameter given new memory mid-run must still be the one updated
+    k, shape, steps = 3, (4, 2), 8
+    init = torch.randn(k, *shape, generator=seeded_generator(13))
+    grads = _grads(k, shape, steps, seed=14)
+    runs = []
+    for interrupt in (False, True):
+        p = torch.nn.Parameter(init.clone())
+        opt = StackedAdam([p], num_teachers=k, lr=[1e-2, 3e-3, 1e-3], fused=True)
+        for i, grad in enumerate(grads):
+            if interrupt and i == 3:
+                opt.load_state_dict(copy.deepcopy(opt.state_dict()))  # new moment and step tensors
+            if interrupt and i == 5:
+                p.data = p.data.clone()  # new parameter memory
+            p.grad = grad.clone()
+            opt.step()
+        runs.append((p.detach().clone(), opt.state[p]["exp_avg"].clone(), opt.state[p]["step"].clone()))
+    for straight, interrupted in zip(runs[0], runs[1], strict=True):
+        assert torch.equal(straight, interrupted)
