@@ -18,11 +18,17 @@ round differently for another number of students, ~1e-7 per step):
 - loss: the batch mean of the cross-entropy (class targets) or of the binary cross-entropy on
   log p(1|x) − log p(0|x) (score targets), as :class:`~pate_stab.student.training.StudentModule`;
 - optimiser: Adam (Kingma & Ba 2015, Alg. 1) as ``torch.optim.Adam(fused=True)`` computes it,
-  one step counter per student (``torch.optim.adam.adam``, the function behind that optimiser).
+  one step counter and one learning rate per student
+  (:class:`~pate_stab.teachers.stacked_optim.StackedAdam` on its fused path, which runs
+  PyTorch's fused Adam kernel on each student's slice).
 
+The G·L students are one stack of the teachers' kind: student (g, l) is stacked model g·L + l,
+the forward pass is :func:`~pate_stab.teachers.ensemble.stacked_forward` (one batched matrix
+product per layer, each student on its group's batch) and the gradients come from autograd.
 Students never mix: the training loss is the *sum* of the students' batch means, so student
 (g, l)'s gradient is that of its own loss; a group whose epoch has no step left is skipped
-(its students neither compute nor move). The data order is drawn here rather than by a
+(its students neither compute nor move: they are left out of the forward pass and inactive in
+the optimiser). The data order is drawn here rather than by a
 ``DataLoader``, so a stacked student and :func:`~pate_stab.student.training.train_student` with
 the same seeds see the same maths in a different batch order.
 
@@ -36,12 +42,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.optim.adam import adam
 
 from pate_stab._validation import check_int, check_positive, check_tensor
-from pate_stab.teachers.ensemble import init_stacked_parameters
+from pate_stab.teachers.ensemble import init_stacked_parameters, stacked_forward
 from pate_stab.teachers.models import ModelSpec, build_model
+from pate_stab.teachers.stacked_optim import StackedAdam
 
 __all__ = ["StackedStudents", "StudentGroup", "fit_dense_student", "train_stacked_students"]
 
@@ -74,82 +81,23 @@ class StackedStudents:
     @torch.no_grad()
     def logits(self, group: int, x: Tensor) -> Tensor:
         """(L, n, C) logits of group ``group``'s students on inputs ``x`` (n, …)."""
-        params = {name: p[group : group + 1] for name, p in self.params.items()}  # (1, L, …)
-        return _dense_logits(_layer_names(self.spec), params, x.reshape(x.shape[0], -1).float().unsqueeze(0))[0]
+        params = {name: p[group] for name, p in self.params.items()}  # (L, …)
+        return stacked_forward(_dense_base(self.spec), params, x.float(), shared_input=True)
 
 
-def _layer_names(spec: ModelSpec) -> list[tuple[str, str]]:
-    """(weight, bias) names of the dense student's Linear layers, in forward order."""
+def _dense_base(spec: ModelSpec) -> nn.Module:
+    """The dense student's architecture, the ``base`` of :func:`~pate_stab.teachers.ensemble.stacked_forward`."""
     if spec.kind not in ("logistic", "mlp"):
         raise ValueError(f"stacked students are dense ('logistic' or 'mlp'), got {spec.kind!r}")
-    model = build_model(spec)  # Sequential(Flatten, Sequential(Linear, ReLU, …, Linear))
-    return [(f"{name}.weight", f"{name}.bias") for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    return build_model(spec)  # Sequential(Flatten, Sequential(Linear, ReLU, …, Linear))
 
 
-def _dense_logits(layers: list[tuple[str, str]], params: dict[str, Tensor], x: Tensor) -> Tensor:
-    """Logits (G, L, B, C) of stacked students ``params[name]`` (G, L, out, in) on batches ``x`` (G, B, D).
-
-    The L students of a group share its batch, so the first layer is one matrix product per
-    group of all L·out weight rows with the batch; activations stay feature-major, (G·L, width, B).
-    """
-    (w0, b0), rest = layers[0], layers[1:]
-    weight, bias = params[w0], params[b0]
-    g, lr_count, out, width = weight.shape
-    h = torch.baddbmm(bias.reshape(g, lr_count * out, 1), weight.reshape(g, lr_count * out, width), x.transpose(1, 2))
-    h = h.view(g * lr_count, out, x.shape[1])  # (G·L, out, B)
-    for w_name, b_name in rest:
-        w, b = params[w_name], params[b_name]
-        h = torch.baddbmm(b.reshape(g * lr_count, -1, 1), w.reshape(g * lr_count, *w.shape[2:]), h.relu())
-    return h.view(g, lr_count, h.shape[1], h.shape[2]).transpose(2, 3)  # (G, L, B, C)
-
-
-@torch.no_grad()
-def _gradients(
-    layers: list[tuple[str, str]],
-    params: dict[str, Tensor],
-    grads: dict[str, Tensor],
-    x: Tensor,
-    targets: Tensor,
-    weight: Tensor,
-    *,
-    soft: bool,
-) -> None:
-    """Each student's gradient of its batch loss Σ_b weight_b · loss_b, written into ``grads``.
-
-    Backpropagation through the dense layers by hand (the same products autograd would form,
-    without its bookkeeping): ``params`` (A, L, out, in) / (A, L, out), inputs ``x`` (A, B, D)
-    shared by a group's L students, ``targets`` and ``weight`` (A, B).
-    """
-    a, num_lrs = params[layers[0][0]].shape[:2]
-    b = x.shape[1]
-    first = x.transpose(1, 2)  # (A, D, B)
-    pre: list[Tensor] = []  # each layer's output before the ReLU, (A·L, out, B)
-    w0, b0 = layers[0]
-    out0 = params[w0].shape[2]
-    h = torch.baddbmm(params[b0].reshape(a, num_lrs * out0, 1), params[w0].reshape(a, num_lrs * out0, -1), first)
-    pre.append(h.view(a * num_lrs, out0, b))
-    for w_name, b_name in layers[1:]:
-        w = params[w_name].reshape(a * num_lrs, *params[w_name].shape[2:])
-        pre.append(torch.baddbmm(params[b_name].reshape(a * num_lrs, -1, 1), w, pre[-1].relu()))
-    logits = pre[-1]  # (A·L, C, B)
-    scale = weight.unsqueeze(1).expand(a, num_lrs, b).reshape(a * num_lrs, 1, b)
-    if soft:  # d/dz of BCE on m = z1 − z0: (σ(m) − t) on z1, its negative on z0
-        t = targets.unsqueeze(1).expand(a, num_lrs, b).reshape(a * num_lrs, 1, b)
-        dm = (torch.sigmoid(logits[:, 1:2] - logits[:, 0:1]) - t) * scale
-        dz = torch.cat([-dm, dm], dim=1)
-    else:  # d/dz of cross-entropy: softmax(z) − onehot(y)
-        dz = logits.softmax(dim=1)
-        y = targets.unsqueeze(1).expand(a, num_lrs, b).reshape(a * num_lrs, 1, b)
-        dz.scatter_add_(1, y, torch.full(y.shape, -1.0)).mul_(scale)
-    for k in range(len(layers) - 1, 0, -1):
-        w_name, b_name = layers[k]
-        act = pre[k - 1].relu()  # (A·L, in, B)
-        torch.bmm(dz, act.transpose(1, 2), out=grads[w_name].view(a * num_lrs, *grads[w_name].shape[2:]))
-        torch.sum(dz, dim=2, out=grads[b_name].view(a * num_lrs, -1))
-        w = params[w_name].reshape(a * num_lrs, *params[w_name].shape[2:])
-        dz = torch.bmm(w.transpose(1, 2), dz).mul_(pre[k - 1] > 0)
-    torch.bmm(dz.view(a, num_lrs * out0, b), x, out=grads[w0].view(a, num_lrs * out0, -1))
-    torch.sum(dz, dim=2, out=grads[b0].view(a * num_lrs, out0))
+def _batch_losses(logits: Tensor, targets: Tensor, *, soft: bool) -> Tensor:
+    """(k, B) per-example losses of logits (k, B, C): cross-entropy on classes, or binary
+    cross-entropy on the margin log p(1|x) − log p(0|x) for scores in [0, 1]."""
+    if soft:
+        return F.binary_cross_entropy_with_logits(logits[..., 1] - logits[..., 0], targets, reduction="none")
+    return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (k, C, B) form
 
 
 def _epoch_batches(groups: Sequence[StudentGroup], gens: list[torch.Generator], batch_size: int) -> tuple[Tensor, ...]:
@@ -201,7 +149,7 @@ def train_stacked_students(
     lrs = tuple(check_positive("lr", float(v)) for v in lrs)
     if not groups or not lrs:
         raise ValueError("train_stacked_students needs at least one group and one learning rate")
-    layers = _layer_names(spec)
+    base = _dense_base(spec)
     soft = {bool(grp.targets.is_floating_point()) for grp in groups}
     if len(soft) != 1:
         raise ValueError("the groups' targets must all be classes or all be scores")
@@ -221,34 +169,44 @@ def train_stacked_students(
     if not live:
         return trained
     order = torch.tensor(live)
-    work = {n: p[order].contiguous() for n, p in params.items()}  # (G', L, …)
-    exp_avg = {n: torch.zeros_like(p) for n, p in work.items()}
-    exp_avg_sq = {n: torch.zeros_like(p) for n, p in work.items()}
-    counters = {n: torch.zeros(len(live), num_lrs) for n in work}  # one Adam step counter per parameter
+    k = len(live) * num_lrs  # student (g, l) of the g-th live group is stacked model g·L + l
+    work = {n: p[order].reshape(k, *p.shape[2:]).clone() for n, p in params.items()}
+    # gradients of the steps some students sit out: the live ones' rows, zero for the others
+    partial_grads = {n: torch.zeros_like(p) for n, p in work.items()}
+    # fused=True: each student steps as torch.optim.Adam(fused=True) on its own (module docstring)
+    optimiser = StackedAdam(
+        work.values(), num_teachers=k, lr=torch.tensor(lrs, dtype=torch.float64).repeat(len(live)),
+        weight_decay=weight_decay, fused=True,
+    )  # fmt: skip
     live_groups = [groups[j] for j in live]
     gens = [torch.Generator().manual_seed(int(grp.data_seed)) for grp in live_groups]
     group_x = [grp.positions.long() for grp in live_groups]
     group_t = [grp.targets.float() if is_soft else grp.targets.long() for grp in live_groups]
-    grads = {n: torch.empty_like(p) for n, p in work.items()}
-    names = list(work)
-    # slices[i][l][name][g]: student (g, l)'s slice of parameters, gradients, moments, step counters
-    slices = [[{n: list(t[n][:, l_idx].unbind(0)) for n in names} for l_idx in range(num_lrs)]
-              for t in (work, grads, exp_avg, exp_avg_sq, counters)]  # fmt: skip
     for _ in range(epochs):
         rows, weight, steps = _epoch_batches(live_groups, gens, batch_size)
         pos = torch.stack([group_x[j][rows[j]] for j in range(len(live))])  # (G', S, B) rows of x
         tgt = torch.stack([group_t[j][rows[j]] for j in range(len(live))])  # (G', S, B)
         for s in range(rows.shape[1]):
-            a = int((steps > s).sum())  # groups 0 … a − 1 take this step
+            a = int((steps > s).sum())  # groups 0 … a − 1 take this step: students 0 … m − 1
+            m = a * num_lrs
             xb = x.index_select(0, pos[:a, s].reshape(-1)).view(a, batch_size, -1)
-            _gradients(layers, {n: p[:a] for n, p in work.items()}, {n: g[:a] for n, g in grads.items()},
-                       xb, tgt[:a, s], weight[:a, s], soft=is_soft)  # fmt: skip
-            for l_idx, lr in enumerate(lrs):
-                p_l, g_l, m_l, v_l, c_l = ([v for n in names for v in t[l_idx][n][:a]] for t in slices)
-                adam(p_l, g_l, m_l, v_l, [], c_l, fused=True, amsgrad=False, beta1=0.9, beta2=0.999, lr=lr,
-                     weight_decay=weight_decay, eps=1e-8, maximize=False)  # fmt: skip
+            # each of a group's L students reads the group's batch (stacked_forward: a batch per
+            # block of L students) and its targets and weights
+            tb, wb = (t.repeat_interleave(num_lrs, dim=0) for t in (tgt[:a, s], weight[:a, s]))
+            # autograd leaves: the live students' rows of the stacked parameters (views, no copy)
+            live_params = {n: p[:m].requires_grad_() for n, p in work.items()}
+            logits = stacked_forward(base, live_params, xb, shared_input=False)
+            # the sum over students of each one's batch mean: student (g, l)'s gradient is its own loss's
+            loss = (_batch_losses(logits, tb, soft=is_soft) * wb).sum()
+            for (n, p), grad in zip(work.items(), torch.autograd.grad(loss, list(live_params.values())), strict=True):
+                if m < k:
+                    partial_grads[n][:m], partial_grads[n][m:] = grad, 0.0
+                    grad = partial_grads[n]
+                p.grad = grad
+            optimiser.active = torch.arange(k) < m
+            optimiser.step()
     for n, p in work.items():
-        params[n][order] = p
+        params[n][order] = p.view(len(live), num_lrs, *p.shape[1:])
     return trained
 
 

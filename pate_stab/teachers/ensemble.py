@@ -118,7 +118,8 @@ def _dense_forward(
     Activations are kept feature-major, (k, width, B): layer ``W`` (k, out, in) maps ``a``
     (k, in, B) to ``baddbmm(b, W, a)`` (k, out, B), so the weight gradient ``g @ aᵀ`` comes out
     in ``W``'s own (k, out, in) layout. With ``shared_input`` the first layer is a single matrix
-    product of all k·out weight rows with the batch.
+    product of all k·out weight rows with the batch; with g batches shared by blocks of k/g
+    teachers (:func:`stacked_forward`), one such product per batch.
     """
     w0, b0 = layers[0]
     weight, bias = params[w0], params[b0]
@@ -128,8 +129,10 @@ def _dense_forward(
         h = torch.addmm(bias.reshape(k * out, 1), weight.reshape(k * out, width), a)
         h = h.view(k, out, x.shape[0])
     else:
-        a = x.reshape(k, x.shape[1], width).transpose(1, 2)  # (k, D, B)
-        h = torch.baddbmm(bias.unsqueeze(2), weight, a)
+        g, rows = x.shape[0], k // x.shape[0] * out  # g batches; weight rows per batch
+        a = x.reshape(g, x.shape[1], width).transpose(1, 2)  # (g, D, B)
+        h = torch.baddbmm(bias.reshape(g, rows, 1), weight.reshape(g, rows, width), a)
+        h = h.view(k, out, x.shape[1])
     for w_name, b_name in layers[1:]:
         h = torch.baddbmm(params[b_name].unsqueeze(2), params[w_name], h.relu_())
     return h.transpose(1, 2)
@@ -144,14 +147,26 @@ def stacked_forward(base: nn.Module, params: dict[str, Tensor], x: Tensor, *, sh
     Args:
         base: an instance of the architecture (its own parameters are not used).
         params: stacked parameters ``{name: (k, *shape)}``.
-        x: (k, B, …) one batch per teacher, or (B, …) the same batch for all when ``shared_input``.
+        x: (k, B, …) one batch per teacher, or (B, …) the same batch for all when ``shared_input``,
+            or (g, B, …) with g dividing k: batch i for the block of k/g consecutive teachers
+            i·k/g … (i + 1)·k/g − 1 (the stacked students of :mod:`pate_stab.student.stacked`:
+            one block of learning rates per training set).
 
     Returns:
         (k, B, C) logits (for dense teachers a transposed view of a (k, C, B) tensor).
+
+    Raises:
+        ValueError: without ``shared_input``, a leading size of ``x`` that does not divide k.
     """
+    k = next(iter(params.values())).shape[0]
+    if not shared_input and (x.dim() == 0 or x.shape[0] == 0 or k % x.shape[0]):
+        lead = x.shape[0] if x.dim() else None
+        raise ValueError(f"x must hold one batch per block of teachers: {lead} batches for {k} teachers")
     layers = _dense_layers(base)
     if layers is not None:
         return _dense_forward(layers, params, x, shared_input=shared_input)
+    if not shared_input and x.shape[0] != k:
+        x = x.repeat_interleave(k // x.shape[0], dim=0)  # (k, B, …): each teacher its block's batch
 
     def one(p: dict[str, Tensor], xb: Tensor) -> Tensor:
         return functional_call(base, p, (xb,))
