@@ -154,9 +154,9 @@ def student_representation(student: Any, x: Tensor, *, batch_size: int = 4096) -
     the output is the activation before the last linear map.
     """
     network = getattr(student, "network", None)
-    body = network[1] if isinstance(network, nn.Sequential) and len(network) == 2 else None
-    if not (isinstance(network[0] if body is not None else None, nn.Flatten) and isinstance(body, nn.Sequential)
-            and len(body) >= 3 and isinstance(body[-1], nn.Linear)):  # fmt: skip
+    if not (isinstance(network, nn.Sequential) and len(network) == 2 and isinstance(network[0], nn.Flatten)
+            and isinstance(body := network[1], nn.Sequential) and len(body) >= 3
+            and isinstance(body[-1], nn.Linear)):  # fmt: skip
         raise ValueError("student_representation needs a dense student with a hidden layer (student_model: mlp)")
     trunk = nn.Sequential(network[0], *list(body)[:-1]).eval()
     device = next(trunk.parameters()).device
