@@ -418,3 +418,35 @@ def test_direct_learner_rows_on_arrays_without_pool_labels_or_evaluation_set(tmp
     with pytest.raises(ValueError, match="direct learner"):
         transfer_arrays(private, ux, None, classes=3, aggregator="output-softmax", checkpoints_dir=str(tmp_path),
                         run_name="e", **SMALL)  # fmt: skip
+
+
+# ---- own data through the later additions: rounds on rebuilt teachers, combined image features --------
+
+
+def test_python_arrays_release_in_rounds_with_teachers_on_the_students_representation(tmp_path):
+    private, (ux, _), evaluation = mixture()
+    settings = {**SMALL, "teacher_model": "propagate", "rounds": 2, "round_features": "student", "epsilon": 16.0}
+    result = transfer_arrays(private, ux.numpy(), evaluation, classes=3, checkpoints_dir=str(tmp_path),
+                             run_name="arr_rounds", **settings)  # fmt: skip
+    rounds = result.report["rounds"]
+    assert [r["teachers"] for r in rounds] == ["the run's", "rebuilt on the student's hidden layer"]
+    assert sum(r["answered"] for r in rounds) == result.report["queries"]["answered"] > 0
+    (rebuilt,) = private_diagnostics(result.prep.run_dir)["rounds_teachers"]
+    hidden = TransferConfig().student_hidden[-1]
+    assert rebuilt["round"] == 2 and rebuilt["teacher_features"] == f"student hidden layer ({hidden})"
+
+
+def test_cli_image_folders_with_combined_features(image_folders, tmp_path, capsys):
+    d = image_folders
+    files = ["--private", str(d / "train"), "--public", str(d / "pool"), "--evaluation", str(d / "test"),
+             "--checkpoints-dir", str(tmp_path)]  # fmt: skip
+    args = ["transfer", *files, "--run-name", "combo", "--features", "scattering+ssl", "--set", "ssl_epochs=1",
+            "--pca-dim", "0.95", "--releaser-noise", "seeded", *FLAGS]  # seeded: the same release each run  # fmt: skip
+    assert main(args) == 0
+    capsys.readouterr()
+    report = json.loads((tmp_path / "combo" / "report.json").read_text())
+    blocks = report["features"]["blocks"]
+    assert [b["name"] for b in blocks] == ["scattering", "ssl"]
+    assert report["student"]["model"]["input_shape"] == [sum(b["dim"] for b in blocks)]
+    # one SSL epoch on 200 pool images: the student learns from the joined features, well above chance (1/3)
+    assert report["student"]["test_accuracy"] > 0.6
