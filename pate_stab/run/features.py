@@ -33,9 +33,9 @@ is a public value (reported per block).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -46,7 +46,7 @@ from torch import Tensor
 
 from pate_stab.features import make_features
 from pate_stab.features.ssl import SSLConfig
-from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
+from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes, write_private
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.config_names import EXTRACTED_FEATURES, FEATURE_BLOCKS
 from pate_stab.run.data import Task
@@ -136,13 +136,11 @@ def private_inputs_mac(key: bytes, private_x: Tensor) -> str:
 
 
 def _save_private(obj: Any, path: Path) -> None:
-    """torch.save to ``path`` atomically, the file readable by its owner only (mode 0600)."""
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        torch.save(obj, f)
-    tmp.replace(path)
+    """torch.save to ``path`` through :func:`~pate_stab.privacy.private_files.write_private`
+    (atomic, readable by its owner only)."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    write_private(path, buffer.getvalue())
 
 
 def _extract_block(

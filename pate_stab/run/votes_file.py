@@ -25,6 +25,7 @@ can read. Releasing them is :func:`pate_stab.run.release_votes.release_votes`.
 from __future__ import annotations
 
 import csv
+import io
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 
 from pate_stab.aggregation.votes import vote_histogram
+from pate_stab.privacy.private_files import write_private
 
 __all__ = ["LAYOUTS", "Layout", "VotesError", "export_votes", "load_public_inputs", "load_votes"]
 
@@ -180,9 +182,6 @@ def export_votes(teachers: Any, x: torch.Tensor, path: str | os.PathLike[str]) -
     target = Path(path)
     if target.suffix != ".npy":
         target = target.with_suffix(".npy")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
-    with os.fdopen(fd, "wb") as f:
-        np.save(f, predictions)
-    return target
+    buffer = io.BytesIO()
+    np.save(buffer, predictions)
+    return write_private(target, buffer.getvalue())  # atomic, mode 0600
