@@ -38,6 +38,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -53,6 +54,16 @@ CV_COLORS = {"Stability": "C0", "alphaSplit": "C1", "dataSplit": "C2", "Random":
 LIGETT_PRINTED = {"noise_reduction": {0.05: 10.0, 0.075: 4.65}, "doubling": {0.05: 495.0, 0.075: 56.6}}
 # Wu et al. 2016, Sec. 5.2 / Fig. 2: "the maximum MSE gap we observed is only 0.1".
 WU_GAP = 0.1
+
+
+def _save(fig: Any, path: Path, title: str, *, bottom: float, top: float) -> Path:
+    """Title ``fig``, lay it out between ``bottom`` and ``top`` (figure fractions), write it to
+    ``path`` at 120 dpi and close it."""
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, bottom, 1, top))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def cv_figure(root: Path) -> Path:
@@ -100,16 +111,14 @@ def cv_figure(root: Path) -> Path:
                 handles.append(h)
                 labels.append(lab)
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
-    fig.suptitle(
+    return _save(
+        fig,
+        root / "cv2013_fig1.png",
         "Chaudhuri & Vinterbo 2013, Fig. 1 layout: paper protocol (not private: as in the paper), "
         "mean and 95 % interval",
-        fontsize=10,
+        bottom=0.07,
+        top=0.96,
     )
-    fig.tight_layout(rect=(0, 0.07, 1, 0.96))
-    out = root / "cv2013_fig1.png"
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
 
 
 def cv_adult_protocols(root: Path) -> Path | None:
@@ -135,12 +144,13 @@ def cv_adult_protocols(root: Path) -> Path | None:
             ax.set_title(f"Adult, {protocol}: {metric.upper()} ({runs} CV rounds)", fontsize=9)
         axes[1, col].set_xlabel("alpha")
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Chaudhuri & Vinterbo 2013 Fig. 1, Adult panel under three scalings", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    out = root / "cv2013_fig1_adult_protocols.png"
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save(
+        fig,
+        root / "cv2013_fig1_adult_protocols.png",
+        "Chaudhuri & Vinterbo 2013 Fig. 1, Adult panel under three scalings",
+        bottom=0.0,
+        top=0.95,
+    )
 
 
 def ligett_figure(root: Path) -> Path:
@@ -170,12 +180,13 @@ def ligett_figure(root: Path) -> Path:
             ax.set_xlabel("input alpha (excess error guarantee)")
             ax.set_ylabel("ex-post privacy loss epsilon")
             ax.legend(fontsize=7)
-    fig.suptitle("Ligett et al. 2017, Fig. 1 layout (mean over 80 / 40 trials)", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
-    out = root / "ligett2017_fig1.png"
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save(
+        fig,
+        root / "ligett2017_fig1.png",
+        "Ligett et al. 2017, Fig. 1 layout (mean over 80 / 40 trials)",
+        bottom=0.0,
+        top=0.96,
+    )
 
 
 def _wu_series(res: dict, method: str, eps: list[float]) -> tuple[list[float], list[float]]:
@@ -212,14 +223,13 @@ def wu_figures(root: Path) -> list[Path]:
             ax.set_ylabel("test MSE (protocol's dose scale)")
             ax.set_title(f"{protocol} (d = {res['d']})", fontsize=9)
             ax.legend(fontsize=7)
-        fig.suptitle(
+        out = _save(
+            fig,
+            root / f"wu2016_fig{fig_no}.png",
             f"Wu et al. 2016, Fig. {fig_no} layout: IWPC warfarin, rls-out, mean ± s.d. over random 80/20 splits",
-            fontsize=10,
+            bottom=0.0,
+            top=0.93,
         )
-        fig.tight_layout(rect=(0, 0, 1, 0.93))
-        out = root / f"wu2016_fig{fig_no}.png"
-        fig.savefig(out, dpi=120)
-        plt.close(fig)
         outs.append(out)
     return outs
 
@@ -253,12 +263,13 @@ def btt18_figure(root: Path) -> Path:
         ax.set_ylabel("error (disagreement with the truth)")
         if ax.lines:
             ax.legend(fontsize=6)
-    fig.suptitle("BTT18 Thm 4.3/4.4 (h_priv) and 4.6/4.7 (student): measured error against n, 3 seeds", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    out = root / "btt18_rates.png"
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save(
+        fig,
+        root / "btt18_rates.png",
+        "BTT18 Thm 4.3/4.4 (h_priv) and 4.6/4.7 (student): measured error against n, 3 seeds",
+        bottom=0.0,
+        top=0.95,
+    )
 
 
 def main() -> None:
