@@ -16,6 +16,7 @@ from pate_stab.run.direct import DIRECT_LEARNERS, direct_legend, replace_one_equ
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import open_ledger
+from tests.run.direct_helpers import cli_refusals, spend_lines
 
 SMALL_DPSGD = DPSGDConfig(expected_batch_size=256, epochs=5, lr=2.0, momentum=0.9, max_grad_norm=1.0)
 
@@ -196,20 +197,6 @@ def _mentions(text: str, number: int) -> bool:
     return re.search(rf"(?<![\d.]){number}(?![\d.])", text) is not None
 
 
-def _spend_lines(run_dir) -> list[dict]:
-    """The ledger's spend and result lines; left out of the result: the model's digest, which differs with the model,
-    and the integrity chain's hash over that line (it covers the digest)."""
-    out = []
-    for line in (run_dir / "ledger.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("kind") == "result":
-            rec["payload"].pop("sha256")
-            rec.pop("sha256")
-        if rec.get("kind") in ("spend", "result"):
-            out.append(rec)
-    return out
-
-
 def test_dpsgd_linear_on_neighbours_publishes_the_same_settings_and_never_the_private_size(prepared, tmp_path):
     """Add/remove: on D (2,990 records) and D minus one record the spend (q, steps, σ, ledger lines) is the same,
     computed from the synthetic task's public size num_private = 3,000; neither count appears in a published file."""
@@ -228,7 +215,7 @@ def test_dpsgd_linear_on_neighbours_publishes_the_same_settings_and_never_the_pr
     assert a["settings"]["public_size"] == prepared.config.num_private == 3000
     assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (256 / 3000, round(5 / (256 / 3000)))
     assert a["note"] == b["note"] and a["epsilon"] == b["epsilon"]
-    assert _spend_lines(dirs[0]) == _spend_lines(dirs[1])
+    assert spend_lines(dirs[0]) == spend_lines(dirs[1])
     for n, run_dir, row in zip((2990, 2989), dirs, rows, strict=True):
         published = _published_text(run_dir) + json.dumps(row)
         assert not _mentions(published, n), n
@@ -268,7 +255,7 @@ def test_compare_on_neighbouring_own_data_publishes_no_private_size(tmp_path):
     (a,), (b,) = outs[0]["rows"], outs[1]["rows"]
     assert a["settings"] == b["settings"] and a["settings"]["public_size"] == 10000
     assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (8192 / 10000, round(40 / (8192 / 10000)))
-    assert _spend_lines(dirs[0]) == _spend_lines(dirs[1])
+    assert spend_lines(dirs[0]) == spend_lines(dirs[1])
     for n, run_dir in zip((613, 612), dirs, strict=True):
         assert (run_dir / "compare.json").is_file() and (run_dir / "compare.txt").is_file()
         assert not _mentions(_published_text(run_dir), n), n
@@ -276,25 +263,17 @@ def test_compare_on_neighbouring_own_data_publishes_no_private_size(tmp_path):
 
 
 def test_own_data_without_a_size_hint_is_refused_before_any_spend(tmp_path, capsys):
-    import numpy as np
-
     from pate_stab.run.compare import run_compare
 
     cfg = _own_config(tmp_path, "nohint")
     with pytest.raises(ValueError, match="set private_size_hint.*Do not compute it from the private data"):
         run_compare(cfg, epsilons=[2.0], aggregators=[], direct=["dpsgd-linear"], data=_own(613))
-    assert not (cfg.run_dir / "ledger.jsonl").exists() or not _spend_lines(cfg.run_dir)
+    assert not (cfg.run_dir / "ledger.jsonl").exists() or not spend_lines(cfg.run_dir)
     data = _own(613)
-    np.savez(tmp_path / "p.npz", x=data.private_x.numpy(), y=data.private_y.numpy())
-    np.savez(tmp_path / "q.npz", x=data.public_x.numpy())
-    for name, argv in (("t", ["transfer", "--aggregator", "dpsgd-linear"]),
-                       ("c", ["compare", "--aggregators", "--direct", "dpsgd-linear"])):  # fmt: skip
-        with pytest.raises(SystemExit) as exc:
-            main([*argv, "--private", str(tmp_path / "p.npz"), "--public", str(tmp_path / "q.npz"), "--classes", "3",
-                  "--num-queries", "20", "--run-name", name, "--checkpoints-dir", str(tmp_path)])  # fmt: skip
-        assert exc.value.code == 2
-        assert "set private_size_hint" in capsys.readouterr().err
+    errors = cli_refusals(tmp_path, (data.private_x, data.private_y), data.public_x, "dpsgd-linear", capsys)
+    for name, err in errors.items():
+        assert "set private_size_hint" in err
         ledger = tmp_path / name / "ledger.jsonl"
-        assert not ledger.exists() or not _spend_lines(tmp_path / name)
+        assert not ledger.exists() or not spend_lines(tmp_path / name)
     with pytest.raises(ValueError, match="private_size_hint must be a positive integer"):
         _own_config(tmp_path, "bad", private_size_hint=0)

@@ -18,6 +18,7 @@ from pate_stab.run.compare import run_compare
 from pate_stab.run.direct import replace_one_equivalent, run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.report import open_ledger
+from tests.run.direct_helpers import cli_refusals, spend_lines
 
 # a few hundred records, 2 epochs: fixed for the test task (not the paper's, which needs n ≥ 512)
 SMALL = DPSGDConfig(expected_batch_size=50, epochs=2, lr=1.0, momentum=0.9, max_grad_norm=1.0)
@@ -248,32 +249,12 @@ def test_a_transfer_with_the_cnn_is_one_spend_replayed_and_computes_no_features(
 
 
 def test_cli_exits_2_on_own_feature_files_with_nothing_spent(tmp_path, capsys):
-    import numpy as np
-
     data = _data(flat=True)
-    np.savez(tmp_path / "p.npz", x=data.private_x.numpy(), y=data.private_y.numpy())
-    np.savez(tmp_path / "q.npz", x=data.public_x.numpy())
-    for name, argv in (("t", ["transfer", "--aggregator", "dpsgd-cnn"]),
-                       ("c", ["compare", "--aggregators", "--direct", "dpsgd-cnn"])):  # fmt: skip
-        with pytest.raises(SystemExit) as exc:
-            main([*argv, "--private", str(tmp_path / "p.npz"), "--public", str(tmp_path / "q.npz"), "--classes", "3",
-                  "--num-queries", "20", "--run-name", name, "--checkpoints-dir", str(tmp_path)])  # fmt: skip
-        assert exc.value.code == 2
-        assert "feature vectors or a table, not images" in capsys.readouterr().err
+    errors = cli_refusals(tmp_path, (data.private_x, data.private_y), data.public_x, "dpsgd-cnn", capsys)
+    for name, err in errors.items():
+        assert "feature vectors or a table, not images" in err
         assert _spends(tmp_path / name) == []
     assert not (tmp_path / "t").exists()  # a transfer refuses before the run folder is made
-
-
-def _spend_lines(run_dir) -> list[dict]:
-    """Spend and result lines; the result's model digest and the chain hash over it left out."""
-    out = []
-    for rec in map(json.loads, (run_dir / "ledger.jsonl").read_text().splitlines()):
-        if rec.get("kind") == "result":
-            rec["payload"].pop("sha256")
-            rec.pop("sha256")
-        if rec.get("kind") in ("spend", "result"):
-            out.append(rec)
-    return out
 
 
 def test_neighbours_publish_the_same_spend_and_never_the_private_size(tmp_path):
@@ -295,7 +276,7 @@ def test_neighbours_publish_the_same_spend_and_never_the_private_size(tmp_path):
     assert [rows[0]["settings"][k] for k in keys] == [rows[1]["settings"][k] for k in keys]
     assert (rows[0]["settings"]["sample_rate"], rows[0]["settings"]["steps"]) == engine_schedule(450, SMALL)
     assert rows[0]["note"] == rows[1]["note"] and rows[0]["epsilon"] == rows[1]["epsilon"]
-    assert _spend_lines(dirs[0]) == _spend_lines(dirs[1])
+    assert spend_lines(dirs[0]) == spend_lines(dirs[1])
     for n, run_dir, row in zip((413, 412), dirs, rows, strict=True):
         text = (run_dir / "ledger.jsonl").read_text() + json.dumps(row)
         assert re.search(rf"(?<![\d.]){n}(?![\d.])", text) is None, n
