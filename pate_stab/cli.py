@@ -1,4 +1,4 @@
-"""The ``pate-stab`` command line: demo, transfer, compare, release, plan, calibrate.
+"""The ``pate-stab`` command line: demo, transfer, compare, predict, release, plan, calibrate.
 
     pate-stab demo                                   # synthetic task, no data, under a minute
     pate-stab transfer --config recipes/mnist_quick.yaml [--epsilon 4 ...]
@@ -10,6 +10,7 @@
     pate-stab transfer --private mine.npz --public pool.npz --evaluation test.npz --classes 3
     pate-stab transfer --private train/ --public pool/ --evaluation test/   # image folders
     pate-stab transfer --private a.csv --public b.csv --schema schema.json  # CSV with a public schema
+    pate-stab predict --run-dir checkpoints/mine --input new.csv --out predictions.csv
 
 Every run writes ``<checkpoints-dir>/<run-name>/`` (config.json, teachers/, ledger.jsonl,
 report.json or compare.{json,txt,png}). Flags given on the command line override the YAML.
@@ -107,6 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
                       help="teachers one neighbouring data set changes (2: replace-one over content keys)")  # fmt: skip
     plan.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
+    pred = sub.add_parser("predict", help="the published student's classes for new inputs: predictions.csv")
+    pred.add_argument("--run-dir", type=Path, required=True,
+                      help="a finished run's folder (its student.pt; a compare run: one of students/)")  # fmt: skip
+    pred.add_argument("--student", default=None, metavar="NAME",
+                      help="a compare run's student, a file name under students/ (e.g. gnmax_eps8_r0.pt)")  # fmt: skip
+    pred.add_argument("--input", type=Path, required=True,
+                      help="new inputs of the run's kind: a .csv (the run's schema), an image folder or file, "
+                      ".npz (key x) or .npy")  # fmt: skip
+    pred.add_argument("--out", type=Path, default=Path("predictions.csv"),
+                      help="one row per input: input, class, probability (default predictions.csv)")  # fmt: skip
     cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
     cal.add_argument("--epsilon", type=float, required=True)
     cal.add_argument("--delta", type=float, default=1e-5)
@@ -198,6 +209,52 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     return 0
 
 
+def _student_path(run_dir: Path, name: str | None) -> Path:
+    """The student file of a run folder: ``student.pt``, or one of a compare run's ``students/``."""
+    if name is not None:
+        path = run_dir / "students" / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found (the students of this run: {_students(run_dir) or 'none'})")
+        return path
+    if (run_dir / "student.pt").is_file():
+        return run_dir / "student.pt"
+    found = _students(run_dir)
+    if len(found) == 1:
+        return run_dir / "students" / found[0]
+    if found:
+        raise ValueError(f"{run_dir} holds {len(found)} students (a compare run): choose one with --student, "
+                         f"from {', '.join(found)}")  # fmt: skip
+    raise FileNotFoundError(f"{run_dir} holds no student.pt and no students/ (not a finished run?)")
+
+
+def _students(run_dir: Path) -> list[str]:
+    folder = run_dir / "students"
+    return sorted(p.name for p in folder.glob("*.pt")) if folder.is_dir() else []
+
+
+def _cmd_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import csv
+
+    from pate_stab.run.student_file import load_student
+
+    try:
+        path = _student_path(args.run_dir, args.student)
+        student = load_student(path)
+        x, names = student.read(args.input)
+        proba = student.predict_proba(x)
+    except (ValueError, FileNotFoundError, TypeError) as exc:
+        parser.error(str(exc))
+    confidence, classes = proba.max(-1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["input", "class", "probability"])
+        for name, c, p in zip(names, classes.tolist(), confidence.tolist(), strict=True):
+            writer.writerow([name, student.classes[c], f"{p:.4f}"])
+    print(f"{len(names)} predictions by {path}: {args.out}")
+    return 0
+
+
 def _export_votes(config: Any, path: Path) -> None:
     from pate_stab.run.prepare import prepare
     from pate_stab.run.release_votes import export_votes
@@ -215,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "plan":
         return _cmd_plan(parser, args)
     _quiet()
+    if args.command == "predict":
+        return _cmd_predict(parser, args)
     if args.command == "release":
         return _cmd_release(parser, args)
     from pate_stab.errors import PateStabError

@@ -34,7 +34,8 @@ from torch import Tensor
 
 from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
 
-__all__ = ["IMAGE_SUFFIXES", "InputDataError", "OwnData", "load_files", "own_data"]
+__all__ = ["IMAGE_SUFFIXES", "InputDataError", "OwnData", "load_files", "own_data", "read_array_inputs",
+           "read_image_inputs"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -51,6 +52,8 @@ class OwnData:
     ``public_y`` is for reporting only (None: the pool has no labels); ``eval_x`` / ``eval_y``
     are None without an evaluation set. ``private_ids``: record ids supplied with the private
     set (for ``partition_key="record_id"``), or None. ``kind``: "arrays", "table" or "images".
+    ``schema``: a table's public schema (:class:`~pate_stab.data.schema.TabularSchema`), kept so
+    that the published student can encode new rows the same way; None for other kinds.
     """
 
     private_x: Tensor
@@ -63,6 +66,7 @@ class OwnData:
     class_names: tuple[str, ...]
     private_ids: Tensor | None = None
     kind: str = "arrays"
+    schema: TabularSchema | None = None
 
 
 def _as_tensor(what: str, value: Any) -> Tensor:
@@ -152,6 +156,7 @@ def own_data(
     private_ids: Any = None,
     kind: str = "arrays",
     names: dict[str, str] | None = None,
+    schema: TabularSchema | None = None,
 ) -> OwnData:
     """Check a user's arrays (tensors or NumPy) and return them as an :class:`OwnData`.
 
@@ -217,7 +222,7 @@ def own_data(
             dup = int(uniq[counts_ids > 1][0])
             first = torch.nonzero(ids == dup).flatten()[:2].tolist()
             raise InputDataError(f"{label['private']} record ids must be distinct: records {first} share id {dup}")
-    return OwnData(px, py, ux, uy, ex, ey, num_classes, class_names, ids, kind)
+    return OwnData(px, py, ux, uy, ex, ey, num_classes, class_names, ids, kind, schema)
 
 
 # ---- files ---------------------------------------------------------------------------------------
@@ -329,6 +334,26 @@ def _labelled_folder(
     return torch.cat(xs), torch.cat(ys)
 
 
+def read_array_inputs(path: str | Path) -> Any:
+    """The inputs ``x`` of an ``.npz``, ``.pt`` or ``.npy`` file (labels and ids, where present, are not read)."""
+    return _read_arrays(Path(path))["x"]
+
+
+def read_image_inputs(path: str | Path, shape: tuple[int, ...]) -> tuple[Tensor, list[str]]:
+    """Images for prediction: one file, or every image of a folder and its sub-folders (sorted), decoded
+    to ``shape`` (channels, height, width) like the run's images; and each file's path relative to ``path``."""
+    path = Path(path)
+    if path.is_file():
+        files, names = [path], [path.name]
+    else:
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        names = [str(p.relative_to(path)) for p in files]
+        if not files:
+            raise InputDataError(f"{path} holds no images ({', '.join(IMAGE_SUFFIXES)})")
+    c, h, w = (int(s) for s in shape)
+    return _read_images(files, (c, h, w)), names
+
+
 def _kind(path: Path, schema: object) -> str:
     """The kind of a path: "images" (a folder), "arrays" (.npz / .pt / .npy) or "table" (.csv, or any
     other file when a schema is given)."""
@@ -428,6 +453,7 @@ def load_files(
             private_ids=tables["private"].ids,
             kind="table",
             names=names,
+            schema=sch,
         )
     shape = None
     if image_shape is not None:

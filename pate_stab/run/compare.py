@@ -12,6 +12,11 @@ at the same budget with the same procedure, on the points that procedure chose f
 separate spend in the run's ledger (the ledger's budget is their basic-composition sum), with a
 deterministic spend id, so a rerun reuses them.
 
+Each aggregator row's student is saved, self-contained (:mod:`pate_stab.run.student_file`), as
+``students/<aggregator>_eps<ε>_r<repeat>.pt`` (the row's ``student_file``); ``pate-stab predict
+--run-dir RUN --student NAME`` or ``pate_stab.load_student`` uses it. A direct learner's model is
+under ``direct/`` (:mod:`pate_stab.run.direct`).
+
 Published and private (DESIGN.md fact 8, :mod:`pate_stab.run.private`). ``compare.json``,
 ``compare.txt`` and ``compare.png`` hold what may be published: the certified ε and δ of each
 release, the sanitised data-dependent ε, release counts, student accuracy on the evaluation split,
@@ -65,11 +70,18 @@ from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import LABEL_ACCURACY_NOTE, clean_json, noise_report, open_ledger, run_files
 from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
+from pate_stab.run.student_file import save_student
 
 __all__ = ["PRIVATE_COMPARE", "format_rows", "format_summary", "plot_rows", "run_compare", "summarise_rows",
            "total_cost", "total_cost_line"]  # fmt: skip
 
 PRIVATE_COMPARE = "private_compare.json"
+STUDENTS_DIR = "students"  # each aggregator row's student (published: trained on released labels)
+
+
+def student_name(aggregator: str, epsilon: float, repeat: int) -> str:
+    """A compare row's student file name, e.g. ``gnmax_eps8_r0.pt`` (``pate-stab predict --student``)."""
+    return f"{aggregator}_eps{epsilon:g}_r{repeat}.pt"
 
 
 def run_compare(
@@ -178,6 +190,9 @@ def run_compare(
             )
             acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
             student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
+            student_file = f"{STUDENTS_DIR}/{student_name(agg, eps, rep)}"
+            (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
+            save_student(prep.run_dir / student_file, student, prep.task, config)
             s = release.summary
             dd, dd_private = split_data_dependent(release_data_dependent(prep, release, generator=dd_gens[i]))
             accuracy = student_accuracies(prep, student, release)
@@ -201,6 +216,7 @@ def run_compare(
                     "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
                     "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
                     "student_selection": getattr(student, "selection", None),  # student_select: cv
+                    "student_file": student_file,
                     "spend_id": release.spend_id,
                     "reused": release.reused,
                     **noise_report(s),
@@ -251,7 +267,11 @@ def run_compare(
             "student": {"model": config.student_model, "method": config.student_method},
             "ledger": ledger.report(),
             "plot": str(plot),
-            "files": run_files(prep.run_dir, ["compare.json", "compare.txt", "compare.png"], [PRIVATE_COMPARE]),
+            "files": run_files(
+                prep.run_dir,
+                ["compare.json", "compare.txt", "compare.png", *([f"{STUDENTS_DIR}/"] if plan else [])],
+                [PRIVATE_COMPARE],
+            ),
         }
         private = {
             "run": config.run_name,

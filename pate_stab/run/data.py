@@ -67,6 +67,11 @@ class Task:
     # the private images themselves, kept when the inputs are images (before any flattening or
     # feature map): the direct CNN learner trains on them (pate_stab.run.direct); None otherwise
     private_images: Tensor | None = None
+    # what a new record goes through before the student sees it, all of it public (the published
+    # student carries it, pate_stab.run.student_file): ``inputs`` describes a raw record (its kind,
+    # shape, a table's schema), ``preprocess`` the maps fitted on the public pool, in order
+    inputs: dict[str, Any] = field(default_factory=dict)
+    preprocess: list[dict[str, Any]] = field(default_factory=list)
 
 
 def pool_truth(task: Task, index: Tensor) -> Tensor | None:
@@ -183,21 +188,30 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
     images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
     private_images = px if px.dim() in (3, 4) else None
     feature_map: dict[str, Any] = {"kind": config.features}
+    kind = own.kind if own is not None else ("arrays" if ux.dim() == 2 else "images")
+    inputs: dict[str, Any] = {"kind": kind, "shape": list(ux.shape[1:])}
+    if own is not None and own.schema is not None:
+        inputs["schema"] = own.schema.to_dict()
+    preprocess: list[dict[str, Any]] = []
     if config.dataset == "adult" or (own is not None and own.kind == "table"):
         # z-scores with statistics of the public pool only (never of the private part)
         mean, std = ux.mean(0), ux.std(0)
         px, ux, ex = (_rows(lambda t: standardize(t, mean=mean, std=std), t) for t in (px, ux, ex))
         feature_map["standardized_on"] = "public pool"
+        preprocess.append({"op": "standardize", "mean": mean, "std": std, "fitted_on": "public pool"})
     if config.features == "pca":
         feats = PublicFeatures.fit(ux, dim=config.pca_dim, whiten=config.whiten)  # public pool only
         px, ux, ex = (_rows(feats.transform, t) for t in (px, ux, ex))
         feature_map.update(feats.meta)
         feature_map["state"] = feats.state_dict()
+        preprocess.append({"op": "pca", "state": feats.state_dict()})
     elif config.features == "raw" and config.teacher_model != "cnn":
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
+        preprocess.append({"op": "flatten"})
     # scattering / ssl / scattering+ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
     class_names = own.class_names if own is not None else None
     return Task(
         px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images,
-        class_names=class_names, private_ids=ids, private_images=private_images,
+        class_names=class_names, private_ids=ids, private_images=private_images, inputs=inputs,
+        preprocess=preprocess,
     )  # fmt: skip

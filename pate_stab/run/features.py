@@ -186,6 +186,12 @@ def _extract_block(
     return saved, path, cached
 
 
+def _block_step(name: str, saved: dict[str, Any], scale: float | None) -> dict[str, Any]:
+    """One extractor as a step of the published student's preprocessing: its name, options and
+    fitted state (public: fitted on the public pool only) and, in a combination, its public scale."""
+    return {"name": name, "options": saved["options"], "state": saved["state"], "scale": scale}
+
+
 def extract_features(
     task: Task, config: TransferConfig, cache_dir: Path, *, generator: torch.Generator
 ) -> tuple[Task, bool]:
@@ -222,13 +228,15 @@ def extract_features(
             "input_shape": input_shape,
             "cache": f"features/{path.name}",
         }
+        step = {"op": "extract", "blocks": [_block_step(name, saved, None)]}
         out = replace(task, private_x=saved["private"], public_x=saved["public"], eval_x=saved["evaluation"],
-                      feature_map=feature_map)  # fmt: skip
+                      feature_map=feature_map, preprocess=[*task.preprocess, step])  # fmt: skip
         return out, cached
     parts: dict[str, list[Tensor]] = {"private": [], "public": [], "evaluation": []}
-    described, start = [], 0
+    described, start, steps = [], 0, []
     for block, saved, path, _ in blocks:
         scale = block_scale(saved["public"], block)  # public rows only: a public value
+        steps.append(_block_step(block, saved, scale))
         for split, rows in parts.items():
             rows.append(saved[split] / scale)
         dim = int(saved["public"].shape[1])
@@ -240,6 +248,7 @@ def extract_features(
         "fitted_on": f"public pool ({task.public_x.shape[0]} images, no labels)", "input_shape": input_shape,
     }  # fmt: skip
     joined = {split: torch.cat(rows, dim=1) for split, rows in parts.items()}
+    step = {"op": "extract", "blocks": steps}
     out = replace(task, private_x=joined["private"], public_x=joined["public"], eval_x=joined["evaluation"],
-                  feature_map=feature_map)  # fmt: skip
+                  feature_map=feature_map, preprocess=[*task.preprocess, step])  # fmt: skip
     return out, all(cached for *_, cached in blocks)

@@ -45,7 +45,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from pate_stab.data.own import OwnData
@@ -61,6 +60,7 @@ from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
 from pate_stab.run.rounds import release_rounds, rounds_private_diagnostics, rounds_report
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
+from pate_stab.run.student_file import PublishedStudent, save_student
 from pate_stab.student import StudentTargets
 
 __all__ = ["TransferResult", "evaluate_and_report", "run_transfer", "transfer_result"]
@@ -69,9 +69,13 @@ __all__ = ["TransferResult", "evaluate_and_report", "run_transfer", "transfer_re
 @dataclass
 class TransferResult:
     """A finished transfer: the student, the release (labels and the pool points they label),
-    the report, and the prepared run (teachers, task) the steps shared."""
+    the report, and the prepared run (teachers, task) the steps shared.
 
-    student: Any
+    ``student`` is the published student (:class:`~pate_stab.run.student_file.PublishedStudent`):
+    its ``predict`` takes raw inputs like the ones the run read (NumPy or torch) and applies the
+    run's public preprocessing; ``student.trained`` is the trained model on the run's features."""
+
+    student: PublishedStudent
     release: Release
     report: dict[str, Any]
     prep: Prepared
@@ -238,11 +242,11 @@ def transfer_result(
         student, targets = fit_student(  # 3. the student
             prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"]
         )
-        torch.save(student.state_dict(), prep.run_dir / "student.pt")
+        published = save_student(prep.run_dir / "student.pt", student, prep.task, config)
         prep.timings["student"] = time.perf_counter() - t0
         report = evaluate_and_report(
             prep, ledger, release, student, targets, start=start, rounds=rounds, rounds_private=rounds_private
         )  # 4.
-        return TransferResult(student, release, report, prep)
+        return TransferResult(published, release, report, prep)
     finally:
         ledger.close()
