@@ -34,8 +34,15 @@ from torch import Tensor
 
 from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
 
-__all__ = ["IMAGE_SUFFIXES", "InputDataError", "OwnData", "load_files", "own_data", "read_array_inputs",
-           "read_image_inputs"]
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "InputDataError",
+    "OwnData",
+    "load_files",
+    "own_data",
+    "read_array_inputs",
+    "read_image_inputs",
+]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}

@@ -33,6 +33,14 @@ Settings fixed in advance (``DPSGDConfig`` defaults): those of Tramèr & Boneh 2
 ("Differentially Private Learning Needs Better Features") for a linear model on ScatterNet
 features of (Fashion-)MNIST: expected batch 8192, 40 epochs, learning rate 4, momentum 0.9,
 clipping norm 0.1.
+
+Smaller data (:func:`default_batch_size`). Their B = 8192 needs N ≥ 8192, and near that size it
+means q close to 1 (no amplification by sampling). The default B for a public size N keeps their
+sampling rate instead: B = 2^round(log2(q_TB · N)) with q_TB = 8192 / 60,000 ≈ 0.137, capped at
+their 8192, at least 16 and at most N. At a fixed number of epochs the sampling rate fixes the
+number of steps (epochs / q ≈ 293 at 40 epochs), so σ at a given (ε, δ) stays about theirs; only
+the averaging over B records shrinks with N (noise σC/B per coordinate of the mean gradient), the
+price of a small data set. It reads N only, a public figure; never the private data.
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ __all__ = [
     "SmallPrivateSetWarning",
     "check_dpsgd_inputs",
     "check_public_size",
+    "default_batch_size",
     "clipped_noisy_gradient",
     "dpsgd_epsilon",
     "dpsgd_noise_multiplier",
@@ -90,6 +99,25 @@ class DPSGDConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+TB_SAMPLE_RATE = 8192 / 60000
+"""Tramèr & Boneh 2021's sampling rate for their linear model: B = 8192 of N = 60,000 (MNIST)."""
+TB_BATCH_SIZE = 8192
+
+
+def default_batch_size(public_size: int, *, cap: int = TB_BATCH_SIZE) -> int:
+    """The expected batch size B for public size N (module docstring, "Smaller data"):
+    ``min(cap, N, max(16, 2^round(log2(q_TB · N))))`` with q_TB = 8192 / 60,000.
+
+    Example:
+        >>> [default_batch_size(n) for n in (60000, 32561, 6000, 1000, 10)]
+        [8192, 4096, 1024, 128, 10]
+    """
+    n = check_int("public_size", public_size, minimum=1)
+    target = TB_SAMPLE_RATE * n
+    power = 2 ** round(math.log2(target)) if target >= 1 else 1
+    return int(min(cap, n, max(16, power)))
 
 
 class SmallPrivateSetWarning(UserWarning):

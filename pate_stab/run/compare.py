@@ -63,7 +63,13 @@ from pate_stab.run.compare_table import (
 from pate_stab.run.config import IMAGE_DIRECT_LEARNERS, RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
-from pate_stab.run.direct import check_direct_inputs, check_direct_learners, direct_legend, run_direct
+from pate_stab.run.direct import (
+    check_direct_config,
+    check_direct_inputs,
+    check_direct_learners,
+    direct_legend,
+    run_direct,
+)
 from pate_stab.run.prepare import prepare
 from pate_stab.run.private import write_private_json
 from pate_stab.run.release import label_accuracy, release_labels
@@ -120,10 +126,12 @@ def run_compare(
         )
     start = time.perf_counter()
     direct = check_direct_learners(list(direct), dataset=config.dataset)
+    check_direct_config(config, direct)  # DP-SGD's N and batch size: before any data are read or teachers trained
     # direct learners only: no teachers; no feature stage unless a learner reads the features
     asks_teachers = aggregators is None or len(aggregators) > 0
     uses_features = asks_teachers or any(d not in IMAGE_DIRECT_LEARNERS for d in direct)
-    prep = prepare(config, check_budget=False, data=data, with_teachers=asks_teachers, with_features=uses_features)
+    prep = prepare(config, check_budget=False, data=data, with_teachers=asks_teachers, with_features=uses_features,
+                   before_teachers=(lambda p: check_direct_inputs(p, direct)) if direct else None)  # fmt: skip
     binary = prep.task.num_classes == 2
     if aggregators is None:
         aggregators = [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
@@ -133,8 +141,6 @@ def run_compare(
             f"aggregators not available for this task: {bad} (choose from {', '.join(RUN_AGGREGATORS)}; "
             "stability-soft needs a binary task)"
         )
-    if direct:
-        check_direct_inputs(prep, direct)  # before anything is spent
     k, m = config.num_teachers, config.num_queries
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends

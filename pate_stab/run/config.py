@@ -159,6 +159,14 @@ class TransferConfig:
     # data set's published training file (pate_stab.run.direct_size); own data need it. Never
     # compute it from the private data: use a rounded figure you would publish anyway.
     private_size_hint: int | None = None
+    # DP-SGD's expected batch size B, epochs and learning rate (dpsgd-linear; dpsgd-cnn where set).
+    # None: computed from the public size N by pate_stab.direct.dpsgd.default_batch_size (Tramèr &
+    # Boneh 2021's sampling rate kept, B = 8192 for N ≥ 60,000), 40 epochs and lr 4 (theirs); the
+    # CNN keeps its data set's settings (pate_stab.direct.cnn.CNN_DPSGD) with B at most that rule's.
+    # Public settings, fixed before the run: never chosen on evaluation or pool labels
+    dpsgd_batch_size: int | None = None
+    dpsgd_epochs: int | None = None
+    dpsgd_lr: float | None = None
     # a release in rounds (pate_stab.run.rounds): round r spends (ε·s_r, δ·s_r) of the run's budget
     # (basic composition), s = round_budget_shares (None: equal shares), each round calibrated for
     # num_queries queries; round 1 selects by query_selection, every later round by the predictions
@@ -282,6 +290,15 @@ class TransferConfig:
             or self.private_size_hint < 1
         ):  # fmt: skip
             raise ValueError(f"private_size_hint must be a positive integer or None, got {self.private_size_hint!r}")
+        for key in ("dpsgd_batch_size", "dpsgd_epochs"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{key} must be a positive integer or None, got {value!r}")
+        if self.dpsgd_lr is not None and (
+            not isinstance(self.dpsgd_lr, int | float) or isinstance(self.dpsgd_lr, bool)
+            or not math.isfinite(self.dpsgd_lr) or self.dpsgd_lr <= 0
+        ):  # fmt: skip
+            raise ValueError(f"dpsgd_lr must be a positive number or None, got {self.dpsgd_lr!r}")
         if self.dpsgd_cnn_epochs is not None and (
             not isinstance(self.dpsgd_cnn_epochs, int) or isinstance(self.dpsgd_cnn_epochs, bool)
             or self.dpsgd_cnn_epochs < 1

@@ -33,7 +33,10 @@ Learners (:data:`DIRECT_LEARNERS`):
 Hyper-parameters are fixed in advance (never chosen on evaluation or pool labels): the heads'
 λ = :data:`HEAD_LAMBDA`, chosen before any run so that the objective-perturbation budget keeps
 ε' > 0.8 ε at ε = 1 with n = 60,000 and C = 10 (its Jacobian term 18·log(1 + 1/(2nλ)) ≈ 0.15); DP-SGD's
-settings are Tramèr & Boneh 2021's (:class:`pate_stab.direct.DPSGDConfig`, :data:`pate_stab.direct.cnn.CNN_DPSGD`).
+settings are Tramèr & Boneh 2021's (:class:`pate_stab.direct.DPSGDConfig`, :data:`pate_stab.direct.cnn.CNN_DPSGD`),
+with the expected batch size computed from the public size N for smaller data
+(:func:`pate_stab.direct.dpsgd.default_batch_size`) and the run's ``dpsgd_batch_size``,
+``dpsgd_epochs`` and ``dpsgd_lr`` in their place where set (:func:`dpsgd_settings`).
 
 Relations. The ledger's header holds the run's relation; every direct spend records its own in
 its metadata (``neighbouring``) and every row states it. Rows under different relations are read
@@ -54,6 +57,7 @@ import hashlib
 import math
 import secrets
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +69,7 @@ from pate_stab.direct import cnn
 from pate_stab.direct.dpsgd import (
     DPSGDConfig,
     check_public_size,
+    default_batch_size,
     dpsgd_epsilon,
     dpsgd_noise_multiplier,
     dpsgd_schedule,
@@ -77,7 +82,7 @@ from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS
+from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_spend_id
@@ -87,9 +92,11 @@ __all__ = [
     "DIRECT_RELATIONS",
     "HEAD_LAMBDA",
     "NORM_QUANTILE",
+    "check_direct_config",
     "check_direct_inputs",
     "check_direct_learners",
     "direct_legend",
+    "dpsgd_settings",
     "replace_one_equivalent",
     "run_direct",
 ]
@@ -153,11 +160,43 @@ def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
     return torch.Generator().manual_seed(seed), "seeded (research: no privacy against anyone who knows the seed)"
 
 
+def dpsgd_settings(config: TransferConfig, learner: str) -> DPSGDConfig:
+    """The DP-SGD settings of ``learner`` for this run, from its configuration only.
+
+    ``dpsgd-linear``: Tramèr & Boneh 2021's (:class:`DPSGDConfig`) with the expected batch size
+    B of :func:`~pate_stab.direct.dpsgd.default_batch_size` for the public size N; ``dpsgd-cnn``:
+    its data set's settings (:func:`pate_stab.direct.cnn.cnn_dpsgd_config`) with B at most that
+    rule's. The run's ``dpsgd_batch_size``, ``dpsgd_epochs`` (``dpsgd_cnn_epochs`` first, for the
+    CNN) and ``dpsgd_lr`` replace them where set.
+
+    Raises:
+        ValueError: a default B is needed and N is not known (own data without ``private_size_hint``).
+    """
+    if learner == "dpsgd-cnn":
+        base = cnn.cnn_dpsgd_config(config.dataset, config.dpsgd_cnn_epochs or config.dpsgd_epochs)
+    else:
+        base = replace(_DPSGD, epochs=config.dpsgd_epochs or _DPSGD.epochs)
+    batch = config.dpsgd_batch_size
+    if batch is None:
+        batch = default_batch_size(dpsgd_public_size(config), cap=base.expected_batch_size)
+    return replace(base, expected_batch_size=batch, lr=config.dpsgd_lr or base.lr)
+
+
+def check_direct_config(config: TransferConfig, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
+    """What the configuration alone decides, checked before any data are read or teachers trained:
+    DP-SGD's public size N (own data need ``private_size_hint``) and its expected batch size B ≤ N;
+    a GPU asked of ``dpsgd-cnn`` where there is none."""
+    for learner in (n for n in learners if n.startswith("dpsgd")):
+        check_public_size(dpsgd_public_size(config), dpsgd or dpsgd_settings(config, learner))
+    if any(n in IMAGE_DIRECT_LEARNERS for n in learners):
+        cnn.resolve_device(config.accelerator)
+
+
 def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
     """What ``learners`` train on, checked before anything is spent: finite features (or, for the
-    image learners, finite images of a size the CNN takes) in every split, labels in [0, C); for
-    DP-SGD a public size N (:func:`~pate_stab.run.direct_size.dpsgd_public_size`) at least the
-    learner's expected batch size (``dpsgd``, else its own settings; public settings only)."""
+    image learners, finite images of a size the CNN takes) in every split, labels in [0, C); and
+    :func:`check_direct_config`."""
+    check_direct_config(prep.config, learners, dpsgd)
     task = prep.task
     if any(n not in IMAGE_DIRECT_LEARNERS for n in learners):
         for name, x in (("private", task.private_x), ("public", task.public_x), ("evaluation", task.eval_x)):
@@ -173,10 +212,7 @@ def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDCon
                     "feature vectors or a table, not images"
                 )
             cnn.as_images(images, name=f"{name} images")
-        cnn.resolve_device(prep.config.accelerator)  # a GPU asked for where there is none: refused here
     check_class_labels(task.private_y, num_classes=task.num_classes, n=task.private_x.shape[0], name="private labels")
-    for learner in (n for n in learners if n.startswith("dpsgd")):
-        check_public_size(dpsgd_public_size(prep.config), _dpsgd_config(prep, learner, dpsgd))
 
 
 def _image_splits(prep: Prepared) -> list[tuple[str, Tensor | None]]:
@@ -185,12 +221,8 @@ def _image_splits(prep: Prepared) -> list[tuple[str, Tensor | None]]:
 
 
 def _dpsgd_config(prep: Prepared, learner: str, dpsgd: DPSGDConfig | None) -> DPSGDConfig:
-    """The given settings, else the learner's own (fixed in advance, with their source)."""
-    if dpsgd is not None:
-        return dpsgd
-    if learner == "dpsgd-cnn":
-        return cnn.cnn_dpsgd_config(prep.config.dataset, prep.config.dpsgd_cnn_epochs)
-    return _DPSGD
+    """The given settings, else the run's (:func:`dpsgd_settings`)."""
+    return dpsgd if dpsgd is not None else dpsgd_settings(prep.config, learner)
 
 
 def _head_inputs(prep: Prepared) -> tuple[float, Tensor]:
@@ -311,8 +343,8 @@ def run_direct(
     ``dpsgd``: DP-SGD settings (default: Tramèr & Boneh 2021's: :class:`DPSGDConfig` for
     ``dpsgd-linear``, :func:`pate_stab.direct.cnn.cnn_dpsgd_config` of the run's data set and
     ``dpsgd_cnn_epochs`` for ``dpsgd-cnn``); q, steps and σ are computed from the public size N
-    (:mod:`pate_stab.run.direct_size`), which must be at least the expected batch size (8192; the
-    CNN's 512 or 2048): a smaller data set needs its own settings, fixed in advance.
+    (:mod:`pate_stab.run.direct_size`), which must be at least the expected batch size (by default
+    computed from N: :func:`dpsgd_settings`).
 
     Raises:
         ValueError: unknown learner, ε ≤ 0, NaN features or labels outside [0, C), ``dpsgd-cnn`` on

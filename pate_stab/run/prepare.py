@@ -185,6 +185,7 @@ def prepare(
     on_plan: Callable[[RunPlan], None] | None = None,
     with_teachers: bool | None = None,
     with_features: bool | None = None,
+    before_teachers: Callable[[Prepared], None] | None = None,
 ) -> Prepared:
     """Stages 1–2: data, partition, teachers (trained or reloaded); votes are computed on demand.
 
@@ -199,6 +200,8 @@ def prepare(
     (scattering, SSL; None: unless the run's aggregator trains on the images themselves,
     :data:`~pate_stab.run.config.IMAGE_DIRECT_LEARNERS`). A compare with direct learners only
     passes both (:mod:`pate_stab.run.compare`). Without teachers, ``teachers`` and ``votes`` are None.
+    ``before_teachers`` receives the run without teachers once its features are computed, before the
+    partition and any training: a compare checks its direct learners' inputs there.
     """
     if with_teachers is None:
         with_teachers = config.aggregator not in DIRECT_LEARNER_NAMES
@@ -248,6 +251,8 @@ def prepare(
         task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
         timings["features"] = time.perf_counter() - t0
 
+    if before_teachers is not None:
+        before_teachers(Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features))
     if not with_teachers:
         # a direct learner trains on the private split itself: no partition, no teachers
         return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features)

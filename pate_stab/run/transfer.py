@@ -52,7 +52,7 @@ from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
-from pate_stab.run.direct import check_direct_inputs, run_direct
+from pate_stab.run.direct import check_direct_config, check_direct_inputs, run_direct
 from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
@@ -203,6 +203,8 @@ def transfer_result(
     """:func:`run_transfer`, returning the student and the release with the report (a status dict
     when ``stop_after`` stops the run early)."""
     start = time.perf_counter()
+    if config.aggregator in DIRECT_LEARNER_NAMES:
+        check_direct_config(config, [config.aggregator])  # before any data are read
     prep = prepare(config, data=data, on_plan=on_plan)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":

@@ -254,7 +254,8 @@ def test_compare_on_neighbouring_own_data_publishes_no_private_size(tmp_path):
         dirs.append(cfg.run_dir)
     (a,), (b,) = outs[0]["rows"], outs[1]["rows"]
     assert a["settings"] == b["settings"] and a["settings"]["public_size"] == 10000
-    assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (8192 / 10000, round(40 / (8192 / 10000)))
+    # B from N by the documented rule (Tramèr & Boneh's sampling rate kept): 1024 of N = 10,000
+    assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (1024 / 10000, round(40 / (1024 / 10000)))
     assert spend_lines(dirs[0]) == spend_lines(dirs[1])
     for n, run_dir in zip((613, 612), dirs, strict=True):
         assert (run_dir / "compare.json").is_file() and (run_dir / "compare.txt").is_file()

@@ -45,8 +45,18 @@ def csv_run(tmp_path_factory):
     write_table(root / "eval.csv", ex, ey)
     write_table(root / "new.csv", ex[:7], ey[:7], with_label=False)
     (root / "schema.json").write_text(json.dumps(CSV_SCHEMA))
-    files = ["--private", str(root / "private.csv"), "--public", str(root / "pool.csv"), "--evaluation",
-             str(root / "eval.csv"), "--schema", str(root / "schema.json"), "--checkpoints-dir", str(root / "ck")]
+    files = [
+        "--private",
+        str(root / "private.csv"),
+        "--public",
+        str(root / "pool.csv"),
+        "--evaluation",
+        str(root / "eval.csv"),
+        "--schema",
+        str(root / "schema.json"),
+        "--checkpoints-dir",
+        str(root / "ck"),
+    ]
     assert main(["transfer", *files, "--run-name", "t", *FLAGS]) == 0
     return root
 
