@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -127,11 +128,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                    line: str | None = None) -> str:  # fmt: skip
+    """A warning as one line for the terminal: its kind and its message, no source file or line."""
+    return f"{category.__name__}: {message}\n"
+
+
 def _quiet() -> None:
     # Lightning's banners; its warnings about deliberate choices and torch's sparse-tensor notices
     # are filtered where the package triggers them (quiet_lightning, features.propagation)
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
+    warnings.formatwarning = _format_warning
 
 
 def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -57,6 +57,7 @@ def _print_report(r: dict[str, Any]) -> None:
         ("private diagnostics", f"{diagnostics} (mode 0600: never publish)"),
         ("ledger", r["ledger"]["path"]),
     ]
+    lines += [("WARNING", w) for w in r["student"].get("warnings", [])]
     width = max(len(k) for k, _ in lines)
     for k, v in lines:
         print(f"{k:<{width}}  {v}")

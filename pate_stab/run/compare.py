@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,7 +76,13 @@ from pate_stab.run.private import write_private_json
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import LABEL_ACCURACY_NOTE, clean_json, noise_report, open_ledger, run_files
 from pate_stab.run.selection import SELECTION_PRIVACY
-from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
+from pate_stab.run.student import (
+    FewLabelsWarning,
+    fit_student,
+    released_label_warnings,
+    student_accuracies,
+    teacher_accuracies,
+)
 from pate_stab.run.student_file import save_student
 
 __all__ = ["PRIVATE_COMPARE", "format_rows", "format_summary", "plot_rows", "run_compare", "summarise_rows",
@@ -195,13 +202,26 @@ def run_compare(
                 repeat=rep,
             )
             acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
-            student, targets = fit_student(prep, release, generator=student_gens[i], bottom_generator=bottom_gens[i])
-            student_file = f"{STUDENTS_DIR}/{student_name(agg, eps, rep)}"
-            (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
-            save_student(prep.run_dir / student_file, student, prep.task, config)
             s = release.summary
             dd, dd_private = split_data_dependent(release_data_dependent(prep, release, generator=dd_gens[i]))
-            accuracy = student_accuracies(prep, student, release)
+            label_warnings = released_label_warnings(release, prep.task.num_classes, prep.task.class_names)
+            empty = int(s["answered"]) == 0 and not config.allow_empty_student
+            student_file: str | None = None
+            if empty:  # nothing released to learn from: no student (allow_empty_student keeps one)
+                accuracy: dict[str, Any] = {"student": None, "student_unlabelled_pool": None,
+                                            "unlabelled_pool_size": None}  # fmt: skip
+                trained_on, selection = 0, None
+                note = (note + "; " if note else "") + "no query answered: no student"
+            else:
+                student, targets = fit_student(prep, release, generator=student_gens[i],
+                                               bottom_generator=bottom_gens[i])  # fmt: skip
+                student_file = f"{STUDENTS_DIR}/{student_name(agg, eps, rep)}"
+                (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
+                save_student(prep.run_dir / student_file, student, prep.task, config)
+                accuracy = student_accuracies(prep, student, release)
+                trained_on, selection = int(targets.index.numel()), getattr(student, "selection", None)
+                for message in label_warnings:
+                    warnings.warn(f"{agg} at ε={eps:g}: {message}", FewLabelsWarning, stacklevel=2)
             rows.append(
                 {
                     "aggregator": agg,
@@ -217,11 +237,12 @@ def run_compare(
                     "answered": int(s["answered"]),
                     "label_acc": acc_answered,
                     "label_acc_all": acc_all,
-                    "student_trained_on": int(targets.index.numel()),
+                    "student_trained_on": trained_on,
                     "student_acc": accuracy["student"],
                     "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
                     "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
-                    "student_selection": getattr(student, "selection", None),  # student_select: cv
+                    "student_selection": selection,  # student_select: cv
+                    "student_warnings": [] if empty else label_warnings,
                     "student_file": student_file,
                     "spend_id": release.spend_id,
                     "reused": release.reused,

@@ -150,6 +150,9 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
+    # a release that answered no query leaves the student nothing to learn from: the run stops
+    # (NoLabelsError) and writes no student, unless this is set (the student is then its initial network)
+    allow_empty_student: bool = False
     # dpsgd-cnn (direct learner): epochs of DP-SGD over the private images; None: Tramèr & Boneh
     # 2021's 40 (pate_stab.direct.cnn.CNN_DPSGD). Fixed before the run; σ is computed for it
     dpsgd_cnn_epochs: int | None = None

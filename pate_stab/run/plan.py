@@ -56,6 +56,7 @@ __all__ = [
     "PLAN_CONFIDENCE",
     "AggregatorPlan",
     "RunPlan",
+    "agreement_needed",
     "analytic_gaussian_mu",
     "laplace_difference_tail",
     "plan_for_config",
@@ -191,7 +192,11 @@ class RunPlan:
             f"queries, ε={self.epsilon:g}, δ={self.delta:g}, T={self.max_unstable}"
             + (f", k={k} teachers ({self.num_private / k:.1f} records each)" if k else "")
         )
-        lines = [head, f"  (answered = with its plurality label w.p. ≥ {PLAN_CONFIDENCE:g}; see pate_stab.run.plan)"]
+        lines = [
+            head,
+            f'  ("at least X % agree": a query on which that share of the teachers vote for one class gets that '
+            f"class w.p. ≥ {PLAN_CONFIDENCE:g}; from the noise alone, no data read; see pate_stab.run.plan)",
+        ]
         for r in self.aggregators:
             gap = "-" if r.gap_needed is None else f"{r.gap_needed:.1f}"
             noise = ", ".join(f"{key}={value:.3g}" for key, value in r.noise.items())
@@ -200,15 +205,38 @@ class RunPlan:
                 f"teacher); vote gap needed {gap}; {noise}"
             )
             if r.answerable is not None:
-                line += "; at this k: " + _verdict(r)
+                line += "; at this k: " + _verdict(r, k)  # type: ignore[arg-type]
             lines.append(line)
         lines.append(f"  recommendation: {self.recommendation}")
         return "\n".join(lines)
 
 
-def _verdict(r: AggregatorPlan) -> str:
+def agreement_needed(r: AggregatorPlan, k: int) -> float | None:
+    """The share of the k teachers that, voting for one class, makes the plan's answer hold: the
+    query is answered (stability, confident-gnmax) and labelled with that class w.p. ≥ 0.95.
+
+    With a top count a, the second count is at most k − a, so the gap is at least 2a − k; a gap ≥ g
+    follows from a ≥ (k + g) / 2. Confident-GNMax also needs a ≥ the count its threshold check
+    needs (``count_needed``). Computed from the calibrated noise alone (public settings, no data).
+    None where there is no gap figure (soft labels).
+    """
+    if r.gap_needed is None:
+        return None
+    count = (k + r.gap_needed) / 2.0
+    if "count_needed" in r.noise:
+        count = max(count, r.noise["count_needed"])
+    return min(1.0, count / k)
+
+
+def _verdict(r: AggregatorPlan, k: int) -> str:
+    share = agreement_needed(r, k)
+    agree = "" if share is None else f"at least {100 * share:.0f} % of the {k} teachers agree"
     if r.answerable:
-        return "answers"
+        if r.halts:
+            return f"answers only queries on which {agree}" if agree else "answers unanimous votes"
+        if r.aggregator == "confident-gnmax":
+            return f"answers queries on which {agree}, ⊥ elsewhere"
+        return f"labels every query; the label is the teachers' majority w.p. ≥ 0.95 where {agree}"
     if r.halts:
         eps = r.epsilon_needed
         need = "no ε ≤ 256 helps" if eps is None or math.isinf(eps) else f"needs ε ≥ {eps:.3g}"

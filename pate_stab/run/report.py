@@ -27,6 +27,7 @@ from pate_stab.run.data_dependent import split_data_dependent
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, PRIVATE_IDENTITY, files_section, split_private
 from pate_stab.run.release import Release, selection_report
+from pate_stab.run.student import released_label_warnings
 from pate_stab.student import StudentTargets
 
 __all__ = ["LABEL_ACCURACY_NOTE", "clean_json", "noise_report", "open_ledger", "run_files", "transfer_report"]
@@ -179,6 +180,8 @@ def transfer_report(
             "config": student.config.to_dict(),
             "bottom": config.bottom,
             "trained_on": int(targets.index.numel()),
+            # plain sentences where the released labels cannot teach every class (released outputs only)
+            "warnings": released_label_warnings(release, task.num_classes, task.class_names),
             "method": config.student_method,
             "method_description": STUDENT_METHODS[config.student_method],
             # student_select "cv": the grid, the cross-validation scores on the released labels, the choice

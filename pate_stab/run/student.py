@@ -40,8 +40,12 @@ from pate_stab.teachers import VotingTeachers
 
 __all__ = [
     "SELECTOR_MIN_STEPS",
+    "FewLabelsWarning",
+    "NoLabelsError",
     "ReleasedLabels",
+    "check_labels_released",
     "fit_student",
+    "released_label_warnings",
     "selector_confidence",
     "selector_spread",
     "spread_pseudo_labels",
@@ -54,6 +58,51 @@ __all__ = [
 ]
 
 SELECTOR_MIN_STEPS = 300  # optimiser steps of the student-confidence selector, at least
+
+
+class NoLabelsError(ValueError):
+    """The release answered no query: a student would learn nothing (no student is written)."""
+
+
+class FewLabelsWarning(UserWarning):
+    """The student learns from fewer released labels than classes, or from labels of one class only."""
+
+
+def _released_classes(release: ReleasedLabels) -> Tensor:
+    answered = answered_mask(release.labels)
+    labels = release.labels[answered]
+    return (labels >= 0.5).long() if labels.is_floating_point() else labels.long()
+
+
+def check_labels_released(release: ReleasedLabels, *, num_queries: int) -> None:
+    """Raise :class:`NoLabelsError` when the release answered none of its queries (released outputs only)."""
+    if _released_classes(release).numel() == 0:
+        raise NoLabelsError(
+            f"the release answered none of the {num_queries} queries (every answer ⊥): there is no label to train "
+            "a student on, so no student was written and nothing but the ⊥ answers was released. The spend is "
+            "recorded in the ledger (a rerun replays it). More teachers, a larger ε or another aggregator "
+            "answer more (`pate-stab plan`); allow_empty_student (--allow-empty-student) keeps an untrained student"
+        )
+
+
+def released_label_warnings(release: ReleasedLabels, num_classes: int, class_names: Any = None) -> list[str]:
+    """Plain sentences on a student that cannot learn every class: no released label, labels of one
+    class only, or fewer labels (or classes among them) than the task's classes. Computed from the
+    released outputs only (public)."""
+    classes = _released_classes(release)
+    n = int(classes.numel())
+    names = list(class_names) if class_names is not None else [str(c) for c in range(num_classes)]
+    seen = sorted(set(classes.tolist()))
+    if n == 0:
+        return ["the student was trained on no released label: its predictions are those of an untrained network"]
+    if len(seen) == 1:
+        return [f"the student was trained on {n} released label(s), all of class {names[seen[0]]!r}: it can only "
+                "predict that class"]  # fmt: skip
+    if n < num_classes or len(seen) < num_classes:
+        missing = [names[c] for c in range(num_classes) if c not in seen]
+        return [f"the student was trained on {n} released labels covering {len(seen)} of {num_classes} classes: "
+                f"it never saw {', '.join(repr(m) for m in missing) or 'some classes'}"]  # fmt: skip
+    return []
 
 
 def student_config(config: TransferConfig, *, pseudo_labels: bool) -> StudentConfig:

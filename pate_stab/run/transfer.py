@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +60,14 @@ from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
 from pate_stab.run.rounds import release_rounds, rounds_private_diagnostics, rounds_report
-from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
+from pate_stab.run.student import (
+    FewLabelsWarning,
+    check_labels_released,
+    fit_student,
+    released_label_warnings,
+    student_accuracies,
+    teacher_accuracies,
+)
 from pate_stab.run.student_file import PublishedStudent, save_student
 from pate_stab.student import StudentTargets
 
@@ -192,6 +200,12 @@ def run_transfer(
         ValueError: bad configuration, or a run folder made with another configuration.
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
             all recorded; nothing is drawn again (start a new run).
+        NoLabelsError: the release answered no query; no student or report is written (unless
+            ``allow_empty_student``). The spend stays recorded in the ledger.
+
+    Warns:
+        FewLabelsWarning: the student learns from labels of one class, or of fewer classes than the
+            task's (also in the report, ``student.warnings``).
     """
     result = transfer_result(config, data=data, on_plan=on_plan)
     return result if isinstance(result, dict) else result.report
@@ -240,6 +254,10 @@ def transfer_result(
         if config.stop_after == "release":
             report["status"] = "released"
             return report
+        if not config.allow_empty_student:
+            check_labels_released(release, num_queries=config.num_queries)  # nothing to learn: no student
+        for message in released_label_warnings(release, prep.task.num_classes, prep.task.class_names):
+            warnings.warn(message, FewLabelsWarning, stacklevel=2)
         t0 = time.perf_counter()
         student, targets = fit_student(  # 3. the student
             prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"]
