@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
+from pate_stab.data.table_encoding import record_id_key
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -126,6 +127,36 @@ def _labels(what: str, y: Any, n: int, num_classes: int | None) -> Tensor:
     return y
 
 
+def _string_ids(values: Any) -> bool:
+    if isinstance(values, np.ndarray):
+        return values.dtype == object or values.dtype.kind in "USV"
+    return isinstance(values, list | tuple) and any(isinstance(v, str | bytes) for v in values)
+
+
+def _record_ids(what: str, values: Any, n: int) -> Tensor:
+    """Record ids as int64 keys: integers as they are, strings through
+    :func:`~pate_stab.data.table_encoding.record_id_key` (one per record; private, partition keys only)."""
+    if isinstance(values, np.ndarray) and (values.dtype == object or values.dtype.kind in "USV"):
+        values = values.tolist()
+    if isinstance(values, list | tuple):
+        if len(values) != n:
+            raise InputDataError(f"{what} record ids must be one per record ({n}), got {len(values)}")
+        keys = []
+        for i, v in enumerate(values):
+            try:
+                keys.append(record_id_key(v))
+            except ValueError as exc:
+                raise InputDataError(f"{what} record ids: record {i}: {exc}") from None
+        return torch.tensor(keys, dtype=torch.int64)
+    ids = _as_tensor(f"{what} record ids", values)
+    if ids.dim() != 1 or ids.shape[0] != n or ids.is_floating_point() or ids.dtype == torch.bool:
+        raise InputDataError(
+            f"{what} record ids must be one integer or string per record ({n}), got shape {tuple(ids.shape)} "
+            f"dtype {ids.dtype}"
+        )
+    return ids.long()
+
+
 def _class_list(classes: int | Sequence[str] | None, eval_y: Tensor | None) -> tuple[int, tuple[str, ...]]:
     """The classes: declared (a count or names), else read from the evaluation labels (public)."""
     if classes is None:
@@ -174,7 +205,8 @@ def own_data(
         classes: C, or the class names in label order. Without it, C is the largest
             evaluation label + 1 (the evaluation set is not private); never the private labels'.
         public_y: the pool's labels, for reporting only (never used by selection, student or settings).
-        private_ids: one distinct integer id per private record (``partition_key="record_id"``).
+        private_ids: one distinct id per private record (``partition_key="record_id"``): integers, or
+            strings such as "P000123" (keyed through SHA-256); private, used as partition keys only.
         names: what to call each set in messages (e.g. its file); defaults "private set", …
 
     Raises:
@@ -217,18 +249,13 @@ def own_data(
         )
     ids = None
     if private_ids is not None:
-        ids = _as_tensor(f"{label['private']} record ids", private_ids)
-        if ids.dim() != 1 or ids.shape[0] != px.shape[0] or ids.is_floating_point() or ids.dtype == torch.bool:
-            raise InputDataError(
-                f"{label['private']} record ids must be one integer per record ({px.shape[0]}), got "
-                f"shape {tuple(ids.shape)} dtype {ids.dtype}"
-            )
-        ids = ids.long()
+        ids = _record_ids(label["private"], private_ids, px.shape[0])
         uniq, inverse, counts_ids = torch.unique(ids, return_inverse=True, return_counts=True)
         if bool((counts_ids > 1).any()):
             dup = int(uniq[counts_ids > 1][0])
             first = torch.nonzero(ids == dup).flatten()[:2].tolist()
-            raise InputDataError(f"{label['private']} record ids must be distinct: records {first} share id {dup}")
+            shown = f"id {dup}" if not _string_ids(private_ids) else "an id"
+            raise InputDataError(f"{label['private']} record ids must be distinct: records {first} share {shown}")
     return OwnData(px, py, ux, uy, ex, ey, num_classes, class_names, ids, kind, schema)
 
 

@@ -9,7 +9,8 @@ read from the rows):
 * ``categorical`` column with categories c_1 … c_K: K + 1 indicator columns, c_1 … c_K and one
   ``<other>`` slot that takes every value not listed (a missing "?", a category nobody listed);
 * the label column (optional in a table: a public pool has none) → the index of its class;
-* the id column (optional) → an int64 record id, e.g. for ``partition_key: record_id``.
+* the id column (optional) → an int64 record key, e.g. for ``partition_key: record_id``: an
+  integer id as itself, a string id ("P000123") through SHA-256 (:func:`record_id_key`).
 
 So every row's encoding depends on the schema and that row alone: adding, removing or changing
 another record changes neither it nor the width. A table that does not fit its schema raises
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +34,39 @@ from torch import Tensor
 
 from pate_stab.data.table_schema import SchemaError, TabularSchema
 
-__all__ = ["EncodedTable", "encode_categorical", "encode_table"]
+__all__ = ["EncodedTable", "encode_categorical", "encode_table", "record_id_key"]
+
+_ID_DOMAIN = b"pate_stab record id\x00"
+
+
+def record_id_key(value: Any) -> int:
+    """One record id as the int64 key the partition hashes: an integer (or a string of one) as
+    itself; any other string ("P000123") through SHA-256 (the first 8 bytes, signed). Each key
+    depends on its own record's id alone, so adding or removing a record changes no other key. Ids
+    are private: they key the partition (and the run's private data identity), never a published file.
+
+    Raises:
+        ValueError: an empty id, or a value that is neither an integer nor a string.
+    """
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"record id {value!r} is neither an integer nor a string")
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if not isinstance(value, str):
+        raise ValueError(f"record id {value!r} is neither an integer nor a string")
+    text = value.strip()
+    if not text:
+        raise ValueError("record id is empty")
+    try:
+        number = int(text)
+    except ValueError:
+        digest = hashlib.sha256(_ID_DOMAIN + text.encode("utf-8")).digest()
+        return int.from_bytes(digest[:8], "little", signed=True)
+    if -(2**63) <= number < 2**63:
+        return number
+    raise ValueError(f"record id {text!r} is an integer outside int64")
 
 
 @dataclass(frozen=True)
@@ -213,8 +247,8 @@ def encode_table(
         parsed = []
         for line, v in zip(lines, table[schema.id_column], strict=True):
             try:
-                parsed.append(int(str(v).strip()))
-            except ValueError:
-                raise _bad(where, line, schema.id_column, v, "record id is not an integer") from None
+                parsed.append(record_id_key(str(v) if v is not None else ""))
+            except ValueError as exc:
+                raise _bad(where, line, schema.id_column, v, str(exc)) from None
         ids = torch.tensor(parsed, dtype=torch.int64)
     return EncodedTable(x=x.to(torch.float32), y=y, ids=ids, feature_names=schema.feature_names)

@@ -85,7 +85,8 @@ def transfer_arrays(
         evaluation: (x, y), optional; its figures are None without it.
         classes: C or the class names (default: read from the evaluation labels, never the private ones).
         public_y: the pool's labels, for reporting only.
-        private_ids: distinct integer record ids, for ``partition_key="record_id"``.
+        private_ids: distinct record ids (integers or strings), for ``partition_key="record_id"``;
+            private, used as partition keys only.
         config, settings: the run's settings (``epsilon``, ``num_teachers``, ``run_name``, …).
 
     Returns:

@@ -83,7 +83,7 @@ def test_errors_name_the_file_the_row_and_the_column(tmp_path):
         "nan.csv": ([header, "1,nan,red,0,no"], r"nan\.csv, row 2, column 'age': NaN"),
         "empty.csv": ([header, "1,30,red,,no"], r"empty\.csv, row 2, column 'score': missing value"),
         "label.csv": ([header, "1,30,red,0,maybe"], r"label\.csv, row 2, column 'y': not a class"),
-        "id.csv": ([header, "x1,30,red,0,no"], r"id\.csv, row 2, column 'id': record id is not an integer"),
+        "id.csv": ([header, ",30,red,0,no"], r"id\.csv, row 2, column 'id': record id is empty"),
         "fields.csv": ([header, "1,30,red"], r"fields\.csv, line 2: 3 fields, expected 5"),
     }
     for name, (lines, message) in bad.items():
