@@ -112,6 +112,8 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes", dest="classes", nargs="+", default=None, metavar="C | NAME",
                    help="own data: the number of classes, or their names in label order")  # fmt: skip
     p.add_argument("--allow-unanswerable", dest="allow_unanswerable", action="store_const", const=True, default=None)
+    p.add_argument("--pool-labels", dest="pool_labels", action="store_const", const=True, default=None,
+                   help="own files: the public pool's file holds true labels, for reporting only")  # fmt: skip
     p.add_argument("--allow-empty-student", dest="allow_empty_student", action="store_const", const=True,
                    default=None, help="keep a student trained on no released label (else: stop, non-zero)")  # fmt: skip
     p.add_argument("--progress", dest="progress", action=argparse.BooleanOptionalAction, default=None)
@@ -135,7 +137,7 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
     for _, dest, _, _ in _FLAGS:
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
-    for dest in ("threat_model", "allow_unanswerable", "allow_empty_student", "progress"):
+    for dest in ("threat_model", "allow_unanswerable", "allow_empty_student", "pool_labels", "progress"):
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
     if args.classes is not None:

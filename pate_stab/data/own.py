@@ -49,6 +49,12 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 
+_POOL_LABELS = (
+    "{what} holds {where}: the public pool is unlabelled input. If these are true labels kept for reporting "
+    "only (label and pool accuracy), declare them (pool_labels: true / --pool-labels); otherwise remove them"
+)
+
+
 class InputDataError(ValueError):
     """The user's data does not fit what the run needs; the message names the set, file, column or index."""
 
@@ -300,18 +306,23 @@ def _subfolders(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def _decode(path: Path, shape: tuple[int, int, int] | None) -> Tensor:
-    """One image as float32 (C, H, W) in [0, 1]; converted to ``shape``'s channels; its size must match."""
+def _decode(path: Path, shape: tuple[int, int, int] | None, convert: bool = False, reference: str = "") -> Tensor:
+    """One image as float32 (C, H, W) in [0, 1]; its size must match ``shape``'s. Its channel count
+    must too, unless ``convert`` (the user declared ``image_shape``): then it is converted to it."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as img:
-            if shape is None:
-                channels = {"L": 1, "1": 1, "I": 1, "F": 1, "I;16": 1, "RGBA": 4, "LA": 4}.get(img.mode, 3)
-            else:
-                channels = shape[0]
+            natural = {"L": 1, "1": 1, "I": 1, "F": 1, "I;16": 1, "RGBA": 4, "LA": 4}.get(img.mode, 3)
+            channels = natural if shape is None else shape[0]
             if channels not in _MODES:
                 raise InputDataError(f"image channels must be 1, 3 or 4, got {channels}")
+            if natural != channels and not convert:
+                raise InputDataError(
+                    f"{path}: an image of {natural} channel(s) (mode {img.mode}) among images of {channels}"
+                    f"{reference}: mixed channel counts are refused, not converted silently. Convert the images, or "
+                    f"declare image_shape (--set image_shape={channels},H,W) to have every image converted"
+                )
             arr = np.asarray(img.convert(_MODES[channels]), dtype=np.float32) / 255.0
     except (UnidentifiedImageError, OSError) as exc:
         raise InputDataError(f"{path} is not a readable image ({exc})") from exc
@@ -324,11 +335,15 @@ def _decode(path: Path, shape: tuple[int, int, int] | None) -> Tensor:
     return t
 
 
-def _read_images(paths: list[Path], shape: tuple[int, int, int]) -> Tensor:
-    return torch.stack([_decode(p, shape) for p in paths]) if paths else torch.empty(0, *shape)
+def _read_images(paths: list[Path], shape: tuple[int, int, int], convert: bool = False, reference: str = "") -> Tensor:
+    if not paths:
+        return torch.empty(0, *shape)
+    return torch.stack([_decode(p, shape, convert, reference) for p in paths])
 
 
-def _public_folder(folder: Path, shape: tuple[int, int, int] | None) -> tuple[Tensor, tuple[int, int, int]]:
+def _public_folder(
+    folder: Path, shape: tuple[int, int, int] | None, convert: bool = False
+) -> tuple[Tensor, tuple[int, int, int], str]:
     files = _image_files(folder)
     labelled = [d for d in _subfolders(folder) if _image_files(d)]
     if labelled:
@@ -338,14 +353,23 @@ def _public_folder(folder: Path, shape: tuple[int, int, int] | None) -> tuple[Te
         )
     if not files:
         raise InputDataError(f"public pool {folder} holds no images ({', '.join(IMAGE_SUFFIXES)})")
+    reference = " (image_shape)"
     if shape is None:
         first = _decode(files[0], None)
         shape = (int(first.shape[0]), int(first.shape[1]), int(first.shape[2]))
-    return _read_images(files, shape), shape
+        reference = f" (like the public pool's first image, {files[0].name})"
+    return _read_images(files, shape, convert, reference), shape, reference
 
 
 def _labelled_folder(
-    folder: Path, what: str, shape: tuple[int, int, int], class_names: Sequence[str]
+    folder: Path,
+    what: str,
+    shape: tuple[int, int, int],
+    class_names: Sequence[str],
+    *,
+    classes_from: str = "",
+    convert: bool = False,
+    reference: str = "",
 ) -> tuple[Tensor, Tensor]:
     subs = _subfolders(folder)
     loose = _image_files(folder)
@@ -358,10 +382,16 @@ def _labelled_folder(
         if not files:
             continue
         if sub.name not in index:
+            if classes_from:
+                raise InputDataError(
+                    f"{what} {folder}: sub-folder {sub.name!r} is not one of the classes read from {classes_from} "
+                    f"{list(class_names)} (no classes were declared); add it there, or declare the classes "
+                    "(--classes / classes:)"
+                )
             raise InputDataError(
                 f"{what} {folder}: sub-folder {sub.name!r} is not a declared class {list(class_names)}"
             )
-        xs.append(_read_images(files, shape))
+        xs.append(_read_images(files, shape, convert, reference))
         ys.append(torch.full((len(files),), index[sub.name], dtype=torch.int64))
     if not xs:
         raise InputDataError(f"{what} {folder} holds no images in class sub-folders")
@@ -385,7 +415,7 @@ def read_image_inputs(path: str | Path, shape: tuple[int, ...]) -> tuple[Tensor,
         if not files:
             raise InputDataError(f"{path} holds no images ({', '.join(IMAGE_SUFFIXES)})")
     c, h, w = (int(s) for s in shape)
-    return _read_images(files, (c, h, w)), names
+    return _read_images(files, (c, h, w), False, " (the run's images)"), names
 
 
 def _kind(path: Path, schema: object) -> str:
@@ -413,6 +443,7 @@ def load_files(
     classes: int | Sequence[str] | None = None,
     schema: str | Path | TabularSchema | None = None,
     image_shape: Sequence[int] | None = None,
+    pool_labels: bool = False,
 ) -> OwnData:
     """Read the three sets from files (their kind from the path) and check them (:func:`own_data`).
 
@@ -423,6 +454,11 @@ def load_files(
             sub-folders (sorted), never the private folder's.
         schema: CSV only: the public schema (a file or a :class:`TabularSchema`).
         image_shape: images only: (channels, height, width); default the public pool's first image.
+            Declared, every image is converted to its channel count; without it, images whose channel
+            count differs from the first public image's are refused (naming the file).
+        pool_labels: the public pool's file holds true labels (an ``.npz``'s ``y``, the CSV's label
+            column), declared for reporting only; without it such a file is refused (never taken
+            as pool labels by a guess).
 
     Raises:
         InputDataError: as :func:`own_data`, plus files of mixed kinds, unreadable or
@@ -447,6 +483,8 @@ def load_files(
         for role in ("public", "evaluation"):
             if role in arrays and "ids" in arrays[role]:
                 raise InputDataError(f"{names[role]}: record ids belong to the private set only")
+        if "y" in arrays["public"] and not pool_labels:
+            raise InputDataError(_POOL_LABELS.format(what=names["public"], where="labels under key 'y'"))
         return own_data(
             (arrays["private"]["x"], arrays["private"]["y"]),
             arrays["public"]["x"],
@@ -477,6 +515,8 @@ def load_files(
         for role in ("private", "evaluation"):
             if role in tables and tables[role].y is None:
                 raise InputDataError(f"{names[role]} has no label column {sch.label!r}")
+        if tables["public"].y is not None and not pool_labels:
+            raise InputDataError(_POOL_LABELS.format(what=names["public"], where=f"the label column {sch.label!r}"))
         ev_t = tables.get("evaluation")
         return own_data(
             (tables["private"].x, tables["private"].y),
@@ -496,8 +536,11 @@ def load_files(
             raise InputDataError(
                 f"image_shape must be (channels ∈ {{1, 3, 4}}, height, width), got {tuple(image_shape)}"
             )
-    ux, shape3 = _public_folder(paths["public"], shape)  # type: ignore[arg-type]
+    convert = shape is not None  # declared: every image converted to its channels
+    ux, shape3, reference = _public_folder(paths["public"], shape, convert)  # type: ignore[arg-type]
+    classes_from = ""
     if classes is None:
+        classes_from = f"the evaluation folder {paths['evaluation']}" if "evaluation" in paths else ""
         if "evaluation" not in paths:
             raise InputDataError(
                 "declare the classes (classes: [names] / --classes): without an evaluation folder they are not "
@@ -508,8 +551,10 @@ def load_files(
         raise InputDataError("image folders need the class names (the sub-folder names), not a count")
     else:
         declared = [str(c) for c in classes]  # type: ignore[union-attr]
-    px, py = _labelled_folder(paths["private"], "private set", shape3, declared)
+    px, py = _labelled_folder(paths["private"], "private set", shape3, declared, classes_from=classes_from,
+                              convert=convert, reference=reference)  # fmt: skip
     ev_xy = None
     if "evaluation" in paths:
-        ev_xy = _labelled_folder(paths["evaluation"], "evaluation set", shape3, declared)
+        ev_xy = _labelled_folder(paths["evaluation"], "evaluation set", shape3, declared, convert=convert,
+                                 reference=reference)  # fmt: skip
     return own_data((px, py), ux, ev_xy, classes=declared, kind="images", names=names)

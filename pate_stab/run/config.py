@@ -102,6 +102,9 @@ class TransferConfig:
     schema: str | None = None
     classes: int | tuple[str, ...] | None = None
     image_shape: tuple[int, int, int] | None = None
+    # the public pool's file holds true labels (a CSV's label column, an .npz's y), declared by the
+    # user: read for reporting only (label and pool accuracy). Undeclared, such a file is refused
+    pool_labels: bool = False
     # privacy: the neighbouring relation the run's guarantee is stated for, and the partition key
     # (see teachers_changed): content keys + replace_one need group privacy over two teachers
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"

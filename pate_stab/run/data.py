@@ -91,6 +91,7 @@ def load_own_data(config: TransferConfig) -> OwnData:
         classes=config.classes,
         schema=config.schema,
         image_shape=config.image_shape,
+        pool_labels=config.pool_labels,
     )
 
 

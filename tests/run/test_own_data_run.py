@@ -142,7 +142,7 @@ def test_cli_npz_transfer_compare_refit(npz_files, tmp_path, capsys):
 
     files[3] = str(d / "pool_labelled.npz")
     assert main(["compare", *files, "--run-name", "c", "--epsilons", "8", "--aggregators", "stability", "gnmax",
-                 *FLAGS]) == 0  # fmt: skip
+                 "--pool-labels", *FLAGS]) == 0  # fmt: skip
     rows = json.loads((tmp_path / "c" / "compare.json").read_text())["rows"]
     assert all(r["label_acc"] > 0.9 for r in rows)  # pool labels given: reported
     before = (tmp_path / "c" / "ledger.jsonl").read_text()
