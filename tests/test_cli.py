@@ -123,7 +123,7 @@ def test_recipes_parse():
 def test_transfer_summary_separates_bottom_from_not_asked(tmp_path, capsys):
     """A releaser that halts after T ⊥ reports those ⊥ apart from the queries it never processed."""
     args = ["transfer", "--checkpoints-dir", str(tmp_path), "--run-name", "halt", "--epsilon", "1",
-            "--max-unstable", "2", "--allow-unanswerable", *FAST, "--num-teachers", "20",
+            "--max-unstable", "2", "--allow-unanswerable", "--allow-empty-student", *FAST, "--num-teachers", "20",
             "--teacher-epochs", "1", "--student-epochs", "1"]  # fmt: skip
     code, out = run_cli(args, capsys)
     assert code == 0

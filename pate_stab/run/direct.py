@@ -221,8 +221,10 @@ def _image_splits(prep: Prepared) -> list[tuple[str, Tensor | None]]:
 
 
 def _dpsgd_config(prep: Prepared, learner: str, dpsgd: DPSGDConfig | None) -> DPSGDConfig:
-    """The given settings, else the run's (:func:`dpsgd_settings`)."""
-    return dpsgd if dpsgd is not None else dpsgd_settings(prep.config, learner)
+    """The given settings, else the run's (:func:`dpsgd_settings`; unused by the convex heads)."""
+    if dpsgd is not None:
+        return dpsgd
+    return dpsgd_settings(prep.config, learner) if learner.startswith("dpsgd") else _DPSGD
 
 
 def _head_inputs(prep: Prepared) -> tuple[float, Tensor]:
