@@ -16,7 +16,7 @@ from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.run.direct import DIRECT_LEARNERS, replace_one_equivalent
 from pate_stab.run.report import LABEL_ACCURACY_NOTE
 
-__all__ = ["TABLE_LEGEND", "format_rows", "format_summary", "plot_rows", "summarise_rows", "total_cost",
+__all__ = ["DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot_rows", "summarise_rows", "total_cost",
            "total_cost_line"]  # fmt: skip
 
 _COLUMNS = (  # (row key, header, format, width)
@@ -30,11 +30,18 @@ _COLUMNS = (  # (row key, header, format, width)
     ("label_acc", "label_acc", "{:>9.4f}", 9),
     ("student_acc", "student_acc", "{:>11.4f}", 11),
 )
-TABLE_LEGEND = (
-    "ε: data-independent, enforced against the budget; ε dd san: PATE's data-dependent ε after "
-    "smooth-sensitivity sanitisation (private; the raw figure is not, and stays in private_compare.json). "
-    "The stability releasers' ε is data-independent by construction. " + LABEL_ACCURACY_NOTE + "."
+_EPSILON_LEGEND = (
+    "ε: data-independent, enforced against the budget. The stability releasers' ε is data-independent by construction."
 )
+_DD_LEGEND = (
+    "ε dd san: PATE's data-dependent ε after smooth-sensitivity sanitisation (private; the raw figure is not, and "
+    "stays in private_compare.json)."
+)
+TABLE_LEGEND = " ".join((_EPSILON_LEGEND, _DD_LEGEND, LABEL_ACCURACY_NOTE + "."))
+"""The legend of a table that shows every column (:func:`format_rows` keeps the sentences of the columns it shows)."""
+DD_ROW_NOTE = "no sanitised data-dependent ε for this aggregator's noise (README: Privacy notes)"
+"""A row's data-dependent note in the text table, in one plain sentence (``compare.json`` keeps the full note)."""
+_ALWAYS = ("aggregator", "target_epsilon", "epsilon")
 
 
 def total_cost(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> dict[str, Any]:
@@ -94,17 +101,31 @@ def total_cost_line(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | N
 
 
 def format_rows(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> str:
-    """Fixed-width text table (label_acc: on answered queries; student_acc: on the evaluation split)."""
-    head = " ".join(f"{label:>{w}}" if i else f"{label:<{w}}" for i, (_, label, _, w) in enumerate(_COLUMNS))
+    """Fixed-width text table (label_acc: on answered queries; student_acc: on the evaluation split).
+
+    A column that is empty in every row (no pool labels: label_acc; no PATE data-dependent figure:
+    ε dd san) is left out, with its sentence of the legend.
+    """
+    columns = [c for c in _COLUMNS if c[0] in _ALWAYS or any(r.get(c[0]) is not None for r in rows)]
+    shown = {c[0] for c in columns}
+    head = " ".join(f"{label:>{w}}" if i else f"{label:<{w}}" for i, (_, label, _, w) in enumerate(columns))
     lines = [head + "  note", "-" * (len(head) + 6)]
     for r in rows:
         cells = []
-        for name, _, fmt, width in _COLUMNS:
+        for name, _, fmt, width in columns:
             v = r.get(name)
             cells.append(" " * (width - 1) + "-" if v is None else fmt.format(v))
-        note = r.get("note") or r.get("data_dependent_note") or ""
+        note = r.get("note") or ""
+        dd_note = r.get("data_dependent_note") or ""
+        if not note and dd_note and dd_note != "data-independent by construction" and "epsilon_dd_sanitised" in shown:
+            note = DD_ROW_NOTE if r.get("epsilon_dd_sanitised") is None else ""
         lines.append(" ".join(cells) + ("  " + note if note else ""))
-    lines.append(TABLE_LEGEND)
+    legend = [_EPSILON_LEGEND]
+    if "epsilon_dd_sanitised" in shown:
+        legend.append(_DD_LEGEND)
+    if "label_acc" in shown:
+        legend.append(LABEL_ACCURACY_NOTE + ".")
+    lines.append(" ".join(legend))
     lines.append(total_cost_line(rows, run_neighbouring=run_neighbouring))
     if any(r.get("noise") == "seeded" for r in rows):
         lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
@@ -170,6 +191,7 @@ def plot_rows(
     """Student test accuracy vs target ε, one line per aggregator (matplotlib, Agg backend).
 
     With repeated releases, the line is the mean and the error bar the min–max range.
+    The legend sits outside the axes (to the right), so it hides no line.
     ``reference``: a horizontal line (e.g. an accuracy reached without privacy); a plot meant
     for publication draws only published figures. ``caption``: a line under the plot (the
     total privacy cost by default, :func:`total_cost_line`).
@@ -180,7 +202,7 @@ def plot_rows(
     import matplotlib.pyplot as plt
 
     summary = summarise_rows(rows)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4))
     for name in dict.fromkeys(r["aggregator"] for r in summary):
         pts = sorted(
             (r["target_epsilon"], r["student_acc"], r["student_acc_min"], r["student_acc_max"])
@@ -203,7 +225,8 @@ def plot_rows(
     ax.set_ylabel("student test accuracy")
     ax.set_title(title, fontsize=9, wrap=True)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    # outside the axes, to their right: the legend never hides a line
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     text = textwrap.fill(total_cost_line(rows) if caption is None else caption, width=110)
     lines = text.count("\n") + 1
     fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=7)

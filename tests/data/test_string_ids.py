@@ -12,11 +12,12 @@ import torch
 from pate_stab.cli import main
 from pate_stab.data.own import InputDataError, own_data
 from pate_stab.data.schema import TabularSchema, encode_table
-from pate_stab.data.table_encoding import record_id_key
 from tests.run.test_own_data_run import CSV_SCHEMA, FLAGS, mixture, write_table
 
 
 def test_string_ids_become_keys_of_their_own_record_alone():
+    from pate_stab.data.table_encoding import record_id_key
+
     assert record_id_key("P000123") == record_id_key(" P000123 ") != record_id_key("P000124")
     assert record_id_key("42") == record_id_key(42) == 42  # integers stay themselves
     with pytest.raises(ValueError, match="empty"):
@@ -33,6 +34,8 @@ def test_string_ids_become_keys_of_their_own_record_alone():
 
 
 def test_csv_with_string_record_ids_runs_and_publishes_none(tmp_path, capsys):
+    from pate_stab.data.table_encoding import record_id_key
+
     (px, py), (ux, uy), (ex, ey) = mixture(seed=4)
     write_table(tmp_path / "private.csv", px, py, ids=np.arange(len(px)))
     lines = (tmp_path / "private.csv").read_text().splitlines()

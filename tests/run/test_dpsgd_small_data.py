@@ -12,10 +12,8 @@ import torch
 import pate_stab.run.prepare as prepare_module
 from pate_stab.cli import main
 from pate_stab.data.own import own_data
-from pate_stab.direct.dpsgd import default_batch_size
 from pate_stab.run import compare_arrays
 from pate_stab.run.config import TransferConfig
-from pate_stab.run.direct import dpsgd_settings
 
 FAST = dict(num_teachers=20, num_queries=20, max_unstable=3, epsilon=8.0, teacher_epochs=2, student_epochs=2,
             accelerator="cpu", progress=False)  # fmt: skip
@@ -41,6 +39,9 @@ def _no_teachers(monkeypatch):
 
 
 def test_default_batch_size_keeps_tramer_boneh_sampling_rate():
+    from pate_stab.direct.dpsgd import default_batch_size
+    from pate_stab.run.direct import dpsgd_settings
+
     assert default_batch_size(60000) == 8192  # their setting where N is large
     assert [default_batch_size(n) for n in (6000, 1000, 100, 10)] == [1024, 128, 16, 10]
     for n in (500, 6000, 20000, 60000, 10**6):

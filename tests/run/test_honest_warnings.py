@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from pate_stab.cli import _format_warning, main
+from pate_stab.cli import main
 from pate_stab.run.plan import plan_run
-from pate_stab.run.student import FewLabelsWarning, released_label_warnings
 
 FLAGS = ["--num-teachers", "100", "--num-queries", "30", "--max-unstable", "3", "--epsilon", "8",
          "--teacher-epochs", "2", "--student-epochs", "2", "--accelerator", "cpu", "--no-progress",
@@ -67,6 +66,8 @@ def _release(labels):
 
 
 def test_one_class_or_fewer_labels_than_classes_are_warned():
+    from pate_stab.run.student import released_label_warnings
+
     names = ("low", "mid", "high")
     (one,) = released_label_warnings(_release([2, 2, -1, 2, 2]), 3, names)
     assert "4 released label(s), all of class 'high'" in one
@@ -86,6 +87,9 @@ def test_plan_says_what_answers_means_at_this_k():
 
 
 def test_cli_warnings_print_without_source_lines():
+    from pate_stab.cli import _format_warning
+    from pate_stab.run.student import FewLabelsWarning
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.warn("few labels", FewLabelsWarning, stacklevel=1)
