@@ -168,7 +168,7 @@ def initialised_network(spec: ModelSpec, seed: int) -> nn.Module:
 def fit_module(module: L.LightningModule, loader: Any, *, accelerator: str, progress_bar: bool, **limits: int) -> None:
     """One single-device Lightning fit of a student, without logger or checkpoints; ``limits`` are
     the Trainer's ``max_epochs`` / ``max_steps``."""
-    with quiet_lightning(not progress_bar):
+    with quiet_lightning(True):  # banners and tips off in every fit; the progress bar is not a log line
         trainer = L.Trainer(
             accelerator=accelerator,
             devices=1,

@@ -286,7 +286,7 @@ def train_teachers_ddp(
         if ckpt_root is not None and resume_epoch is not None
         else None
     )
-    with quiet_lightning(not progress_bar):
+    with quiet_lightning(True):  # banners and tips off in every fit; the progress bar is not a log line
         trainer.fit(module, ckpt_path=ckpt_path)
     world = devices * num_nodes
     meta = {"train": asdict(config), "mode": "vectorized", "num_teachers_total": k, "seeds": seeds, "world_size": world}

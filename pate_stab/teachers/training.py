@@ -249,7 +249,8 @@ class TeacherEnsembleModule(L.LightningModule):
 
 @contextlib.contextmanager
 def quiet_lightning(quiet: bool) -> Iterator[None]:
-    """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet``, and always
+    """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet`` (every fit of
+    the package passes True: a progress bar is drawn by its callback, not logged), and always
     its notices about choices made here on purpose: no DataLoader workers (the data are in-memory
     tensors; the loader yields step numbers), a one-batch-per-epoch loader, and the deprecation
     notice its own pytree helper triggers in torch (``LeafSpec``). Nothing else is filtered."""
@@ -391,7 +392,7 @@ def train_teachers(
         "callbacks": list(callbacks),
     }
 
-    with quiet_lightning(not progress_bar):
+    with quiet_lightning(True):  # banners and tips off in every fit; the progress bar is not a log line
         ensemble = _fit(x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common)
     if run_dir is not None:
         ensemble.save(run_dir)
