@@ -69,8 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "(or k × n × 2) scores in [0, 1] for stability-soft")  # fmt: skip
     rel.add_argument("--aggregator", required=True, help="stability, stability-paper, stability-tight, "
                      "stability-soft, lnmax, gnmax, confident-gnmax")  # fmt: skip
-    rel.add_argument("--epsilon", type=float, required=True, help="target ε (also the output folder's budget)")
+    rel.add_argument("--epsilon", type=float, required=True, help="target ε")
     rel.add_argument("--delta", type=float, default=1e-5, help="target δ")
+    rel.add_argument("--budget-epsilon", type=float, default=None,
+                     help="the output folder's budget cap on the total ε: recorded at its first release (default: "
+                     "that release's ε); a later release may lower it, never raise it")  # fmt: skip
+    rel.add_argument("--budget-delta", type=float, default=None, help="the folder's budget cap on the total δ")
     rel.add_argument("--num-classes", type=int, default=None, help="C (predictions; default: largest label + 1)")
     rel.add_argument("--num-queries", type=int, default=None, help="m calibrated for (default: the file's n)")
     rel.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
@@ -182,6 +186,7 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
             confident_threshold=args.confident_threshold, neighbouring=args.neighbouring,
             teachers_changed=args.teachers_changed, seed=args.seed, public_inputs=args.public_inputs,
             query_selection=args.query_selection, allow_unanswerable=args.allow_unanswerable, progress=progress,
+            budget_epsilon=args.budget_epsilon, budget_delta=args.budget_delta,
         )  # fmt: skip
     except (ValueError, PateStabError) as exc:
         parser.error(str(exc))
