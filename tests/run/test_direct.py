@@ -201,6 +201,34 @@ def test_compare_direct_rows_beside_aggregators(tmp_path):
     assert again["ledger"]["spent_basic_composition"] == out["ledger"]["spent_basic_composition"]
 
 
+def test_compare_with_mixed_learners_keeps_one_relation_per_ledger(tmp_path):
+    """An add/remove compare with a releaser, a head and DP-SGD: every spend line states add/remove, so the
+    enforced total is an add/remove guarantee; the same plan under replace-one counts DP-SGD by group privacy."""
+    from pate_stab.privacy.ledger import replace_one_cost
+    from pate_stab.run.compare import run_compare
+
+    totals = {}
+    for relation in ("add_remove", "replace_one"):
+        cfg = dataclasses.replace(_config(tmp_path, relation), neighbouring=relation, private_size_hint=10000)
+        out = run_compare(cfg, epsilons=[8.0], aggregators=["gnmax"], direct=["output-softmax", "dpsgd-linear"])
+        records = map(json.loads, (cfg.run_dir / "ledger.jsonl").read_text().splitlines())
+        spends = [r for r in records if r["kind"] == "spend"]
+        assert len(spends) == 3
+        rows = {r["aggregator"]: r for r in out["rows"]}
+        dp = rows["dpsgd-linear"]
+        if relation == "add_remove":
+            assert {r["relation"] for r in spends} == {"add_remove"}
+            expected = (rows["gnmax"]["epsilon"] + 8.0 + dp["epsilon"], rows["gnmax"]["delta"] + dp["delta"])
+        else:
+            assert [r["relation"] for r in spends] == ["replace_one", "replace_one", "add_remove"]
+            converted = replace_one_cost(dp["epsilon"], dp["delta"])
+            expected = (rows["gnmax"]["epsilon"] + 8.0 + converted[0], rows["gnmax"]["delta"] + converted[1])
+        spent = out["ledger"]["spent_basic_composition"]
+        assert (spent["epsilon"], spent["delta"]) == (pytest.approx(expected[0]), pytest.approx(expected[1]))
+        totals[relation] = spent["epsilon"]
+    assert totals["replace_one"] > totals["add_remove"]
+
+
 def test_learner_names_agree_with_the_config():
     from pate_stab.run.config import DIRECT_LEARNER_NAMES
 
