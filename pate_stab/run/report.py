@@ -200,17 +200,19 @@ def open_run_ledger(
     cap_epsilon: float | None,
     cap_delta: float | None,
     how: str,
+    default_cap: tuple[float, float] | None = None,
 ) -> PrivacyLedger:
     """:func:`open_ledger` for a run's plan, checked by :func:`check_plan_budget` before it is returned.
 
     ``spends(ledger)`` lists the plan's spends (their ids as ``ledger`` holds them; ``None``: as a
-    new ledger would). A new ledger's cap is the user's, else the plan's total (:func:`plan_cost`).
+    new ledger would). A new ledger's cap is the user's, else ``default_cap`` (the run's declared
+    (ε, δ), where it has one), else the plan's total (:func:`plan_cost`).
 
     Raises:
         BudgetExhaustedError: the plan does not fit; nothing was drawn or spent (a lowered cap stays recorded).
         LedgerError: the user's cap would raise the recorded one, or fall below what is spent.
     """
-    need = plan_cost(spends(None), neighbouring=neighbouring)
+    need = default_cap or plan_cost(spends(None), neighbouring=neighbouring)
     ledger = open_ledger(run_dir, run_name=run_name, budget_epsilon=need[0], budget_delta=need[1],
                          neighbouring=neighbouring, cap_epsilon=cap_epsilon, cap_delta=cap_delta)  # fmt: skip
     try:
@@ -230,6 +232,7 @@ def check_run_budget(
     cap_epsilon: float | None,
     cap_delta: float | None,
     how: str,
+    default_cap: tuple[float, float] | None = None,
 ) -> None:
     """:func:`open_run_ledger`'s check before anything is trained: against the folder's ledger if it
     has one (a user's lower cap is recorded then), else the plan against the user's cap; a folder
@@ -239,13 +242,14 @@ def check_run_budget(
         ValueError / BudgetExhaustedError / LedgerError: as :func:`open_run_ledger`.
     """
     if (run_dir / "ledger.jsonl").is_file():
-        open_run_ledger(run_dir, run_name=run_name, neighbouring=neighbouring, spends=spends,
-                        cap_epsilon=cap_epsilon, cap_delta=cap_delta, how=how).close()  # fmt: skip
+        open_run_ledger(run_dir, run_name=run_name, neighbouring=neighbouring, spends=spends, cap_epsilon=cap_epsilon,
+                        cap_delta=cap_delta, how=how, default_cap=default_cap).close()  # fmt: skip
         return
     check_cap(cap_epsilon, cap_delta)
     planned = spends(None)
     need = plan_cost(planned, neighbouring=neighbouring)
-    cap = (need[0] if cap_epsilon is None else float(cap_epsilon), need[1] if cap_delta is None else float(cap_delta))
+    base = default_cap or need
+    cap = (base[0] if cap_epsilon is None else float(cap_epsilon), base[1] if cap_delta is None else float(cap_delta))
     _check_fits(cap, (0.0, 0.0), need, where="the user's cap; no ledger yet", new=len(planned), replayed=0, how=how)
 
 

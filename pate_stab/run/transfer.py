@@ -181,7 +181,7 @@ def _planned_spends(config: TransferConfig, ledger: PrivacyLedger | None) -> lis
 def _budget_args(config: TransferConfig) -> dict[str, Any]:
     return {"run_name": config.run_name, "neighbouring": config.neighbouring,
             "spends": lambda ledger: _planned_spends(config, ledger), "cap_epsilon": config.budget_epsilon,
-            "cap_delta": config.budget_delta,
+            "cap_delta": config.budget_delta, "default_cap": (config.epsilon, config.delta),
             "how": f"use a lower ε, or a new run folder (not {config.run_name!r}: a new ledger, a new use of the data "
                    "that you must account for)"}  # fmt: skip
 
