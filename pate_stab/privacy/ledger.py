@@ -37,7 +37,8 @@ Budget rule: the spent total is the *basic composition* of the recorded spends, 
 (Dwork & Roth 2014, Thm 3.16). It is valid for any adaptive sequence of (ε_i, δ_i)-DP
 mechanisms, whatever they are, so the ledger never needs to trust an event description to stay
 sound; tighter totals from the recorded events are available through
-:func:`pate_stab.privacy.accounting.epsilon_for_delta` for reporting. Sums are exact-rounded
+:func:`pate_stab.privacy.accounting.epsilon_for_delta` for reporting (an event holds under its
+spend's ``relation``: compose only events of one relation). Sums are exact-rounded
 (``math.fsum``), and a total may exceed the budget by at most a relative 1e-12 so that a budget
 split into T equal floating-point parts can be spent T times.
 

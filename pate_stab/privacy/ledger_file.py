@@ -124,6 +124,12 @@ class LedgerFile:
     def _create_or_verify(self) -> None:
         with self._locked(exclusive=True):
             if os.fstat(self._fd).st_size == 0:
+                if anchor_path(self._path).is_file():
+                    raise LedgerError(
+                        f"ledger {self._path} is empty but its anchor {anchor_path(self._path)} records earlier lines: "
+                        "it was truncated or replaced. Spends recorded in the lost lines were paid for and may have "
+                        "been released; do not continue from this file (a new run folder starts a new ledger)"
+                    )
                 header = {
                     "kind": "header",
                     "format": FORMAT,

@@ -699,6 +699,13 @@ def test_a_ledger_cut_after_its_last_spend_is_refused(path: Path) -> None:
     path.write_text("".join(lines[:-2]))  # the last spend and its result removed cleanly
     with pytest.raises(LedgerError, match="ends before the last recorded line 5.*truncated or restored"):
         _ledger(path)
+    path.write_text("")  # emptied (or removed): not a fresh ledger while its anchor records lines
+    with pytest.raises(LedgerError, match="is empty but its anchor"):
+        _ledger(path)
+    path.unlink()
+    with pytest.raises(LedgerError, match="is empty but its anchor"):
+        _ledger(path)
+    assert not path.exists() or path.stat().st_size == 0
 
 
 def test_an_older_copy_of_the_ledger_is_refused(path: Path) -> None:
