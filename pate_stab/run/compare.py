@@ -9,7 +9,7 @@ run's ``query_selection``: with ``"first"`` all rows release the same m pool poi
 ``"student-confidence"`` each release runs the same selection procedure on its own released
 outputs (one aggregator instance, one spend, at most m queries), so each aggregator is compared
 at the same budget with the same procedure, on the points that procedure chose for it. Each release is a
-separate spend in the run's ledger (the ledger's budget is their basic-composition sum), with a
+separate spend in the run's ledger (which counts their basic-composition sum against its cap), with a
 deterministic spend id, so a rerun reuses them.
 
 Published and private (DESIGN.md fact 8, :mod:`pate_stab.run.private`). ``compare.json``,
