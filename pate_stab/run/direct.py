@@ -46,9 +46,11 @@ b's density of objective perturbation). That calibration holds under both relati
 * replace-one: the paper's proof with n := N, word for word (the divisor is a constant);
 * add/remove: D' = D ∪ {z} changes J by (1/N) ℓ(w, z) only. By λ-strong convexity of J_{D'},
   λ ||w_D − w_{D'}|| ≤ ||∇J_{D'}(w_D)|| = ||∇ℓ(w_D, z)||/N ≤ ρ/N, i.e. sensitivity ρ/(Nλ) ≤ 2ρ/(Nλ);
-  for objective perturbation the b-shift is one gradient (norm ≤ 1, half the replace-one bound)
-  and the Jacobian ratio one rank-one factor ≤ 1 + c/(Nλ) (the proof of Thm 9 with one record
-  instead of two), so every term is at most its replace-one value.
+  for objective perturbation the shift of b is one record's gradient (half the replace-one bound)
+  and the Jacobian ratio holds the factors of one record's Hessian, each ≤ 1 + c/(Nλ), instead of
+  two records' (the proof of Thm 9, and of the softmax head's rank-(C−1) version in
+  :mod:`pate_stab.erm.multinomial`, with one changed record), so every term is at most its
+  replace-one value.
 
 So the guarantee is ε under the run's relation for any private count n, and neither N nor n
 needs to bound the other. The objective is solved through the library's (1/n)-normalised solvers
