@@ -201,8 +201,10 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 def _export_votes(config: Any, path: Path) -> None:
     from pate_stab.run.prepare import prepare
     from pate_stab.run.release_votes import export_votes
+    from pate_stab.run.run_folder import run_lock
 
-    prep = prepare(config, check_budget=False)  # the run's own teachers, reloaded
+    with run_lock(config.run_dir):
+        prep = prepare(config, check_budget=False)  # the run's own teachers, reloaded
     written = export_votes(prep.teachers, prep.task.public_x, path)
     print(f"teachers' votes on the public pool (PRIVATE, owner-only file): {written}")
 

@@ -27,6 +27,7 @@ from pate_stab.run.data_dependent import split_data_dependent
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, PRIVATE_IDENTITY, files_section, split_private
 from pate_stab.run.release import Release, selection_report
+from pate_stab.run.run_folder import LOCK_NAME
 from pate_stab.student import StudentTargets
 
 __all__ = ["LABEL_ACCURACY_NOTE", "clean_json", "noise_report", "open_ledger", "run_files", "transfer_report"]
@@ -88,6 +89,8 @@ def run_files(run_dir: Path, published: list[str], private: list[str] | None = N
     mine = [*(private or []), PRIVATE_DIAGNOSTICS, PRIVATE_IDENTITY, "private_key"]
     working = [name for name in ("teachers/", "features/") if (run_dir / name.rstrip("/")).exists()]
     extra = ["features.pt"] if (run_dir / "features.pt").exists() else []  # the PCA fitted on the public pool
+    if (run_dir / LOCK_NAME).exists():  # empty: the run folder's lock (pate_stab.run.run_folder)
+        extra.append(LOCK_NAME)
     return files_section(["config.json", "ledger.jsonl", *published, *extra], mine + working)
 
 

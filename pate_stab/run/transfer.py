@@ -39,6 +39,7 @@ aside); with the default secure noise the releases differ from run to run (the n
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Callable
@@ -60,6 +61,7 @@ from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
 from pate_stab.run.rounds import release_rounds, rounds_private_diagnostics, rounds_report
+from pate_stab.run.run_folder import run_lock, write_published
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 from pate_stab.student import StudentTargets
 
@@ -140,7 +142,7 @@ def evaluate_and_report(
     if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
         diagnostics["rounds_teachers"] = rounds_private
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
-    (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
     return report
 
 
@@ -163,7 +165,7 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
         # wall times of a private stage depend on the private data: private diagnostics only
         private = {"wall_time_s": {**prep.timings, "total": time.perf_counter() - start}}
         write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, clean_json(private))
-        (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+        write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
         return report
     finally:
         ledger.close()
@@ -188,6 +190,7 @@ def run_transfer(
         ValueError: bad configuration, or a run folder made with another configuration.
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
             all recorded; nothing is drawn again (start a new run).
+        RunFolderLockedError: another run holds the run folder's lock; nothing was done.
     """
     result = transfer_result(config, data=data, on_plan=on_plan)
     return result if isinstance(result, dict) else result.report
@@ -197,7 +200,19 @@ def transfer_result(
     config: TransferConfig, *, data: OwnData | None = None, on_plan: Callable[[RunPlan], None] | None = None
 ) -> TransferResult | dict[str, Any]:
     """:func:`run_transfer`, returning the student and the release with the report (a status dict
-    when ``stop_after`` stops the run early)."""
+    when ``stop_after`` stops the run early).
+
+    The run holds its folder's lock throughout (:func:`~pate_stab.run.run_folder.run_lock`): a
+    second run in the same folder meanwhile is refused at once
+    (:class:`~pate_stab.run.run_folder.RunFolderLockedError`).
+    """
+    with run_lock(config.run_dir):
+        return _transfer_result(config, data=data, on_plan=on_plan)
+
+
+def _transfer_result(
+    config: TransferConfig, *, data: OwnData | None, on_plan: Callable[[RunPlan], None] | None
+) -> TransferResult | dict[str, Any]:
     start = time.perf_counter()
     prep = prepare(config, data=data, on_plan=on_plan)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
@@ -238,7 +253,9 @@ def transfer_result(
         student, targets = fit_student(  # 3. the student
             prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"]
         )
-        torch.save(student.state_dict(), prep.run_dir / "student.pt")
+        buffer = io.BytesIO()
+        torch.save(student.state_dict(), buffer)
+        write_published(prep.run_dir / "student.pt", buffer.getvalue())
         prep.timings["student"] = time.perf_counter() - t0
         report = evaluate_and_report(
             prep, ledger, release, student, targets, start=start, rounds=rounds, rounds_private=rounds_private
