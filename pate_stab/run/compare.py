@@ -113,6 +113,11 @@ def _run_compare(
 ) -> dict[str, Any]:
     if not epsilons or any(not (isinstance(e, int | float) and math.isfinite(e) and e > 0) for e in epsilons):
         raise ValueError(f"epsilons must be positive finite numbers, got {list(epsilons)!r}")
+    if config.finish_from_ledger:
+        raise ValueError(
+            "finish_from_ledger finishes one interrupted release of a transfer; compare replays its recorded rows "
+            "on a rerun and has no partial row (run pate-stab transfer with the row's settings to finish one)"
+        )
     if config.rounds > 1:
         raise ValueError(
             f"compare releases each row in one round; rounds={config.rounds} is supported by transfer only "

@@ -123,7 +123,7 @@ def evaluate_and_report(
     }
     # PATE's data-dependent ε, reported beside the enforced data-independent ε
     data_dependent = None
-    if rounds is None:
+    if rounds is None and release.partial is None:  # a partial release (finish_from_ledger) draws nothing
         data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
     prep.timings["evaluation"] = time.perf_counter() - t0
     total = {} if start is None else {"total": time.perf_counter() - start}
@@ -139,6 +139,9 @@ def evaluate_and_report(
     )
     if rounds is not None:
         report["rounds"] = rounds
+    if release.partial is not None:  # finished from the ledger after an interruption (pate_stab.run.release)
+        report["status"] = "partial"
+        report["partial_release"] = release.partial
     if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
         diagnostics["rounds_teachers"] = rounds_private
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
@@ -189,7 +192,8 @@ def run_transfer(
         InputDataError: own data that does not fit (before any training or spending).
         ValueError: bad configuration, or a run folder made with another configuration.
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
-            all recorded; nothing is drawn again (start a new run).
+            all recorded; nothing is drawn again (finish from the recorded outputs with
+            ``finish_from_ledger=True``, or start a new run).
         RunFolderLockedError: another run holds the run folder's lock; nothing was done.
     """
     result = transfer_result(config, data=data, on_plan=on_plan)
