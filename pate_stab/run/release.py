@@ -145,6 +145,7 @@ def release_labels(
     delta: float | None = None,
     spend_id: str | None = None,
     steered: Callable[[], Tensor] | None = None,
+    finishable: bool = False,
 ) -> Release:
     """Run one aggregator on the run's queries, spending through ``ledger`` (or replay its record).
 
@@ -164,6 +165,8 @@ def release_labels(
             pool positions to offer, in order, computed from public data and earlier releases
             only; called only when the round is not replayed. The first ``num_queries`` of them
             are offered in one batch (selection ``"steered"``).
+        finishable: the caller can finish an interrupted release (``finish_from_ledger``, a
+            transfer): a rerun refused at an unrecorded call then says how.
     """
     config = prep.config
     spec = aggregator_spec(aggregator)
@@ -211,7 +214,7 @@ def release_labels(
         bar.update(int(index.numel()))
         return labels
 
-    with bar, _naming_the_finish_option(recorded is not None and finish_calls is None):
+    with bar, _naming_the_finish_option(finishable and recorded is not None and finish_calls is None):
         selected = (
             _release_in_order(order[: config.num_queries], release) if order is not None else release_in_rounds(
             prep.task.public_x,

@@ -247,6 +247,7 @@ def _transfer_result(
                 epsilon=config.epsilon,
                 generator=prep.generators["release"],
                 selection_generator=prep.generators["selection"],
+                finishable=True,  # an interrupted release can be finished (finish_from_ledger)
             )
         prep.timings["release"] = time.perf_counter() - t0
         prep.timings["votes"] = prep.votes.seconds  # part of the release time
