@@ -32,7 +32,11 @@ same run folder reuses the cached features, the trained teachers (``teachers/wei
 Lightning's ``last.ckpt`` of an interrupted fit) and the recorded release (the ledger stores the
 released outputs with the spend; a rerun replays them: no fresh selection or noise, no second
 spend). A rerun that changes only the student's settings refits the student (post-processing:
-no privacy cost); a rerun that changes anything upstream of the student is refused. With the
+no privacy cost); a rerun that changes anything upstream of the student is refused, unless nothing
+was trained or spent in the folder yet (a run refused before its first training step). A release
+interrupted by a crash can be finished from the outputs its spend recorded, without drawing noise
+(``finish_from_ledger``, :mod:`pate_stab.run.release`; the report then says ``"partial"``). One run
+writes a run folder at a time (:mod:`pate_stab.run.run_folder`). With the
 same seed and ``releaser_noise: seeded``, two runs give the same report (wall times, paths and resume flags
 aside); with the default secure noise the releases differ from run to run (the noise comes from the OS).
 """
