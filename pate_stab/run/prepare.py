@@ -37,7 +37,7 @@ from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
 from pate_stab.run.plan import RunPlan, plan_for_config
 from pate_stab.run.private import PRIVATE_IDENTITY, check_data_identity
-from pate_stab.run.run_folder import LOCK_NAME, write_published
+from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
 from pate_stab.teachers import (
     ModelSpec,
     PoolVotes,
@@ -223,7 +223,7 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
                 f"{run_dir} holds a run with another configuration (differs in: {', '.join(diff)}); "
                 "choose another run name or remove the folder"
             )
-    run_dir.mkdir(parents=True, exist_ok=True)
+    claim_run_folder(run_dir)  # the run's first write: the folder's lock is taken here if not yet
     write_published(path, json.dumps(config.to_dict(), indent=2, sort_keys=True))
 
 

@@ -76,7 +76,7 @@ def refit_students(
     Raises:
         RefitError: not a run folder, an override of a non-student setting, a release that was
             not recorded (before any student is trained).
-        RunFolderLockedError: another run holds the run folder's lock; nothing was done.
+        RunFolderLockedError: another run holds the run folder's lock; nothing was written.
     """
     run_dir = Path(run_dir)
     saved_config(run_dir)  # a run folder, before its lock is taken (the lock would create the folder)

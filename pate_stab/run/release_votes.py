@@ -61,7 +61,7 @@ from pate_stab.rng import seeded_generator
 from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import clean_json, noise_report
-from pate_stab.run.run_folder import LOCK_NAME, run_lock, write_published
+from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
 from pate_stab.run.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 
 __all__ = [
@@ -84,7 +84,7 @@ _P = ParamSpec("_P")
 
 def _one_writer(release: Callable[_P, dict[str, Any]]) -> Callable[_P, dict[str, Any]]:
     """Run ``release`` holding the output folder's lock (:func:`~pate_stab.run.run_folder.run_lock`):
-    a concurrent release into the same folder is refused at once, before it reads anything."""
+    a concurrent release into the same folder is refused before it writes anything."""
 
     @functools.wraps(release)
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> dict[str, Any]:
@@ -146,7 +146,7 @@ def release_votes(
         VotesError: invalid votes, public inputs or options; nothing was spent.
         UnanswerableError: a stability releaser could not answer at this k; nothing was spent.
         BudgetExhaustedError / ReplayedSpendError: from the ledger; nothing was released.
-        RunFolderLockedError: another release holds the output folder's lock; nothing was done.
+        RunFolderLockedError: another release holds the output folder's lock; nothing was written.
     """
     spec = aggregator_spec(aggregator)
     wanted: Layout = "scores" if spec.votes == "scores" else layout
@@ -192,7 +192,7 @@ def release_votes(
         raise VotesError(f"query_selection={selection!r} needs the public points' inputs (public_inputs)")
     pool_x = load_public_inputs(public_inputs, n) if public_inputs is not None else None
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    claim_run_folder(out)  # created, and locked (release_votes holds its run_lock) from here on
     run = run_name or out.name
     spend_id = release_spend_id(run, aggregator, float(epsilon))
     with PrivacyLedger(

@@ -198,7 +198,7 @@ def run_transfer(
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
             all recorded; nothing is drawn again (finish from the recorded outputs with
             ``finish_from_ledger=True``, or start a new run).
-        RunFolderLockedError: another run holds the run folder's lock; nothing was done.
+        RunFolderLockedError: another run holds the run folder's lock; nothing was written.
     """
     result = transfer_result(config, data=data, on_plan=on_plan)
     return result if isinstance(result, dict) else result.report

@@ -151,7 +151,8 @@ def test_finish_from_ledger_on_the_command_line() -> None:
 
 
 _HOLD = (
-    "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+    "import fcntl, os, sys; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); "
+    "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
     "print('locked', flush=True); sys.stdin.read()"
 )
 
@@ -261,3 +262,28 @@ def test_a_refusal_after_config_json_does_not_block_the_corrected_rerun(tmp_path
     # once something was spent the folder holds that configuration: another one is refused
     with pytest.raises(ValueError, match="holds a run with another configuration"):
         run_transfer(replace(cfg, private_size_hint=20000), data=lifecycle_data())
+
+
+def test_a_run_that_finds_no_folder_takes_the_lock_at_its_first_write(tmp_path: Path) -> None:
+    """The folder does not exist when the run starts (bad input must leave none behind); another
+    process creates and locks it meanwhile: the run is refused at its first write."""
+    from pate_stab.run.run_folder import claim_run_folder, run_lock
+
+    folder = tmp_path / "new"
+    with run_lock(folder):
+        assert not folder.exists()  # nothing created before the run writes
+        with _lock_held_by_another_process(folder / "run.lock"):
+            with pytest.raises(PateStabError, match="another run holds its lock"):
+                claim_run_folder(folder)
+        assert claim_run_folder(folder) == folder  # free again: this run takes it
+        assert not _another_process_can_lock(folder / "run.lock")
+    assert _another_process_can_lock(folder / "run.lock")  # released with the block
+
+
+def _another_process_can_lock(lock: Path) -> bool:
+    """Whether another process can take ``lock`` without waiting."""
+    probe = (
+        "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n"
+    )
+    return subprocess.run([sys.executable, "-c", probe, str(lock)]).returncode == 0
