@@ -81,7 +81,7 @@ def test_a_killed_release_is_refused_on_rerun_and_the_error_names_the_option(int
 
 
 def test_finish_from_ledger_trains_on_exactly_the_recorded_labels_without_spending(
-    interrupted: Path, monkeypatch: pytest.MonkeyPatch
+    interrupted: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfg = lifecycle_config(str(interrupted), "run")
     outputs, _ = _recorded(cfg.run_dir)
@@ -126,6 +126,14 @@ def test_finish_from_ledger_trains_on_exactly_the_recorded_labels_without_spendi
     again = transfer_result(replace(cfg, finish_from_ledger=True), data=lifecycle_data())
     assert not isinstance(again, dict) and again.labels.tolist() == recorded_labels
     assert ledger_path.read_bytes() == before
+    # the command line prints the report and says that the release is partial
+    import pate_stab.run.transfer as run_transfer_module
+    from pate_stab.cli import main
+
+    monkeypatch.setattr(run_transfer_module, "run_transfer", lambda config, **kw: report)
+    assert main(["transfer", "--finish-from-ledger", "--checkpoints-dir", str(interrupted), "--run-name", "run"]) == 0
+    printed = capsys.readouterr().out
+    assert f"PARTIAL release, finished from the ledger: {len(recorded_labels)} queries from 2 recorded" in printed
 
 
 def test_finish_from_ledger_with_nothing_recorded_is_refused(tmp_path: Path) -> None:
