@@ -22,9 +22,11 @@ no result; a plain rerun replays those calls and is refused at the first unrecor
 call against the recorded query positions) and stops where the record stops: the remainder of the
 ``num_queries`` queries is not asked, no noise is drawn and nothing is written to the ledger (its
 bytes stay as they are). The release is marked partial (:attr:`Release.partial`). Its outputs are
-a prefix of what the paid release would have returned, so they keep that spend's (ε, δ); the
-student trained on them and the report are post-processing. Whether a release is partial depends
-only on where the run was interrupted, not on the private data, so it may be published.
+the ones the paid release had already produced — an online mechanism stopped early by its caller,
+which the releasers' analyses cover (an interactive mechanism's guarantee holds for a caller that
+stops at any point) — so they keep that spend's (ε, δ); the student trained on them and the report
+are post-processing. The partial marker and the number of recorded calls are read from the ledger,
+which is published already.
 """
 
 from __future__ import annotations
