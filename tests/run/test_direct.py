@@ -144,6 +144,8 @@ def test_compare_direct_rows_beside_aggregators(tmp_path):
     assert rows["output-softmax"]["answered"] is None and rows["output-softmax"]["student_acc"] > 0.6
     assert "direct rows" in out["table"] and "cumulative cost of all 3 rows" in out["table"]
     assert out["ledger"]["spent_basic_composition"]["epsilon"] == pytest.approx(sum(r["epsilon"] for r in out["rows"]))
+    # the direct learners' models are mechanism outputs: published, and the files section says so
+    assert "direct/" in out["files"]["published"] and "direct/" not in out["files"]["private"]
     again = run_compare(cfg, epsilons=[8.0], aggregators=["gnmax"], direct=["output-softmax", "objective-ovr"])
     assert all(r["reused"] for r in again["rows"])
     assert again["ledger"]["spent_basic_composition"] == out["ledger"]["spent_basic_composition"]
