@@ -71,8 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "(or k × n × 2) scores in [0, 1] for stability-soft")  # fmt: skip
     rel.add_argument("--aggregator", required=True, help="stability, stability-paper, stability-tight, "
                      "stability-soft, lnmax, gnmax, confident-gnmax")  # fmt: skip
-    rel.add_argument("--epsilon", type=float, required=True, help="target ε (also the output folder's budget)")
+    rel.add_argument("--epsilon", type=float, required=True, help="target ε")
     rel.add_argument("--delta", type=float, default=1e-5, help="target δ")
+    rel.add_argument("--budget-epsilon", type=float, default=None,
+                     help="the output folder's budget cap on the total ε: recorded at its first release (default: "
+                     "that release's ε); a later release may lower it, never raise it")  # fmt: skip
+    rel.add_argument("--budget-delta", type=float, default=None, help="the folder's budget cap on the total δ")
     rel.add_argument("--num-classes", type=int, default=None, help="C (predictions; default: largest label + 1)")
     rel.add_argument("--num-queries", type=int, default=None, help="m calibrated for (default: the file's n)")
     rel.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
@@ -201,6 +205,7 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
             confident_threshold=args.confident_threshold, neighbouring=args.neighbouring,
             teachers_changed=args.teachers_changed, seed=args.seed, public_inputs=args.public_inputs,
             query_selection=args.query_selection, allow_unanswerable=args.allow_unanswerable, progress=progress,
+            budget_epsilon=args.budget_epsilon, budget_delta=args.budget_delta,
         )  # fmt: skip
     except (ValueError, PateStabError) as exc:
         parser.error(str(exc))
@@ -266,8 +271,10 @@ def _cmd_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 def _export_votes(config: Any, path: Path) -> None:
     from pate_stab.run.prepare import prepare
     from pate_stab.run.release_votes import export_votes
+    from pate_stab.run.run_folder import run_lock
 
-    prep = prepare(config, check_budget=False)  # the run's own teachers, reloaded
+    with run_lock(config.run_dir):
+        prep = prepare(config, check_budget=False)  # the run's own teachers, reloaded
     written = export_votes(prep.teachers, prep.task.public_x, path)
     print(f"teachers' votes on the public pool (PRIVATE, owner-only file): {written}")
 
@@ -314,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pate_stab.run.transfer import run_transfer
 
         report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
-        if report["status"] != "complete":
+        if report["status"] not in ("complete", "partial"):
             print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
             return 0
         if report.get("kind") == "direct":
@@ -326,6 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
             return 0
         _print_report(report)
+        if report["status"] == "partial":
+            p = report["partial_release"]
+            print(
+                f"PARTIAL release, finished from the ledger: {p['queries_released']} queries from "
+                f"{p['recorded_calls']} recorded call(s); the rest of the queries was not asked; nothing spent now"
+            )
         if getattr(args, "export_votes", None) is not None:
             _export_votes(config, args.export_votes)
         return 0

@@ -71,6 +71,14 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ),
     ("--epsilon", "epsilon", float, "target ε"),
     ("--delta", "delta", float, "target δ"),
+    (
+        "--budget-epsilon",
+        "budget_epsilon",
+        float,
+        "the run folder's budget cap on the total ε: the first run records it (default: the first plan's total); "
+        "a rerun may lower it, never raise it; a spend past it is refused before any noise is drawn",
+    ),
+    ("--budget-delta", "budget_delta", float, "the run folder's budget cap on the total δ (as --budget-epsilon)"),
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
     ("--num-queries", "num_queries", int, "m, public queries to label"),
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),
@@ -116,6 +124,9 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
                    help="own files: the public pool's file holds true labels, for reporting only")  # fmt: skip
     p.add_argument("--allow-empty-student", dest="allow_empty_student", action="store_const", const=True,
                    default=None, help="keep a student trained on no released label (else: stop, non-zero)")  # fmt: skip
+    p.add_argument("--finish-from-ledger", dest="finish_from_ledger", action="store_const", const=True, default=None,
+                   help="finish a run whose release was interrupted from the outputs its ledger recorded: no "
+                   "noise is drawn, nothing spent; other queries are not asked, the report says partial")  # fmt: skip
     p.add_argument("--progress", dest="progress", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="any other configuration key (YAML syntax for the value)")  # fmt: skip
@@ -137,7 +148,14 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
     for _, dest, _, _ in _FLAGS:
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
-    for dest in ("threat_model", "allow_unanswerable", "allow_empty_student", "pool_labels", "progress"):
+    for dest in (
+        "threat_model",
+        "allow_unanswerable",
+        "allow_empty_student",
+        "pool_labels",
+        "progress",
+        "finish_from_ledger",
+    ):
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
     if args.classes is not None:

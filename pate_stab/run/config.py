@@ -58,6 +58,7 @@ __all__ = [
     "TEACHER_MODELS",
     "THREAT_MODELS",
     "TransferConfig",
+    "check_cap",
 ]
 
 
@@ -156,6 +157,11 @@ class TransferConfig:
     # a release that answered no query leaves the student nothing to learn from: the run stops
     # (NoLabelsError) and writes no student, unless this is set (the student is then its initial network)
     allow_empty_student: bool = False
+    # the run folder's budget cap (DESIGN.md fact 12; pate_stab.run.report.open_ledger): the first run
+    # records it in the ledger (None: that run's own total); a rerun may lower it, never raise it, and
+    # a plan that does not fit is refused before any noise is drawn. Not part of the run's identity.
+    budget_epsilon: float | None = None
+    budget_delta: float | None = None
     # dpsgd-cnn (direct learner): epochs of DP-SGD over the private images; None: Tramèr & Boneh
     # 2021's 40 (pate_stab.direct.cnn.CNN_DPSGD). Fixed before the run; σ is computed for it
     dpsgd_cnn_epochs: int | None = None
@@ -224,6 +230,11 @@ class TransferConfig:
     accelerator: str = "auto"
     progress: bool = False
     stop_after: Literal["teachers", "release"] | None = None
+    # finish a run whose release was interrupted (a crash after some of its calls were recorded)
+    # from the outputs its spend recorded, without drawing noise: the unrecorded remainder of the
+    # num_queries queries is not asked, the report says "partial" (pate_stab.run.release). Not
+    # part of the run's identity
+    finish_from_ledger: bool = False
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -250,6 +261,7 @@ class TransferConfig:
         if self.neighbouring not in NEIGHBOURING_RELATIONS:
             choices = ", ".join(NEIGHBOURING_RELATIONS)
             raise ValueError(f"neighbouring must be one of {choices}, got {self.neighbouring!r}")
+        check_cap(self.budget_epsilon, self.budget_delta)
         if self.partition_key not in PARTITION_KEYS:
             raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {self.partition_key!r}")
         if self.features not in FEATURES:
@@ -260,6 +272,12 @@ class TransferConfig:
             raise ValueError(f"CNN teachers need images; features={self.features!r} gives vectors")
         if self.stop_after not in (None, "teachers", "release"):
             raise ValueError(f"stop_after must be None, 'teachers' or 'release', got {self.stop_after!r}")
+        if not isinstance(self.finish_from_ledger, bool):
+            raise ValueError(f"finish_from_ledger must be true or false, got {self.finish_from_ledger!r}")
+        if self.finish_from_ledger and self.rounds != 1:
+            raise ValueError(
+                f"finish_from_ledger finishes a release made in one round; this run has rounds={self.rounds}"
+            )
         if not self.run_name or "/" in self.run_name or self.run_name in (".", ".."):
             raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
         check_query_selection(self.query_selection)
@@ -475,3 +493,14 @@ class TransferConfig:
             teachers_changed=self.teachers_changed,
             noise=self.releaser_noise,
         )
+
+
+def check_cap(cap_epsilon: float | None, cap_delta: float | None) -> None:
+    """A user's budget cap: ε > 0 finite, δ in [0, 1), each or both None (ValueError otherwise)."""
+    for name, value, top in (("budget_epsilon", cap_epsilon, math.inf), ("budget_delta", cap_delta, 1.0)):
+        if value is None:
+            continue
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or not (0 < value < top if name == "budget_epsilon" else 0 <= value < top):
+            want = "a positive finite number" if name == "budget_epsilon" else "a number in [0, 1)"
+            raise ValueError(f"{name} (the run's budget cap) must be {want}, got {value!r}")

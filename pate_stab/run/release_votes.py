@@ -33,6 +33,11 @@ nothing is drawn twice. The votes are private, so their identity is HMAC-SHA256 
 folder's secret key, kept in ``private_identity.json`` (mode 0600); the published ledger records
 the release calls by the queries' positions in the file only.
 
+Budget. The output folder's ledger records a budget cap at its first release: ``budget_epsilon``
+/ ``budget_delta`` where given, else the release's own (ε, δ). A later release into the same
+folder (another aggregator or ε) must fit what the cap leaves, or is refused before any noise is
+drawn; a cap may be lowered, never raised (:func:`pate_stab.run.report.open_ledger`).
+
 Files (DESIGN.md fact 8): ``labels.npy``, ``labels.csv``, ``report.json`` and ``ledger.jsonl``
 may be published; ``private_identity.json`` and ``private_key`` may not (the report's ``files``).
 """
@@ -40,11 +45,14 @@ may be published; ``private_identity.json`` and ``private_key`` may not (the rep
 from __future__ import annotations
 
 import csv
+import functools
+import io
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, cast
 
 import numpy as np
 import torch
@@ -52,12 +60,14 @@ import torch
 from pate_stab.aggregation.base import inputs_digest
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, make_releaser
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger import PrivacyLedger, anchor_path
 from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.rng import seeded_generator
+from pate_stab.run.config import check_cap
 from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
-from pate_stab.run.report import clean_json, noise_report
+from pate_stab.run.report import PlannedSpend, clean_json, noise_report, open_run_ledger
+from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
 from pate_stab.run.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 
 __all__ = [
@@ -75,6 +85,22 @@ class UnanswerableError(VotesError):
     """A stability releaser could not answer even a unanimous vote of these teachers; nothing was spent."""
 
 
+_P = ParamSpec("_P")
+
+
+def _one_writer(release: Callable[_P, dict[str, Any]]) -> Callable[_P, dict[str, Any]]:
+    """Run ``release`` holding the output folder's lock (:func:`~pate_stab.run.run_folder.run_lock`):
+    a concurrent release into the same folder is refused before it writes anything."""
+
+    @functools.wraps(release)
+    def locked(*args: _P.args, **kwargs: _P.kwargs) -> dict[str, Any]:
+        with run_lock(Path(cast("str", kwargs["out_dir"]))):
+            return release(*args, **kwargs)
+
+    return locked
+
+
+@_one_writer
 def release_votes(
     votes_path: str | os.PathLike[str],
     *,
@@ -99,13 +125,16 @@ def release_votes(
     query_selection: str | None = None,
     allow_unanswerable: bool = False,
     progress: bool = False,
+    budget_epsilon: float | None = None,
+    budget_delta: float | None = None,
 ) -> dict[str, Any]:
     """Release labels for the queries of a votes file; write labels.npy/.csv, report.json, ledger.jsonl.
 
     Args:
         votes_path: the votes file (module docstring for layouts and formats).
         aggregator: any registry name (``stability``, ``stability-soft``, ``lnmax``, …).
-        epsilon, delta: the target; it is also the ledger's budget for this output folder.
+        epsilon, delta: the target; also the output folder's budget cap at its first release unless
+            ``budget_epsilon`` / ``budget_delta`` set it.
         out_dir: where the labels, the report and the ledger go (created).
         num_queries: m the aggregator is calibrated for (default: the file's n; at least n).
         noise: ``"secure"`` (default: exact noise from the OS) or ``"seeded"`` (from ``seed``).
@@ -117,15 +146,20 @@ def release_votes(
         allow_unanswerable: release through a stability releaser even when a unanimous vote of
             the file's k teachers would not pass (it then spends on ⊥ and may release nothing).
         progress: a progress bar over the queries released.
+        budget_epsilon, budget_delta: the output folder's budget cap (module docstring, "Budget"):
+            recorded at the first release; smaller than the recorded cap: lowers it; larger: refused.
         Others: as :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
 
     Returns:
         The report (also ``report.json``).
 
     Raises:
-        VotesError: invalid votes, public inputs or options; nothing was spent.
+        VotesError: invalid votes, public inputs or options (a budget cap too); nothing was spent.
         UnanswerableError: a stability releaser could not answer at this k; nothing was spent.
-        BudgetExhaustedError / ReplayedSpendError: from the ledger; nothing was released.
+        BudgetExhaustedError: the release does not fit the folder's budget cap; nothing was drawn or spent.
+        LedgerError: a cap above the recorded one (a cap is never raised), or below what is spent.
+        ReplayedSpendError: from the ledger; nothing was released.
+        RunFolderLockedError: another release holds the output folder's lock; nothing was written.
     """
     spec = aggregator_spec(aggregator)
     wanted: Layout = "scores" if spec.votes == "scores" else layout
@@ -143,6 +177,10 @@ def release_votes(
             raise VotesError(f"{name} must be a positive finite number, got {value!r}")
     if delta >= 1:
         raise VotesError(f"delta must lie in (0, 1), got {delta}")
+    try:
+        check_cap(budget_epsilon, budget_delta)
+    except ValueError as exc:
+        raise VotesError(str(exc)) from exc
     try:
         settings = AggregatorSettings(
             epsilon=float(epsilon), delta=float(delta), num_queries=m, num_teachers=k, max_unstable=max_unstable,
@@ -171,14 +209,20 @@ def release_votes(
         raise VotesError(f"query_selection={selection!r} needs the public points' inputs (public_inputs)")
     pool_x = load_public_inputs(public_inputs, n) if public_inputs is not None else None
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    claim_run_folder(out)  # created, and locked (release_votes holds its run_lock) from here on
     run = run_name or out.name
     spend_id = release_spend_id(run, aggregator, float(epsilon))
-    with PrivacyLedger(
-        out / "ledger.jsonl", budget_epsilon=float(epsilon), budget_delta=float(delta), run_id=run,
-        neighbouring=neighbouring, timestamps=False,
+    legacy = f"{run}:{aggregator}:eps={float(epsilon):g}"  # the spend id of older folders
+
+    def spends(ledger: PrivacyLedger | None) -> list[PlannedSpend]:
+        old = ledger is not None and ledger.entry(spend_id) is None and ledger.entry(legacy) is not None
+        return [PlannedSpend(legacy if old else spend_id, float(epsilon), float(delta))]
+
+    with open_run_ledger(
+        out, run_name=run, neighbouring=neighbouring, spends=spends, cap_epsilon=budget_epsilon,
+        cap_delta=budget_delta, how="use a lower ε, or a new output folder (a new ledger: a new use of the data "
+        "that you must account for)",
     ) as ledger:  # fmt: skip
-        legacy = f"{run}:{aggregator}:eps={float(epsilon):g}"  # the spend id of older folders
         if ledger.entry(spend_id) is None and ledger.entry(legacy) is not None:
             spend_id = legacy
         votes_mac = keyed_digest(run_private_key(out), tensor_bytes(votes))
@@ -230,12 +274,15 @@ def release_votes(
     labels_list = payload["labels"]
     soft = spec.soft
     array = np.array([np.nan if v is None else v for v in labels_list], dtype=np.float64 if soft else np.int64)
-    np.save(out / "labels.npy", array)
-    with (out / "labels.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["query", "label"])
-        for i, v in enumerate(labels_list):
-            writer.writerow([i, "" if v is None or v == -1 else v])
+    npy = io.BytesIO()
+    np.save(npy, array)
+    write_published(out / "labels.npy", npy.getvalue())
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    writer.writerow(["query", "label"])
+    for i, v in enumerate(labels_list):
+        writer.writerow([i, "" if v is None or v == -1 else v])
+    write_published(out / "labels.csv", table.getvalue())
     s = payload["summary"]
     report = clean_json(
         {
@@ -260,11 +307,12 @@ def release_votes(
             "outputs": {"labels_npy": str(out / "labels.npy"), "labels_csv": str(out / "labels.csv")},
             "ledger": {**ledger_report, "spend_id": spend_id},
             "files": files_section(
-                ["labels.npy", "labels.csv", "report.json", "ledger.jsonl"], [PRIVATE_IDENTITY, "private_key"]
+                ["labels.npy", "labels.csv", "report.json", "ledger.jsonl", LOCK_NAME],
+                [PRIVATE_IDENTITY, "private_key", anchor_path(out / "ledger.jsonl").name],
             ),
         }
     )
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    write_published(out / "report.json", json.dumps(report, indent=2, sort_keys=True))
     return report
 
 

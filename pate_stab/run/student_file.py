@@ -133,13 +133,14 @@ class PublishedStudent:
                    record.get("method", "supervised"), dict(record.get("config") or {}))  # fmt: skip
 
     def save(self, path: str | Path) -> Path:
-        """Write ``student.pt`` (atomic: a temporary file renamed into place)."""
+        """Write ``student.pt``, a published file replaced whole
+        (:func:`~pate_stab.run.run_folder.write_published`)."""
+        from pate_stab.run.run_folder import write_published
+
         path = Path(path)
         buffer = io.BytesIO()
         torch.save(self.record(), buffer)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(buffer.getvalue())
-        tmp.replace(path)
+        write_published(path, buffer.getvalue())
         return path
 
     # ---- inputs -------------------------------------------------------------------------------

@@ -26,13 +26,23 @@ from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt``,
 mechanism paid for, never published; :mod:`pate_stab.run.private` says which file is which and
 the report lists them under ``files``).
 
+Budget. The run folder's ledger records the budget cap at the first run: the user's
+``budget_epsilon`` / ``budget_delta``, else the run's own (ε, δ). The run's spends are checked
+against what the cap leaves before anything is trained (and again before the release), and a run
+that does not fit is refused with nothing spent; a rerun may lower the cap, never raise it
+(:func:`pate_stab.run.report.open_ledger`).
+
 Resume. A rerun must read the same data: the run folder records a MAC of its splits under the
 folder's secret key (``private_identity.json``, 0600) and refuses other data. Rerunning the
 same run folder reuses the cached features, the trained teachers (``teachers/weights.pt``, or
 Lightning's ``last.ckpt`` of an interrupted fit) and the recorded release (the ledger stores the
 released outputs with the spend; a rerun replays them: no fresh selection or noise, no second
 spend). A rerun that changes only the student's settings refits the student (post-processing:
-no privacy cost); a rerun that changes anything upstream of the student is refused. With the
+no privacy cost); a rerun that changes anything upstream of the student is refused, unless nothing
+was trained or spent in the folder yet (a run refused before its first training step). A release
+interrupted by a crash can be finished from the outputs its spend recorded, without drawing noise
+(``finish_from_ledger``, :mod:`pate_stab.run.release`; the report then says ``"partial"``). One run
+writes a run folder at a time (:mod:`pate_stab.run.run_folder`). With the
 same seed and ``releaser_noise: seeded``, two runs give the same report (wall times, paths and resume flags
 aside); with the default secure noise the releases differ from run to run (the noise comes from the OS).
 """
@@ -53,13 +63,21 @@ from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
-from pate_stab.run.direct import check_direct_config, check_direct_inputs, run_direct
+from pate_stab.run.direct import check_direct_config, check_direct_inputs, direct_planned_spend, run_direct
 from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
-from pate_stab.run.release import Release, label_accuracy, release_labels
-from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
-from pate_stab.run.rounds import release_rounds, rounds_private_diagnostics, rounds_report
+from pate_stab.run.release import Release, label_accuracy, recorded_spend_id, release_labels, release_spend_id
+from pate_stab.run.report import (
+    PlannedSpend,
+    check_run_budget,
+    clean_json,
+    open_run_ledger,
+    run_files,
+    transfer_report,
+)
+from pate_stab.run.rounds import release_rounds, round_spend_id, rounds_private_diagnostics, rounds_report
+from pate_stab.run.run_folder import run_lock, write_published
 from pate_stab.run.student import (
     FewLabelsWarning,
     check_labels_released,
@@ -133,7 +151,7 @@ def evaluate_and_report(
     }
     # PATE's data-dependent ε, reported beside the enforced data-independent ε
     data_dependent = None
-    if rounds is None:
+    if rounds is None and release.partial is None:  # a partial release (finish_from_ledger) draws nothing
         data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
     prep.timings["evaluation"] = time.perf_counter() - t0
     total = {} if start is None else {"total": time.perf_counter() - start}
@@ -149,19 +167,50 @@ def evaluate_and_report(
     )
     if rounds is not None:
         report["rounds"] = rounds
+    if release.partial is not None:  # finished from the ledger after an interruption (pate_stab.run.release)
+        report["status"] = "partial"
+        report["partial_release"] = release.partial
     if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
         diagnostics["rounds_teachers"] = rounds_private
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
-    (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
     return report
+
+
+def _planned_spends(config: TransferConfig, ledger: PrivacyLedger | None) -> list[PlannedSpend]:
+    """The run's spends (ids as ``ledger`` holds them): one release, its rounds, or one direct learner."""
+    if config.aggregator in DIRECT_LEARNER_NAMES:
+        return [direct_planned_spend(config, config.aggregator, config.epsilon)]
+    if config.rounds > 1:
+        return [
+            PlannedSpend(
+                round_spend_id(config.run_name, config.aggregator, config.epsilon, r + 1, config.rounds),
+                config.epsilon * share,
+                config.delta * share,
+            )  # fmt: skip
+            for r, share in enumerate(config.round_shares)
+        ]
+    spend_id = (
+        release_spend_id(config.run_name, config.aggregator, config.epsilon)
+        if ledger is None
+        else recorded_spend_id(ledger, config.run_name, config.aggregator, config.epsilon)
+    )
+    return [PlannedSpend(spend_id, config.epsilon, config.delta)]
+
+
+def _budget_args(config: TransferConfig) -> dict[str, Any]:
+    return {"run_name": config.run_name, "neighbouring": config.neighbouring,
+            "spends": lambda ledger: _planned_spends(config, ledger), "cap_epsilon": config.budget_epsilon,
+            "cap_delta": config.budget_delta, "default_cap": (config.epsilon, config.delta),
+            "how": f"use a lower ε, or a new run folder (not {config.run_name!r}: a new ledger, a new use of the data "
+                   "that you must account for)"}  # fmt: skip
 
 
 def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
     """A direct private learner as the run's release (:mod:`pate_stab.run.direct`): ``report.json`` holds its row."""
     config = prep.config
     check_direct_inputs(prep, [config.aggregator])  # before the ledger is opened
-    ledger = open_ledger(prep.run_dir, run_name=config.run_name, budget_epsilon=config.epsilon,
-                         budget_delta=config.delta, neighbouring=config.neighbouring)  # fmt: skip
+    ledger = open_run_ledger(prep.run_dir, **_budget_args(config))
     try:
         row = run_direct(prep, ledger, learner=config.aggregator, epsilon=config.epsilon)
         report = {
@@ -175,7 +224,7 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
         # wall times of a private stage depend on the private data: private diagnostics only
         private = {"wall_time_s": {**prep.timings, "total": time.perf_counter() - start}}
         write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, clean_json(private))
-        (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+        write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
         return report
     finally:
         ledger.close()
@@ -199,7 +248,9 @@ def run_transfer(
         InputDataError: own data that does not fit (before any training or spending).
         ValueError: bad configuration, or a run folder made with another configuration.
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
-            all recorded; nothing is drawn again (start a new run).
+            all recorded; nothing is drawn again (finish from the recorded outputs with
+            ``finish_from_ledger=True``, or start a new run).
+        RunFolderLockedError: another run holds the run folder's lock; nothing was written.
         NoLabelsError: the release answered no query; no student or report is written (unless
             ``allow_empty_student``). The spend stays recorded in the ledger.
 
@@ -215,8 +266,21 @@ def transfer_result(
     config: TransferConfig, *, data: OwnData | None = None, on_plan: Callable[[RunPlan], None] | None = None
 ) -> TransferResult | dict[str, Any]:
     """:func:`run_transfer`, returning the student and the release with the report (a status dict
-    when ``stop_after`` stops the run early)."""
+    when ``stop_after`` stops the run early).
+
+    The run holds its folder's lock throughout (:func:`~pate_stab.run.run_folder.run_lock`): a
+    second run in the same folder meanwhile is refused at once
+    (:class:`~pate_stab.run.run_folder.RunFolderLockedError`).
+    """
+    with run_lock(config.run_dir):
+        return _transfer_result(config, data=data, on_plan=on_plan)
+
+
+def _transfer_result(
+    config: TransferConfig, *, data: OwnData | None, on_plan: Callable[[RunPlan], None] | None
+) -> TransferResult | dict[str, Any]:
     start = time.perf_counter()
+    check_run_budget(config.run_dir, **_budget_args(config))  # the cap, before anything is trained
     if config.aggregator in DIRECT_LEARNER_NAMES:
         check_direct_config(config, [config.aggregator])  # before any data are read
     prep = prepare(config, data=data, on_plan=on_plan)  # 1. data, partition, teachers
@@ -225,13 +289,7 @@ def transfer_result(
         return report
     if config.aggregator in DIRECT_LEARNER_NAMES:
         return _run_direct(prep, start)
-    ledger = open_ledger(
-        prep.run_dir,
-        run_name=config.run_name,
-        budget_epsilon=config.epsilon,
-        budget_delta=config.delta,
-        neighbouring=config.neighbouring,
-    )
+    ledger = open_run_ledger(prep.run_dir, **_budget_args(config))  # refused here if the cap does not cover it
     try:
         t0 = time.perf_counter()
         rounds = rounds_private = None
@@ -248,6 +306,7 @@ def transfer_result(
                 epsilon=config.epsilon,
                 generator=prep.generators["release"],
                 selection_generator=prep.generators["selection"],
+                finishable=True,  # an interrupted release can be finished (finish_from_ledger)
             )
         prep.timings["release"] = time.perf_counter() - t0
         prep.timings["votes"] = prep.votes.seconds  # part of the release time

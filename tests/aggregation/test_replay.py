@@ -19,7 +19,7 @@ from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
 from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger, _digest
+from pate_stab.privacy.ledger import PrivacyLedger, _digest, anchor_path
 from pate_stab.privacy.private_files import keyed_digest, tensor_bytes
 
 # T close to m: the releaser does not halt within these tests, so every call draws
@@ -238,6 +238,7 @@ def test_ledgers_with_the_old_unkeyed_digest_still_replay(tmp_path):
     spend = {k: v for k, v in spend.items() if k != "sha256"} | {"output": output}
     spend["sha256"] = _digest(spend)
     path.write_text(json.dumps(header) + "\n" + json.dumps(spend) + "\n")
+    anchor_path(path).unlink()  # ledgers of that time had no anchor
     old = _ledger(tmp_path)
     labels = StabilityReleaser(CAL, generator=_gen(5), ledger=old, spend_id="s").release(counts).labels
     assert labels.tolist() == output["labels"]
