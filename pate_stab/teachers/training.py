@@ -273,6 +273,32 @@ def quiet_lightning(quiet: bool) -> Iterator[None]:
             lg.setLevel(level)
 
 
+class TotalStepsBar(L.Callback):
+    """One progress bar over every optimiser step of the fit, to a known total (Lightning's
+    ``estimated_stepping_batches``: the epochs times the steps per epoch), so it shows an ETA for
+    the whole stage; Lightning's own bar restarts at every epoch and shows no total of epochs.
+    A resumed fit starts the bar at the steps already done."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.bar: Any = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        from tqdm.auto import tqdm
+
+        total = int(trainer.estimated_stepping_batches)
+        self.bar = tqdm(total=total, initial=min(trainer.global_step, total), desc=self.description, unit="step")
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
 def _trainer(
     config: TrainConfig,
     *,
@@ -293,12 +319,15 @@ def _trainer(
         every = max(1, math.ceil((max_epochs or config.epochs or 1) / CHECKPOINTS_PER_FIT))
         callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=every))
     trainer_kwargs.setdefault("enable_checkpointing", ckpt_dir is not None)
+    if progress_bar:  # one bar to a known total instead of Lightning's per-epoch one
+        callbacks.append(TotalStepsBar(trainer_kwargs.pop("progress_description", "teachers")))
+    trainer_kwargs.pop("progress_description", None)
     return L.Trainer(
         max_epochs=max_epochs if max_epochs is not None else config.epochs,
         accelerator=accelerator,
         devices=devices,
         logger=False,
-        enable_progress_bar=progress_bar,
+        enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
         callbacks=callbacks,
@@ -360,7 +389,8 @@ def train_teachers(
         run_dir: where to write checkpoints and the ensemble (``checkpoints/<run>/teachers``).
         resume: continue from ``run_dir/lightning/last.ckpt`` if it exists (vectorised mode).
         accelerator, devices: passed to ``lightning.Trainer`` ("auto" picks a GPU if present).
-        progress_bar: show Lightning's progress bar.
+        progress_bar: show a progress bar over every optimiser step of the fit, to its known total
+            (:class:`TotalStepsBar`: an ETA for the whole stage).
         callbacks: extra Lightning callbacks.
 
     Returns:
@@ -423,7 +453,8 @@ def _fit(
     if mode == "vectorized":
         module = TeacherEnsembleModule(spec, config, sub_seeds, x, y, sub_shards)
         ckpt_dir = private_folder(run_dir / "lightning") if run_dir is not None else None
-        trainer = _trainer(config, ckpt_dir=ckpt_dir, max_epochs=module.max_epochs, **common)
+        trainer = _trainer(config, ckpt_dir=ckpt_dir, max_epochs=module.max_epochs,
+                           progress_description=f"{len(sub_seeds)} teachers", **common)  # fmt: skip
         last = ckpt_dir / "last.ckpt" if ckpt_dir is not None else None
         ckpt_path = str(last) if resume and last is not None and last.is_file() else None
         trainer.fit(module, ckpt_path=ckpt_path)
@@ -432,7 +463,8 @@ def _fit(
         parts = []
         for j, seed, shard in zip(chosen.tolist(), sub_seeds, sub_shards, strict=True):
             module = TeacherEnsembleModule(spec, config, [seed], x, y, [shard])
-            _trainer(config, ckpt_dir=None, max_epochs=module.max_epochs, **common).fit(module)
+            _trainer(config, ckpt_dir=None, max_epochs=module.max_epochs, progress_description=f"teacher {j}",
+                     **common).fit(module)  # fmt: skip
             parts.append(module.to_ensemble(torch.tensor([j]), meta))
         same_len = len({p.metrics.get("train_loss", torch.empty(0)).shape[0] for p in parts}) == 1
         metrics = (
