@@ -401,8 +401,9 @@ def test_fitted_features_without_an_evaluation_set(image_folders, tmp_path, feat
 
     pool_y = torch.zeros(data.public_x.shape[0], dtype=torch.int64)  # labels for reporting only
     mine = own_data((data.private_x, data.private_y), data.public_x, classes=3, public_y=pool_y)
+    # the stability releaser may answer nothing here (secure noise): keep the student whatever it learnt
     result = transfer_arrays(mine, features=features, pca_dim=10, checkpoints_dir=str(tmp_path), run_name=features,
-                             **SMALL)  # fmt: skip
+                             allow_empty_student=True, **SMALL)  # fmt: skip
     report = result.report
     assert report["features"]["kind"] == features and report["sizes"]["evaluation"] == 0
     assert report["student"]["test_accuracy"] is None and report["label_accuracy_all_queries"] is not None
