@@ -566,10 +566,12 @@ def run_direct(
 
 def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
     """How to read a table with direct rows: columns, relations, the cumulative cost, the best row per ε."""
+    # name only the columns the table shows (compare_table.format_rows leaves out empty ones)
+    empty = ["label_acc"] if all(r.get("label_acc") is None for r in rows) else []
+    dashes = " / ".join(c for c in ("seen", "answered", "label_acc") if c not in empty)
     lines = [
-        "direct rows: trained on the private split itself (no teachers, no queries: seen / answered / label_acc are "
-        "'-'); student_acc is the model's own accuracy on the evaluation split, student_acc unlabelled pool its "
-        "accuracy on the whole public pool.",
+        f"direct rows: trained on the private split itself (no teachers, no queries: {dashes} are '-'); "
+        "student_acc is the model's own accuracy on the evaluation split.",
         f"relations: releasers and convex heads {_RELATION_NAMES[run_neighbouring]} (the run's; the heads "
         "calibrate on the public size N); DP-SGD add/remove (Poisson sampling). An add/remove (ε, δ) is "
         "(2ε, (1 + e^ε)δ) under replace-one (group privacy); a replace-one ε implies no add/remove guarantee.",

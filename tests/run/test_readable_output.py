@@ -41,3 +41,11 @@ def test_plot_legend_lies_outside_the_axes(tmp_path, monkeypatch):
     ax = fig.axes[0]
     legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
     assert legend.x0 >= box.x1  # to the right of the plotting area: it covers no line
+
+
+def test_direct_legend_names_only_columns_the_table_shows():
+    from pate_stab.run.direct import direct_legend
+
+    rows = [_row("gnmax", 2.0, 0.7), _row("dpsgd-linear", 2.0, 0.72, neighbouring="add_remove")]
+    legend = direct_legend(rows, run_neighbouring="add_remove")
+    assert "label_acc" not in legend and "unlabelled pool" not in legend and "seen / answered are '-'" in legend
