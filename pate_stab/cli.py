@@ -4,7 +4,7 @@
     pate-stab transfer --config recipes/mnist_quick.yaml [--epsilon 4 ...]
     pate-stab compare --config recipes/mnist_quick.yaml --epsilons 2 4 8
     pate-stab compare --config recipes/mnist_quick.yaml --query-selection student-confidence
-    pate-stab release --votes votes.npy --aggregator gnmax --epsilon 8 [--public-inputs x.npy]
+    pate-stab release --votes votes.npy --num-classes 10 --aggregator gnmax --epsilon 8 [--public-inputs x.npy]
     pate-stab plan --num-private 1200 --num-classes 10 --num-queries 450 --epsilon 8 [--num-teachers 150]
     pate-stab calibrate --epsilon 8 --delta 1e-5 --num-queries 300 --max-unstable 10
     pate-stab transfer --private mine.npz --public pool.npz --evaluation test.npz --classes 3
@@ -77,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the output folder's budget cap on the total ε: recorded at its first release (default: "
                      "that release's ε); a later release may lower it, never raise it")  # fmt: skip
     rel.add_argument("--budget-delta", type=float, default=None, help="the folder's budget cap on the total δ")
-    rel.add_argument("--num-classes", type=int, default=None, help="C (predictions; default: largest label + 1)")
+    rel.add_argument("--num-classes", type=int, default=None,
+                     help="C, the number of classes: required with --layout predictions (declared, never read "
+                     "from the votes); counts: must equal the file's columns; scores: 2")  # fmt: skip
     rel.add_argument("--num-queries", type=int, default=None, help="m calibrated for (default: the file's n)")
     rel.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
     rel.add_argument("--calibration", default="tight", choices=("paper", "tight"))

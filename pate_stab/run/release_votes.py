@@ -10,6 +10,12 @@ re-exported here. Bad input raises :class:`VotesError` naming the problem before
 opened, so nothing is spent; so do settings the aggregator refuses: the releaser is built (and
 so checked) before the ledger is opened, and bound to it only for the release.
 
+The number of classes C is the user's declaration (``num_classes``; a ``counts`` file's width;
+2 for ``scores``), never the largest label voted: the output range of every histogram aggregator
+is [0, C) (with ⊥), and one teacher voting for a class no other teacher votes for must not change
+it (DESIGN.md fact 11). Teacher predictions without ``num_classes`` are refused before anything
+is opened, and ``report.json`` states the C released over.
+
 Query order. By default the queries are asked in file order. With ``public_inputs`` — the public
 points' inputs or features, one row per query in the votes' order — the main job's query
 selection applies (:func:`~pate_stab.run.selection.release_in_rounds`, ``query_selection="spread"``
@@ -136,6 +142,9 @@ def release_votes(
         epsilon, delta: the target; also the output folder's budget cap at its first release unless
             ``budget_epsilon`` / ``budget_delta`` set it.
         out_dir: where the labels, the report and the ledger go (created).
+        num_classes: C, the number of classes, declared: required for ``layout="predictions"``
+            (it is never read from the votes); for ``counts`` the file's column count, which it
+            must equal if given; for ``scores`` 2.
         num_queries: m the aggregator is calibrated for (default: the file's n; at least n).
         noise: ``"secure"`` (default: exact noise from the OS) or ``"seeded"`` (from ``seed``).
         seed: the noise's seed (seeded mode only): whoever knows it can remove the noise.
@@ -154,7 +163,8 @@ def release_votes(
         The report (also ``report.json``).
 
     Raises:
-        VotesError: invalid votes, public inputs or options (a budget cap too); nothing was spent.
+        VotesError: invalid votes, public inputs or options (a budget cap too), or teacher predictions
+            without a declared ``num_classes``; nothing was spent and no ledger was opened.
         UnanswerableError: a stability releaser could not answer at this k; nothing was spent.
         BudgetExhaustedError: the release does not fit the folder's budget cap; nothing was drawn or spent.
         LedgerError: a cap above the recorded one (a cap is never raised), or below what is spent.
@@ -286,7 +296,13 @@ def release_votes(
     s = payload["summary"]
     report = clean_json(
         {
-            "votes": {"path": str(votes_path), "layout": wanted, "num_teachers": k, "num_queries_in_file": n},
+            "votes": {
+                "path": str(votes_path),
+                "layout": wanted,
+                "num_teachers": k,
+                "num_queries_in_file": n,
+                "num_classes": 2 if wanted == "scores" else int(votes.shape[1]),  # declared (module docstring)
+            },  # fmt: skip
             "aggregator": aggregator,
             "accounting": spec.accounting,
             "epsilon": s["epsilon"],

@@ -32,11 +32,13 @@ def _ledger(tmp_path, name="ledger.jsonl", budget=100.0):
 
 
 def _borderline_counts(m=60, seed=0):
-    """Two-class histograms whose distances sit near the threshold: which pass depends on the noise."""
+    """Two-class histograms of k teachers whose distances sit near the threshold: which pass depends on the noise."""
     gen = torch.Generator().manual_seed(seed)
     spread = int(CAL.noise_scale)
-    top = int(2 * (CAL.threshold + 1)) + torch.randint(-spread, spread + 1, (m,), generator=gen)
-    return torch.stack([top.clamp(min=0), torch.zeros(m, dtype=torch.int64)], dim=1)
+    gap = (int(2 * (CAL.threshold + 1)) + torch.randint(-spread, spread + 1, (m,), generator=gen)).clamp(min=0)
+    k = int(2 * (CAL.threshold + 1)) + spread + 1  # ≥ every gap
+    top = (k + gap) // 2  # the gap is then 2·top − k: the drawn gap, or one less
+    return torch.stack([top, k - top], dim=1)
 
 
 def _gen(seed):
