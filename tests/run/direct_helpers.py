@@ -25,9 +25,11 @@ def spend_lines(run_dir) -> list[dict]:
     return out
 
 
-def cli_refusals(tmp_path, private: tuple[Tensor, Tensor], public: Tensor, learner: str, capsys) -> dict[str, str]:
+def cli_refusals(
+    tmp_path, private: tuple[Tensor, Tensor], public: Tensor, learner: str, capsys, extra: tuple[str, ...] = ()
+) -> dict[str, str]:
     """Write own .npz files of 3 classes and run ``learner`` on them by ``transfer`` (run ``t``) and
-    ``compare`` (run ``c``); each must exit with 2. Returns each run's standard error."""
+    ``compare`` (run ``c``), with the flags ``extra``; each must exit with 2. Returns each run's standard error."""
     np.savez(tmp_path / "p.npz", x=private[0].numpy(), y=private[1].numpy())
     np.savez(tmp_path / "q.npz", x=public.numpy())
     errors = {}
@@ -35,7 +37,7 @@ def cli_refusals(tmp_path, private: tuple[Tensor, Tensor], public: Tensor, learn
                        ("c", ["compare", "--aggregators", "--direct", learner])):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             main([*argv, "--private", str(tmp_path / "p.npz"), "--public", str(tmp_path / "q.npz"), "--classes", "3",
-                  "--num-queries", "20", "--run-name", name, "--checkpoints-dir", str(tmp_path)])  # fmt: skip
+                  "--num-queries", "20", "--run-name", name, "--checkpoints-dir", str(tmp_path), *extra])  # fmt: skip
         assert exc.value.code == 2
         errors[name] = capsys.readouterr().err
     return errors

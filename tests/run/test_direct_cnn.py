@@ -141,13 +141,15 @@ def test_epsilon_is_the_rdp_accountants_for_its_sigma_q_and_steps(prepared):
 
 
 def test_a_compare_with_only_the_cnn_makes_no_teachers_and_no_features(tmp_path):
-    cfg = _config(tmp_path, "cmp", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1)
-    # the data set's own settings need N ≥ 512 (MNIST's batch): a smaller public size is refused before any spend
+    cfg = _config(tmp_path, "cmp", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1,
+                  dpsgd_batch_size=512)  # fmt: skip
+    # MNIST's batch asked for needs N ≥ 512: a smaller public size is refused before any spend (by default the
+    # batch is at most the size rule's, pate_stab.direct.dpsgd.default_batch_size: 64 for N = 400)
     with pytest.raises(ValueError, match="expected batch size 512 exceeds the public size N=400"):
         run_compare(cfg, epsilons=[4.0], aggregators=[], direct=["dpsgd-cnn"], data=_data())
     assert _spends(cfg.run_dir) == []
     cfg = _config(tmp_path, "cmp600", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1,
-                  private_size_hint=600)  # fmt: skip
+                  private_size_hint=600, dpsgd_batch_size=512)  # fmt: skip
     out = run_compare(cfg, epsilons=[4.0], aggregators=[], direct=["dpsgd-cnn"], data=_data(n=600))
     (row,) = out["rows"]
     assert row["aggregator"] == "dpsgd-cnn" and row["settings"]["dpsgd"] == {
@@ -250,7 +252,9 @@ def test_a_transfer_with_the_cnn_is_one_spend_replayed_and_computes_no_features(
 
 def test_cli_exits_2_on_own_feature_files_with_nothing_spent(tmp_path, capsys):
     data = _data(flat=True)
-    errors = cli_refusals(tmp_path, (data.private_x, data.private_y), data.public_x, "dpsgd-cnn", capsys)
+    # with a public size given (without it, that configuration-only refusal comes first)
+    errors = cli_refusals(tmp_path, (data.private_x, data.private_y), data.public_x, "dpsgd-cnn", capsys,
+                          extra=("--set", "private_size_hint=400"))  # fmt: skip
     for name, err in errors.items():
         assert "feature vectors or a table, not images" in err
         assert _spends(tmp_path / name) == []

@@ -51,6 +51,10 @@ def test_default_batch_size_keeps_tramer_boneh_sampling_rate():
     cfg = TransferConfig(dataset="arrays", private_size_hint=6000, dpsgd_batch_size=256, dpsgd_epochs=3, dpsgd_lr=1.5)
     s = dpsgd_settings(cfg, "dpsgd-linear")
     assert (s.expected_batch_size, s.epochs, s.lr) == (256, 3, 1.5)
+    # the CNN keeps its data set's batch (MNIST's 512) where N allows it, else the size rule's
+    assert dpsgd_settings(TransferConfig(dataset="mnist"), "dpsgd-cnn").expected_batch_size == 512
+    cnn_small = dpsgd_settings(TransferConfig(dataset="files", private_size_hint=400), "dpsgd-cnn")
+    assert (cnn_small.expected_batch_size, cnn_small.lr) == (64, 0.5)
 
 
 def test_compare_without_size_hint_is_refused_before_any_teacher(tmp_path, monkeypatch):
