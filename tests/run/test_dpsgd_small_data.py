@@ -53,7 +53,7 @@ def test_default_batch_size_keeps_tramer_boneh_sampling_rate():
     assert (s.expected_batch_size, s.epochs, s.lr) == (256, 3, 1.5)
     # the CNN keeps its data set's batch (MNIST's 512) where N allows it, else the size rule's
     assert dpsgd_settings(TransferConfig(dataset="mnist"), "dpsgd-cnn").expected_batch_size == 512
-    cnn_small = dpsgd_settings(TransferConfig(dataset="files", private_size_hint=400), "dpsgd-cnn")
+    cnn_small = dpsgd_settings(TransferConfig(dataset="arrays", private_size_hint=400), "dpsgd-cnn")
     assert (cnn_small.expected_batch_size, cnn_small.lr) == (64, 0.5)
 
 
