@@ -191,6 +191,7 @@ def test_export_votes_is_owner_only(tmp_path, capsys):
     args = ["transfer", "--checkpoints-dir", str(tmp_path), "--run-name", "ex", "--num-teachers", "20",
             "--num-queries", "20", "--teacher-epochs", "1", "--student-epochs", "1", "--epsilon", "30",
             "--set", "num_private=1000", "--set", "num_public=60", "--set", "num_eval=50", "--allow-unanswerable",
+            "--allow-empty-student",
             "--accelerator", "cpu", "--no-progress", "--export-votes", str(tmp_path / "votes.npy")]  # fmt: skip
     assert main(args) == 0
     written = tmp_path / "votes.npy"
