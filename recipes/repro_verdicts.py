@@ -578,12 +578,91 @@ def wu_verdicts(repro: Path) -> list[Verdict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Bassily, Thakkar & Thakurta 2018 (Cor 4.1, Thm 4.3, 4.4, 4.6, 4.7): recipes/pac_rates.py
+# ---------------------------------------------------------------------------------------------
+
+BTT_METRICS = {
+    "priv_disagree": "h_priv (Alg 4)",
+    "student_disagree": "student (Alg 5)",
+}
+
+
+def btt_verdicts_from(report: Mapping[str, Any]) -> list[Verdict]:
+    """Rows for the PAC rates: Cor 4.1's bound at every n, and each slope against its two references."""
+    paper = "Bassily, Thakkar & Thakurta 2018"
+    out: list[Verdict] = []
+    noise = float(report["config"]["noise"])
+    summary = [s for s in report["summary"] if s.get("usable")]
+    for group in sorted({(s["class"], s["setting"]) for s in summary}):
+        cname, setting = group
+        pts = sorted((s for s in summary if (s["class"], s["setting"]) == group), key=lambda s: s["n"])
+        gamma = 0.0 if setting == "realizable" else noise
+        label = f"{cname}, {setting}; n = {pts[0]['n']:.2g} … {pts[-1]['n']:.2g}, {pts[0]['seeds']} seeds"
+        # Cor 4.1 (ii): misclassification ≤ T/m; with random label noise γ the misclassification is
+        # γ + (1 − 2γ)·disagreement, and the recipe records T/m − 3γ.
+        flags, parts = [], []
+        for p in pts:
+            t_over_m = p["bound_T_over_m"] + 3.0 * gamma
+            err = gamma + (1.0 - 2.0 * gamma) * p["priv_disagree_mean"]
+            flags.append(err <= t_over_m)
+            parts.append(f"n={p['n']:.2g}: {err:.3g} ≤ {t_over_m:.3g}")
+        out.append(
+            Verdict(
+                paper,
+                "Cor 4.1 (ii): the misclassification rate of Alg 4 is at most T/m",
+                label,
+                "mean misclassification γ + (1 − 2γ)·disagreement ≤ T/m (Cor 4.1's T at the run's α, m), at every n",
+                aggregate(flags),
+                "; ".join(parts),
+            )
+        )
+        events = min(p["priv_error_events_total"] for p in pts)
+        for metric, who in BTT_METRICS.items():
+            sl = next(
+                (x for x in report["slopes"] if (x["class"], x["setting"], x["metric"]) == (cname, setting, metric)),
+                None,
+            )
+            if sl is None:
+                continue
+            lo, hi = sl["ci_low"], sl["ci_high"]
+            thm, bnd = sl["theorem_exponent"], sl["bound_slope"]
+            agrees = [lo <= thm <= hi, lo <= bnd <= hi]
+            tight = hi - lo <= 0.2
+            verdict = "yes" if all(agrees) else ("partly" if any(agrees) else "no")
+            rate = "(V/n)^{2/3}" if setting == "realizable" else "γ + (V/n)^{2/5}"
+            out.append(
+                Verdict(
+                    paper,
+                    f"{'Thm 4.3' if setting == 'realizable' else 'Thm 4.4'} / "
+                    f"{'Thm 4.6' if setting == 'realizable' else 'Thm 4.7'}: {who} error ≈ {rate}",
+                    label,
+                    "95 % bootstrap interval of the log-log slope contains the theorem's exponent and the "
+                    "slope of Cor 4.1's T/m over the same runs",
+                    verdict,
+                    f"slope {sl['slope']:+.3f} [{lo:+.3f}, {hi:+.3f}] over {sl['decades']:.2f} decades"
+                    f"{' (±0.1: tight)' if tight else ''}; theorem {thm:+.3f} "
+                    f"({'inside' if agrees[0] else 'excluded'}); bound's own slope {bnd:+.3f} "
+                    f"({'inside' if agrees[1] else 'excluded'})"
+                    + (f"; ≥ {events} h_priv error events per point" if metric == "priv_disagree" else ""),
+                )
+            )
+    return out
+
+
+def btt_verdicts(repro: Path) -> list[Verdict]:
+    path = repro / "pac_rates.json"
+    if not path.exists():
+        return []
+    return btt_verdicts_from(json.loads(path.read_text()))
+
+
+# ---------------------------------------------------------------------------------------------
 # Output
 # ---------------------------------------------------------------------------------------------
 
 
 def all_verdicts(repro: Path = REPRO) -> list[Verdict]:
-    return cv_verdicts(repro) + ligett_verdicts(repro) + wu_verdicts(repro)
+    return cv_verdicts(repro) + ligett_verdicts(repro) + wu_verdicts(repro) + btt_verdicts(repro)
 
 
 def _cell(text: str) -> str:

@@ -140,3 +140,48 @@ def test_check_mode_flags_a_hand_edited_table(tmp_path):
 def test_missing_markers_are_an_error():
     with pytest.raises(ValueError, match="markers"):
         rv.replace_block("no markers here", "x")
+
+
+def _btt_report(slope_ci, bound_slope, priv=(0.01, 0.005), bound=(0.5, 0.3)):
+    summary = [
+        {
+            "class": "threshold",
+            "setting": "realizable",
+            "usable": True,
+            "n": n,
+            "seeds": 4,
+            "priv_disagree_mean": p,
+            "bound_T_over_m": b,
+            "priv_error_events_total": 300,
+        }
+        for n, p, b in zip((1e6, 1e8), priv, bound, strict=True)
+    ]
+    slopes = [
+        {
+            "class": "threshold",
+            "setting": "realizable",
+            "metric": "priv_disagree",
+            "slope": sum(slope_ci) / 2,
+            "ci_low": slope_ci[0],
+            "ci_high": slope_ci[1],
+            "theorem_exponent": -2 / 3,
+            "bound_slope": bound_slope,
+            "decades": 2.0,
+        }
+    ]
+    return {"config": {"noise": 0.05}, "summary": summary, "slopes": slopes}
+
+
+def test_btt_slope_rows_read_the_interval_against_both_references():
+    rows = rv.btt_verdicts_from(_btt_report((-0.72, -0.62), -0.65))
+    assert [r.verdict for r in rows] == ["yes", "yes"]
+    assert "(±0.1: tight)" in rows[1].numbers
+    rows = rv.btt_verdicts_from(_btt_report((-0.72, -0.62), -0.40))
+    assert rows[1].verdict == "partly" and "bound's own slope -0.400 (excluded)" in rows[1].numbers
+    rows = rv.btt_verdicts_from(_btt_report((-0.35, -0.30), -0.40))
+    assert rows[1].verdict == "no"
+
+
+def test_btt_bound_row_fails_when_an_error_exceeds_t_over_m():
+    rows = rv.btt_verdicts_from(_btt_report((-0.7, -0.6), -0.65, priv=(0.01, 0.4), bound=(0.5, 0.3)))
+    assert rows[0].verdict == "partly"
