@@ -185,3 +185,15 @@ def test_btt_slope_rows_read_the_interval_against_both_references():
 def test_btt_bound_row_fails_when_an_error_exceeds_t_over_m():
     rows = rv.btt_verdicts_from(_btt_report((-0.7, -0.6), -0.65, priv=(0.01, 0.4), bound=(0.5, 0.3)))
     assert rows[0].verdict == "partly"
+
+
+def test_union_bound_dropped_rescales_both_tests():
+    data = _ligett_rows([10.0, 10.0], [20.0, 20.0], [1.0, 1.0], [0, 0], [0, 0], alphas=(0.05, 0.075))
+    for method in ("noise_reduction", "doubling"):
+        for a in data[method]:
+            data[method][a] = {**data[method][a], "mean_epsilon_test": 9.0, "mean_epsilon_hypotheses": 1.0}
+    est = rv.ligett_union_bound_dropped(data, n=1000, levels=1000, gamma=0.1)
+    t_d = math.ceil(math.log2(4.0 * 1000)) + 1
+    assert est[0.05]["doubling_levels"] == t_d
+    assert est[0.05]["noise_reduction"] == pytest.approx(9.0 * math.log(20) / math.log(20000) + 1.0)
+    assert est[0.05]["doubling"] == pytest.approx(9.0 * math.log(10) / math.log(t_d / 0.1) + 1.0)
