@@ -193,7 +193,7 @@ def cv_protocols(repro: Path) -> list[CVProtocol]:
     adult_1 = json.loads((repro / "cv2013_adult.json").read_text())["summary"]
     adult_100 = json.loads((repro / "cv2013_adult_10x10.json").read_text())["runs"]
     rounds = lambda s, p: int(s[f"{p}/Stability/1.0"]["runs"])  # noqa: E731
-    return [
+    protos = [
         CVProtocol(
             "Magic",
             f"paper (min–max, max row norm; {rounds(magic, 'paper')} rounds)",
@@ -208,6 +208,20 @@ def cv_protocols(repro: Path) -> list[CVProtocol]:
             "paper",
             ("alphaSplit-rate", "dataSplit-rate"),
         ),
+    ]
+    zpath = repro / "cv2013_magic_zscore.json"
+    if zpath.exists():
+        mz = json.loads(zpath.read_text())["summary"]
+        protos.append(
+            CVProtocol(
+                "Magic",
+                f"post hoc: z-score columns, the Adult hypothesis ({rounds(mz, 'paper-zscore')} rounds)",
+                mz,
+                "paper-zscore",
+                ("alphaSplit", "dataSplit"),
+            )
+        )
+    protos += [
         CVProtocol(
             "Magic",
             f"private (public bounds; {rounds(magic, 'private')} rounds)",
@@ -237,6 +251,7 @@ def cv_protocols(repro: Path) -> list[CVProtocol]:
             ("alphaSplit", "dataSplit"),
         ),
     ]
+    return protos
 
 
 def cv_verdicts(repro: Path) -> list[Verdict]:
