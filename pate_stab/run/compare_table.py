@@ -34,7 +34,8 @@ _COLUMNS = (  # (row key, header, format, width)
 )
 TABLE_LEGEND = (
     "ε: data-independent, enforced against the budget; ε dd san: PATE's data-dependent ε after "
-    "smooth-sensitivity sanitisation (private; the raw figure is not, and stays in private_compare.json). "
+    "smooth-sensitivity sanitisation (private; the raw figure is not, and stays in private_compare.json; '-' in "
+    "a seeded run, whose sanitisation noise comes from the published seed: kept in private_compare.json too). "
     "The stability releasers' ε is data-independent by construction. " + LABEL_ACCURACY_NOTE + "."
 )
 

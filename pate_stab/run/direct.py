@@ -13,10 +13,11 @@ Learners (:data:`DIRECT_LEARNERS`):
 * ``objective-softmax`` / ``output-softmax``: the softmax head of :mod:`pate_stab.erm.multinomial`
   (one ε for all C classes); ``objective-ovr`` / ``output-ovr``: one-vs-rest binary logistic heads
   (:func:`pate_stab.erm.objective_perturbation`, :func:`pate_stab.erm.output_perturbation`) over
-  the public class list, ε/C per class. Logistic loss, ε-DP under **replace one record** (n public
-  and fixed: PATE's split). Features are divided by a bound R read from the *public pool* (the
-  :data:`NORM_QUANTILE` quantile of its row norms) and every row is projected onto the unit
-  ball (a fixed per-record map; rows above R are clipped).
+  the public class list, ε/C per class. Logistic loss, ε-DP under the **run's relation** (either).
+  Features are divided by a bound R read from the *public pool* (the :data:`NORM_QUANTILE` quantile
+  of its row norms) and every row is projected onto the unit ball (a fixed per-record map; rows
+  above R are clipped). The heads calibrate on the public size N (:mod:`pate_stab.run.direct_size`,
+  as DP-SGD does), never on the private count n; see "The heads' public size" below.
 * ``dpsgd-linear``: DP-SGD on a linear softmax layer (:mod:`pate_stab.direct.dpsgd`), features
   standardised with the public pool's mean and standard deviation, per-sample clipping at C = 0.1,
   Poisson sampling, σ from Opacus's RDP accountant: (ε, δ)-DP under **add/remove one record**.
@@ -35,17 +36,53 @@ Hyper-parameters are fixed in advance (never chosen on evaluation or pool labels
 ε' > 0.8 ε at ε = 1 with n = 60,000 and C = 10 (its Jacobian term 18·log(1 + 1/(2nλ)) ≈ 0.15); DP-SGD's
 settings are Tramèr & Boneh 2021's (:class:`pate_stab.direct.DPSGDConfig`, :data:`pate_stab.direct.cnn.CNN_DPSGD`).
 
-Relations. The ledger's header holds the run's relation; every direct spend records its own in
-its metadata (``neighbouring``) and every row states it. Rows under different relations are read
-as follows: an (ε, δ) guarantee under add/remove implies (2ε, (1 + e^ε) δ) under replace-one
-(group privacy over the removal and the addition); a replace-one guarantee does not imply an
-add/remove one (the heads' analysis fixes n). Each row therefore also carries its replace-one
-equivalent (``epsilon_replace_one``, ``delta_replace_one``), and the cumulative cost of all rows
-under replace-one is their sum (basic composition).
+The heads' public size. Chaudhuri, Monteleoni & Sarwate 2011 (JMLR 12; Thm 6 for output,
+Thm 9 for objective perturbation) minimise J_n(w) = (1/n) Σ ℓ(w, z_i) + (λ/2)||w||² and prove ε-DP
+under replace-one for a fixed, public n. Here the heads minimise the same objective with a fixed
+public divisor N instead, J(w) = (1/N) Σ ℓ(w, z_i) + (λ/2)||w||², and calibrate as the paper does
+with n := N (sensitivity 2ρ/(Nλ) of the minimiser; the Jacobian term log(1 + c/(Nλ))² and
+b's density of objective perturbation). That calibration holds under both relations:
 
-Randomness: the noise comes from a ``torch.Generator`` seeded from the OS (``secrets``) when the
-run's ``releaser_noise`` is ``"secure"``; with ``"seeded"`` (research) it is derived from the
-run's seed and the spend id, and carries no privacy against anyone who knows the seed.
+* replace-one: the paper's proof with n := N, word for word (the divisor is a constant);
+* add/remove: D' = D ∪ {z} changes J by (1/N) ℓ(w, z) only. By λ-strong convexity of J_{D'},
+  λ ||w_D − w_{D'}|| ≤ ||∇J_{D'}(w_D)|| = ||∇ℓ(w_D, z)||/N ≤ ρ/N, i.e. sensitivity ρ/(Nλ) ≤ 2ρ/(Nλ);
+  for objective perturbation the shift of b is one record's gradient (half the replace-one bound)
+  and the Jacobian ratio holds the factors of one record's Hessian, each ≤ 1 + c/(Nλ), instead of
+  two records' (the proof of Thm 9, and of the softmax head's rank-(C−1) version in
+  :mod:`pate_stab.erm.multinomial`, with one changed record), so every term is at most its
+  replace-one value.
+
+So the guarantee is ε under the run's relation for any private count n, and neither N nor n
+needs to bound the other. The objective is solved through the library's (1/n)-normalised solvers
+with λ' = λ N / n, whose minimiser is J's (J = (N/n)(J_n with λ')) and whose noise scales, all
+functions of λ' n = λ N, are the paper's with n := N. n stays inside the mechanism: it is neither
+recorded nor published.
+
+Relations. The ledger's header holds the run's relation, the ledger counts every spend under it
+(:meth:`pate_stab.privacy.ledger.PrivacyLedger.cost`), and every direct spend records its own in
+its metadata (``neighbouring``) and every row states it. The heads spend under the run's relation
+(above); DP-SGD under add/remove, which a replace-one ledger counts as (2ε, (1 + e^ε) δ) (group
+privacy over the removal and the addition); a replace-one guarantee would imply no add/remove
+one, and an add/remove ledger refuses it. Each row also carries its replace-one equivalent
+(``epsilon_replace_one``, ``delta_replace_one``).
+
+Randomness: the noise comes from the OS when the run's ``releaser_noise`` is ``"secure"``; with
+``"seeded"`` (research) it is derived from the run's seed and the spend id, and carries no privacy
+against anyone who knows the seed. What kind of noise each learner draws (:data:`NOISE_KINDS`,
+stated in every row's note and settings):
+
+* output perturbation (``output-*``): **exact**. The weights are released on a power-of-two lattice
+  with exact discrete Laplace noise (:func:`pate_stab.privacy.lattice_noise.lattice_laplace`, bits
+  from ``os.urandom`` or the seeded source), calibrated to the ℓ1 sensitivity implied by the ℓ2
+  bound plus the rounding's: no floating-point noise is published (Mironov 2012's attack).
+* objective perturbation (``objective-*``): **floating point**. The l2-Laplace vector b (Gamma norm,
+  Gaussian direction) from a ``torch.Generator`` seeded from the OS. Its analysis (Chaudhuri et al.
+  2011, Thm 9) is a change of variables b → w that needs b to have a density; no exact sampler of
+  that law is implemented. The released weights are the solver's output, not value + noise.
+* DP-SGD (``dpsgd-*``): **floating point** Gaussian noise from a ``torch.Generator`` (Opacus's
+  parts), with Opacus's ``secure_mode`` noise (Holohan & Braghin 2021: four draws summed and
+  halved) in secure runs. Opacus's ``PrivacyEngine(secure_mode=True)`` also wants ``torchcsprng``
+  for its generator; that package is not used (it is not built for current torch).
 """
 
 from __future__ import annotations
@@ -75,21 +112,25 @@ from pate_stab.erm.multinomial import check_class_labels, softmax_objective_pert
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
+from pate_stab.privacy.discrete_noise import RandomSource, SeededRandomSource, SystemRandomSource
 from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS
 from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_spend_id
+from pate_stab.run.report import PlannedSpend
 
 __all__ = [
     "DIRECT_LEARNERS",
     "DIRECT_RELATIONS",
     "HEAD_LAMBDA",
+    "NOISE_KINDS",
     "NORM_QUANTILE",
     "check_direct_inputs",
     "check_direct_learners",
     "direct_legend",
+    "direct_planned_spend",
     "replace_one_equivalent",
     "run_direct",
 ]
@@ -103,12 +144,26 @@ DIRECT_LEARNERS = {
     "dpsgd-cnn": "DP-SGD, Tramèr & Boneh 2021's tanh CNN on the raw images (their settings; Opacus engine)",
 }
 """The direct private learners a run offers (the names of :data:`pate_stab.run.config.DIRECT_LEARNER_NAMES`)."""
-DIRECT_RELATIONS = {name: ("add_remove" if name.startswith("dpsgd") else "replace_one") for name in DIRECT_LEARNERS}
-"""The neighbouring relation each learner's guarantee holds under."""
+DIRECT_RELATIONS = {name: ("add_remove" if name.startswith("dpsgd") else "either") for name in DIRECT_LEARNERS}
+"""The neighbouring relation each learner's guarantee holds under ("either": the run's; module docstring)."""
 HEAD_LAMBDA = 1e-3
 """λ of the convex heads, fixed in advance (module docstring)."""
 NORM_QUANTILE = 0.99
 """The convex heads' feature bound R: this quantile of the public pool's row norms."""
+NOISE_KINDS = {
+    "output": "exact: discrete Laplace on a power-of-two lattice (Canonne, Kamath & Steinke 2020, Alg 2), "
+    "calibrated to the ℓ2 bound's ℓ1 sensitivity plus the rounding's",
+    "objective": "floating point: l2-Laplace vector from a torch generator (the analysis needs a noise density; "
+    "no exact sampler of it is implemented)",
+    "dpsgd": "floating point: Gaussian from a torch generator, Opacus secure_mode noise in secure runs (no exact "
+    "sampler; torchcsprng is not used)",
+}
+"""The kind of noise each family of direct learners draws (module docstring), by name prefix."""
+_NOISE_NOTES = {
+    "output": "exact lattice Laplace noise",
+    "objective": "float l2-Laplace noise (no exact sampler)",
+    "dpsgd": "float Gaussian noise",
+}
 _DPSGD = DPSGDConfig()
 _RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}
 
@@ -145,12 +200,53 @@ def replace_one_equivalent(*, epsilon: float, delta: float, neighbouring: str) -
     return 2.0 * epsilon, (1.0 + math.exp(epsilon)) * delta
 
 
+def direct_planned_spend(config: Any, learner: str, epsilon: float, repeat: int = 0) -> PlannedSpend:
+    """What a direct learner's spend will cost, before anything is trained: DP-SGD's target (ε, δ)
+    under add/remove (its accountant's ε is at most the target), a head's (ε, 0) under the run's relation."""
+    spend_id = release_spend_id(config.run_name, learner, epsilon, repeat)
+    if learner.startswith("dpsgd"):
+        return PlannedSpend(spend_id, float(epsilon), float(config.delta), "add_remove")
+    return PlannedSpend(spend_id, float(epsilon), 0.0)
+
+
+def _relation(prep: Prepared, learner: str) -> str:
+    """The relation a learner's spend holds under in this run (the heads: the run's)."""
+    relation = DIRECT_RELATIONS[learner]
+    return prep.config.neighbouring if relation == "either" else relation
+
+
 def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
     if prep.config.releaser_noise == "secure":
         return torch.Generator().manual_seed(secrets.randbits(63)), "secure (generator seeded from the OS)"
-    digest = hashlib.sha256(f"{prep.config.seed}|{spend_id}".encode()).digest()
-    seed = int.from_bytes(digest[:8], "little") >> 1
+    seed = _seed(prep, spend_id)
     return torch.Generator().manual_seed(seed), "seeded (research: no privacy against anyone who knows the seed)"
+
+
+def _seed(prep: Prepared, spend_id: str) -> int:
+    digest = hashlib.sha256(f"{prep.config.seed}|{spend_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def _exact_source(prep: Prepared, spend_id: str) -> RandomSource:
+    """The random bits of the exact samplers: the OS's CSPRNG, or (seeded runs) a source derived
+    from the run's seed and the spend id, independent of :func:`_generator`'s stream."""
+    if prep.config.releaser_noise == "secure":
+        return SystemRandomSource()
+    return SeededRandomSource(_seed(prep, spend_id + "|exact"))
+
+
+def _noise_family(learner: str) -> str:
+    return learner.split("-", 1)[0]
+
+
+def _noise_note(learner: str, meta: dict[str, Any]) -> str:
+    """What the row's note says about its noise (a model recorded before ``noise_kind`` drew float noise)."""
+    if "noise_kind" not in meta:
+        return "float noise (recorded before the exact samplers)"
+    note = _NOISE_NOTES[_noise_family(learner)]
+    if learner.startswith("dpsgd"):
+        note += ", Opacus secure_mode" if meta.get("secure_mode") else " (seeded run: no secure_mode)"
+    return note
 
 
 def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
@@ -177,6 +273,8 @@ def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDCon
     check_class_labels(task.private_y, num_classes=task.num_classes, n=task.private_x.shape[0], name="private labels")
     for learner in (n for n in learners if n.startswith("dpsgd")):
         check_public_size(dpsgd_public_size(prep.config), _dpsgd_config(prep, learner, dpsgd))
+    if any(not n.startswith("dpsgd") for n in learners):
+        dpsgd_public_size(prep.config)  # the heads' N (module docstring): own data need private_size_hint
 
 
 def _image_splits(prep: Prepared) -> list[tuple[str, Tensor | None]]:
@@ -214,7 +312,7 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
     """What the spend costs and says, before any noise: (ε, δ, event, metadata)."""
     c = prep.task.num_classes
     # no private count here: under add/remove it is private (DESIGN.md fact 8; private diagnostics hold it)
-    meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner]}
+    meta: dict[str, Any] = {"learner": learner, "neighbouring": _relation(prep, learner)}
     if learner.startswith("dpsgd"):
         size = dpsgd_public_size(prep.config)  # public: q, steps, σ and the divisor come from it, never from n
         meta.update({"public_size": size, "public_size_source": public_size_source(prep.config)})
@@ -235,20 +333,31 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
     bound, _ = _head_inputs(prep)
     meta.update({"lam": HEAD_LAMBDA, "loss": "logistic", "feature_bound": bound,
                  "feature_bound_source": f"public pool, {NORM_QUANTILE} quantile of row norms; rows clipped",
-                 "classes": c})  # fmt: skip
+                 "classes": c, "public_size": dpsgd_public_size(prep.config),
+                 "public_size_source": public_size_source(prep.config),
+                 "objective": "(1/N) Σ loss + (λ/2)||w||², N the public size"})  # fmt: skip
     return epsilon, 0.0, PureDpEvent(epsilon), meta
 
 
 def _train(
-    prep: Prepared, learner: str, epsilon: float, generator: torch.Generator, dpsgd: DPSGDConfig, meta: dict[str, Any]
+    prep: Prepared,
+    learner: str,
+    epsilon: float,
+    generator: torch.Generator,
+    dpsgd: DPSGDConfig,
+    meta: dict[str, Any],
+    source: RandomSource,
 ) -> dict[str, Any]:
+    """The trained model; output perturbation draws its (exact) noise from ``source``."""
     task = prep.task
+    secure_mode = bool(meta.get("secure_mode", False))
     if learner == "dpsgd-cnn":
         assert task.private_images is not None  # check_direct_inputs
         device = cnn.resolve_device(prep.config.accelerator)
         trained = cnn.train_dpsgd_cnn(task.private_images, task.private_y, num_classes=task.num_classes,
                                       epsilon=epsilon, delta=prep.config.delta, generator=generator, config=dpsgd,
-                                      public_size=meta["public_size"], device=device)  # fmt: skip
+                                      public_size=meta["public_size"], device=device,
+                                      secure_mode=secure_mode)  # fmt: skip
         ran, planned = (trained.noise_multiplier, trained.sample_rate, trained.steps), (
             meta["noise_multiplier"], meta["sample_rate"], meta["steps"])  # fmt: skip
         if ran != planned:  # the ledger recorded what was planned
@@ -258,27 +367,41 @@ def _train(
         mean, std = _pool_standardiser(prep)
         model = train_dpsgd_linear((task.private_x.float() - mean) / std, task.private_y,
                                    num_classes=task.num_classes, epsilon=epsilon, delta=prep.config.delta,
-                                   generator=generator, public_size=meta["public_size"], config=dpsgd)  # fmt: skip
+                                   generator=generator, public_size=meta["public_size"], config=dpsgd,
+                                   secure_mode=secure_mode)  # fmt: skip
         if (model.noise_multiplier, model.sample_rate, model.steps) != (
             meta["noise_multiplier"], meta["sample_rate"], meta["steps"]):  # fmt: skip
             raise RuntimeError("DP-SGD ran at other (σ, q, steps) than the spend recorded")
         return {"kind": "linear", "weight": model.weight, "bias": model.bias, "mean": mean, "std": std,
                 "epsilon": model.epsilon}  # fmt: skip
     bound, x = _head_inputs(prep)
+    # the objective with the public divisor N through the (1/n)-normalised solvers: λ' = λ N / n (module docstring)
+    lam = HEAD_LAMBDA * (meta["public_size"] / x.shape[0])
+    # output perturbation draws exact lattice noise from ``source``; objective perturbation float noise
+    exact = learner.startswith("output")
     if learner.endswith("-softmax"):
-        fn = softmax_objective_perturbation if learner.startswith("objective") else softmax_output_perturbation
-        m = fn(x, task.private_y, num_classes=task.num_classes, epsilon=epsilon, lam=HEAD_LAMBDA, generator=generator)
+        kwargs: dict[str, Any] = {"num_classes": task.num_classes, "epsilon": epsilon, "lam": lam,
+                                  "generator": generator}  # fmt: skip
+        if exact:
+            m = softmax_output_perturbation(x, task.private_y, exact_noise=source, **kwargs)
+        else:
+            m = softmax_objective_perturbation(x, task.private_y, **kwargs)
         weight = m.weights
     else:
         # one-vs-rest over the public class list range(C), not the classes present in the private
         # labels (PrivateLinearHead.fit reads those from the data): ε/C per class, basic composition
-        fn_ovr = objective_perturbation if learner.startswith("objective") else output_perturbation
         eps_class = epsilon / task.num_classes
-        weight = torch.stack([
-            fn_ovr(x, torch.where(task.private_y == k, 1.0, -1.0).double(), epsilon=eps_class, lam=HEAD_LAMBDA,
-                   generator=generator, loss="logistic").weights
-            for k in range(task.num_classes)
-        ])  # fmt: skip
+        heads = []
+        for k in range(task.num_classes):
+            yk = torch.where(task.private_y == k, 1.0, -1.0).double()
+            if exact:
+                head = output_perturbation(x, yk, epsilon=eps_class, lam=lam, generator=generator,
+                                           loss="logistic", exact_noise=source)  # fmt: skip
+            else:
+                head = objective_perturbation(x, yk, epsilon=eps_class, lam=lam, generator=generator,
+                                              loss="logistic")  # fmt: skip
+            heads.append(head.weights)
+        weight = torch.stack(heads)
     c = task.num_classes
     return {"kind": "linear", "weight": weight, "bias": torch.zeros(c, dtype=weight.dtype), "bound": bound,
             "epsilon": epsilon}  # fmt: skip
@@ -346,8 +469,12 @@ def run_direct(
         charge_eps, charge_delta, event, meta = _plan(prep, learner, epsilon, dpsgd)
         generator, noise = _generator(prep, spend_id)
         meta["noise"] = noise
-        ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta)
-        model = _train(prep, learner, epsilon, generator, dpsgd, meta)
+        meta["noise_kind"] = NOISE_KINDS[_noise_family(learner)]
+        if learner.startswith("dpsgd"):
+            meta["secure_mode"] = prep.config.releaser_noise == "secure"
+        ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta,
+                     relation=meta["neighbouring"])  # fmt: skip
+        model = _train(prep, learner, epsilon, generator, dpsgd, meta, _exact_source(prep, spend_id))
         folder.mkdir(parents=True, exist_ok=True)
         name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
         tmp = folder / (name + ".tmp")
@@ -369,7 +496,9 @@ def run_direct(
         pool_acc = float((_predict(model, pool_x, prep) == task.public_y).double().mean())
     meta = result["metadata"]
     relation = meta["neighbouring"]
-    eps_r1, delta_r1 = replace_one_equivalent(epsilon=result["epsilon"], delta=result["delta"], neighbouring=relation)
+    # a head's ε holds under either relation (module docstring); DP-SGD's add/remove ε converts by group privacy
+    held = "replace_one" if DIRECT_RELATIONS[learner] == "either" else relation
+    eps_r1, delta_r1 = replace_one_equivalent(epsilon=result["epsilon"], delta=result["delta"], neighbouring=held)
     if learner.startswith("dpsgd"):
         on = "CNN on images, " if learner == "dpsgd-cnn" else ""
         note = (f"direct, {_RELATION_NAMES[relation]}; {on}σ={meta['noise_multiplier']:.3g}, "
@@ -378,6 +507,7 @@ def run_direct(
     else:
         note = (f"direct, {_RELATION_NAMES[relation]}; λ={meta['lam']:g}, "
                 f"||x|| clipped at R={meta['feature_bound']:.3g} (pool)")  # fmt: skip
+    note += f"; {_noise_note(learner, meta)}"
     return {
         "aggregator": learner,
         "kind": "direct",
@@ -406,9 +536,9 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
         "direct rows: trained on the private split itself (no teachers, no queries: seen / answered / label_acc are "
         "'-'); student_acc is the model's own accuracy on the evaluation split, student_acc unlabelled pool its "
         "accuracy on the whole public pool.",
-        f"relations: releasers {_RELATION_NAMES[run_neighbouring]} (the run's); convex heads replace-one (n fixed "
-        "and public); DP-SGD add/remove (Poisson sampling). An add/remove (ε, δ) is (2ε, (1 + e^ε)δ) under "
-        "replace-one (group privacy); a replace-one ε implies no add/remove guarantee.",
+        f"relations: releasers and convex heads {_RELATION_NAMES[run_neighbouring]} (the run's; the heads "
+        "calibrate on the public size N); DP-SGD add/remove (Poisson sampling). An add/remove (ε, δ) is "
+        "(2ε, (1 + e^ε)δ) under replace-one (group privacy); a replace-one ε implies no add/remove guarantee.",
     ]
     by_relation: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -419,7 +549,9 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
         for rel, rs in sorted(by_relation.items())
     ]
     conv = [
-        replace_one_equivalent(
+        (r["epsilon_replace_one"], r["delta_replace_one"])
+        if "epsilon_replace_one" in r
+        else replace_one_equivalent(
             epsilon=r["epsilon"], delta=r["delta"], neighbouring=r.get("neighbouring") or run_neighbouring
         )
         for r in rows

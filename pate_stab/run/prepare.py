@@ -24,7 +24,7 @@ import torch
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
-from pate_stab.privacy.private_files import PRIVATE_KEY_NAME
+from pate_stab.privacy.private_files import PRIVATE_KEY_NAME, tighten_private_tree
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import (
     DIRECT_LEARNER_NAMES,
@@ -36,7 +36,7 @@ from pate_stab.run.config import (
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
 from pate_stab.run.plan import RunPlan, plan_for_config
-from pate_stab.run.private import PRIVATE_IDENTITY, check_data_identity
+from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
 from pate_stab.teachers import (
     ModelSpec,
@@ -310,6 +310,8 @@ def prepare(
     if task.private_ids is not None:
         splits.append(task.private_ids)
     check_data_identity(run_dir, splits)
+    for folder in PRIVATE_FOLDERS:  # working state from private data; a folder made before it was private
+        tighten_private_tree(run_dir / folder)
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
     resumed_features = None
