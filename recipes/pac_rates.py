@@ -96,7 +96,7 @@ def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: i
     who = np.concatenate(owner)
     perm = rng.permutation(counts.shape[0])
     counts, who = counts[perm], who[perm]
-    rel = StabilityReleaser(cal, noise="seeded", generator=seeded_generator(int(rng.integers(2**62))))
+    rel = StabilityReleaser(cal, noise="seeded", generator=seeded_generator(int(rng.integers(2**62))), num_teachers=k)
     labels = rel.release(torch.from_numpy(counts.astype(np.int64))).labels.numpy() if counts.shape[0] else np.empty(0)
     clean = np.concatenate([nq.clean for _, nq in per_boundary])[perm] if counts.shape[0] else np.empty(0)
     answered = labels >= 0
