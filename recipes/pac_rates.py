@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.quick:
         args.realizable_n, args.realizable_points, args.realizable_seeds = [1e6, 1e7], 3, 6
-        args.agnostic_n, args.agnostic_points, args.agnostic_seeds = [1e7, 3e7], 2, 3
+        args.agnostic_n, args.agnostic_points, args.agnostic_seeds = [1e7, 3e7], 2, 2
         args.bootstrap = 200
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
