@@ -685,6 +685,11 @@ def btt_verdicts_from(report: Mapping[str, Any]) -> list[Verdict]:
             )
         )
         events = min(p["priv_error_events_total"] for p in pts)
+        # measured cause of a slope: the teachers' shard size n/k sets their error, k from Alg 4 line 1
+        lx = [math.log(p["n"]) for p in pts]
+        ly = [math.log(p["k"] / p["n"]) for p in pts]
+        mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+        kn_slope = sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / sum((a - mx) ** 2 for a in lx)
         for metric, who in BTT_METRICS.items():
             sl = next(
                 (x for x in report["slopes"] if (x["class"], x["setting"], x["metric"]) == (cname, setting, metric)),
@@ -711,6 +716,7 @@ def btt_verdicts_from(report: Mapping[str, Any]) -> list[Verdict]:
                     f"{' (±0.1: tight)' if tight else ''}; theorem {thm:+.3f} "
                     f"({'inside' if agrees[0] else 'excluded'}); bound's own slope {bnd:+.3f} "
                     f"({'inside' if agrees[1] else 'excluded'})"
+                    + f"; k/n (Alg 4's k) falls as n^{kn_slope:+.3f}"
                     + (f"; ≥ {events} h_priv error events per point" if metric == "priv_disagree" else ""),
                 )
             )

@@ -150,6 +150,7 @@ def _btt_report(slope_ci, bound_slope, priv=(0.01, 0.005), bound=(0.5, 0.3)):
             "usable": True,
             "n": n,
             "seeds": 4,
+            "k": n**0.5,
             "priv_disagree_mean": p,
             "bound_T_over_m": b,
             "priv_error_events_total": 300,
@@ -180,6 +181,7 @@ def test_btt_slope_rows_read_the_interval_against_both_references():
     assert rows[1].verdict == "partly" and "bound's own slope -0.400 (excluded)" in rows[1].numbers
     rows = rv.btt_verdicts_from(_btt_report((-0.35, -0.30), -0.40))
     assert rows[1].verdict == "no"
+    assert "k/n (Alg 4's k) falls as n^-0.500" in rows[1].numbers
 
 
 def test_btt_bound_row_fails_when_an_error_exceeds_t_over_m():
