@@ -521,6 +521,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--beta", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-soft", action="store_true")
+    ap.add_argument("--skip-hard", action="store_true", help="soft-label part only")
     ap.add_argument("--soft-c", type=float, default=1.0)
     ap.add_argument("--soft-shard-size", type=int, default=1000)
     ap.add_argument("--soft-queries", type=int, default=200)
@@ -537,6 +538,8 @@ def main(argv: list[str] | None = None) -> dict:
         help="r > 0: soft-label queries uniform on [-r·c, r·c] (default 0: the paper's ±[c, 3c])",
     )
     args = ap.parse_args(argv)
+    if args.skip_hard:
+        args.classes = []
     if args.smoke:
         args.n_min, args.n_max, args.n_points, args.halfspace_n_max = 1e5, 3e5, 2, 2e5
         args.seeds, args.epsilon, args.newton_steps = 1, 8.0, 4
