@@ -723,11 +723,37 @@ def btt_verdicts_from(report: Mapping[str, Any]) -> list[Verdict]:
     return out
 
 
+def btt_soft_verdicts_from(soft: Mapping[str, Any]) -> list[Verdict]:
+    """Thm 5.14 on queries where E h spans (0, 1): every query answered, and the released bin holds E h."""
+    out = []
+    for r in soft["releases"]:
+        ok = [r["answered"] == soft["queries"], r["fraction_bin_missed"] == 0.0, r["fraction_within_radius"] == 1.0]
+        out.append(
+            Verdict(
+                "Bassily, Thakkar & Thakurta 2018",
+                "Thm 5.14: all m soft-label queries answered, |ŝ − E h| ≤ 8α√(2n′) + ν/2",
+                f"boundary queries (E h spread {r['expected_score_spread']:.2f}), n′ = {soft['shard_size']}, "
+                f"{r['mode']} calibration, k = {r['k']}, one seed",
+                "all answered, no released bin misses E h, every error within the theorem's radius",
+                aggregate(ok),
+                f"answered {r['answered']} / {soft['queries']}; bins missed {r['fraction_bin_missed']:.3f}; "
+                f"max error {r['max_error']:.3f} vs radius {soft['radius_theorem']:.3f} (γ = "
+                f"{soft['gamma_theorem']:.2f}, lattice γ′ = {soft['gamma_used']:.2f}: two bins, so the radius "
+                "says no more than the right half)",
+            )
+        )
+    return out
+
+
 def btt_verdicts(repro: Path) -> list[Verdict]:
+    out: list[Verdict] = []
     path = repro / "pac_rates.json"
-    if not path.exists():
-        return []
-    return btt_verdicts_from(json.loads(path.read_text()))
+    if path.exists():
+        out += btt_verdicts_from(json.loads(path.read_text()))
+    soft = repro / "btt18_soft_boundary.json"
+    if soft.exists():
+        out += btt_soft_verdicts_from(json.loads(soft.read_text())["soft"])
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -199,3 +199,34 @@ def test_union_bound_dropped_rescales_both_tests():
     assert est[0.05]["doubling_levels"] == t_d
     assert est[0.05]["noise_reduction"] == pytest.approx(9.0 * math.log(20) / math.log(20000) + 1.0)
     assert est[0.05]["doubling"] == pytest.approx(9.0 * math.log(10) / math.log(t_d / 0.1) + 1.0)
+
+
+def test_soft_label_row_fails_when_a_released_bin_misses():
+    soft = {
+        "queries": 10,
+        "shard_size": 100,
+        "radius_theorem": 0.3,
+        "gamma_theorem": 0.6,
+        "gamma_used": 0.5,
+        "releases": [
+            {
+                "mode": "paper",
+                "k": 5,
+                "answered": 10,
+                "fraction_bin_missed": 0.0,
+                "fraction_within_radius": 1.0,
+                "expected_score_spread": 0.9,
+                "max_error": 0.2,
+            },
+            {
+                "mode": "paper",
+                "k": 5,
+                "answered": 10,
+                "fraction_bin_missed": 0.1,
+                "fraction_within_radius": 0.9,
+                "expected_score_spread": 0.9,
+                "max_error": 0.6,
+            },
+        ],
+    }
+    assert [r.verdict for r in rv.btt_soft_verdicts_from(soft)] == ["yes", "partly"]
