@@ -27,6 +27,7 @@ def _transfer(tmp_path, accelerator):
     return done
 
 
+@pytest.mark.accelerator
 def test_cli_transfer_prints_no_library_warnings(tmp_path):
     done = _transfer(tmp_path, "cpu")  # the device is pinned: on a machine with CUDA "auto" would pick the GPU
     assert "student test accuracy" in done.stdout and "plan:" in done.stdout

@@ -236,6 +236,7 @@ def test_synthetic_with_the_student_chosen_by_cross_validation(tmp_path, monkeyp
     assert selection["method"] == "cv" and "skipped" not in selection
 
 
+@pytest.mark.accelerator
 @pytest.mark.parametrize("partition_key", PARTITIONS)
 def test_mnist_with_cached_scattering_features(tmp_path, monkeypatch, partition_key):
     if not (DATA / "mnist" / "train-images-idx3-ubyte.gz").is_file():

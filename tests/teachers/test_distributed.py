@@ -57,6 +57,7 @@ def _check_ddp_equals_single_process(kind, tmp_path):
     assert torch.equal(ddp.predict_votes(xq), ref.predict_votes(xq))
 
 
+@pytest.mark.accelerator
 def test_ddp_two_cpu_ranks_equal_single_process_mlp(tmp_path):
     _check_ddp_equals_single_process("mlp", tmp_path)
 

@@ -65,6 +65,7 @@ def test_each_teacher_depends_only_on_its_shard():
             assert torch.equal(p[keep], q[keep]), name  # bit-identical
 
 
+@pytest.mark.accelerator
 def test_vectorized_matches_sequential():
     x, y, shards = _problem(n=120, k=3)
     cfg = TrainConfig(epochs=2, batch_size=8, lr=5e-2, optimizer="sgd", momentum=0.9)
@@ -103,6 +104,7 @@ class _StopAt(__import__("lightning").Callback):
             raise _Interrupt
 
 
+@pytest.mark.accelerator
 def test_resume_after_interruption_reproduces(tmp_path):
     x, y, shards = _problem()
     cfg = TrainConfig(epochs=4, batch_size=8, lr=1e-2, patience=2, min_delta=0.05)
