@@ -201,8 +201,10 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 def _export_votes(config: Any, path: Path) -> None:
     from pate_stab.run.prepare import prepare
     from pate_stab.run.release_votes import export_votes
+    from pate_stab.run.run_folder import run_lock
 
-    prep = prepare(config, check_budget=False)  # the run's own teachers, reloaded
+    with run_lock(config.run_dir):
+        prep = prepare(config, check_budget=False)  # the run's own teachers, reloaded
     written = export_votes(prep.teachers, prep.task.public_x, path)
     print(f"teachers' votes on the public pool (PRIVATE, owner-only file): {written}")
 
@@ -250,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pate_stab.run.transfer import run_transfer
 
         report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
-        if report["status"] != "complete":
+        if report["status"] not in ("complete", "partial"):
             print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
             return 0
         if report.get("kind") == "direct":
@@ -262,6 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
             return 0
         _print_report(report)
+        if report["status"] == "partial":
+            p = report["partial_release"]
+            print(
+                f"PARTIAL release, finished from the ledger: {p['queries_released']} queries from "
+                f"{p['recorded_calls']} recorded call(s); the rest of the queries was not asked; nothing spent now"
+            )
         if getattr(args, "export_votes", None) is not None:
             _export_votes(config, args.export_votes)
         return 0

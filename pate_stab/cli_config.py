@@ -112,6 +112,9 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes", dest="classes", nargs="+", default=None, metavar="C | NAME",
                    help="own data: the number of classes, or their names in label order")  # fmt: skip
     p.add_argument("--allow-unanswerable", dest="allow_unanswerable", action="store_const", const=True, default=None)
+    p.add_argument("--finish-from-ledger", dest="finish_from_ledger", action="store_const", const=True, default=None,
+                   help="finish a run whose release was interrupted from the outputs its ledger recorded: no "
+                   "noise is drawn, nothing spent; other queries are not asked, the report says partial")  # fmt: skip
     p.add_argument("--progress", dest="progress", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="any other configuration key (YAML syntax for the value)")  # fmt: skip
@@ -133,7 +136,7 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
     for _, dest, _, _ in _FLAGS:
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
-    for dest in ("threat_model", "allow_unanswerable", "progress"):
+    for dest in ("threat_model", "allow_unanswerable", "progress", "finish_from_ledger"):
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
     if args.classes is not None:

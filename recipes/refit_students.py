@@ -41,6 +41,7 @@ from pate_stab.run.compare import format_summary, plot_rows, summarise_rows, tot
 from pate_stab.run.private import files_section, write_private_json
 from pate_stab.run.refit import RefitError, refit_students
 from pate_stab.run.report import LABEL_ACCURACY_NOTE
+from pate_stab.run.run_folder import RunFolderLockedError, run_lock, write_published
 
 
 def overrides_from(pairs: list[str]) -> dict:
@@ -69,6 +70,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     run_dir = args.run_dir
+    if not (run_dir / "config.json").is_file():
+        raise SystemExit(f"{run_dir} is not a finished run folder: config.json is missing")
+    try:
+        with run_lock(run_dir):  # the refit and its files: one writer in the run folder
+            _refit(args, run_dir)
+    except RunFolderLockedError as exc:
+        raise SystemExit(str(exc)) from exc
+
+
+def _refit(args: argparse.Namespace, run_dir: Path) -> None:
     try:
         rows, new, spent_before, fit_s = refit_students(
             run_dir, aggregators=args.aggregators, epsilons=args.epsilons, overrides=overrides_from(args.overrides),
@@ -87,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
                       "spent": list(spent_before), "total_cost": total_cost(rows),
                       "label_accuracy_note": LABEL_ACCURACY_NOTE,
                       "files": files_section(published, [private_name])})  # fmt: skip
-    (run_dir / args.out).write_text(json.dumps(out, indent=2, sort_keys=True))
+    write_published(run_dir / args.out, json.dumps(out, indent=2, sort_keys=True))
     write_private_json(run_dir / private_name, {"run": config.run_name, "wall_time_s": fit_s})
     plot = plot_rows(
         rows,

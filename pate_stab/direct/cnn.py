@@ -160,6 +160,7 @@ def train_dpsgd_cnn(
     config: DPSGDConfig,
     public_size: int,
     device: torch.device | str = "cpu",
+    secure_mode: bool = False,
 ) -> DPSGDModule:
     """Train :class:`TanhCNN` on (images, labels) by DP-SGD at (ε, δ) (add/remove one record).
 
@@ -168,7 +169,8 @@ def train_dpsgd_cnn(
 
     The initial weights are drawn from a seed taken from ``generator`` (no private data); the
     Poisson batches and the noise come from ``generator`` too (a GPU noise generator is seeded
-    from it, :func:`~pate_stab.direct.opacus_engine.train_dpsgd_module`).
+    from it, :func:`~pate_stab.direct.opacus_engine.train_dpsgd_module`); ``secure_mode``: Opacus's
+    noise against floating-point attacks.
 
     Raises:
         ValueError: inputs that are not images of at least :data:`MIN_SIDE` pixels a side, NaN,
@@ -187,7 +189,7 @@ def train_dpsgd_cnn(
 
     return train_dpsgd_module(make, x, labels, num_classes=num_classes, epsilon=epsilon, delta=delta,
                               generator=generator, config=config, public_size=public_size,
-                              device=device)  # fmt: skip
+                              device=device, secure_mode=secure_mode)  # fmt: skip
 
 
 def cnn_state(trained: DPSGDModule, num_classes: int) -> dict[str, Any]:

@@ -176,8 +176,11 @@ def clipped_noisy_gradient(
     noise_std: float,
     expected_batch_size: float,
     generator: torch.Generator,
+    secure_mode: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """(Σ_i clip(g_i) + N(0, noise_std² I)) / expected_batch_size for the batch (x, y) (module docstring).
+
+    ``secure_mode``: draw the Gaussian noise as Opacus's ``secure_mode`` does (:func:`gaussian_noise`).
 
     Returns:
         The noisy gradients of the weight (C, d) and the bias (C,).
@@ -187,9 +190,27 @@ def clipped_noisy_gradient(
     norms = torch.linalg.vector_norm(p, dim=1) * torch.sqrt((x * x).sum(dim=1) + 1.0)
     factor = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)  # Opacus's clipping factor
     r = p * factor[:, None]
-    grad_w = r.T @ x + noise_std * torch.randn(weight.shape, generator=generator, dtype=weight.dtype)
-    grad_b = r.sum(dim=0) + noise_std * torch.randn(bias.shape, generator=generator, dtype=bias.dtype)
+    grad_w = r.T @ x + gaussian_noise(noise_std, weight, generator=generator, secure_mode=secure_mode)
+    grad_b = r.sum(dim=0) + gaussian_noise(noise_std, bias, generator=generator, secure_mode=secure_mode)
     return grad_w / expected_batch_size, grad_b / expected_batch_size
+
+
+def gaussian_noise(std: float, like: Tensor, *, generator: torch.Generator, secure_mode: bool = False) -> Tensor:
+    """N(0, std² I) of ``like``'s shape and dtype: floating-point Gaussian noise.
+
+    ``secure_mode`` follows Opacus's ``secure_mode`` noise (``opacus.optimizers.optimizer._generate_noise``;
+    Holohan & Braghin 2021, "Secure random sampling in differential privacy", Sec 5.1 with n = 2):
+    one draw thrown away, then the sum of 4 independent N(0, std²) draws divided by 2, which has
+    the same law N(0, std²) and makes the floating-point attacks on a single Gaussian draw (Jin et
+    al. 2022) infeasible. It is still floating-point noise, not an exact sampler.
+    """
+    if not secure_mode:
+        return std * torch.randn(like.shape, generator=generator, dtype=like.dtype)
+    torch.randn((1, 1), generator=generator, dtype=like.dtype)  # thrown away, as in Opacus
+    total = torch.zeros(like.shape, dtype=like.dtype)
+    for _ in range(4):
+        total += std * torch.randn(like.shape, generator=generator, dtype=like.dtype)
+    return total / 2
 
 
 @dataclass(frozen=True)
@@ -245,6 +266,7 @@ def train_dpsgd_linear(
     generator: torch.Generator,
     public_size: int,
     config: DPSGDConfig | None = None,
+    secure_mode: bool = False,
 ) -> DPSGDLinear:
     """Train a linear softmax head on (x, y) by DP-SGD at (ε, δ) (module docstring).
 
@@ -256,6 +278,7 @@ def train_dpsgd_linear(
         public_size: N, the private set's public size; q, steps, σ and the divisor come from it,
             never from the number of rows of ``x`` (module docstring).
         config: settings fixed in advance (default: Tramèr & Boneh 2021).
+        secure_mode: Opacus's ``secure_mode`` Gaussian noise (:func:`gaussian_noise`).
 
     Raises:
         ValueError: NaN/inf features, labels outside [0, C), ε ≤ 0, δ outside (0, 1), N smaller
@@ -282,7 +305,7 @@ def train_dpsgd_linear(
         gw, gb = clipped_noisy_gradient(
             weight, bias, xt[index], yt[index], max_grad_norm=config.max_grad_norm,
             noise_std=sigma * config.max_grad_norm, expected_batch_size=float(config.expected_batch_size),
-            generator=generator,
+            generator=generator, secure_mode=secure_mode,
         )  # fmt: skip
         mom_w.mul_(config.momentum).add_(gw)
         mom_b.mul_(config.momentum).add_(gb)

@@ -83,6 +83,7 @@ def train_dpsgd_module(
     config: DPSGDConfig,
     public_size: int,
     device: str | torch.device = "cpu",
+    secure_mode: bool = False,
 ) -> DPSGDModule:
     """Train ``make_module()`` on (x, y) by DP-SGD at (ε, δ) with Opacus's parts (module docstring).
 
@@ -95,6 +96,9 @@ def train_dpsgd_module(
             noise generator is created on it from a seed drawn from this one).
         config: settings fixed in advance (expected batch, epochs, learning rate, momentum, C).
         public_size: N, the private set's public size: q, steps, σ and the divisor B come from it.
+        secure_mode: ``DPOptimizer(secure_mode=True)``: Opacus's noise against floating-point
+            attacks (:func:`pate_stab.direct.dpsgd.gaussian_noise`), drawn from the generator given
+            here (Opacus's ``PrivacyEngine(secure_mode=True)`` would also need ``torchcsprng``).
 
     Raises:
         ValueError: NaN/inf inputs, labels outside [0, C), ε ≤ 0, δ outside (0, 1), N smaller
@@ -128,7 +132,7 @@ def train_dpsgd_module(
     optimizer = DPOptimizer(
         torch.optim.SGD(private.parameters(), lr=config.lr, momentum=config.momentum), noise_multiplier=sigma,
         max_grad_norm=config.max_grad_norm, expected_batch_size=config.expected_batch_size, loss_reduction="mean",
-        generator=noise_gen,
+        generator=noise_gen, secure_mode=secure_mode,
     )  # fmt: skip
     accountant = RDPAccountant()
     optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=q))

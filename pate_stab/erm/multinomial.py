@@ -54,6 +54,8 @@ from pate_stab._validation import check_int, check_positive, check_tensor
 from pate_stab.erm.contract import check_features, check_private_fit, check_solver_rtol
 from pate_stab.erm.objective_perturbation import objective_perturbation_budget
 from pate_stab.errors import ConvergenceError
+from pate_stab.privacy.discrete_noise import RandomSource
+from pate_stab.privacy.lattice_noise import lattice_laplace
 from pate_stab.privacy.noise import l2_laplace_vector
 
 __all__ = [
@@ -276,6 +278,7 @@ def softmax_output_perturbation(
     generator: torch.Generator,
     clip: bool = False,
     solver_rtol: float = 1e-3,
+    exact_noise: RandomSource | None = None,
 ) -> MultinomialModel:
     """ε-DP softmax head by output perturbation (module docstring).
 
@@ -285,11 +288,16 @@ def softmax_output_perturbation(
         num_classes: C (public).
         epsilon: privacy parameter (replace one record).
         lam: regularisation λ.
-        generator: source of the noise.
+        generator: source of the (floating-point) noise.
         solver_rtol: solver tolerance relative to the sensitivity (accounted for in the noise).
+        exact_noise: release the C·d weights with exact discrete Laplace noise on a lattice drawn
+            from this source (:func:`~pate_stab.privacy.lattice_noise.lattice_laplace`, ℓ2
+            sensitivity Δ_W (1 + 2 rtol)) instead of float l2-Laplace noise from ``generator``;
+            ``noise_scale`` is then the per-entry Laplace scale.
 
     References:
-        Chaudhuri, Monteleoni & Sarwate 2011, Alg 1 and Cor 8 (ρ = √2 here).
+        Chaudhuri, Monteleoni & Sarwate 2011, Alg 1 and Cor 8 (ρ = √2 here); Canonne, Kamath &
+        Steinke 2020, Alg 2 (the exact sampler of ``exact_noise``).
     """
     epsilon, lam = check_private_fit(epsilon=epsilon, lam=lam, generator=generator)
     solver_rtol = check_solver_rtol(solver_rtol)
@@ -297,6 +305,13 @@ def softmax_output_perturbation(
     n, d = xt.shape
     sensitivity = softmax_output_sensitivity(lam=lam, n=n)
     w, dist = solve_softmax_erm(xt, yt, num_classes=num_classes, lam=lam, tol=solver_rtol * sensitivity)
+    if exact_noise is not None:
+        release = lattice_laplace(w, l2_sensitivity=sensitivity * (1.0 + 2.0 * solver_rtol), epsilon=epsilon,
+                                  source=exact_noise)  # fmt: skip
+        mechanism = (
+            f"softmax output perturbation (Chaudhuri et al. Alg 1), exact lattice Laplace (grid {release.grid:g})"
+        )
+        return MultinomialModel(release.values.to(w.device), epsilon, release.noise_scale, lam, dist, mechanism)
     scale = sensitivity * (1.0 + 2.0 * solver_rtol) / epsilon
     noise = l2_laplace_vector(scale, num_classes * d, generator=generator).to(xt.device).reshape(num_classes, d)
     mechanism = "softmax output perturbation (Chaudhuri et al. Alg 1)"

@@ -32,6 +32,11 @@ Algorithms:
 Solver tolerance: the solver certifies ||w_tol - w*|| <= tol with tol = ``solver_rtol`` * Delta,
 and the noise is calibrated to Delta (1 + 2 solver_rtol), which covers both neighbours' solver
 error (see :mod:`pate_stab.erm.solver`).
+
+Exact noise: the l2-Laplace vector above is drawn in floating point (Gamma norm, Gaussian
+direction), and w* + b then leaks through its low bits (Mironov 2012). With ``exact_noise`` the
+same l2 sensitivity is released on a lattice with exact discrete Laplace noise instead
+(:func:`pate_stab.privacy.lattice_noise.lattice_laplace`: ε-DP, about √2 more noise per coordinate).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ from pate_stab._validation import (
 from pate_stab.erm.contract import check_features, check_inputs, check_private_fit, check_solver_rtol
 from pate_stab.erm.losses import Loss, SquaredLoss, get_loss
 from pate_stab.erm.solver import solve_erm
+from pate_stab.privacy.discrete_noise import RandomSource
+from pate_stab.privacy.lattice_noise import lattice_laplace
 from pate_stab.privacy.noise import exponential, l2_laplace_vector
 
 __all__ = [
@@ -155,6 +162,7 @@ def output_perturbation(
     constant: str = "tight",
     clip: bool = False,
     solver_rtol: float = 1e-6,
+    exact_noise: RandomSource | None = None,
 ) -> PrivateLinearModel:
     """epsilon-DP linear model by output perturbation (module docstring lists the algorithms).
 
@@ -169,12 +177,17 @@ def output_perturbation(
         constant: sensitivity constant, see :func:`output_perturbation_sensitivity`.
         clip: project rows outside the unit ball onto it (and clamp regression targets).
         solver_rtol: solver tolerance relative to the sensitivity (accounted for in the noise).
+        exact_noise: release w with exact discrete Laplace noise on a lattice drawn from this
+            source (:func:`~pate_stab.privacy.lattice_noise.lattice_laplace`, ℓ2 sensitivity
+            Δ (1 + 2 rtol)) instead of float l2-Laplace noise from ``generator`` (Mironov 2012's
+            attack on float noise); ``noise_scale`` is then the per-coordinate Laplace scale.
 
     Returns:
         :class:`PrivateLinearModel`.
 
     References:
-        Chaudhuri & Vinterbo 2013, Alg 4; Chaudhuri et al. 2011, Alg 1; Wu et al. 2016, Alg 1, 2, 4.
+        Chaudhuri & Vinterbo 2013, Alg 4; Chaudhuri et al. 2011, Alg 1; Wu et al. 2016, Alg 1, 2, 4;
+        Canonne, Kamath & Steinke 2020, Alg 2 (the exact sampler of ``exact_noise``).
     """
     epsilon, lam = check_private_fit(epsilon=epsilon, lam=lam, generator=generator)
     solver_rtol = check_solver_rtol(solver_rtol)
@@ -184,6 +197,17 @@ def output_perturbation(
     n, d = xt.shape
     sensitivity = output_perturbation_sensitivity(lipschitz=rho, lam=lam, n=n, constant=constant, radius=radius)
     result = solve_erm(xt, yt, loss=loss_fn, lam=lam, radius=radius, tol=solver_rtol * sensitivity)
+    if exact_noise is not None:
+        release = lattice_laplace(result.weights, l2_sensitivity=sensitivity * (1.0 + 2.0 * solver_rtol),
+                                  epsilon=epsilon, source=exact_noise)  # fmt: skip
+        return PrivateLinearModel(
+            weights=release.values.to(xt.device),
+            epsilon=epsilon,
+            noise_scale=release.noise_scale,
+            lam=lam,
+            mechanism=f"output perturbation ({loss_fn.name}, constant={constant}, R={radius}), exact lattice "
+            f"Laplace (grid {release.grid:g})",
+        )
     scale = sensitivity * (1.0 + 2.0 * solver_rtol) / epsilon
     noise = l2_laplace_vector(scale, d, generator=generator).to(xt.device)
     return PrivateLinearModel(

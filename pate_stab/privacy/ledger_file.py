@@ -31,6 +31,7 @@ import hmac
 import json
 import math
 import os
+import re
 import threading
 import time
 import uuid
@@ -53,6 +54,37 @@ from pate_stab.privacy.ledger_format import (
 )
 
 __all__ = ["LedgerFile"]
+
+_CUT_KIND = re.compile(rb'"kind":"([a-z_]+)"')
+
+
+def _cut_line_consequence(tail: bytes) -> str:
+    """What a cut-off last line means, by the kind of record it was (read from its partial text).
+
+    Every record is written whole and synced before the call that writes it returns, so the call
+    that wrote the cut line never returned. A spend line: nothing was charged or released for it. A
+    result, output or ex-post line: its spend, recorded above, stays charged, and the output the
+    line was storing never left. Records are serialised with sorted keys, so a line cut before its
+    ``kind`` says nothing about it.
+    """
+    match = _CUT_KIND.search(tail)
+    kind = match.group(1).decode("ascii") if match else None
+    spend_id = re.search(rb'"spend_id":"([^"\\]*)"', tail)
+    of = f" of spend {spend_id.group(1).decode('ascii', 'replace')!r}" if spend_id else ""
+    if kind == "spend":
+        return f"The cut line was a spend{of}; that spend never returned, so nothing was charged or released for it"
+    if kind in ("result", "output", "ex_post"):
+        return (
+            f"The cut line was a {kind} record{of}: the spend it belongs to is recorded above and stays charged, "
+            "and the call that was storing it never returned, so the output was not released (a rerun refuses to "
+            "draw that spend's noise again)"
+        )
+    if kind is not None:
+        return f"The cut line was a {kind} record, which spends nothing; the records above it are intact"
+    return (
+        "The cut line is too short to tell its kind: if it was a spend, nothing was charged or released for it; "
+        "if it stored a spend's output, that spend stays charged and the output was not released"
+    )
 
 
 class LedgerFile:
@@ -199,8 +231,7 @@ class LedgerFile:
         if tail:
             raise LedgerError(
                 f"ledger {self._path}, line {self._seq + 2}: truncated (no newline at end of file; "
-                "a write was cut off). The spend on that line never returned, so nothing was "
-                "released for it; inspect the file before continuing by hand"
+                f"a write was cut off). {_cut_line_consequence(tail)}; inspect the file before continuing by hand"
             )
 
     # -- verification and state ----------------------------------------------------------------

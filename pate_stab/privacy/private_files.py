@@ -4,7 +4,9 @@ A run writes two kinds of files (DESIGN.md fact 8). Published files hold only me
 and what is computed from them and from public data. Everything else computed from private data
 goes into files created with mode 0600 whose names say they are private
 (``private_diagnostics.json``, ``private_key``, ``private_identity.json``); the published files
-never need them.
+never need them. Working state derived from private data without a mechanism (teacher weights,
+Lightning checkpoints, feature caches) lives in private folders (:func:`private_folder`, mode 0700)
+as files of mode 0600 (:func:`write_private`, :func:`tighten_private_tree`, DESIGN.md fact 14).
 
 A digest of private data is itself private: an unkeyed hash (SHA-256 of the private inputs or
 of the teachers' votes) lets anyone who knows every other record test which of two neighbouring
@@ -16,9 +18,11 @@ keeps even that MAC in a private file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -26,7 +30,10 @@ import torch
 __all__ = [
     "PRIVATE_KEY_NAME",
     "keyed_digest",
+    "owner_only_umask",
+    "private_folder",
     "public_digest",
+    "tighten_private_tree",
     "run_private_key",
     "tensor_bytes",
     "write_private",
@@ -34,6 +41,59 @@ __all__ = [
 
 PRIVATE_KEY_NAME = "private_key"
 _KEY_BYTES = 32
+_FILE_MODE, _FOLDER_MODE = 0o600, 0o700
+
+
+def private_folder(path: str | os.PathLike[str]) -> Path:
+    """Create ``path`` (and missing parents) and make it a private folder: mode 0700, owner only.
+
+    For working state computed from private data without a mechanism (teacher weights, Lightning
+    checkpoints, feature caches): nobody but the owner can list or open what is inside, whatever
+    mode a library gives the files it writes there. An existing folder is tightened too. Parents
+    created on the way keep the process's default mode (a run folder also holds published files).
+    """
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True, mode=_FOLDER_MODE)
+    os.chmod(folder, _FOLDER_MODE)
+    return folder
+
+
+def tighten_private_tree(path: str | os.PathLike[str]) -> None:
+    """Make ``path`` and everything under it owner-only: folders 0700, files 0600.
+
+    For a private folder written by other code (Lightning's checkpoints) or made before its files
+    were private (an older run folder, tightened when it is reopened). Symbolic links are left alone
+    and not followed. A missing ``path`` is nothing to do; an entry removed during the walk is skipped.
+    """
+    root = Path(path)
+    if root.is_symlink() or not root.is_dir():
+        if root.is_file() and not root.is_symlink():
+            os.chmod(root, _FILE_MODE)
+        return
+    os.chmod(root, _FOLDER_MODE)
+    for current, folders, files in os.walk(root):
+        for names, mode in ((folders, _FOLDER_MODE), (files, _FILE_MODE)):
+            for name in names:
+                entry = Path(current, name)
+                if not entry.is_symlink():
+                    with contextlib.suppress(FileNotFoundError):  # removed meanwhile (an old checkpoint)
+                        os.chmod(entry, mode)
+
+
+@contextlib.contextmanager
+def owner_only_umask() -> Iterator[None]:
+    """Within the block, files and folders are created owner-only (umask 077); the umask is restored after.
+
+    For code that creates files itself (a Lightning fit writing checkpoints): together with a
+    :func:`private_folder` around them, nothing it writes is readable by others even for the time
+    between its write and a :func:`tighten_private_tree`. The umask is per process: files created
+    by other threads during the block are owner-only too (narrower than they asked, never wider).
+    """
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 def write_private(path: str | os.PathLike[str], data: bytes | str) -> Path:

@@ -64,6 +64,7 @@ from pate_stab.run.private import write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
 from pate_stab.run.release import label_accuracy, release_labels
 from pate_stab.run.report import LABEL_ACCURACY_NOTE, clean_json, noise_report, open_ledger, run_files
+from pate_stab.run.run_folder import run_lock, write_published
 from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 
@@ -93,9 +94,31 @@ def run_compare(
 
     Returns:
         ``{"rows": [...], "table": str, "plot": path, ...}``.
+
+    The run holds its folder's lock throughout (:func:`~pate_stab.run.run_folder.run_lock`): a
+    concurrent run in the same folder is refused at once.
     """
+    with run_lock(config.run_dir):
+        return _run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats, data=data,
+                            direct=direct)  # fmt: skip
+
+
+def _run_compare(
+    config: TransferConfig,
+    *,
+    epsilons: Sequence[float],
+    aggregators: Sequence[str] | None,
+    repeats: int,
+    data: OwnData | None,
+    direct: Sequence[str],
+) -> dict[str, Any]:
     if not epsilons or any(not (isinstance(e, int | float) and math.isfinite(e) and e > 0) for e in epsilons):
         raise ValueError(f"epsilons must be positive finite numbers, got {list(epsilons)!r}")
+    if config.finish_from_ledger:
+        raise ValueError(
+            "finish_from_ledger finishes one interrupted release of a transfer; compare replays its recorded rows "
+            "on a rerun and has no partial row (run pate-stab transfer with the row's settings to finish one)"
+        )
     if config.rounds > 1:
         raise ValueError(
             f"compare releases each row in one round; rounds={config.rounds} is supported by transfer only "
@@ -283,8 +306,8 @@ def run_compare(
         }
         out, private = clean_json(out), clean_json(private)
         write_private_json(prep.run_dir / PRIVATE_COMPARE, private)
-        (prep.run_dir / "compare.json").write_text(json.dumps(out, indent=2, sort_keys=True))
-        (prep.run_dir / "compare.txt").write_text(table + "\n")
+        write_published(prep.run_dir / "compare.json", json.dumps(out, indent=2, sort_keys=True))
+        write_published(prep.run_dir / "compare.txt", table + "\n")
         report_stage({}, "report", time.perf_counter() - t_report, "cpu")
         out["table"] = table
         out["private"] = private  # in memory only: written to private_compare.json

@@ -6,6 +6,7 @@ redraw from a run folder with them.
 
 from __future__ import annotations
 
+import io
 import math
 import textwrap
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from typing import Any
 from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.run.direct import DIRECT_LEARNERS, replace_one_equivalent
 from pate_stab.run.report import LABEL_ACCURACY_NOTE
+from pate_stab.run.run_folder import write_published
 
 __all__ = ["TABLE_LEGEND", "format_rows", "format_summary", "plot_rows", "summarise_rows", "total_cost",
            "total_cost_line"]  # fmt: skip
@@ -32,7 +34,8 @@ _COLUMNS = (  # (row key, header, format, width)
 )
 TABLE_LEGEND = (
     "ε: data-independent, enforced against the budget; ε dd san: PATE's data-dependent ε after "
-    "smooth-sensitivity sanitisation (private; the raw figure is not, and stays in private_compare.json). "
+    "smooth-sensitivity sanitisation (private; the raw figure is not, and stays in private_compare.json; '-' in "
+    "a seeded run, whose sanitisation noise comes from the published seed: kept in private_compare.json too). "
     "The stability releasers' ε is data-independent by construction. " + LABEL_ACCURACY_NOTE + "."
 )
 
@@ -208,6 +211,8 @@ def plot_rows(
     lines = text.count("\n") + 1
     fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=7)
     fig.tight_layout(rect=(0, 0.03 + 0.03 * lines, 1, 1))
-    fig.savefig(path, dpi=120)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=120, format="png")
     plt.close(fig)
+    write_published(path, image.getvalue())  # replaced whole: a reader never sees part of it
     return path

@@ -210,6 +210,11 @@ class TransferConfig:
     accelerator: str = "auto"
     progress: bool = False
     stop_after: Literal["teachers", "release"] | None = None
+    # finish a run whose release was interrupted (a crash after some of its calls were recorded)
+    # from the outputs its spend recorded, without drawing noise: the unrecorded remainder of the
+    # num_queries queries is not asked, the report says "partial" (pate_stab.run.release). Not
+    # part of the run's identity
+    finish_from_ledger: bool = False
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -246,6 +251,12 @@ class TransferConfig:
             raise ValueError(f"CNN teachers need images; features={self.features!r} gives vectors")
         if self.stop_after not in (None, "teachers", "release"):
             raise ValueError(f"stop_after must be None, 'teachers' or 'release', got {self.stop_after!r}")
+        if not isinstance(self.finish_from_ledger, bool):
+            raise ValueError(f"finish_from_ledger must be true or false, got {self.finish_from_ledger!r}")
+        if self.finish_from_ledger and self.rounds != 1:
+            raise ValueError(
+                f"finish_from_ledger finishes a release made in one round; this run has rounds={self.rounds}"
+            )
         if not self.run_name or "/" in self.run_name or self.run_name in (".", ".."):
             raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
         check_query_selection(self.query_selection)

@@ -116,5 +116,6 @@ ROUND_FEATURES = {
 # reporting only: PATE's data-dependent ε of the baselines (see pate_stab.run.data_dependent)
 REPORT_FIELDS = ("dd_order", "dd_sigma")
 NOT_IDENTITY = (
-    "checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", *STUDENT_FIELDS, *REPORT_FIELDS,
+    "checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", "finish_from_ledger",
+    *STUDENT_FIELDS, *REPORT_FIELDS,
 )  # fmt: skip

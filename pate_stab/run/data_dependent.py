@@ -16,9 +16,15 @@ sanitisation — the data-dependent RDP, its smooth sensitivity and the noise's 
 (private diagnostics). PATE publishes only the sanitised figure.
 
 The sanitisation's order and noise multiplier are settings of the run (``dd_order``,
-``dd_sigma``), fixed before the votes are seen, and its noise comes from the run's seeded
-generator. A release made with secure (discrete) noise gets the raw figure from the discrete
-Gaussian's tail bound and no sanitised figure (:func:`_secure_figures`).
+``dd_sigma``), fixed before the votes are seen. A release made with secure (discrete) noise gets
+the raw figure from the discrete Gaussian's tail bound and no sanitised figure
+(:func:`_secure_figures`). A release made with seeded noise (research) is sanitised with the run's
+seeded generator, so anyone who knows the seed (``config.json``) can subtract the sanitisation
+noise and recover the raw figure: the sanitised figure is then no mechanism output, and
+:func:`split_data_dependent` keeps it in the private diagnostics, with a note in the published
+part saying why it is absent (:data:`SEEDED_SANITISATION_NOTE`). No published file holds a
+sanitised figure that the ledger does not charge: charging it would need GNSS noise from the
+secure source, and the sanitisation is derived for continuous Gaussian noise only.
 """
 
 from __future__ import annotations
@@ -38,7 +44,13 @@ from pate_stab.privacy.pate_rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import Release
 
-__all__ = ["DATA_DEPENDENT_LABEL", "data_dependent_figures", "release_data_dependent", "split_data_dependent"]
+__all__ = [
+    "DATA_DEPENDENT_LABEL",
+    "SEEDED_SANITISATION_NOTE",
+    "data_dependent_figures",
+    "release_data_dependent",
+    "split_data_dependent",
+]
 
 DATA_DEPENDENT_LABEL = {
     "epsilon": "data-independent ε (enforced against the budget)",
@@ -57,6 +69,14 @@ _RAW_DETAIL = (
     "sanitisation_noise_std",
 )
 _NOT_SANITISED = "raw only, not sanitised"
+# fields of the detail that hold the sanitised figure (released only when its noise is secret)
+_SANITISED_DETAIL = ("sanitised_rdp", "sanitised_epsilon")
+_SANITISED_WITH = "sanitisation_noise"  # internal marker: where the sanitisation's noise came from
+SEEDED_SANITISATION_NOTE = (
+    "sanitised data-dependent ε withheld: its smooth-sensitivity noise was drawn from the run's published seed, "
+    "so the raw data-dependent ε (not differentially private) could be recovered from it; it is in the private "
+    "diagnostics. Use secure noise for published figures"
+)
 
 
 def split_data_dependent(figures: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -65,18 +85,29 @@ def split_data_dependent(figures: dict[str, Any]) -> tuple[dict[str, Any], dict[
     Published: the accounting, the sanitised ε (a mechanism's output), the data-independent RDP
     ε, and the detail's data-independent and released fields. Private: the raw ε, the raw
     detail fields (the data-dependent RDP, its order, smooth sensitivity, noise std) and, where
-    the sanitisation's conditions failed on these votes, the error message.
+    the sanitisation's conditions failed on these votes, the error message. A sanitised figure
+    whose noise came from the run's seed goes to the private part too (its detail fields
+    included), and the published note says why it is absent (:data:`SEEDED_SANITISATION_NOTE`).
     """
-    public = {k: v for k, v in figures.items() if k not in ("epsilon_dd_raw", "data_dependent_detail")}
+    seeded = figures.get(_SANITISED_WITH) == "seeded" and figures.get("epsilon_dd_sanitised") is not None
+    hidden = ("epsilon_dd_raw", "data_dependent_detail", _SANITISED_WITH)
+    public = {k: v for k, v in figures.items() if k not in hidden}
     private: dict[str, Any] = {"epsilon_dd_raw": figures.get("epsilon_dd_raw")}
+    raw_detail = _RAW_DETAIL + (_SANITISED_DETAIL if seeded else ())
     detail = figures.get("data_dependent_detail")
     if detail is not None:
-        public["data_dependent_detail"] = {k: v for k, v in detail.items() if k not in _RAW_DETAIL}
-        private["data_dependent_detail"] = {k: v for k, v in detail.items() if k in _RAW_DETAIL}
+        public["data_dependent_detail"] = {k: v for k, v in detail.items() if k not in raw_detail}
+        private["data_dependent_detail"] = {k: v for k, v in detail.items() if k in raw_detail}
     note = str(figures.get("data_dependent_note", ""))
     if note.startswith(_NOT_SANITISED):
         public["data_dependent_note"] = "not sanitised at these settings (the reason is in the private diagnostics)"
         private["data_dependent_note"] = note
+    if seeded:  # sanitised with the published seed: recoverable, so not a mechanism output
+        private["epsilon_dd_sanitised"] = public["epsilon_dd_sanitised"]
+        public["epsilon_dd_sanitised"] = None
+        public["data_dependent_note"] = SEEDED_SANITISATION_NOTE
+        if note:
+            private["data_dependent_note"] = note
     return public, private
 
 
@@ -103,7 +134,8 @@ def data_dependent_figures(
         teachers_changed: 1, or 2 under replace-one over content keys, where PATE's per-vote
             analysis does not apply (the figures are then None, with a note).
         order, sigma: the sanitisation's Rényi order and noise multiplier σ_ss.
-        generator: the sanitisation noise.
+        generator: the sanitisation noise: the run's seeded generator (a sanitised figure is
+            marked as seeded, and :func:`split_data_dependent` keeps it private).
     """
     kind = aggregator_spec(aggregator).data_dependent
     out: dict[str, Any] = {
@@ -147,6 +179,8 @@ def data_dependent_figures(
     if s is not None:
         out["epsilon_dd_raw"] = s.data_dependent_epsilon
         out["epsilon_dd_sanitised"] = s.sanitised_epsilon
+        if s.sanitised_epsilon is not None:  # drawn from ``generator``: the run's seeded one
+            out[_SANITISED_WITH] = "seeded"
         out["epsilon_rdp_data_independent"] = s.data_independent_epsilon
         out["data_dependent_detail"] = s.to_dict()
         if kind == "lnmax":

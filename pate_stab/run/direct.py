@@ -43,9 +43,23 @@ add/remove one (the heads' analysis fixes n). Each row therefore also carries it
 equivalent (``epsilon_replace_one``, ``delta_replace_one``), and the cumulative cost of all rows
 under replace-one is their sum (basic composition).
 
-Randomness: the noise comes from a ``torch.Generator`` seeded from the OS (``secrets``) when the
-run's ``releaser_noise`` is ``"secure"``; with ``"seeded"`` (research) it is derived from the
-run's seed and the spend id, and carries no privacy against anyone who knows the seed.
+Randomness: the noise comes from the OS when the run's ``releaser_noise`` is ``"secure"``; with
+``"seeded"`` (research) it is derived from the run's seed and the spend id, and carries no privacy
+against anyone who knows the seed. What kind of noise each learner draws (:data:`NOISE_KINDS`,
+stated in every row's note and settings):
+
+* output perturbation (``output-*``): **exact**. The weights are released on a power-of-two lattice
+  with exact discrete Laplace noise (:func:`pate_stab.privacy.lattice_noise.lattice_laplace`, bits
+  from ``os.urandom`` or the seeded source), calibrated to the ℓ1 sensitivity implied by the ℓ2
+  bound plus the rounding's: no floating-point noise is published (Mironov 2012's attack).
+* objective perturbation (``objective-*``): **floating point**. The l2-Laplace vector b (Gamma norm,
+  Gaussian direction) from a ``torch.Generator`` seeded from the OS. Its analysis (Chaudhuri et al.
+  2011, Thm 9) is a change of variables b → w that needs b to have a density; no exact sampler of
+  that law is implemented. The released weights are the solver's output, not value + noise.
+* DP-SGD (``dpsgd-*``): **floating point** Gaussian noise from a ``torch.Generator`` (Opacus's
+  parts), with Opacus's ``secure_mode`` noise (Holohan & Braghin 2021: four draws summed and
+  halved) in secure runs. Opacus's ``PrivacyEngine(secure_mode=True)`` also wants ``torchcsprng``
+  for its generator; that package is not used (it is not built for current torch).
 """
 
 from __future__ import annotations
@@ -75,6 +89,7 @@ from pate_stab.erm.multinomial import check_class_labels, softmax_objective_pert
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
+from pate_stab.privacy.discrete_noise import RandomSource, SeededRandomSource, SystemRandomSource
 from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS
@@ -86,6 +101,7 @@ __all__ = [
     "DIRECT_LEARNERS",
     "DIRECT_RELATIONS",
     "HEAD_LAMBDA",
+    "NOISE_KINDS",
     "NORM_QUANTILE",
     "check_direct_inputs",
     "check_direct_learners",
@@ -109,6 +125,20 @@ HEAD_LAMBDA = 1e-3
 """λ of the convex heads, fixed in advance (module docstring)."""
 NORM_QUANTILE = 0.99
 """The convex heads' feature bound R: this quantile of the public pool's row norms."""
+NOISE_KINDS = {
+    "output": "exact: discrete Laplace on a power-of-two lattice (Canonne, Kamath & Steinke 2020, Alg 2), "
+    "calibrated to the ℓ2 bound's ℓ1 sensitivity plus the rounding's",
+    "objective": "floating point: l2-Laplace vector from a torch generator (the analysis needs a noise density; "
+    "no exact sampler of it is implemented)",
+    "dpsgd": "floating point: Gaussian from a torch generator, Opacus secure_mode noise in secure runs (no exact "
+    "sampler; torchcsprng is not used)",
+}
+"""The kind of noise each family of direct learners draws (module docstring), by name prefix."""
+_NOISE_NOTES = {
+    "output": "exact lattice Laplace noise",
+    "objective": "float l2-Laplace noise (no exact sampler)",
+    "dpsgd": "float Gaussian noise",
+}
 _DPSGD = DPSGDConfig()
 _RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}
 
@@ -148,9 +178,35 @@ def replace_one_equivalent(*, epsilon: float, delta: float, neighbouring: str) -
 def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
     if prep.config.releaser_noise == "secure":
         return torch.Generator().manual_seed(secrets.randbits(63)), "secure (generator seeded from the OS)"
-    digest = hashlib.sha256(f"{prep.config.seed}|{spend_id}".encode()).digest()
-    seed = int.from_bytes(digest[:8], "little") >> 1
+    seed = _seed(prep, spend_id)
     return torch.Generator().manual_seed(seed), "seeded (research: no privacy against anyone who knows the seed)"
+
+
+def _seed(prep: Prepared, spend_id: str) -> int:
+    digest = hashlib.sha256(f"{prep.config.seed}|{spend_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def _exact_source(prep: Prepared, spend_id: str) -> RandomSource:
+    """The random bits of the exact samplers: the OS's CSPRNG, or (seeded runs) a source derived
+    from the run's seed and the spend id, independent of :func:`_generator`'s stream."""
+    if prep.config.releaser_noise == "secure":
+        return SystemRandomSource()
+    return SeededRandomSource(_seed(prep, spend_id + "|exact"))
+
+
+def _noise_family(learner: str) -> str:
+    return learner.split("-", 1)[0]
+
+
+def _noise_note(learner: str, meta: dict[str, Any]) -> str:
+    """What the row's note says about its noise (a model recorded before ``noise_kind`` drew float noise)."""
+    if "noise_kind" not in meta:
+        return "float noise (recorded before the exact samplers)"
+    note = _NOISE_NOTES[_noise_family(learner)]
+    if learner.startswith("dpsgd"):
+        note += ", Opacus secure_mode" if meta.get("secure_mode") else " (seeded run: no secure_mode)"
+    return note
 
 
 def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
@@ -240,15 +296,24 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
 
 
 def _train(
-    prep: Prepared, learner: str, epsilon: float, generator: torch.Generator, dpsgd: DPSGDConfig, meta: dict[str, Any]
+    prep: Prepared,
+    learner: str,
+    epsilon: float,
+    generator: torch.Generator,
+    dpsgd: DPSGDConfig,
+    meta: dict[str, Any],
+    source: RandomSource,
 ) -> dict[str, Any]:
+    """The trained model; output perturbation draws its (exact) noise from ``source``."""
     task = prep.task
+    secure_mode = bool(meta.get("secure_mode", False))
     if learner == "dpsgd-cnn":
         assert task.private_images is not None  # check_direct_inputs
         device = cnn.resolve_device(prep.config.accelerator)
         trained = cnn.train_dpsgd_cnn(task.private_images, task.private_y, num_classes=task.num_classes,
                                       epsilon=epsilon, delta=prep.config.delta, generator=generator, config=dpsgd,
-                                      public_size=meta["public_size"], device=device)  # fmt: skip
+                                      public_size=meta["public_size"], device=device,
+                                      secure_mode=secure_mode)  # fmt: skip
         ran, planned = (trained.noise_multiplier, trained.sample_rate, trained.steps), (
             meta["noise_multiplier"], meta["sample_rate"], meta["steps"])  # fmt: skip
         if ran != planned:  # the ledger recorded what was planned
@@ -258,27 +323,39 @@ def _train(
         mean, std = _pool_standardiser(prep)
         model = train_dpsgd_linear((task.private_x.float() - mean) / std, task.private_y,
                                    num_classes=task.num_classes, epsilon=epsilon, delta=prep.config.delta,
-                                   generator=generator, public_size=meta["public_size"], config=dpsgd)  # fmt: skip
+                                   generator=generator, public_size=meta["public_size"], config=dpsgd,
+                                   secure_mode=secure_mode)  # fmt: skip
         if (model.noise_multiplier, model.sample_rate, model.steps) != (
             meta["noise_multiplier"], meta["sample_rate"], meta["steps"]):  # fmt: skip
             raise RuntimeError("DP-SGD ran at other (σ, q, steps) than the spend recorded")
         return {"kind": "linear", "weight": model.weight, "bias": model.bias, "mean": mean, "std": std,
                 "epsilon": model.epsilon}  # fmt: skip
     bound, x = _head_inputs(prep)
+    # output perturbation draws exact lattice noise from ``source``; objective perturbation float noise
+    exact = learner.startswith("output")
     if learner.endswith("-softmax"):
-        fn = softmax_objective_perturbation if learner.startswith("objective") else softmax_output_perturbation
-        m = fn(x, task.private_y, num_classes=task.num_classes, epsilon=epsilon, lam=HEAD_LAMBDA, generator=generator)
+        kwargs: dict[str, Any] = {"num_classes": task.num_classes, "epsilon": epsilon, "lam": HEAD_LAMBDA,
+                                  "generator": generator}  # fmt: skip
+        if exact:
+            m = softmax_output_perturbation(x, task.private_y, exact_noise=source, **kwargs)
+        else:
+            m = softmax_objective_perturbation(x, task.private_y, **kwargs)
         weight = m.weights
     else:
         # one-vs-rest over the public class list range(C), not the classes present in the private
         # labels (PrivateLinearHead.fit reads those from the data): ε/C per class, basic composition
-        fn_ovr = objective_perturbation if learner.startswith("objective") else output_perturbation
         eps_class = epsilon / task.num_classes
-        weight = torch.stack([
-            fn_ovr(x, torch.where(task.private_y == k, 1.0, -1.0).double(), epsilon=eps_class, lam=HEAD_LAMBDA,
-                   generator=generator, loss="logistic").weights
-            for k in range(task.num_classes)
-        ])  # fmt: skip
+        heads = []
+        for k in range(task.num_classes):
+            yk = torch.where(task.private_y == k, 1.0, -1.0).double()
+            if exact:
+                head = output_perturbation(x, yk, epsilon=eps_class, lam=HEAD_LAMBDA, generator=generator,
+                                           loss="logistic", exact_noise=source)  # fmt: skip
+            else:
+                head = objective_perturbation(x, yk, epsilon=eps_class, lam=HEAD_LAMBDA, generator=generator,
+                                              loss="logistic")  # fmt: skip
+            heads.append(head.weights)
+        weight = torch.stack(heads)
     c = task.num_classes
     return {"kind": "linear", "weight": weight, "bias": torch.zeros(c, dtype=weight.dtype), "bound": bound,
             "epsilon": epsilon}  # fmt: skip
@@ -346,8 +423,11 @@ def run_direct(
         charge_eps, charge_delta, event, meta = _plan(prep, learner, epsilon, dpsgd)
         generator, noise = _generator(prep, spend_id)
         meta["noise"] = noise
+        meta["noise_kind"] = NOISE_KINDS[_noise_family(learner)]
+        if learner.startswith("dpsgd"):
+            meta["secure_mode"] = prep.config.releaser_noise == "secure"
         ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta)
-        model = _train(prep, learner, epsilon, generator, dpsgd, meta)
+        model = _train(prep, learner, epsilon, generator, dpsgd, meta, _exact_source(prep, spend_id))
         folder.mkdir(parents=True, exist_ok=True)
         name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
         tmp = folder / (name + ".tmp")
@@ -378,6 +458,7 @@ def run_direct(
     else:
         note = (f"direct, {_RELATION_NAMES[relation]}; λ={meta['lam']:g}, "
                 f"||x|| clipped at R={meta['feature_bound']:.3g} (pool)")  # fmt: skip
+    note += f"; {_noise_note(learner, meta)}"
     return {
         "aggregator": learner,
         "kind": "direct",

@@ -46,7 +46,13 @@ from torch import Tensor
 
 from pate_stab.features import make_features
 from pate_stab.features.ssl import SSLConfig
-from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes, write_private
+from pate_stab.privacy.private_files import (
+    keyed_digest,
+    private_folder,
+    run_private_key,
+    tensor_bytes,
+    write_private,
+)
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.config_names import EXTRACTED_FEATURES, FEATURE_BLOCKS
 from pate_stab.run.data import Task
@@ -181,7 +187,7 @@ def _extract_block(
             "fit_s": fit_s,
             "total_s": time.perf_counter() - t0,
         }
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        private_folder(cache_dir)  # the private records' features: a private folder (0700)
         _save_private(saved, path)
     return saved, path, cached
 

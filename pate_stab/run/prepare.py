@@ -1,8 +1,10 @@
 """Stages 1–2 of the main job: data, a record-keyed partition, and the teachers (trained or reloaded).
 
-:func:`prepare` loads the task, refuses a budget at which the run's stability releaser could not
-answer anything (:class:`BudgetTooSmallError`, before any training), checks that the run folder
-holds this configuration (or none) and was made with these data (a MAC of the splits in a private
+:func:`prepare` loads the task, refuses more teachers than private records
+(:func:`check_teachers_fit`) and a budget at which the run's stability releaser could not answer
+anything (:class:`BudgetTooSmallError`), both before any training and before ``config.json`` is
+written, checks that the run folder holds this configuration (or none, or one under which nothing
+was trained or spent: :func:`nothing_trained_or_spent`) and was made with these data (a MAC of the splits in a private
 file, :func:`~pate_stab.run.private.check_data_identity`), partitions the private records by their key (content or
 record id, DESIGN.md fact 1) and trains the teachers as one vectorised Lightning fit — or
 reloads them. Votes on the public pool are computed later, only when a release asks for them.
@@ -22,6 +24,7 @@ import torch
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
+from pate_stab.privacy.private_files import PRIVATE_KEY_NAME, tighten_private_tree
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import (
     DIRECT_LEARNER_NAMES,
@@ -33,8 +36,9 @@ from pate_stab.run.config import (
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
 from pate_stab.run.plan import RunPlan, plan_for_config
-from pate_stab.run.private import check_data_identity
+from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, report_stage
+from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
 from pate_stab.teachers import (
     ModelSpec,
     PoolVotes,
@@ -48,7 +52,16 @@ from pate_stab.teachers import (
 )
 from pate_stab.teachers.partition import RecordKeys
 
-__all__ = ["BudgetTooSmallError", "Prepared", "check_answerable", "partition_keys", "pool_graph", "prepare"]
+__all__ = [
+    "BudgetTooSmallError",
+    "Prepared",
+    "check_answerable",
+    "check_teachers_fit",
+    "nothing_trained_or_spent",
+    "partition_keys",
+    "pool_graph",
+    "prepare",
+]
 
 
 class BudgetTooSmallError(ValueError):
@@ -159,10 +172,47 @@ PAST_DEFAULTS = {"releaser_noise": "seeded"}
 """Settings whose default changed: a config.json without the key was made under the old default."""
 
 
+# what a run folder holds before anything is trained or spent: the configuration, the lock, the
+# folder's secret key and data identity (private), the public features' caches, a ledger with no spend
+_BEFORE_TRAINING = {
+    "config.json", LOCK_NAME, PRIVATE_KEY_NAME, PRIVATE_IDENTITY, "features", "features.pt", "ledger.jsonl",
+}  # fmt: skip
+
+
+def nothing_trained_or_spent(run_dir: Path) -> bool:
+    """True if ``run_dir`` holds no teachers, no student, no report and no spend.
+
+    Such a folder only holds what a run writes before its first training step (``config.json``, the
+    lock, the secret key and data identity, features fitted on public data) and at most a ledger
+    header: nothing in it depends on the configuration's upstream settings beyond the features'
+    caches, which are keyed on their options. Anything else, or a ledger line that is not a header
+    or a budget record (or cannot be read), counts as trained or spent.
+    """
+    if not run_dir.is_dir():
+        return True
+    if any(p.name not in _BEFORE_TRAINING and not p.name.endswith(".tmp") for p in run_dir.iterdir()):
+        return False
+    ledger = run_dir / "ledger.jsonl"
+    if not ledger.is_file():
+        return True
+    try:
+        records = [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return all(isinstance(r, dict) and r.get("kind") in ("header", "budget") for r in records)
+
+
 def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
+    """Refuse a run folder made with another configuration, unless nothing was trained or spent in it.
+
+    A folder whose run was refused before its first training step (a setting that could only be
+    judged once the data were read, a direct learner's missing public size, …) holds nothing that
+    belongs to its configuration (:func:`nothing_trained_or_spent`): a corrected rerun replaces its
+    ``config.json``. Otherwise the configuration must match, except in :data:`NOT_IDENTITY`.
+    """
     path = run_dir / "config.json"
     mine = {k: v for k, v in config.to_dict().items() if k not in NOT_IDENTITY}
-    if path.is_file():
+    if path.is_file() and not nothing_trained_or_spent(run_dir):
         saved = json.loads(path.read_text())
         # a key added to TransferConfig after the folder was made had its default value then
         defaults = TransferConfig().to_dict() | PAST_DEFAULTS
@@ -175,8 +225,26 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
                 f"{run_dir} holds a run with another configuration (differs in: {', '.join(diff)}); "
                 "choose another run name or remove the folder"
             )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True))
+    claim_run_folder(run_dir)  # the run's first write: the folder's lock is taken here if not yet
+    write_published(path, json.dumps(config.to_dict(), indent=2, sort_keys=True))
+
+
+def check_teachers_fit(num_teachers: int, num_private: int) -> None:
+    """Refuse more teachers than private records (before any partition or training).
+
+    A partition of n records into k > n shards leaves at least k − n teachers without a record:
+    they vote at chance, and a release would spend its budget on their noise. n is private under
+    add/remove, so this refusal is shown to the data holder (the terminal, an exception) only and
+    is raised before anything is trained, spent or published: no published file depends on it.
+    """
+    if num_teachers > num_private:
+        raise ValueError(
+            f"num_teachers={num_teachers} exceeds the {num_private} private records: at least "
+            f"{num_teachers - num_private} teachers would get no record and vote at chance, and the release would "
+            f"spend on them. Use at most {num_private} teachers (a few dozen records per teacher or more; `pate-stab "
+            "plan` shows what each aggregator needs). This message holds the private size: it is for you, not for "
+            "publication. Nothing was trained or spent"
+        )
 
 
 def prepare(
@@ -232,6 +300,8 @@ def prepare(
             f"{config.aggregator} trains a CNN on images; the private data of this run ({config.dataset!r}) are "
             "feature vectors or a table, not images"
         )
+    if with_teachers:
+        check_teachers_fit(config.num_teachers, int(task.private_x.shape[0]))
     if check_budget:
         check_answerable(config, task.num_classes)
     if config.num_queries > task.public_x.shape[0]:
@@ -244,6 +314,8 @@ def prepare(
     if task.private_ids is not None:
         splits.append(task.private_ids)
     check_data_identity(run_dir, splits)
+    for folder in PRIVATE_FOLDERS:  # working state from private data; a folder made before it was private
+        tighten_private_tree(run_dir / folder)
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
     # the plan (calibrations), the budget check, the run folder and the data's identity

@@ -14,9 +14,15 @@ DESIGN.md fact 8. A run folder holds
   data-dependent ε with its RDP and smooth-sensitivity inputs, wall times of the stages —
   teacher training time depends on the private size), ``private_key`` (the folder's secret key)
   and ``private_identity.json`` (the MAC of the data the run was made with); likewise
-  ``private_compare.json`` for ``compare``. ``teachers/`` and ``features/`` are working state
-  computed from private data (teachers, the private records' features): keep them private too.
-  ``features.pt`` (a PCA fitted on the public pool only) may be published.
+  ``private_compare.json`` for ``compare``;
+* **private folders** (:data:`PRIVATE_FOLDERS`, mode 0700, every file in them 0600): ``teachers/``
+  (the teachers' weights, ``config.json`` and Lightning's checkpoints: models of the private data
+  that no mechanism paid for) and ``features/`` (the private records' features). A run made before
+  they were private has its folders tightened when it is reopened.
+
+``features.pt`` (a PCA fitted on the public pool only) may be published, and so may ``direct/``
+(:data:`PUBLISHED_FOLDERS`): the direct learners' models, each a mechanism output charged in the
+ledger, and nothing else.
 
 :func:`split_private` moves the private fields out of a report; :func:`check_data_identity`
 makes a rerun refuse data other than the run's.
@@ -34,7 +40,9 @@ from pate_stab.privacy.private_files import keyed_digest, run_private_key, tenso
 
 __all__ = [
     "PRIVATE_DIAGNOSTICS",
+    "PRIVATE_FOLDERS",
     "PRIVATE_IDENTITY",
+    "PUBLISHED_FOLDERS",
     "check_data_identity",
     "files_section",
     "split_private",
@@ -43,6 +51,10 @@ __all__ = [
 
 PRIVATE_DIAGNOSTICS = "private_diagnostics.json"
 PRIVATE_IDENTITY = "private_identity.json"
+PRIVATE_FOLDERS = ("teachers", "features")
+"""Folders of working state derived from private data without a mechanism: 0700, files 0600."""
+PUBLISHED_FOLDERS = ("direct",)
+"""Folders of mechanism outputs: the direct learners' models (one charged spend each)."""
 
 _PRIVATE_NOTE = (
     "computed from private data without a charged mechanism: NOT differentially private. Keep it "
@@ -60,8 +72,10 @@ def files_section(published: list[str], private: list[str]) -> dict[str, Any]:
     return {
         "published": sorted(published),
         "private": sorted(private),
-        "note": "published: mechanism outputs and what is computed from them and public data; private (mode "
-        "0600): statistics of the private data no mechanism paid for, secret keys and working state",
+        "note": "published: mechanism outputs and what is computed from them and public data; private (files "
+        "0600, folders 0700): statistics of the private data no mechanism paid for, secret keys and working "
+        "state derived from private data (teachers/: the teachers' weights and checkpoints; features/: the "
+        "private records' features)",
     }
 
 

@@ -29,6 +29,7 @@ from pate_stab.run.config import STUDENT_FIELDS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.prepare import PAST_DEFAULTS, prepare
 from pate_stab.run.release import label_accuracy, recorded_spend_id, release_labels
+from pate_stab.run.run_folder import run_lock
 from pate_stab.run.student import fit_student, student_accuracies
 
 __all__ = ["RefitError", "refit_students", "saved_config"]
@@ -75,8 +76,25 @@ def refit_students(
     Raises:
         RefitError: not a run folder, an override of a non-student setting, a release that was
             not recorded (before any student is trained).
+        RunFolderLockedError: another run holds the run folder's lock; nothing was written.
     """
     run_dir = Path(run_dir)
+    saved_config(run_dir)  # a run folder, before its lock is taken (the lock would create the folder)
+    with run_lock(run_dir):  # one writer per run folder (pate_stab.run.run_folder)
+        return _refit(run_dir, aggregators, epsilons, overrides, seed, repeats, accelerator, data, echo)
+
+
+def _refit(
+    run_dir: Path,
+    aggregators: Sequence[str],
+    epsilons: Sequence[float],
+    overrides: dict[str, Any] | None,
+    seed: int,
+    repeats: int,
+    accelerator: str | None,
+    data: OwnData | None,
+    echo: bool,
+) -> tuple[list[dict[str, Any]], TransferConfig, tuple[float, float], list[dict[str, Any]]]:
     config = saved_config(run_dir)
     overrides = dict(overrides or {})
     bad = [k for k in overrides if k not in STUDENT_FIELDS]

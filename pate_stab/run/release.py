@@ -14,12 +14,26 @@ outputs with its spend before they leave; the whole release — labels, the quer
 and the rounds — is then stored with ``record_result``. A rerun returns the stored release; a
 rerun after a crash before ``record_result`` replays the recorded calls (same selection, no
 fresh noise) and a call that was never recorded is refused (``ReplayedSpendError``).
+
+Finishing an interrupted release (``finish_from_ledger``). A crash (SIGKILL, power loss) in the
+middle of a release leaves its spend and the outputs of the calls made so far in the ledger, and
+no result; a plain rerun replays those calls and is refused at the first unrecorded one. With
+``finish_from_ledger`` the rerun replays the recorded calls (the same selection, checked call by
+call against the recorded query positions) and stops where the record stops: the remainder of the
+``num_queries`` queries is not asked, no noise is drawn and nothing is written to the ledger (its
+bytes stay as they are). The release is marked partial (:attr:`Release.partial`). Its outputs are
+the ones the paid release had already produced — an online mechanism stopped early by its caller,
+which the releasers' analyses cover (an interactive mechanism's guarantee holds for a caller that
+stops at any point) — so they keep that spend's (ε, δ); the student trained on them and the report
+are post-processing. The partial marker and the number of recorded calls are read from the ledger,
+which is published already.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +42,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
+from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.selection import SELECTION_PRIVACY, SelectionResult, answered_mask, release_in_rounds
@@ -63,6 +78,14 @@ class Release:
     reused: bool
     index: Tensor
     selection: dict[str, Any]
+    partial: dict[str, Any] | None = None  # finish_from_ledger: the interrupted release (module docstring)
+
+
+FINISH_HINT = (
+    "To finish the run from the outputs recorded so far without spending or drawing noise, rerun with "
+    "--finish-from-ledger (finish_from_ledger: true): the unrecorded queries are then not asked and the report "
+    "marks the release partial"
+)
 
 
 def _replay(
@@ -124,6 +147,7 @@ def release_labels(
     delta: float | None = None,
     spend_id: str | None = None,
     steered: Callable[[], Tensor] | None = None,
+    finishable: bool = False,
 ) -> Release:
     """Run one aggregator on the run's queries, spending through ``ledger`` (or replay its record).
 
@@ -143,6 +167,8 @@ def release_labels(
             pool positions to offer, in order, computed from public data and earlier releases
             only; called only when the round is not replayed. The first ``num_queries`` of them
             are offered in one batch (selection ``"steered"``).
+        finishable: the caller can finish an interrupted release (``finish_from_ledger``, a
+            transfer): a rerun refused at an unrecorded call then says how.
     """
     config = prep.config
     spec = aggregator_spec(aggregator)
@@ -154,6 +180,15 @@ def release_labels(
     recorded = ledger.entry(spend_id)
     if recorded is not None and recorded.has_result:
         return _replay(prep, aggregator, spec.soft, spend_id, recorded.result, strategy)
+    # finish_from_ledger: replay the calls the spend recorded, ask nothing after them (module docstring)
+    finish_calls: int | None = None
+    if config.finish_from_ledger and steered is None:
+        if recorded is None:
+            raise ValueError(
+                f"finish_from_ledger: the ledger holds no spend {spend_id!r}, so there are no recorded outputs to "
+                "finish from (nothing was spent or drawn now); run without finish_from_ledger to release"
+            )
+        finish_calls = len(recorded.outputs)
     if steered is None and config.query_selection != "first" and selection_generator is None:
         raise TypeError(f"query_selection={config.query_selection!r} needs a selection_generator")
 
@@ -165,20 +200,30 @@ def release_labels(
     # one bar over the m queries, advanced as each round is released (votes have their own bar)
     bar = tqdm(total=config.num_queries, desc=f"release {aggregator}", unit="query", disable=not config.progress)
 
+    calls = 0
+    stopped = False  # finish_from_ledger: the record ended; nothing more is asked
+
     def release(index: Tensor) -> Tensor:
+        nonlocal calls, stopped
+        if finish_calls is not None and calls >= finish_calls:
+            stopped = True  # never asked: no votes read, no noise drawn, nothing recorded
+            if spec.soft:
+                return torch.full((int(index.numel()),), math.nan, dtype=torch.float64)
+            return torch.full((int(index.numel()),), -1, dtype=torch.int64)
         inputs = votes.scores(index) if spec.votes == "scores" else votes.histograms(index)
         labels = rel.release(inputs, query_ids=index).labels  # the ledger records the pool positions
+        calls += 1
         bar.update(int(index.numel()))
         return labels
 
-    with bar:
+    with bar, _naming_the_finish_option(finishable and recorded is not None and finish_calls is None):
         selected = (
             _release_in_order(order[: config.num_queries], release) if order is not None else release_in_rounds(
             prep.task.public_x,
             num_queries=config.num_queries,
             strategy=config.query_selection,
             release=release,
-            halted=lambda: rel.halted,
+            halted=lambda: rel.halted or stopped,
             confidence=selector_confidence(prep, selection_generator)
             if selection_generator is not None and config.query_selection == "student-confidence"
             else None,
@@ -188,6 +233,9 @@ def release_labels(
             max_unstable=config.max_unstable if spec.halts else None,  # the baselines never halt
             generator=selection_generator,
         ))  # fmt: skip
+    partial = None
+    if stopped:  # keep the recorded calls only: one call per selection round
+        selected = _recorded_prefix(selected, calls)
     labels, offered = selected.labels, int(selected.index.numel())
     summary = rel.summary()
     # of the queries offered, the releaser processed ``queries_seen`` (answered or ⊥); the rest
@@ -195,6 +243,16 @@ def release_labels(
     seen = int(summary["queries_seen"])
     summary["abstained"] = seen - int(summary["answered"])
     summary["not_asked"] = offered - seen
+    if stopped:  # the unrecorded remainder of the m queries the spend paid for: not asked
+        summary["not_asked"] = config.num_queries - seen
+        partial = {
+            "interrupted": True,
+            "recorded_calls": calls,
+            "queries_released": offered,
+            "note": "the run that drew this release stopped before its end; these are the outputs its ledger spend "
+            "recorded (finish_from_ledger): the remaining queries were not asked. The certified (ε, δ) is the whole "
+            "spend's; nothing was spent or drawn when finishing",
+        }
     selection: dict[str, Any] = {"strategy": strategy, "offered": offered, "rounds": selected.rounds}
     if strategy not in ("first", STEERED):
         selection["round_size"] = config.selection_round_size
@@ -202,9 +260,29 @@ def release_labels(
             selection["coverage"] = config.selection_coverage
     if strategy != "first":
         selection["index"] = selected.index.tolist()
+    if partial is not None:  # finishing writes nothing to the ledger: its record stays as the crash left it
+        return Release(aggregator, labels, spec.soft, summary, spend_id, True, selected.index, selection, partial)
     stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
     ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
     return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+
+
+@contextlib.contextmanager
+def _naming_the_finish_option(resumed: bool) -> Iterator[None]:
+    """A rerun refused at an unrecorded call (``ReplayedSpendError``) says how to finish the run."""
+    try:
+        yield
+    except ReplayedSpendError as exc:
+        if not resumed:
+            raise
+        raise ReplayedSpendError(f"{exc} {FINISH_HINT}.") from exc
+
+
+def _recorded_prefix(selected: SelectionResult, calls: int) -> SelectionResult:
+    """The rounds of ``selected`` that the ledger recorded (the first ``calls``; one release call each)."""
+    rounds = selected.rounds[:calls]
+    cut = sum(int(r["size"]) for r in rounds)
+    return SelectionResult(selected.index[:cut], selected.labels[:cut], rounds)
 
 
 def _release_in_order(order: Tensor, release: Callable[[Tensor], Tensor]) -> SelectionResult:

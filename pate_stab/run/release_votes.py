@@ -40,11 +40,14 @@ may be published; ``private_identity.json`` and ``private_key`` may not (the rep
 from __future__ import annotations
 
 import csv
+import functools
+import io
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, cast
 
 import numpy as np
 import torch
@@ -58,6 +61,7 @@ from pate_stab.rng import seeded_generator
 from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import clean_json, noise_report
+from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
 from pate_stab.run.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 
 __all__ = [
@@ -75,6 +79,22 @@ class UnanswerableError(VotesError):
     """A stability releaser could not answer even a unanimous vote of these teachers; nothing was spent."""
 
 
+_P = ParamSpec("_P")
+
+
+def _one_writer(release: Callable[_P, dict[str, Any]]) -> Callable[_P, dict[str, Any]]:
+    """Run ``release`` holding the output folder's lock (:func:`~pate_stab.run.run_folder.run_lock`):
+    a concurrent release into the same folder is refused before it writes anything."""
+
+    @functools.wraps(release)
+    def locked(*args: _P.args, **kwargs: _P.kwargs) -> dict[str, Any]:
+        with run_lock(Path(cast("str", kwargs["out_dir"]))):
+            return release(*args, **kwargs)
+
+    return locked
+
+
+@_one_writer
 def release_votes(
     votes_path: str | os.PathLike[str],
     *,
@@ -126,6 +146,7 @@ def release_votes(
         VotesError: invalid votes, public inputs or options; nothing was spent.
         UnanswerableError: a stability releaser could not answer at this k; nothing was spent.
         BudgetExhaustedError / ReplayedSpendError: from the ledger; nothing was released.
+        RunFolderLockedError: another release holds the output folder's lock; nothing was written.
     """
     spec = aggregator_spec(aggregator)
     wanted: Layout = "scores" if spec.votes == "scores" else layout
@@ -171,7 +192,7 @@ def release_votes(
         raise VotesError(f"query_selection={selection!r} needs the public points' inputs (public_inputs)")
     pool_x = load_public_inputs(public_inputs, n) if public_inputs is not None else None
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    claim_run_folder(out)  # created, and locked (release_votes holds its run_lock) from here on
     run = run_name or out.name
     spend_id = release_spend_id(run, aggregator, float(epsilon))
     with PrivacyLedger(
@@ -230,12 +251,15 @@ def release_votes(
     labels_list = payload["labels"]
     soft = spec.soft
     array = np.array([np.nan if v is None else v for v in labels_list], dtype=np.float64 if soft else np.int64)
-    np.save(out / "labels.npy", array)
-    with (out / "labels.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["query", "label"])
-        for i, v in enumerate(labels_list):
-            writer.writerow([i, "" if v is None or v == -1 else v])
+    npy = io.BytesIO()
+    np.save(npy, array)
+    write_published(out / "labels.npy", npy.getvalue())
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    writer.writerow(["query", "label"])
+    for i, v in enumerate(labels_list):
+        writer.writerow([i, "" if v is None or v == -1 else v])
+    write_published(out / "labels.csv", table.getvalue())
     s = payload["summary"]
     report = clean_json(
         {
@@ -260,11 +284,12 @@ def release_votes(
             "outputs": {"labels_npy": str(out / "labels.npy"), "labels_csv": str(out / "labels.csv")},
             "ledger": {**ledger_report, "spend_id": spend_id},
             "files": files_section(
-                ["labels.npy", "labels.csv", "report.json", "ledger.jsonl"], [PRIVATE_IDENTITY, "private_key"]
+                ["labels.npy", "labels.csv", "report.json", "ledger.jsonl", LOCK_NAME],
+                [PRIVATE_IDENTITY, "private_key"],
             ),
         }
     )
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    write_published(out / "report.json", json.dumps(report, indent=2, sort_keys=True))
     return report
 
 

@@ -25,8 +25,16 @@ from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
 from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS
 from pate_stab.run.data_dependent import split_data_dependent
 from pate_stab.run.prepare import Prepared
-from pate_stab.run.private import PRIVATE_DIAGNOSTICS, PRIVATE_IDENTITY, files_section, split_private
+from pate_stab.run.private import (
+    PRIVATE_DIAGNOSTICS,
+    PRIVATE_FOLDERS,
+    PRIVATE_IDENTITY,
+    PUBLISHED_FOLDERS,
+    files_section,
+    split_private,
+)
 from pate_stab.run.release import Release, selection_report
+from pate_stab.run.run_folder import LOCK_NAME
 from pate_stab.student import StudentTargets
 
 __all__ = ["LABEL_ACCURACY_NOTE", "clean_json", "noise_report", "open_ledger", "run_files", "transfer_report"]
@@ -86,9 +94,14 @@ def open_ledger(
 def run_files(run_dir: Path, published: list[str], private: list[str] | None = None) -> dict[str, Any]:
     """The ``files`` section of a run's report (:func:`pate_stab.run.private.files_section`)."""
     mine = [*(private or []), PRIVATE_DIAGNOSTICS, PRIVATE_IDENTITY, "private_key"]
-    working = [name for name in ("teachers/", "features/") if (run_dir / name.rstrip("/")).exists()]
-    extra = ["features.pt"] if (run_dir / "features.pt").exists() else []  # the PCA fitted on the public pool
-    return files_section(["config.json", "ledger.jsonl", *published, *extra], mine + working)
+    working = [f"{name}/" for name in PRIVATE_FOLDERS if (run_dir / name).exists()]
+    # the PCA fitted on the public pool; the direct learners' models (mechanism outputs)
+    extra = ["features.pt"] if (run_dir / "features.pt").exists() else []
+    extra += [f"{name}/" for name in PUBLISHED_FOLDERS if (run_dir / name).exists()]
+    if (run_dir / LOCK_NAME).exists():  # empty: the run folder's lock (pate_stab.run.run_folder)
+        extra.append(LOCK_NAME)
+    shown = ["config.json", "ledger.jsonl", *published, *extra]
+    return files_section(list(dict.fromkeys(shown)), mine + working)
 
 
 _SECURE_NOISE_KEYS = (

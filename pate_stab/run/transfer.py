@@ -32,13 +32,18 @@ same run folder reuses the cached features, the trained teachers (``teachers/wei
 Lightning's ``last.ckpt`` of an interrupted fit) and the recorded release (the ledger stores the
 released outputs with the spend; a rerun replays them: no fresh selection or noise, no second
 spend). A rerun that changes only the student's settings refits the student (post-processing:
-no privacy cost); a rerun that changes anything upstream of the student is refused. With the
+no privacy cost); a rerun that changes anything upstream of the student is refused, unless nothing
+was trained or spent in the folder yet (a run refused before its first training step). A release
+interrupted by a crash can be finished from the outputs its spend recorded, without drawing noise
+(``finish_from_ledger``, :mod:`pate_stab.run.release`; the report then says ``"partial"``). One run
+writes a run folder at a time (:mod:`pate_stab.run.run_folder`). With the
 same seed and ``releaser_noise: seeded``, two runs give the same report (wall times, paths and resume flags
 aside); with the default secure noise the releases differ from run to run (the noise comes from the OS).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Callable
@@ -61,6 +66,7 @@ from pate_stab.run.progress import accelerator_device, report_stage
 from pate_stab.run.release import Release, label_accuracy, release_labels
 from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
 from pate_stab.run.rounds import release_rounds, rounds_private_diagnostics, rounds_report
+from pate_stab.run.run_folder import run_lock, write_published
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 from pate_stab.student import StudentTargets
 
@@ -122,7 +128,7 @@ def evaluate_and_report(
     }
     # PATE's data-dependent ε, reported beside the enforced data-independent ε
     data_dependent = None
-    if rounds is None:
+    if rounds is None and release.partial is None:  # a partial release (finish_from_ledger) draws nothing
         t1 = time.perf_counter()
         data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
         report_stage(prep.timings, "data-dependent", time.perf_counter() - t1, "cpu", prep.devices)
@@ -142,11 +148,14 @@ def evaluate_and_report(
     )
     if rounds is not None:
         report["rounds"] = rounds
+    if release.partial is not None:  # finished from the ledger after an interruption (pate_stab.run.release)
+        report["status"] = "partial"
+        report["partial_release"] = release.partial
     if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
         diagnostics["rounds_teachers"] = rounds_private
     diagnostics["stage_device"] = dict(prep.devices)
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
-    (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
     report_stage({}, "report", time.perf_counter() - t0, "cpu")
     return report
 
@@ -174,7 +183,7 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
         private = {"wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
                    "stage_device": dict(prep.devices)}  # fmt: skip
         write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, clean_json(private))
-        (prep.run_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+        write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
         return report
     finally:
         ledger.close()
@@ -198,7 +207,9 @@ def run_transfer(
         InputDataError: own data that does not fit (before any training or spending).
         ValueError: bad configuration, or a run folder made with another configuration.
         ReplayedSpendError: the ledger holds a paid release of this run whose outputs were not
-            all recorded; nothing is drawn again (start a new run).
+            all recorded; nothing is drawn again (finish from the recorded outputs with
+            ``finish_from_ledger=True``, or start a new run).
+        RunFolderLockedError: another run holds the run folder's lock; nothing was written.
     """
     result = transfer_result(config, data=data, on_plan=on_plan)
     return result if isinstance(result, dict) else result.report
@@ -208,7 +219,19 @@ def transfer_result(
     config: TransferConfig, *, data: OwnData | None = None, on_plan: Callable[[RunPlan], None] | None = None
 ) -> TransferResult | dict[str, Any]:
     """:func:`run_transfer`, returning the student and the release with the report (a status dict
-    when ``stop_after`` stops the run early)."""
+    when ``stop_after`` stops the run early).
+
+    The run holds its folder's lock throughout (:func:`~pate_stab.run.run_folder.run_lock`): a
+    second run in the same folder meanwhile is refused at once
+    (:class:`~pate_stab.run.run_folder.RunFolderLockedError`).
+    """
+    with run_lock(config.run_dir):
+        return _transfer_result(config, data=data, on_plan=on_plan)
+
+
+def _transfer_result(
+    config: TransferConfig, *, data: OwnData | None, on_plan: Callable[[RunPlan], None] | None
+) -> TransferResult | dict[str, Any]:
     start = time.perf_counter()
     prep = prepare(config, data=data, on_plan=on_plan)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
@@ -239,6 +262,7 @@ def transfer_result(
                 epsilon=config.epsilon,
                 generator=prep.generators["release"],
                 selection_generator=prep.generators["selection"],
+                finishable=True,  # an interrupted release can be finished (finish_from_ledger)
             )
         # the votes are computed as the release asks for them: their time is part of the release's
         report_stage(prep.timings, "votes", prep.votes.seconds, "cpu", prep.devices)
@@ -250,7 +274,9 @@ def transfer_result(
         student, targets = fit_student(  # 3. the student
             prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"]
         )
-        torch.save(student.state_dict(), prep.run_dir / "student.pt")
+        buffer = io.BytesIO()
+        torch.save(student.state_dict(), buffer)
+        write_published(prep.run_dir / "student.pt", buffer.getvalue())
         report_stage(prep.timings, "student", time.perf_counter() - t0, accelerator_device(config.accelerator),
                      prep.devices)  # fmt: skip
         report = evaluate_and_report(

@@ -39,11 +39,14 @@ rank 0 writes the joined ensemble (``config.json`` + ``weights.pt``) to ``run_di
 continues every slice from the latest epoch that *all* slices of the same world size have (a crash
 between two ranks' writes leaves them at most one epoch apart). Resuming needs the same world size
 (the slices, hence the seeds per rank, depend on it; a mismatch is refused) and, across nodes, a
-shared file system.
+shared file system. Everything under ``run_dir`` is a model of the private data that no mechanism
+paid for: the folders are private (0700) and the files owner-only (0600;
+:mod:`pate_stab.privacy.private_files`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -60,6 +63,7 @@ from lightning.pytorch.strategies import DDPStrategy
 from torch import Tensor
 
 from pate_stab._validation import check_int
+from pate_stab.privacy.private_files import owner_only_umask, private_folder, tighten_private_tree
 from pate_stab.rng import child_seed
 from pate_stab.teachers.ensemble import TeacherEnsemble
 from pate_stab.teachers.models import ModelSpec
@@ -103,6 +107,7 @@ class TeacherSliceStrategy(DDPStrategy):
         path = Path(filepath)
         tmp = path.with_name(path.name + ".tmp")
         self.checkpoint_io.save_checkpoint(checkpoint, tmp, storage_options=storage_options)
+        os.chmod(tmp, 0o600)  # a model of the private data: owner only (private_files)
         os.replace(tmp, path)
 
     def load_checkpoint(self, checkpoint_path: Any, weights_only: bool | None = None) -> dict[str, Any]:
@@ -119,8 +124,7 @@ class _SliceCheckpoint(Checkpoint):
         self.root, self.keep = root, keep
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        directory = _slice_dir(self.root, trainer.global_rank, trainer.world_size)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = private_folder(_slice_dir(self.root, trainer.global_rank, trainer.world_size))
         trainer.save_checkpoint(directory / f"epoch={trainer.current_epoch:06d}.ckpt")
         for old in sorted(_epochs(directory))[: -self.keep]:
             (directory / f"epoch={old:06d}.ckpt").unlink(missing_ok=True)
@@ -261,7 +265,10 @@ def train_teachers_ddp(
     backend = process_group_backend or ("gloo" if accelerator == "cpu" else "nccl")
     seeds = [child_seed(generator) for _ in range(k)]
     run_dir = Path(run_dir) if run_dir is not None else None
-    ckpt_root = run_dir / "lightning" if run_dir is not None else None
+    ckpt_root = private_folder(run_dir / "lightning") if run_dir is not None else None
+    if run_dir is not None:  # models of the private data: a private folder (0700) before anything is written
+        private_folder(run_dir)
+        tighten_private_tree(run_dir)
     resume_epoch = latest_common_epoch(ckpt_root, devices * num_nodes) if resume and ckpt_root is not None else None
     strategy = TeacherSliceStrategy(resume_epoch=resume_epoch, process_group_backend=backend)
     # every rank runs the epochs of the longest-training teacher overall (extra epochs inactive)
@@ -286,7 +293,7 @@ def train_teachers_ddp(
         if ckpt_root is not None and resume_epoch is not None
         else None
     )
-    with quiet_lightning(not progress_bar):
+    with quiet_lightning(not progress_bar), owner_only_umask() if run_dir is not None else contextlib.nullcontext():
         trainer.fit(module, ckpt_path=ckpt_path)
     world = devices * num_nodes
     meta = {"train": asdict(config), "mode": "vectorized", "num_teachers_total": k, "seeds": seeds, "world_size": world}
@@ -295,7 +302,7 @@ def train_teachers_ddp(
             raise RuntimeError("the fit ended without this rank's slice")
         part = _join(spec, module.gathered, meta)
         if run_dir is not None:
-            part.save(_slice_dir(run_dir / "slices", trainer.global_rank, world))
+            part.save(_slice_dir(private_folder(run_dir / "slices"), trainer.global_rank, world))
         return part
     if not trainer.is_global_zero:
         return None
@@ -304,4 +311,5 @@ def train_teachers_ddp(
     ensemble = _join(spec, module.gathered, meta)
     if run_dir is not None:
         ensemble.save(run_dir)
+        tighten_private_tree(run_dir)
     return ensemble

@@ -18,6 +18,7 @@ probabilities of class 1 for binary tasks).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from torch.func import functional_call, vmap
 from tqdm import tqdm
 
 from pate_stab._validation import check_int, check_tensor
+from pate_stab.privacy.private_files import private_folder, write_private
 from pate_stab.teachers.models import ModelSpec, build_model, init_layout
 
 __all__ = [
@@ -281,16 +283,22 @@ class TeacherEnsemble:
         return out[..., 1].contiguous() if binary else out
 
     def save(self, directory: str | Path) -> Path:
-        """Write ``config.json`` (spec, config, teacher indices) and ``weights.pt`` (stacked)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        """Write ``config.json`` (spec, config, teacher indices) and ``weights.pt`` (stacked).
+
+        The teachers are models of the private data that no mechanism paid for: ``directory`` is
+        made a private folder (mode 0700) and both files are written owner-only (0600, atomically;
+        :mod:`pate_stab.privacy.private_files`).
+        """
+        directory = private_folder(directory)
         meta = {
             "spec": self.spec.to_dict(),
             "config": self.config,
             "teacher_indices": self.teacher_indices.tolist(),
         }
-        (directory / "config.json").write_text(json.dumps(meta, indent=2))
-        torch.save({"params": self.params, "metrics": self.metrics}, directory / "weights.pt")
+        write_private(directory / "config.json", json.dumps(meta, indent=2))
+        buffer = io.BytesIO()
+        torch.save({"params": self.params, "metrics": self.metrics}, buffer)
+        write_private(directory / "weights.pt", buffer.getvalue())
         return directory
 
     @classmethod

@@ -57,6 +57,7 @@ from pate_stab._validation import (
     check_int,
     check_tensor,
 )
+from pate_stab.privacy.private_files import owner_only_umask, private_folder, tighten_private_tree
 from pate_stab.rng import child_seed
 from pate_stab.teachers.ensemble import (
     TeacherEnsemble,
@@ -432,14 +433,20 @@ def train_teachers(
         bar = StepProgress(total, desc=f"teachers ({len(sub_shards)}, {mode})")
         common["callbacks"].append(bar)
 
+    if run_dir is not None:
+        # models of the private data without a mechanism: a private folder before Lightning writes
+        # into it, owner-only files while it does, and whatever it wrote tightened after
+        private_folder(run_dir)
+        tighten_private_tree(run_dir)  # a folder made before its files were private
     try:
-        with quiet_lightning(not progress_bar):
+        with quiet_lightning(not progress_bar), owner_only_umask() if run_dir is not None else contextlib.nullcontext():
             ensemble = _fit(x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common)
     finally:
         if bar is not None:
             bar.close()
     if run_dir is not None:
         ensemble.save(run_dir)
+        tighten_private_tree(run_dir)
     return ensemble
 
 
@@ -459,7 +466,7 @@ def _fit(
 ) -> TeacherEnsemble:
     if mode == "vectorized":
         module = TeacherEnsembleModule(spec, config, sub_seeds, x, y, sub_shards)
-        ckpt_dir = run_dir / "lightning" if run_dir is not None else None
+        ckpt_dir = private_folder(run_dir / "lightning") if run_dir is not None else None
         trainer = _trainer(config, ckpt_dir=ckpt_dir, max_epochs=module.max_epochs, **common)
         last = ckpt_dir / "last.ckpt" if ckpt_dir is not None else None
         ckpt_path = str(last) if resume and last is not None and last.is_file() else None

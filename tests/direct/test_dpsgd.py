@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from scipy import stats
 
 from pate_stab.direct.dpsgd import (
     DPSGDConfig,
@@ -13,8 +14,10 @@ from pate_stab.direct.dpsgd import (
     dpsgd_epsilon,
     dpsgd_noise_multiplier,
     dpsgd_schedule,
+    gaussian_noise,
     train_dpsgd_linear,
 )
+from tests._stats import ALPHA
 
 
 def _task(n: int = 2000, d: int = 5, c: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -230,3 +233,24 @@ def test_opacus_parts_divide_by_the_public_batch_take_empty_batches_and_print_no
         results.append((out.sample_rate, out.steps, out.noise_multiplier))
     assert divisors == [2, 2]
     assert results[0] == results[1] and results[0][:2] == engine_schedule(200, cfg) == (1 / 100, 100)
+
+
+def _variance_rejects(draws: torch.Tensor, std: float) -> bool:
+    """Two-sided normal test of the sample variance against std² (fourth moment 3 std⁴), at α = ALPHA."""
+    n = draws.numel()
+    z = float(stats.norm.isf(ALPHA / 2))
+    bound = z * math.sqrt((3 * std**4 - std**4) / n)
+    return abs(float((draws.double() ** 2).mean()) - std**2) > bound
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("secure_mode", [False, True])
+def test_gaussian_noise_has_the_asked_standard_deviation(secure_mode):
+    """Opacus's secure_mode noise (four draws summed and halved) keeps N(0, std²); a sum divided by √2
+    instead of 2 (variance doubled) is caught by the same test."""
+    gen = torch.Generator().manual_seed(0)
+    like = torch.zeros(400_000, dtype=torch.float64)
+    draws = gaussian_noise(1.7, like, generator=gen, secure_mode=secure_mode)
+    assert draws.shape == like.shape and not _variance_rejects(draws, 1.7)
+    assert _variance_rejects(draws * math.sqrt(2), 1.7)
+    assert _variance_rejects(draws * 0.97, 1.7)  # 3 % off the standard deviation is caught too

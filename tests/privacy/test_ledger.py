@@ -277,6 +277,33 @@ def test_corrupted_ledger_refuses_to_open(path: Path, corruption: str) -> None:
         _ledger(path)
 
 
+def _cut_last(lines: list[bytes], keep: int) -> bytes:
+    """The ledger with its last line cut after ``keep`` bytes (no newline at the end)."""
+    return _join(lines[:-1]) + lines[-1][:keep]
+
+
+def test_truncation_message_names_the_kind_of_the_cut_line(path: Path) -> None:
+    """A cut spend line was never charged; a cut result line belongs to a spend that stays charged."""
+    ledger = _filled(path)
+    ledger.record_result("q3", {"labels": [1]})
+    ledger.close()
+    full = path.read_bytes()
+    lines = full.split(b"\n")[:-1]
+    path.write_bytes(_cut_last(lines, 40))  # '{"kind":"result","payload":...' cut inside the payload
+    with pytest.raises(LedgerError, match="line 7: truncated") as cut_result:
+        _ledger(path)
+    message = str(cut_result.value)
+    assert "result record" in message and "stays charged" in message
+    assert "never returned, so nothing was charged" not in message
+    path.write_bytes(_cut_last(lines[:-1], 120))  # the spend of q3, cut after its "kind"
+    with pytest.raises(LedgerError, match="line 6: truncated") as cut_spend:
+        _ledger(path)
+    assert "was a spend" in str(cut_spend.value) and "nothing was charged or released" in str(cut_spend.value)
+    path.write_bytes(_cut_last(lines[:-1], 5))  # too short to tell
+    with pytest.raises(LedgerError, match="too short to tell its kind"):
+        _ledger(path)
+
+
 def test_header_mismatch_refuses_to_open(path: Path) -> None:
     _ledger(path, run_id="r1").close()
     with pytest.raises(LedgerError, match="budget"):

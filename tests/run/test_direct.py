@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 import torch
@@ -78,6 +79,35 @@ def test_relations_and_dpsgd_epsilon_is_the_accountants(prepared):
     assert f"ε = {row['epsilon_replace_one'] + 2.0:.4g}" in legend
 
 
+def _finest_power_of_two(w: torch.Tensor) -> float:
+    """The largest power of two that divides every entry of ``w`` exactly (as doubles)."""
+    exponents = []
+    for value in w.double().flatten().tolist():
+        if value != 0.0:
+            mantissa, exponent = math.frexp(value)
+            bits = int(abs(mantissa) * 2**53)  # exact: a double's mantissa has 53 bits
+            exponents.append(exponent - 53 + (bits & -bits).bit_length() - 1)
+    return 2.0 ** min(exponents)
+
+
+def test_each_row_states_its_noise_and_output_heads_publish_lattice_points(prepared):
+    """Output perturbation draws exact lattice noise: its weights are multiples of one coarse power of
+    two (float noise leaves bits down to 2^-50 and below); the other learners draw float noise and
+    their rows say so."""
+    learners = ("output-softmax", "output-ovr", "objective-ovr", "dpsgd-linear")
+    with _ledger(prepared) as ledger:
+        rows = {n: run_direct(prepared, ledger, learner=n, epsilon=3.0, repeat=11, dpsgd=SMALL_DPSGD) for n in learners}
+        for name in ("output-softmax", "output-ovr"):
+            model = torch.load(prepared.run_dir / "direct" / ledger.entry(rows[name]["spend_id"]).result["model"])
+            assert _finest_power_of_two(model["weight"]) >= 2.0**-30, name
+            assert "exact lattice Laplace noise" in rows[name]["note"]
+            assert rows[name]["settings"]["noise_kind"].startswith("exact")
+    assert "float l2-Laplace noise" in rows["objective-ovr"]["note"]
+    assert rows["objective-ovr"]["settings"]["noise_kind"].startswith("floating point")
+    assert "float Gaussian noise, Opacus secure_mode" in rows["dpsgd-linear"]["note"]
+    assert rows["dpsgd-linear"]["settings"]["secure_mode"] is True  # a secure run
+
+
 def test_a_spend_without_its_model_is_refused_not_retrained(prepared):
     with _ledger(prepared) as ledger:
         spend_id = release_spend_id(prepared.config.run_name, "objective-softmax", 3.0, 9)
@@ -144,6 +174,8 @@ def test_compare_direct_rows_beside_aggregators(tmp_path):
     assert rows["output-softmax"]["answered"] is None and rows["output-softmax"]["student_acc"] > 0.6
     assert "direct rows" in out["table"] and "cumulative cost of all 3 rows" in out["table"]
     assert out["ledger"]["spent_basic_composition"]["epsilon"] == pytest.approx(sum(r["epsilon"] for r in out["rows"]))
+    # the direct learners' models are mechanism outputs: published, and the files section says so
+    assert "direct/" in out["files"]["published"] and "direct/" not in out["files"]["private"]
     again = run_compare(cfg, epsilons=[8.0], aggregators=["gnmax"], direct=["output-softmax", "objective-ovr"])
     assert all(r["reused"] for r in again["rows"])
     assert again["ledger"]["spent_basic_composition"] == out["ledger"]["spent_basic_composition"]

@@ -138,15 +138,19 @@ def _teacher_votes(config: TransferConfig) -> torch.Tensor:
     return prep.teachers.predict_votes(prep.task.public_x)  # (k, n)
 
 
-def _run_pair(config: TransferConfig, monkeypatch: pytest.MonkeyPatch, remove: Any) -> None:
-    """Run D, then D′ (``remove()`` applied) in the same folder, and compare what they publish."""
-    outcome = []
+def _run_pair(config: TransferConfig, monkeypatch: pytest.MonkeyPatch, remove: Any) -> tuple[bool, list[Any]]:
+    """Run D, then D′ (``remove()`` applied) in the same folder, and compare what they publish.
+
+    Returns whether the two releases were identical, and the two runs' private diagnostics.
+    """
+    outcome, diagnostics = [], []
     for neighbour in (False, True):
         if neighbour:
             remove(monkeypatch)
         shutil.rmtree(config.run_dir, ignore_errors=True)
         run_transfer(config)
         outcome.append((*_published(config.run_dir), _teacher_votes(config)))
+        diagnostics.append(json.loads((config.run_dir / "private_diagnostics.json").read_text()))
     (raw_d, masked_d, released_d, votes_d), (raw_n, masked_n, released_n, votes_n) = outcome
     assert set(raw_d) == set(raw_n)
     for name in raw_d:
@@ -159,6 +163,7 @@ def _run_pair(config: TransferConfig, monkeypatch: pytest.MonkeyPatch, remove: A
     assert changed <= config.teachers_changed, f"{changed} teachers changed their votes for one record removed"
     # the removed record moved a vote on a queried point: a digest of the votes would differ
     assert bool((votes_d != votes_n)[:, : config.num_queries].any()), "the neighbour changes no queried vote"
+    return released_d == released_n, diagnostics
 
 
 def _drop_private_record(index: int, subset: tuple[int, int, int] | None = None):
@@ -234,6 +239,27 @@ def test_synthetic_with_the_student_chosen_by_cross_validation(tmp_path, monkeyp
     _run_pair(config, monkeypatch, install)
     selection = json.loads((config.run_dir / "report.json").read_text())["student"]["selection"]
     assert selection["method"] == "cv" and "skipped" not in selection
+
+
+def test_synthetic_gnmax_seeded_sanitised_figure_stays_private(tmp_path, monkeypatch):
+    """Seeded GNMax: PATE's sanitised data-dependent ε is sanitised with noise from the published
+    seed, so it would reveal the raw figure; with identical labels nothing published may differ."""
+    config = TransferConfig(
+        run_name="nb", checkpoints_dir=str(tmp_path), num_teachers=100, num_private=600, num_public=200,
+        num_eval=200, separation=3.0, num_queries=40, aggregator="gnmax", epsilon=8.0, teacher_epochs=2,
+        teacher_lr=0.1, student_epochs=2, accelerator="cpu", releaser_noise="seeded", neighbouring="add_remove",
+        dd_order=5.0,  # PATE 2018's conditions C5-C6 hold at this order and σ: the figure is sanitised
+    )  # fmt: skip
+    install = _drop_private_record(index=7)
+    install(monkeypatch, drop=False)
+    same_release, (private_d, private_n) = _run_pair(config, monkeypatch, install)
+    assert same_release, "the pair must release identical labels for this check"
+    # the figure exists and depends on the changed teacher: it is in the private diagnostics only
+    sanitised = [p["data_dependent"]["epsilon_dd_sanitised"] for p in (private_d, private_n)]
+    assert None not in sanitised and sanitised[0] != sanitised[1]
+    report = json.loads((config.run_dir / "report.json").read_text())
+    assert report["data_dependent"]["epsilon_dd_sanitised"] is None
+    assert "published seed" in report["data_dependent"]["data_dependent_note"]
 
 
 @pytest.mark.accelerator

@@ -55,6 +55,17 @@ def _check_ddp_equals_single_process(kind, tmp_path):
         assert torch.equal(ddp.metrics[key], value), key
     xq = x[:40] + 0.5 * torch.randn(x[:40].shape, generator=seeded_generator(3))
     assert torch.equal(ddp.predict_votes(xq), ref.predict_votes(xq))
+    _assert_owner_only(out)
+
+
+def _assert_owner_only(root):
+    """Models of the private data: every folder under ``root`` 0700, every file 0600 (DESIGN fact 14)."""
+    wrong = {
+        str(p): oct(p.stat().st_mode & 0o777)
+        for p in [root, *root.rglob("*")]
+        if p.stat().st_mode & 0o777 != (0o700 if p.is_dir() else 0o600)
+    }
+    assert not wrong, wrong
 
 
 @pytest.mark.accelerator
@@ -115,12 +126,14 @@ def test_ddp_resume_from_slice_checkpoints_equals_straight_run(tmp_path):
     for name, p in straight.params.items():
         assert torch.equal(resumed.params[name], p), name
     assert torch.equal(resumed.metrics["train_loss"], straight.metrics["train_loss"])
+    _assert_owner_only(run)  # the slices' Lightning checkpoints included
     # assemble=False: nothing gathered; each rank writes its slice, and the slices join to the same
     slices_run = tmp_path / "slices-run"
     _launch(slices_run, "mlp", 4, "fresh", "slices")
     assert not (slices_run / "weights.pt").exists()
     parts = [TeacherEnsemble.load(d) for d in sorted((slices_run / "slices").iterdir())]
     assert [p.teacher_indices.tolist() for p in parts] == [[0, 1, 2], [3, 4]]
+    _assert_owner_only(slices_run)
     joined = TeacherEnsemble.concatenate(parts)
     for name, p in straight.params.items():
         assert torch.equal(joined.params[name], p), name
