@@ -34,7 +34,7 @@ from pate_stab.run.config import (
     TransferConfig,
 )
 from pate_stab.run.data import Task, load_task
-from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
+from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
 from pate_stab.run.plan import RunPlan, plan_for_config
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, report_stage
@@ -324,9 +324,10 @@ def prepare(
     if config.features in EXTRACTED_FEATURES and with_features:
         t0 = time.perf_counter()
         task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
-        # the extractors run on the CPU (scattering, SSL encoder, PCA); a cache hit only reads the file
-        report_stage(timings, "features", time.perf_counter() - t0, "cpu" + (" (cached)" if resumed_features else ""),
-                     devices)  # fmt: skip
+        # scattering on the run's GPU where it has one; the SSL encoder and the PCA on the CPU; a cache
+        # hit only reads the file
+        device = "cpu (cached)" if resumed_features else features_device(config)
+        report_stage(timings, "features", time.perf_counter() - t0, device, devices)
 
     if not with_teachers:
         # a direct learner trains on the private split itself: no partition, no teachers
