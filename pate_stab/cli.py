@@ -4,7 +4,7 @@
     pate-stab transfer --config recipes/mnist_quick.yaml [--epsilon 4 ...]
     pate-stab compare --config recipes/mnist_quick.yaml --epsilons 2 4 8
     pate-stab compare --config recipes/mnist_quick.yaml --query-selection student-confidence
-    pate-stab release --votes votes.npy --aggregator gnmax --epsilon 8 [--public-inputs x.npy]
+    pate-stab release --votes votes.npy --num-classes 10 --aggregator gnmax --epsilon 8 [--public-inputs x.npy]
     pate-stab plan --num-private 1200 --num-classes 10 --num-queries 450 --epsilon 8 [--num-teachers 150]
     pate-stab calibrate --epsilon 8 --delta 1e-5 --num-queries 300 --max-unstable 10
     pate-stab transfer --private mine.npz --public pool.npz --evaluation test.npz --classes 3
@@ -69,9 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
                      "(or k × n × 2) scores in [0, 1] for stability-soft")  # fmt: skip
     rel.add_argument("--aggregator", required=True, help="stability, stability-paper, stability-tight, "
                      "stability-soft, lnmax, gnmax, confident-gnmax")  # fmt: skip
-    rel.add_argument("--epsilon", type=float, required=True, help="target ε (also the output folder's budget)")
+    rel.add_argument("--epsilon", type=float, required=True, help="target ε")
     rel.add_argument("--delta", type=float, default=1e-5, help="target δ")
-    rel.add_argument("--num-classes", type=int, default=None, help="C (predictions; default: largest label + 1)")
+    rel.add_argument("--budget-epsilon", type=float, default=None,
+                     help="the output folder's budget cap on the total ε: recorded at its first release (default: "
+                     "that release's ε); a later release may lower it, never raise it")  # fmt: skip
+    rel.add_argument("--budget-delta", type=float, default=None, help="the folder's budget cap on the total δ")
+    rel.add_argument("--num-classes", type=int, default=None,
+                     help="C, the number of classes: required with --layout predictions (declared, never read "
+                     "from the votes); counts: must equal the file's columns; scores: 2")  # fmt: skip
     rel.add_argument("--num-queries", type=int, default=None, help="m calibrated for (default: the file's n)")
     rel.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
     rel.add_argument("--calibration", default="tight", choices=("paper", "tight"))
@@ -182,6 +188,7 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
             confident_threshold=args.confident_threshold, neighbouring=args.neighbouring,
             teachers_changed=args.teachers_changed, seed=args.seed, public_inputs=args.public_inputs,
             query_selection=args.query_selection, allow_unanswerable=args.allow_unanswerable, progress=progress,
+            budget_epsilon=args.budget_epsilon, budget_delta=args.budget_delta,
         )  # fmt: skip
     except (ValueError, PateStabError) as exc:
         parser.error(str(exc))

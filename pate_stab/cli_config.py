@@ -71,6 +71,14 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ),
     ("--epsilon", "epsilon", float, "target ε"),
     ("--delta", "delta", float, "target δ"),
+    (
+        "--budget-epsilon",
+        "budget_epsilon",
+        float,
+        "the run folder's budget cap on the total ε: the first run records it (default: the first plan's total); "
+        "a rerun may lower it, never raise it; a spend past it is refused before any noise is drawn",
+    ),
+    ("--budget-delta", "budget_delta", float, "the run folder's budget cap on the total δ (as --budget-epsilon)"),
     ("--max-unstable", "max_unstable", int, "T, the ⊥ allowed before the stability releaser halts"),
     ("--num-queries", "num_queries", int, "m, public queries to label"),
     ("--calibration", "calibration", str, "paper or tight (stability releaser)"),

@@ -62,6 +62,12 @@ def main() -> None:
             f"{r['kind']:9s} {r['mechanism']:62s} {r['claimed_epsilon']:>8s} {r['claimed_delta']:>7s} "
             f"{r['num_samples']:>8d} {r['epsilon_lower_bound']:>8s}  {r['violates']}"
         )
+    correct = [r for r in rows if r["kind"] == "correct"]
+    mutations = [r for r in rows if r["kind"] == "mutation"]
+    print(
+        f"summary: {sum(r['violates'] for r in mutations)} of {len(mutations)} mutations flagged; "
+        f"{sum(r['violates'] for r in correct)} of {len(correct)} correct cases flagged (α = {args.alpha:g} each)"
+    )
     print(f"wrote {path} ({time.perf_counter() - start:.1f} s)")
 
 

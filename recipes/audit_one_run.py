@@ -45,7 +45,7 @@ def audit_head(
     secrets = torch.randint(0, 2, (canaries,), generator=coin_gen)
     x = torch.eye(canaries, dtype=torch.float64)
     y = (2 * secrets - 1).to(torch.float64)
-    head = PrivateLinearHead(epsilon=train_epsilon, lam=lam, loss="logistic", mechanism="output")
+    head = PrivateLinearHead(epsilon=train_epsilon, lam=lam, loss="logistic", mechanism="output", classes=(-1, 1))
     head.fit(x, y, generator=noise_gen)
     scores = head.decision_function(x)  # w_i: canary i's weight
     guesses = sorted({g - g % 2 for g in (canaries // 50, canaries // 10, canaries // 2, canaries) if g >= 2})

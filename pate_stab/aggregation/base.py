@@ -56,7 +56,9 @@ __all__ = [
     "ABSTAIN",
     "ReleaseResult",
     "LedgerRelease",
+    "check_num_teachers",
     "check_teachers_changed",
+    "check_vote_totals",
     "inputs_digest",
     "query_ids_digest",
 ]
@@ -75,6 +77,44 @@ def check_teachers_changed(value: Any) -> int:
     if value > 2:
         raise ValueError(f"teachers_changed must be 1 or 2, got {value}")
     return value
+
+
+def check_num_teachers(value: Any) -> int | None:
+    """A releaser's declared number of teachers k (an integer ≥ 1), or None (fixed by its first call)."""
+    return None if value is None else check_int("num_teachers", value, minimum=1)
+
+
+def check_vote_totals(totals: torch.Tensor, num_teachers: int | None, *, what: str = "counts") -> int:
+    """The number of teachers k behind one release call; refuses votes that are not k teachers' votes.
+
+    Every query's votes come from the same k teachers: each row of a vote histogram sums to k
+    (each column of k × m scores has k entries). A call whose rows sum to different totals, or to
+    another k than the releaser's (``num_teachers``: declared, or fixed by its first call), is not
+    one ensemble's votes: the threshold of Confident-GNMax (a fraction of k) and the answerability
+    of the stability releasers are set for k. Releasers check it before anything is admitted,
+    recorded or drawn.
+
+    Args:
+        totals: (m,) the number of votes behind each query of the call.
+        num_teachers: the releaser's k, or None (the call's first row then sets it).
+        what: what the votes are called in the message.
+
+    Returns:
+        k.
+
+    Raises:
+        ValueError: a row whose total differs (naming the row and both totals); nothing was spent.
+    """
+    k = int(totals[0]) if num_teachers is None else num_teachers
+    bad = torch.nonzero(totals != k).flatten()
+    if bad.numel():
+        i = int(bad[0])
+        against = f"the releaser's k = {k} teachers" if num_teachers is not None else f"row 0's {k}"
+        raise ValueError(
+            f"{what}: every query's votes must come from the same k teachers; query {i} has {int(totals[i])} votes, "
+            f"not {against}. Nothing was spent"
+        )
+    return k
 
 
 @dataclass(frozen=True)

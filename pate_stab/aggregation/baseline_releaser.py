@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from pate_stab._validation import check_generator
-from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult
+from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult, check_num_teachers, check_vote_totals
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.pate_accounting import check_vote_counts
 from pate_stab.privacy.ledger import PrivacyLedger
@@ -32,6 +32,10 @@ class BaselineReleaser:
             not used with secure noise.
         ledger: optional :class:`~pate_stab.privacy.ledger.PrivacyLedger`.
         spend_id: the release's ledger id (None: a fresh one).
+        num_teachers: k, the teachers whose votes every query has (Confident-GNMax's threshold is
+            set for it): a call whose histogram rows sum to another total is refused before
+            anything is spent (:func:`~pate_stab.aggregation.base.check_vote_totals`). None: the
+            first call's k, kept.
     """
 
     def __init__(
@@ -41,10 +45,12 @@ class BaselineReleaser:
         generator: torch.Generator | None = None,
         ledger: PrivacyLedger | None = None,
         spend_id: str | None = None,
+        num_teachers: int | None = None,
     ) -> None:
         if not isinstance(aggregator, LNMax | GNMax | ConfidentGNMax):
             raise TypeError(f"aggregator must be LNMax, GNMax or ConfidentGNMax, got {type(aggregator).__name__}")
         self.aggregator = aggregator
+        self.num_teachers = check_num_teachers(num_teachers)  # k; None: set by the first call
         self.mechanism = aggregator.name
         self.noise = aggregator.noise
         if self.noise == "seeded":
@@ -77,9 +83,16 @@ class BaselineReleaser:
         return self.aggregator.queries_seen
 
     def release(self, counts: Any, *, query_ids: torch.Tensor | None = None) -> ReleaseResult:
-        """Vote histograms (m, C) → labels (m,), −1 for ⊥ (Confident-GNMax); status 1 answered, 0 ⊥."""
+        """Vote histograms (m, C) → labels (m,), −1 for ⊥ (Confident-GNMax); status 1 answered, 0 ⊥.
+
+        Raises:
+            ValueError / TypeError: bad histograms (negative, non-integer, wrong rank, rows that do
+                not sum to the releaser's k); nothing spent or drawn.
+            BudgetExhaustedError / ReplayedSpendError: as :meth:`LedgerRelease.run`.
+        """
         check_vote_counts(counts)
         counts = torch.as_tensor(counts).to(torch.int64)
+        self.num_teachers = check_vote_totals(counts.sum(dim=1), self.num_teachers)
         agg = self.aggregator
 
         def draw() -> tuple[ReleaseResult, dict[str, Any]]:

@@ -69,7 +69,8 @@ class AggregatorSettings:
     Attributes:
         epsilon, delta: the target (ε, δ) for ``num_queries`` queries.
         num_queries: m.
-        num_teachers: k (Confident-GNMax's threshold is a fraction of it).
+        num_teachers: k (Confident-GNMax's threshold is a fraction of it); every releaser refuses
+            votes whose per-query total is not k.
         max_unstable: T, the ⊥ the stability releasers allow before halting.
         calibration: "paper" or "tight" (stability releasers; overridden by the name's suffix).
         gamma: the soft-label releaser's discretisation γ.
@@ -142,6 +143,7 @@ def _stability(mode: str | None) -> Builder:
         return StabilityReleaser(
             _calibration(s, mode, soft=False), generator=None if secure else generator, ledger=ledger,
             spend_id=spend_id, noise=s.noise, source=source, teachers_changed=s.teachers_changed,
+            num_teachers=s.num_teachers,
         )  # fmt: skip
 
     return build
@@ -152,6 +154,7 @@ def _soft(s: AggregatorSettings, *, generator, ledger, spend_id, source=None) ->
     return SoftLabelReleaser(
         _calibration(s, None, soft=True), gamma=s.gamma, generator=None if secure else generator, ledger=ledger,
         spend_id=spend_id, noise=s.noise, source=source, teachers_changed=s.teachers_changed,
+        num_teachers=s.num_teachers,
     )  # fmt: skip
 
 
@@ -159,8 +162,9 @@ def _baseline(make: Callable[..., LNMax | GNMax | ConfidentGNMax]) -> Builder:
     def build(s: AggregatorSettings, *, generator, ledger, spend_id, source=None) -> Releaser:  # type: ignore[no-untyped-def]
         secure = s.noise == "secure"
         return BaselineReleaser(
-            make(s, source), generator=None if secure else generator, ledger=ledger, spend_id=spend_id
-        )
+            make(s, source), generator=None if secure else generator, ledger=ledger, spend_id=spend_id,
+            num_teachers=s.num_teachers,
+        )  # fmt: skip
 
     return build
 

@@ -31,7 +31,14 @@ from typing import Any, TypedDict, TypeVar, Unpack
 import torch
 
 from pate_stab._validation import check_generator, check_tensor
-from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult, check_teachers_changed
+from pate_stab.aggregation.base import (
+    ABSTAIN,
+    LedgerRelease,
+    ReleaseResult,
+    check_num_teachers,
+    check_teachers_changed,
+    check_vote_totals,
+)
 from pate_stab.aggregation.votes import distance_to_instability, top_label
 from pate_stab.privacy.calibration import Calibration, calibration_leak, check_calibration
 from pate_stab.privacy.events import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
@@ -182,6 +189,7 @@ class ReleaserOptions(TypedDict, total=False):
     noise: str
     source: RandomSource | None
     teachers_changed: int
+    num_teachers: int | None
 
 
 class SparseVectorReleaser:
@@ -206,8 +214,10 @@ class SparseVectorReleaser:
         noise: str = "secure",
         source: RandomSource | None = None,
         teachers_changed: int = 1,
+        num_teachers: int | None = None,
     ) -> None:
         self.teachers_changed = check_teachers_changed(teachers_changed)
+        self.num_teachers = check_num_teachers(num_teachers)  # k; None: set by the first call
         self.noise, self._svt, self._spend = releaser_noise(
             calibration, mechanism=self.mechanism, soft_labels=self.soft_labels, seeded=self.seeded, noise=noise,
             generator=generator, source=source, ledger=ledger, spend_id=spend_id,
@@ -260,6 +270,9 @@ class StabilityReleaser(SparseVectorReleaser):
         source: random bits for secure mode (default: the OS).
         teachers_changed: teachers one neighbouring data set may change (1, or 2 for replace-one
             over content-keyed shards; module docstring).
+        num_teachers: k, the teachers whose votes every query has: a call whose histogram rows sum
+            to another total is refused before anything is spent
+            (:func:`~pate_stab.aggregation.base.check_vote_totals`). None: the first call's k, kept.
 
     Batch and online forms give identical labels for the same generator (seeded noise), however
     the queries are split into calls.
@@ -301,7 +314,8 @@ class StabilityReleaser(SparseVectorReleaser):
         Raises:
             BudgetExhaustedError: more queries than the calibration covers; nothing released.
             ReplayedSpendError: the spend id is recorded but this call is not; nothing released.
-            ValueError / TypeError: bad histograms (negative, non-integer, wrong rank).
+            ValueError / TypeError: bad histograms (negative, non-integer, wrong rank, rows that do
+                not sum to the releaser's k); nothing spent.
         """
         counts = check_tensor("counts", counts, ndim=2, floating=False, nonempty=False)
         if counts.shape[1] < 2:
@@ -312,6 +326,7 @@ class StabilityReleaser(SparseVectorReleaser):
         if m == 0:
             raise ValueError("counts is empty (shape (0, C)): no query to release; nothing was spent")
         counts = counts.to(torch.int64)
+        self.num_teachers = check_vote_totals(counts.sum(dim=1), self.num_teachers)
         if self.halted:  # nothing is tested after the cutoff: no noise, nothing to record
             self._spend.skip(m)
             return ReleaseResult(torch.full((m,), ABSTAIN, dtype=torch.int64), torch.full((m,), -1, dtype=torch.int8))

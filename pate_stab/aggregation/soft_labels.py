@@ -32,6 +32,7 @@ from typing import Any, Unpack
 import torch
 
 from pate_stab._validation import check_tensor
+from pate_stab.aggregation.base import check_vote_totals
 from pate_stab.aggregation.releaser import (
     ReleaseResult,
     ReleaserOptions,
@@ -64,6 +65,8 @@ class SoftLabelReleaser(SparseVectorReleaser):
         generator: randomness for ``noise="seeded"`` (not used in secure mode).
         ledger, spend_id, noise, source: as for
             :class:`~pate_stab.aggregation.releaser.StabilityReleaser`.
+        num_teachers: k, the rows of every call's scores (k, m): a call with another number of
+            teachers' scores is refused before anything is spent. None: the first call's k, kept.
 
     :meth:`release` returns a :class:`ReleaseResult` whose ``labels`` are float64 scores (NaN for
     ⊥ and after halting) and whose ``status`` is 1 (plain histogram), 2 (½-shifted), 0 (⊥) or
@@ -105,7 +108,8 @@ class SoftLabelReleaser(SparseVectorReleaser):
 
         Raises:
             BudgetExhaustedError: more queries than the calibration covers; nothing released.
-            ValueError: NaN or out-of-range scores, bad shapes, 1/γ not an integer.
+            ValueError: NaN or out-of-range scores, bad shapes, 1/γ not an integer, another number
+                of teachers (rows) than the releaser's k; nothing spent.
         """
         if isinstance(scores, torch.Tensor) and scores.dim() == 3:
             raise ValueError(
@@ -115,6 +119,8 @@ class SoftLabelReleaser(SparseVectorReleaser):
         plain_hist = gamma_histogram(scores, self.gamma)  # (m, 1/γ); validates scores
         shifted_hist = shifted_gamma_histogram(scores, self.gamma)  # (m, 1/γ − 1)
         m = plain_hist.shape[0]
+        # each query's γ-histogram counts its k scores: k must be the releaser's
+        self.num_teachers = check_vote_totals(plain_hist.sum(dim=1), self.num_teachers, what="scores (k × m)")
         if self.halted:  # nothing is tested after the cutoff: no noise, nothing to record
             self._spend.skip(m)
             if self._replayed is not None:

@@ -21,7 +21,8 @@ statistical test (``dp_test`` unless said otherwise):
 * aggregation: hard and soft releasers in both noise modes at real calibrations
   (:func:`pate_stab.audit.releaser_cases.releaser_cases`); LNMax, GNMax, Confident-GNMax with
   seeded and secure noise (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``,
-  ``tests/aggregation/test_baselines_secure.py``).
+  ``tests/aggregation/test_baselines_secure.py``); GNMax on a votes file's teacher predictions with
+  the declared class count, on a pair where one teacher casts the only vote for a class.
 * erm: output perturbation (Chaudhuri et al. Alg 1) and rls-out (Wu et al. Alg 4), objective
   perturbation (both budget branches), Ligett et al.'s covariance and logistic output
   perturbation, the exponential mechanism, Chaudhuri & Vinterbo's noisy selection and private
@@ -50,6 +51,7 @@ from pate_stab.audit.harness import MechanismCase, dp_test
 from pate_stab.audit.mechanism_samplers import (
     _aggregator,
     _as_float,
+    _class_count_from_votes,
     _discrete_laplace_scale,
     _hard_releaser,
     _laplace_count,
@@ -65,6 +67,7 @@ from pate_stab.audit.mechanism_samplers import (
     _stability_test,
     _stability_test_noise,
     _svt_query_scale,
+    _votes_file_aggregator,
 )
 from pate_stab.privacy.secure_noise import snapping_epsilon
 
@@ -91,6 +94,13 @@ def discrete_gaussian_claim(sigma: float, delta: float) -> float:
     return accountant_epsilon(dp_event.GaussianDpEvent(sigma), delta, "rdp")
 
 
+def only_vote_for_a_class() -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher predictions (k = 3, one query) where one teacher casts the only vote for class 9, and
+    its neighbour where that teacher votes 8 (DESIGN.md fact 11): the class count must be declared,
+    since read from the votes it is 10 on one side and 9 on the other."""
+    return torch.tensor([[0], [3], [9]]), torch.tensor([[0], [3], [8]])
+
+
 def mechanism_cases() -> list[MechanismCase]:
     """Every correct mechanism of the package with a tight neighbouring pair and its claim.
 
@@ -109,6 +119,7 @@ def mechanism_cases() -> list[MechanismCase]:
     sv_b = [-1.0] * 8 + [1.0]
     hard_a = [[8, 2, 0], [7, 0, 4], [6, 1, 0], [8, 0, 1]]
     hard_b = [[7, 3, 0], [8, 0, 3], [5, 1, 1], [7, 1, 1]]
+    only_nine_a, only_nine_b = only_vote_for_a_class()
     return [
         MechanismCase(
             "laplace (noise.laplace, b = 1/ε)", _laplace_count(1.0), 0.0, 1.0, 1.0, relation="counting query 0 vs 1"
@@ -151,6 +162,15 @@ def mechanism_cases() -> list[MechanismCase]:
             gnmax.single_query_epsilon(delta),
             delta=delta,
             relation=one_vote,
+        ),
+        MechanismCase(
+            "GNMax on votes, C=10 declared (only vote for 9)",
+            _votes_file_aggregator(gnmax, 10),
+            only_nine_a,
+            only_nine_b,
+            gnmax.single_query_epsilon(delta),
+            delta=delta,
+            relation="the one teacher that votes 9 votes 8 instead",
         ),
         MechanismCase(
             "LNMax secure (DLap a=1/2, one query)",
@@ -255,11 +275,24 @@ def mutation_cases() -> list[MechanismCase]:
     * Laplace noise of scale ε instead of 1/ε (float sampler, exact integer sampler, and the
       stability test of BTT18 Alg 2).
     * the exact discrete Gaussian with σ/2 under the claim of σ (RDP accounting, CKS20).
+    * GNMax on a votes file with C read from the votes (largest label + 1) instead of declared: one
+      teacher's only vote for class 9 makes 9 an output on one neighbour and never on the other.
     * the ERM, selection and density mechanisms with one constant wrong
       (:func:`pate_stab.audit.erm_cases.erm_mutation_cases`).
     """
     eps = 0.5
+    gnmax = GNMax.calibrate(epsilon=1.0, delta=1e-5, num_queries=1, noise="seeded")
+    only_nine_a, only_nine_b = only_vote_for_a_class()
     return [
+        MechanismCase(
+            "GNMax on votes, C = largest label + 1 (only vote for 9)",
+            _class_count_from_votes(gnmax),
+            only_nine_a,
+            only_nine_b,
+            gnmax.single_query_epsilon(1e-5),
+            delta=1e-5,
+            relation="the one teacher that votes 9 votes 8 instead",
+        ),
         MechanismCase(
             "sparse vector, query noise Lap(λ) not Lap(2λ) (λ=1)",
             _svt_query_scale(1.0, 1.0),

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from pate_stab.aggregation.votes import distance_to_instability, top_label
+from pate_stab.aggregation.votes import distance_to_instability, top_label, vote_histogram
 from pate_stab.audit.harness import Mechanism
 from pate_stab.erm.losses import HuberHingeLoss
 from pate_stab.erm.output_perturbation import l2_laplace_vectors, output_perturbation, output_perturbation_sensitivity
@@ -78,6 +78,17 @@ def _hard_releaser(noise_scale: float, threshold: float, max_unstable: int) -> M
 
 def _aggregator(agg: Any) -> Mechanism:
     return lambda counts, n, gen: agg.sample(counts, n, generator=gen)
+
+
+def _votes_file_aggregator(agg: Any, num_classes: int) -> Mechanism:
+    """A votes file's teacher predictions (k, 1) → their histogram over the declared C → ``agg`` on the
+    one query: what ``release --votes --num-classes C`` computes (``load_votes``' ``vote_histogram``)."""
+
+    def mech(predictions: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        counts = vote_histogram(torch.as_tensor(predictions, dtype=torch.int64), num_classes)
+        return agg.sample(counts[0], n, generator=gen)
+
+    return mech
 
 
 def _secure_aggregator(make: Any) -> Mechanism:
@@ -168,6 +179,17 @@ def _svt_query_scale(noise_scale: float, query_scale: float) -> Mechanism:
         qn = laplace(query_scale, vals.shape, generator=gen)
         tn = laplace(noise_scale, (n, 1), generator=gen)
         return above_threshold_scan(vals, qn, tn, threshold=0.0, max_failures=1).outputs
+
+    return mech
+
+
+def _class_count_from_votes(agg: Any) -> Mechanism:
+    """:func:`_votes_file_aggregator` with C read from the votes (largest label + 1), as ``release --votes``
+    did without ``--num-classes``: the output range then depends on one teacher's vote."""
+
+    def mech(predictions: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        pred = torch.as_tensor(predictions, dtype=torch.int64)
+        return _votes_file_aggregator(agg, max(int(pred.max()) + 1, 2))(pred, n, gen)
 
     return mech
 

@@ -140,6 +140,7 @@ def _ledger_open(
         event=PureDpEvent(epsilon=epsilon_ante),
         mechanism=mechanism,
         metadata={"ex_post_function": description},
+        relation="replace_one",  # the guarantee's relation (module docstring): an add/remove ledger refuses it
     )
     if entry.replayed:  # a spend id buys one draw of noise (DESIGN.md fact 7): never run again under it
         raise ReplayedSpendError(

@@ -6,9 +6,16 @@ in the knowledge-transfer comparison. The features must satisfy the input contra
 ||x|| <= 1): scale them with a data-independent bound (e.g. a bound known from the public feature
 extractor) or pass ``clip=True`` to project rows onto the ball. Multi-class labels are handled
 one-vs-rest, each of the C binary heads at epsilon / C (basic composition).
+
+The class set is declared (``classes``), never read from the labels (DESIGN.md facts 6 and 11): it
+fixes how many heads are fitted, the ε each gets and the shape of the published weights, and a
+class present in one neighbouring data set only (its one record removed or relabelled) would
+change all three. Labels outside the declared set are refused.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -32,6 +39,9 @@ class PrivateLinearHead:
         mechanism: ``"output"`` or ``"objective"`` perturbation.
         radius: optional ||w|| <= R (required for ``squared``).
         clip: project rows outside the unit ball onto it.
+        classes: the class labels, declared (public): a count C (labels 0, …, C − 1) or the label
+            values in order (e.g. ``(-1, 1)``). Required for the classification losses; not used
+            for ``squared``.
     """
 
     def __init__(
@@ -43,6 +53,7 @@ class PrivateLinearHead:
         mechanism: str = "output",
         radius: float | None = None,
         clip: bool = False,
+        classes: int | Sequence[float] | torch.Tensor | None = None,
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
         self.lam = check_positive("lam", lam)
@@ -54,13 +65,19 @@ class PrivateLinearHead:
         self.clip = clip
         self.models_: list[PrivateLinearModel] = []
         self.classes_: torch.Tensor | None = None
+        self.classes = None if classes is None else _declared_classes(classes)
+        if self.classes is not None and get_loss(self.loss).task == "regression":
+            raise ValueError(f"classes are for classification losses, not {self.loss!r}")
 
     def _fit_one(self, x: torch.Tensor, y: torch.Tensor, eps: float, gen: torch.Generator) -> PrivateLinearModel:
         fn = output_perturbation if self.mechanism == "output" else objective_perturbation
         return fn(x, y, epsilon=eps, lam=self.lam, generator=gen, loss=self.loss, radius=self.radius, clip=self.clip)
 
     def fit(self, x: object, y: object, *, generator: torch.Generator) -> PrivateLinearHead:
-        """Fit on features ``x`` (n, d) and labels ``y``: {-1, 1}, class indices, or targets."""
+        """Fit on features ``x`` (n, d) and labels ``y``: values of the declared ``classes``, or targets.
+
+        A declared class without a record in ``y`` still gets its head (every label −1 there).
+        """
         gen = check_generator(generator)
         xt = check_tensor("x", x, ndim=2).to(_DTYPE)
         yt = check_tensor("y", y, ndim=1)
@@ -68,9 +85,16 @@ class PrivateLinearHead:
             self.classes_ = None
             self.models_ = [self._fit_one(xt, yt.to(_DTYPE), self.epsilon, gen)]
             return self
-        classes = torch.unique(yt)
-        if classes.numel() < 2:
-            raise ValueError("y must contain at least two classes")
+        if self.classes is None:
+            raise ValueError(
+                "declare the classes (PrivateLinearHead(..., classes=C or the label values)): they are never read "
+                "from the private labels, since they fix the number of heads, each head's ε and the weights' shape"
+            )
+        classes = self.classes.to(yt.dtype)
+        known = (yt[:, None] == classes[None, :]).any(dim=1)
+        if not bool(known.all()):
+            i = int(torch.nonzero(~known)[0])
+            raise ValueError(f"y[{i}] = {yt[i].item()} is not a declared class {classes.tolist()}")
         self.classes_ = classes
         if classes.numel() == 2:
             ypm = torch.where(yt == classes[1], 1.0, -1.0).to(_DTYPE)
@@ -102,3 +126,20 @@ class PrivateLinearHead:
         if self.loss != "logistic" or self.classes_ is None or self.classes_.numel() != 2:
             raise ValueError("predict_proba is defined for a binary logistic head only")
         return torch.sigmoid(self.decision_function(x))
+
+
+def _declared_classes(classes: int | Sequence[float] | torch.Tensor) -> torch.Tensor:
+    """The declared label values as a 1-d tensor: ``arange(C)`` for a count, else the values (distinct, ≥ 2)."""
+    if isinstance(classes, bool):
+        raise ValueError(f"classes must be a count or the label values, got {classes!r}")
+    if isinstance(classes, int):
+        values = torch.arange(classes)
+    else:
+        values = torch.as_tensor(classes)
+        if values.dim() != 1:
+            raise ValueError(
+                f"classes must be a count or a 1-d sequence of label values, got shape {tuple(values.shape)}"
+            )
+    if values.numel() < 2 or values.unique().numel() != values.numel():
+        raise ValueError(f"classes must be at least two distinct labels, got {values.tolist()}")
+    return values

@@ -16,16 +16,29 @@ times: the time between two records measures private stages (teacher training, v
 Its lines hold the budget, the relation, the spends with their events and released outputs, and
 digests of public inputs only (see :class:`pate_stab.aggregation.base.LedgerRelease`).
 
-Raising the budget. A ledger opened with a larger budget than the one it records is refused,
-unless the caller says why (``raise_budget="..."``): the new budget is then appended as an
-explicit ``budget`` record with that reason, and every later spend is checked against it. A
-budget is never lowered.
+The budget is a cap (DESIGN.md fact 12). The first opening of a ledger records it in the header;
+a ledger opened with a larger budget than the one it records is refused (a cap is never raised:
+more spending needs a new ledger, i.e. a new run folder, whose use of the same data its owner
+must account for). A smaller budget lowers the cap when the caller says why
+(``lower_budget="..."``): a ``budget`` record with that reason is appended, and every later spend
+is checked against it; a cap is never lowered below what is already spent. Ledgers written
+before caps (whose ``budget`` records raised the budget) are still read as written.
+
+One relation per ledger (DESIGN.md fact 12). The header states the neighbouring relation of the
+ledger's total, and every spend states its own (``relation``, default the ledger's). A spend made
+under add/remove in a replace-one ledger is counted as (2ε, (1 + e^ε) δ), what it guarantees
+under replace-one by group privacy
+(:func:`~pate_stab.privacy.ledger_format.replace_one_cost`), and keeps its own (ε, δ) as
+``declared``. A spend made under replace-one in an add/remove ledger is refused: a replace-one
+guarantee implies no add/remove guarantee, so the mechanism must state its add/remove (ε, δ)
+(spend with ``relation="add_remove"``) or run under a replace-one ledger.
 
 Budget rule: the spent total is the *basic composition* of the recorded spends, (Σ ε_i, Σ δ_i)
 (Dwork & Roth 2014, Thm 3.16). It is valid for any adaptive sequence of (ε_i, δ_i)-DP
 mechanisms, whatever they are, so the ledger never needs to trust an event description to stay
 sound; tighter totals from the recorded events are available through
-:func:`pate_stab.privacy.accounting.epsilon_for_delta` for reporting. Sums are exact-rounded
+:func:`pate_stab.privacy.accounting.epsilon_for_delta` for reporting (an event holds under its
+spend's ``relation``: compose only events of one relation). Sums are exact-rounded
 (``math.fsum``), and a total may exceed the budget by at most a relative 1e-12 so that a budget
 split into T equal floating-point parts can be spent T times.
 
@@ -59,14 +72,24 @@ from pate_stab.privacy.ledger_format import (
     NEIGHBOURING_RELATIONS,
     LedgerEntry,
     _json_value,
+    anchor_path,
     recorded_budget,
+    replace_one_cost,
 )
 from pate_stab.privacy.ledger_format import FORMAT as FORMAT  # re-exported, as are VERSION and _digest
 from pate_stab.privacy.ledger_format import VERSION as VERSION
 from pate_stab.privacy.ledger_format import _digest as _digest  # the line digest (tests recompute it)
 from pate_stab.privacy.private_files import run_private_key
 
-__all__ = ["PrivacyLedger", "LedgerEntry", "NEIGHBOURING_RELATIONS", "DEFAULT_NEIGHBOURING", "recorded_budget"]
+__all__ = [
+    "DEFAULT_NEIGHBOURING",
+    "NEIGHBOURING_RELATIONS",
+    "LedgerEntry",
+    "PrivacyLedger",
+    "anchor_path",
+    "recorded_budget",
+    "replace_one_cost",
+]
 
 
 class PrivacyLedger(LedgerFile):
@@ -74,8 +97,9 @@ class PrivacyLedger(LedgerFile):
 
     Args:
         path: the ledger file (created with its parent folders if absent).
-        budget_epsilon: total ε of the run, > 0.
-        budget_delta: total δ of the run, in [0, 1).
+        budget_epsilon: the run's cap on the total ε, > 0 (recorded by a new file; an existing
+            file's recorded cap must equal it, or be lowered to it with ``lower_budget``).
+        budget_delta: the cap on the total δ, in [0, 1).
         run_id: a new file gets this id (or a random one when None); an existing file must
             carry it. Reopening an existing file needs its run id: None is refused, so that one
             run never spends from another run's ledger by accident.
@@ -88,14 +112,15 @@ class PrivacyLedger(LedgerFile):
             stored in the file.
         timestamps: write wall-clock times into the header and the spends (default). A ledger
             meant for publication is written without them (module docstring).
-        raise_budget: why the budget may be raised: when the file records a smaller budget
-            than (``budget_epsilon``, ``budget_delta``), a ``budget`` record with this reason
-            raises it (None: a different budget is refused).
+        lower_budget: why the cap may be lowered: when the file records a larger cap than
+            (``budget_epsilon``, ``budget_delta``), a ``budget`` record with this reason lowers it
+            (None: a different budget is refused).
 
     Raises:
-        LedgerError: the file exists but is corrupted, truncated, was made for another budget,
-            relation, run or integrity mode, or was reopened without its run id; or it records
-            another budget and ``raise_budget`` was not given (or would lower it).
+        LedgerError: the file exists but is corrupted, truncated (also: shorter than its anchor),
+            was made for another relation, run or integrity mode, or was reopened without its
+            run id; or it records a smaller cap than asked for (a cap is never raised), or a larger
+            one and ``lower_budget`` was not given, or one that would fall below what is spent.
         ValueError / TypeError: invalid arguments.
     """
 
@@ -109,17 +134,17 @@ class PrivacyLedger(LedgerFile):
         neighbouring: str = DEFAULT_NEIGHBOURING,
         mac_key: bytes | None = None,
         timestamps: bool = True,
-        raise_budget: str | None = None,
+        lower_budget: str | None = None,
     ) -> None:
         self._requested_budget = (
             check_epsilon(budget_epsilon, "budget_epsilon"),
             check_delta(budget_delta, "budget_delta", allow_zero=True),
         )
         self._budget = self._requested_budget  # the recorded budget once the file is read
-        if raise_budget is not None and (not isinstance(raise_budget, str) or not raise_budget.strip()):
-            raise TypeError("raise_budget must be a non-empty reason (str) or None")
+        if lower_budget is not None and (not isinstance(lower_budget, str) or not lower_budget.strip()):
+            raise TypeError("lower_budget must be a non-empty reason (str) or None")
         self._timestamps = bool(timestamps)
-        self._raise_budget = raise_budget
+        self._lower_budget = lower_budget
         if neighbouring not in NEIGHBOURING_RELATIONS:
             raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
@@ -149,6 +174,7 @@ class PrivacyLedger(LedgerFile):
         metadata: Mapping[str, Any] | None = None,
         check_event: bool = True,
         output: Any = None,
+        relation: str | None = None,
     ) -> LedgerEntry:
         """Record a spend of (``epsilon``, ``delta``) durably, then return its entry.
 
@@ -170,11 +196,15 @@ class PrivacyLedger(LedgerFile):
             output: the first output of the release this spend pays for (JSON data), written in
                 the same line as the spend, so that the charge and what it bought are durable
                 together (``outputs[0]`` of the entry).
+            relation: the neighbouring relation (``epsilon``, ``delta``) holds under (None: the
+                ledger's). An add/remove spend in a replace-one ledger is counted by group privacy
+                (:meth:`cost`); a replace-one spend in an add/remove ledger is refused.
 
         Raises:
             BudgetExhaustedError: the spend would exceed the budget; nothing was written.
-            ValueError: invalid values, an event that does not imply (ε, δ), or a reused
-                ``spend_id`` whose parameters differ from the recorded ones.
+            ValueError: invalid values, an event that does not imply (ε, δ), a relation the
+                ledger cannot count, or a reused ``spend_id`` whose parameters differ from the
+                recorded ones.
             LedgerError: the file became inconsistent.
         """
         if not isinstance(spend_id, str) or not spend_id:
@@ -185,6 +215,8 @@ class PrivacyLedger(LedgerFile):
             raise ValueError("epsilon and delta are both 0: nothing to spend (use record_progress)")
         if not isinstance(mechanism, str):
             raise TypeError("mechanism must be a str")
+        relation = self._neighbouring if relation is None else relation
+        counted_eps, counted_delta = self.cost(epsilon=epsilon, delta=delta, relation=relation)
         if event is not None and not isinstance(event, PrivacyEvent):
             raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
         meta = _json_value("metadata", dict(metadata or {}))
@@ -207,27 +239,28 @@ class PrivacyLedger(LedgerFile):
             self._sync()
             recorded = self._spends.get(spend_id)
             if recorded is not None:
-                same = (recorded.epsilon, recorded.delta, recorded.mechanism) == (
-                    epsilon,
-                    delta,
-                    mechanism,
-                )
+                same = (
+                    recorded.declared or (recorded.epsilon, recorded.delta),
+                    recorded.relation or self._neighbouring,
+                    recorded.mechanism,
+                ) == ((epsilon, delta), relation, mechanism)
                 rec_event = None if recorded.event is None else recorded.event.to_dict()
                 if not same or rec_event != event_dict:
                     raise ValueError(
                         f"spend_id {spend_id!r} was recorded with epsilon={recorded.epsilon}, "
-                        f"delta={recorded.delta}, mechanism={recorded.mechanism!r}, event={rec_event}; "
+                        f"delta={recorded.delta} (relation {recorded.relation or self._neighbouring}), "
+                        f"mechanism={recorded.mechanism!r}, event={rec_event}; "
                         "a retry must repeat the same request"
                     )
                 return replace(recorded, replayed=True)
             spent_eps, spent_delta = self._totals()
             total_eps, total_delta = (
-                math.fsum([spent_eps, epsilon]),
-                math.fsum([spent_delta, delta]),
+                math.fsum([spent_eps, counted_eps]),
+                math.fsum([spent_delta, counted_delta]),
             )
             if not self._within_budget(total_eps, total_delta):
                 raise BudgetExhaustedError(
-                    f"spend {spend_id!r} requests (epsilon={epsilon}, delta={delta}) but "
+                    f"spend {spend_id!r} requests (epsilon={counted_eps}, delta={counted_delta}) but "
                     f"(epsilon={spent_eps}, delta={spent_delta}) of the budget "
                     f"(epsilon={self._budget[0]}, delta={self._budget[1]}) is already spent; "
                     "nothing was recorded or released"
@@ -235,12 +268,15 @@ class PrivacyLedger(LedgerFile):
             record: dict[str, Any] = {
                 "kind": "spend",
                 "spend_id": spend_id,
-                "epsilon": epsilon,
-                "delta": delta,
+                "epsilon": counted_eps,
+                "delta": counted_delta,
+                "relation": relation,
                 "mechanism": mechanism,
                 "event": event_dict,
                 "metadata": meta,
             }
+            if relation != self._neighbouring:
+                record["declared"] = {"epsilon": epsilon, "delta": delta}
             if self._timestamps:
                 record["time"] = time.time()
             if out is not None:
@@ -248,14 +284,42 @@ class PrivacyLedger(LedgerFile):
             self._append(record)
             return self._spends[spend_id]
 
-    def check_budget(self, *, epsilon: float, delta: float, spend_id: str | None = None) -> None:
-        """Raise :class:`BudgetExhaustedError` now if a spend of (ε, δ) would not fit.
+    def cost(self, *, epsilon: float, delta: float, relation: str | None = None) -> tuple[float, float]:
+        """What a spend of (ε, δ) under ``relation`` (None: the ledger's) counts in this ledger.
 
-        For refusing before any noise is drawn; :meth:`spend` checks again under the lock. A
-        ``spend_id`` that is already recorded fits (its retry spends nothing).
+        Unchanged under the ledger's own relation; (2ε, (1 + e^ε) δ) for an add/remove spend in a
+        replace-one ledger (group privacy, :func:`~pate_stab.privacy.ledger_format.replace_one_cost`).
+
+        Raises:
+            ValueError: an unknown relation, or a replace-one spend in an add/remove ledger (a
+                replace-one guarantee implies no add/remove one).
         """
         epsilon = check_nonnegative("epsilon", epsilon)
         delta = check_delta(delta, allow_zero=True)
+        relation = self._neighbouring if relation is None else relation
+        if relation not in NEIGHBOURING_RELATIONS:
+            raise ValueError(f"relation must be one of {NEIGHBOURING_RELATIONS}, got {relation!r}")
+        if relation == self._neighbouring:
+            return epsilon, delta
+        if relation == "add_remove":  # in a replace-one ledger
+            return replace_one_cost(epsilon, delta)
+        raise ValueError(
+            f"ledger {self._path} counts spends under add_remove, and this spend's guarantee holds under "
+            "replace_one, which implies no add/remove guarantee: state the mechanism's add/remove (epsilon, delta) "
+            "(relation='add_remove'), or run under neighbouring='replace_one' (a new run folder), where add/remove "
+            "spends are converted by group privacy"
+        )
+
+    def check_budget(
+        self, *, epsilon: float, delta: float, spend_id: str | None = None, relation: str | None = None
+    ) -> None:
+        """Raise :class:`BudgetExhaustedError` now if a spend of (ε, δ) would not fit.
+
+        For refusing before any noise is drawn; :meth:`spend` checks again under the lock. A
+        ``spend_id`` that is already recorded fits (its retry spends nothing). ``relation``: as
+        in :meth:`spend`.
+        """
+        epsilon, delta = self.cost(epsilon=epsilon, delta=delta, relation=relation)
         with self._locked(exclusive=False):
             self._sync()
             if spend_id is not None and spend_id in self._spends:
@@ -264,7 +328,7 @@ class PrivacyLedger(LedgerFile):
             if not self._within_budget(math.fsum([spent_eps, epsilon]), math.fsum([spent_delta, delta])):
                 raise BudgetExhaustedError(
                     f"a spend of (epsilon={epsilon}, delta={delta}) does not fit: (epsilon={spent_eps}, "
-                    f"delta={spent_delta}) of the budget (epsilon={self._budget[0]}, delta={self._budget[1]}) "
+                    f"delta={spent_delta}) of the budget cap (epsilon={self._budget[0]}, delta={self._budget[1]}) "
                     "is already spent; nothing was drawn, recorded or released"
                 )
 

@@ -19,6 +19,19 @@ spend, and :class:`pate_stab.errors.LedgerError` names the line and what is wron
   folder (it is never written to the file). A keyed ledger refuses to open without its key, and
   a key refuses a plain ledger.
 
+Anchor: losing the ledger's tail. Removing whole final lines cleanly leaves a valid chain, so
+the file alone cannot show it. The ledger therefore keeps the last line's sequence number and
+digest outside the file, in an anchor beside it (:func:`~pate_stab.privacy.ledger_format.anchor_path`,
+mode 0600, replaced atomically and ``fsync``-ed), written after every append under the same lock:
+the line first, then the anchor, so a crash between the two leaves the ledger ahead of its
+anchor, never behind. On open, a ledger that ends before the anchored line, or whose line at the
+anchored sequence number has another digest (an older copy restored), is refused; a ledger
+that extends the anchored line (a crash between the two writes) is accepted and the anchor
+catches up. A ledger without an anchor (a folder written before anchors) opens as before and
+gets one. The anchor guards against accidents and restored backups; whoever can write both files
+can still roll both back (keep a copy of the anchor elsewhere, or use a keyed ledger and an
+external record, where that matters).
+
 Concurrency: read-check-append runs under an exclusive ``fcntl.flock`` on the ledger file (local
 file systems), so processes sharing one ledger cannot together exceed the budget; a thread lock
 does the same within a process, and a ledger object used in a forked child reopens the file.
@@ -46,12 +59,17 @@ from pate_stab.errors import LedgerError
 from pate_stab.privacy.events import ExPostEvent, event_from_dict
 from pate_stab.privacy.ledger_format import (
     _RELATIVE_SLACK,
+    BUDGET_RULE,
     FORMAT,
+    NEIGHBOURING_RELATIONS,
     VERSION,
     LedgerEntry,
     _canonical,
     _digest,
+    anchor_path,
+    replace_one_cost,
 )
+from pate_stab.privacy.private_files import write_private
 
 __all__ = ["LedgerFile"]
 
@@ -98,7 +116,7 @@ class LedgerFile:
     _path: Path
     _requested_budget: tuple[float, float]
     _budget: tuple[float, float]  # the recorded budget once the file is read
-    _raise_budget: str | None
+    _lower_budget: str | None
     _timestamps: bool
     _neighbouring: str
     _requested_run_id: str | None
@@ -111,6 +129,7 @@ class LedgerFile:
     _offset: int
     _seq: int
     _prev: str
+    _digests: list[str]  # every line's digest, by sequence number (the anchor's check)
     _header: dict[str, Any] | None
     _spends: dict[str, LedgerEntry]
     _progress: list[dict[str, Any]]
@@ -123,6 +142,7 @@ class LedgerFile:
         self._offset = 0
         self._seq = -1
         self._prev = ""
+        self._digests = []
         self._header: dict[str, Any] | None = None
         self._spends: dict[str, LedgerEntry] = {}
         self._progress: list[dict[str, Any]] = []
@@ -136,6 +156,12 @@ class LedgerFile:
     def _create_or_verify(self) -> None:
         with self._locked(exclusive=True):
             if os.fstat(self._fd).st_size == 0:
+                if anchor_path(self._path).is_file():
+                    raise LedgerError(
+                        f"ledger {self._path} is empty but its anchor {anchor_path(self._path)} records earlier lines: "
+                        "it was truncated or replaced. Spends recorded in the lost lines were paid for and may have "
+                        "been released; do not continue from this file (a new run folder starts a new ledger)"
+                    )
                 header = {
                     "kind": "header",
                     "format": FORMAT,
@@ -146,6 +172,7 @@ class LedgerFile:
                     "neighbouring": self._neighbouring,
                     "integrity": "sha256" if self._mac_key is None else "hmac-sha256",
                     "accounting": "basic composition of the recorded (epsilon, delta)",
+                    "budget_rule": BUDGET_RULE,
                 }
                 if self._timestamps:
                     header["created"] = time.time()
@@ -162,24 +189,46 @@ class LedgerFile:
                         "without one could be another run's, whose spends would then be mixed with this run's)"
                     )
                 self._sync()
+                self._check_anchor()
                 self._settle_budget()
             # a forked child reopens the file: it must accept the same run
             self._requested_run_id = str(self._header["run_id"]) if self._header else self._requested_run_id
 
     def _settle_budget(self) -> None:
-        """Check the recorded budget against the requested one; raise it by a record if allowed."""
+        """Check the recorded budget against the requested one; lower it by a record if asked.
+
+        The budget is a cap: it is never raised. A run that needs more is refused; a new run
+        folder starts a new ledger (a new use of the data, which its owner must account for).
+        """
         recorded, wanted = self._budget, self._requested_budget
         if recorded == wanted:
             return
-        raises = wanted[0] >= recorded[0] and wanted[1] >= recorded[1]
-        if self._raise_budget is None or not raises:
-            how = "pass raise_budget=<reason> to record a larger budget" if raises else "a budget is never lowered"
+        where = f"ledger {self._path}: the ledger records the budget cap (epsilon={recorded[0]}, delta={recorded[1]})"
+        if wanted[0] > recorded[0] or wanted[1] > recorded[1]:
             raise LedgerError(
-                f"ledger {self._path}: the ledger records budget (epsilon={recorded[0]}, delta={recorded[1]})"
-                f" but was opened with (epsilon={wanted[0]}, delta={wanted[1]}); {how}"
+                f"{where} but was opened with (epsilon={wanted[0]}, delta={wanted[1]}): a budget cap can only be "
+                "lowered, never raised. To spend more, start a new run folder (a new ledger: a new use of the "
+                "data, which you must account for yourself)"
+            )
+        if self._lower_budget is None:
+            raise LedgerError(
+                f"{where} but was opened with (epsilon={wanted[0]}, delta={wanted[1]}); pass lower_budget=<reason> "
+                "to lower the cap"
+            )
+        spent = self._totals()
+        if wanted[0] < spent[0] or wanted[1] < spent[1]:
+            raise LedgerError(
+                f"{where}; (epsilon={spent[0]}, delta={spent[1]}) of it is already spent, so it cannot be lowered to "
+                f"(epsilon={wanted[0]}, delta={wanted[1]}): a cap is never below what is spent"
             )
         self._append(
-            {"kind": "budget", "budget_epsilon": wanted[0], "budget_delta": wanted[1], "reason": self._raise_budget}
+            {
+                "kind": "budget",
+                "change": "lower",
+                "budget_epsilon": wanted[0],
+                "budget_delta": wanted[1],
+                "reason": self._lower_budget,
+            }
         )
 
     @contextmanager
@@ -208,7 +257,43 @@ class LedgerFile:
         os.fsync(self._fd)
         self._apply(record, line_no=self._seq + 2)
         self._offset += len(data)
+        self._write_anchor()  # after the line is durable: a crash leaves the ledger ahead, never behind
         return record
+
+    def _write_anchor(self) -> None:
+        """Record the last line's sequence number and digest in the anchor (atomic, 0600, fsync-ed)."""
+        path = anchor_path(self._path)
+        write_private(path, _canonical({"kind": "ledger_anchor", "seq": self._seq, "digest": self._prev}) + "\n")
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # make the rename durable
+        finally:
+            os.close(dir_fd)
+
+    def _check_anchor(self) -> None:
+        """Refuse a ledger that ends before, or diverges from, its anchored last line (module docstring)."""
+        path = anchor_path(self._path)
+        if not path.is_file():  # a folder written before anchors: it gets one
+            self._write_anchor()
+            return
+        try:
+            anchor = json.loads(path.read_text(encoding="ascii"))
+            seq, digest = int(anchor["seq"]), str(anchor["digest"])
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise LedgerError(f"ledger {self._path}: its anchor {path} is unreadable ({exc!r})") from exc
+        if seq > self._seq:
+            raise LedgerError(
+                f"ledger {self._path} ends before the last recorded line {seq + 1} (it has {self._seq + 1} lines; "
+                f"anchor {path}): it was truncated or restored from an older copy. Spends recorded in the lost "
+                "lines were paid for and may have been released; do not continue from this file"
+            )
+        if not hmac.compare_digest(self._digests[seq], digest):
+            raise LedgerError(
+                f"ledger {self._path}, line {seq + 1} differs from the line its anchor {path} recorded: the file was "
+                "replaced by another copy or edited. Do not continue from this file"
+            )
+        if seq < self._seq:  # the ledger is ahead (a crash after a line, before its anchor): catch up
+            self._write_anchor()
 
     def _sync(self) -> None:
         """Read and verify lines appended since the last read. Caller holds a lock."""
@@ -278,6 +363,7 @@ class LedgerFile:
             raise LedgerError(f"{where}: malformed {kind} record ({exc!r})") from exc
         self._seq += 1
         self._prev = record[field_name]
+        self._digests.append(self._prev)
 
     def _check_header(self, header: dict[str, Any], where: str) -> None:
         if header.get("format") != FORMAT or header.get("version") != VERSION:
@@ -302,8 +388,18 @@ class LedgerFile:
             check_epsilon(record["budget_epsilon"], "budget_epsilon"),
             check_delta(record["budget_delta"], "budget_delta", allow_zero=True),
         )
-        if not isinstance(record["reason"], str) or new[0] < self._budget[0] or new[1] < self._budget[1]:
-            raise LedgerError(f"{where}: a budget record must raise the budget and give a reason")
+        if not isinstance(record["reason"], str):
+            raise LedgerError(f"{where}: a budget record must give a reason")
+        lowers = new[0] <= self._budget[0] and new[1] <= self._budget[1]
+        raises = new[0] >= self._budget[0] and new[1] >= self._budget[1]
+        if self._header is not None and self._header.get("budget_rule") == BUDGET_RULE:
+            if record.get("change") != "lower" or not lowers:
+                raise LedgerError(f"{where}: the budget is a cap: a budget record may only lower it")
+            spent = self._totals()
+            if not (spent[0] <= new[0] * (1 + _RELATIVE_SLACK) and spent[1] <= new[1] * (1 + _RELATIVE_SLACK)):
+                raise LedgerError(f"{where}: the budget is lowered below what is already spent {spent}")
+        elif not raises:  # a ledger written before caps: its budget records raised it
+            raise LedgerError(f"{where}: a budget record of this ledger must raise the budget")
         self._budget = new
 
     def _apply_spend(self, record: dict[str, Any], where: str) -> None:
@@ -311,6 +407,21 @@ class LedgerFile:
         if spend_id in self._spends:
             raise LedgerError(f"{where}: spend_id {spend_id!r} recorded twice")
         event = None if record["event"] is None else event_from_dict(record["event"])
+        relation = record.get("relation")
+        declared = None
+        if relation is not None and relation not in NEIGHBOURING_RELATIONS:
+            raise LedgerError(f"{where}: unknown relation {relation!r}")
+        if relation is not None and relation != self._neighbouring:
+            if (relation, self._neighbouring) != ("add_remove", "replace_one"):
+                raise LedgerError(f"{where}: a {relation} spend in a {self._neighbouring} ledger")
+            declared = (
+                check_nonnegative("epsilon", record["declared"]["epsilon"]),
+                check_delta(record["declared"]["delta"], allow_zero=True),
+            )
+            if replace_one_cost(*declared) != (record["epsilon"], record["delta"]):
+                raise LedgerError(
+                    f"{where}: the counted (epsilon, delta) is not the group-privacy cost of the declared"
+                )
         entry = LedgerEntry(
             seq=record["seq"],
             spend_id=str(spend_id),
@@ -322,6 +433,8 @@ class LedgerFile:
             time=None if record.get("time") is None else float(record["time"]),
             outputs=(record["output"],) if "output" in record else (),
             ex_post=event if isinstance(event, ExPostEvent) else None,
+            relation=relation,
+            declared=declared,
         )
         eps, delta = self._totals([entry])
         if not self._within_budget(eps, delta):

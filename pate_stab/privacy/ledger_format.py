@@ -8,6 +8,13 @@ own digest over the rest of the record: SHA-256 (field ``sha256``) or HMAC-SHA25
 ledger's key (field ``hmac``). :class:`LedgerEntry` is what a ``spend`` line and the lines
 attached to it (outputs, result, ex-post loss) amount to once read.
 
+The budget is a cap (header field ``budget_rule: "cap"``): a ``budget`` record may only lower it
+(``change: "lower"``). Ledgers written before caps (no ``budget_rule``) may hold ``budget`` records
+that raised it; they are read as they were written. A spend line states the neighbouring relation
+its guarantee holds under (``relation``; lines without it hold under the ledger's); a spend made
+under add/remove in a replace-one ledger is counted by group privacy
+(:func:`replace_one_cost`) and keeps its own figures under ``declared``.
+
 The ledger itself is :class:`pate_stab.privacy.ledger.PrivacyLedger`.
 """
 
@@ -16,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +33,17 @@ from typing import Any
 from pate_stab.errors import LedgerError
 from pate_stab.privacy.events import ExPostEvent, PrivacyEvent
 
-__all__ = ["FORMAT", "VERSION", "NEIGHBOURING_RELATIONS", "DEFAULT_NEIGHBOURING", "LedgerEntry", "recorded_budget"]
+__all__ = [
+    "BUDGET_RULE",
+    "DEFAULT_NEIGHBOURING",
+    "FORMAT",
+    "NEIGHBOURING_RELATIONS",
+    "VERSION",
+    "LedgerEntry",
+    "anchor_path",
+    "recorded_budget",
+    "replace_one_cost",
+]
 
 FORMAT = "pate_stab.ledger"
 VERSION = 1
@@ -34,6 +52,33 @@ DEFAULT_NEIGHBOURING = "add_remove"
 """What the library's releases guarantee by default: content-keyed shards move one teacher per
 added or removed record (DESIGN.md fact 1); replace-one needs record-id keys or group privacy."""
 _RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
+BUDGET_RULE = "cap"
+"""The header's ``budget_rule``: the budget is the user's cap, which a ``budget`` record may only lower."""
+
+
+def replace_one_cost(epsilon: float, delta: float) -> tuple[float, float]:
+    """What an (ε, δ) guarantee under add/remove one record guarantees under replace-one: (2ε, (1 + e^ε) δ).
+
+    Replacing a record is removing it and adding another: D ~ D \\ {x} ~ D'. Applying the
+    add/remove guarantee twice (group privacy over k = 2 steps; Dwork & Roth 2014, Thm 2.2 for
+    pure DP; Vadhan 2017, Lemma 2.2 (kε, k·e^{(k−1)ε}·δ) for approximate DP, here tightened by
+    summing the two steps exactly): P[M(D) ∈ S] ≤ e^ε (e^ε P[M(D') ∈ S] + δ) + δ
+    = e^{2ε} P[M(D') ∈ S] + (1 + e^ε) δ. The converse does not hold: a replace-one guarantee
+    implies no add/remove guarantee (a mechanism that outputs the number of records is 0-DP under
+    replace-one and not DP at all under add/remove).
+
+    Example:
+        >>> replace_one_cost(1.0, 1e-5)
+        (2.0, 3.718281828459045e-05)
+    """
+    return 2.0 * epsilon, (1.0 + math.exp(epsilon)) * delta
+
+
+def anchor_path(ledger_path: str | os.PathLike[str]) -> Path:
+    """The anchor file beside a ledger: ``private_<stem>_anchor.json`` (mode 0600), holding the last
+    line's sequence number and digest (:mod:`pate_stab.privacy.ledger_file`, "Anchor")."""
+    path = Path(ledger_path)
+    return path.with_name(f"private_{path.stem}_anchor.json")
 
 
 @dataclass(frozen=True)
@@ -52,6 +97,10 @@ class LedgerEntry:
         outputs: the released outputs, one payload per release call, in order (the first one
             stored with the spend itself, see :meth:`PrivacyLedger.spend`).
         ex_post: realised ex-post loss, if recorded.
+        relation: the neighbouring relation the spend's own guarantee holds under (None: the
+            ledger's, in lines written before spends stated it).
+        declared: the spend's own (ε, δ) under ``relation`` where it differs from what is counted
+            (an add/remove spend in a replace-one ledger, :func:`replace_one_cost`), else None.
         replayed: True when ``spend`` returned this earlier record instead of spending.
     """
 
@@ -67,6 +116,8 @@ class LedgerEntry:
     has_result: bool = False
     outputs: tuple[Any, ...] = ()
     ex_post: ExPostEvent | None = None
+    relation: str | None = None
+    declared: tuple[float, float] | None = None
     replayed: bool = field(default=False, compare=False)
 
 
@@ -89,7 +140,7 @@ def _json_value(name: str, value: Any) -> Any:
 
 
 def recorded_budget(path: str | os.PathLike[str]) -> tuple[float, float] | None:
-    """The budget a ledger file records now (its header, raised by any ``budget`` records), or
+    """The budget a ledger file records now (its header, changed by any ``budget`` records), or
     None when there is no file. Nothing is verified: opening the ledger does that.
 
     Raises:

@@ -9,7 +9,7 @@ run's ``query_selection``: with ``"first"`` all rows release the same m pool poi
 ``"student-confidence"`` each release runs the same selection procedure on its own released
 outputs (one aggregator instance, one spend, at most m queries), so each aggregator is compared
 at the same budget with the same procedure, on the points that procedure chose for it. Each release is a
-separate spend in the run's ledger (the ledger's budget is their basic-composition sum), with a
+separate spend in the run's ledger (which counts their basic-composition sum against its cap), with a
 deterministic spend id, so a rerun reuses them.
 
 Published and private (DESIGN.md fact 8, :mod:`pate_stab.run.private`). ``compare.json``,
@@ -22,9 +22,17 @@ holds what no mechanism paid for: mean teacher and plurality accuracy, the exact
 (private under add/remove: the DP-SGD rows publish only the public size N they were computed
 from), the raw data-dependent ε with its inputs, wall times.
 
-The ledger's budget is the plan's total. A rerun with more repeats (or more ε or aggregators)
-raises it by an explicit ``budget`` record in the ledger, with the plan as its reason; earlier
-releases replay. Repeated ε values are refused (each ε is one spend id per repeat).
+The budget is a cap (DESIGN.md fact 12, :func:`pate_stab.run.report.open_ledger`): the first run
+records the user's ``budget_epsilon`` / ``budget_delta``, or the plan's total where none is set. Before
+any student is trained or anything released, the plan's unspent spends are checked against what
+the cap leaves (earlier releases replay at no cost); a plan that does not fit — a rerun with more
+repeats, ε values or rows than the cap allows — is refused with nothing spent. A run never raises
+the cap: set a cap that covers the larger plan at the first run, or use a new run folder (a new
+ledger: a new use of the data that the user accounts for). Repeated ε values are refused (each ε
+is one spend id per repeat).
+
+One relation per ledger: the releasers and the convex heads spend under the run's relation; DP-SGD
+(add/remove) in a replace-one run is counted by group privacy (:meth:`pate_stab.privacy.ledger.PrivacyLedger.cost`).
 
 Where the stability releaser cannot answer at a setting, the row says which k (at this ε) or
 which ε (with this k) a unanimous vote would need (:func:`pate_stab.theory.teachers_for_unanimous_answer`).
@@ -45,7 +53,7 @@ from tqdm import tqdm
 from pate_stab._validation import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
-from pate_stab.privacy.ledger import recorded_budget
+from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.rng import spawn_generators
 from pate_stab.run.compare_table import (
     format_rows,
@@ -58,12 +66,26 @@ from pate_stab.run.compare_table import (
 from pate_stab.run.config import IMAGE_DIRECT_LEARNERS, RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
-from pate_stab.run.direct import check_direct_inputs, check_direct_learners, direct_legend, run_direct
+from pate_stab.run.direct import (
+    check_direct_inputs,
+    check_direct_learners,
+    direct_legend,
+    direct_planned_spend,
+    run_direct,
+)
 from pate_stab.run.prepare import prepare
 from pate_stab.run.private import write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
-from pate_stab.run.release import label_accuracy, release_labels
-from pate_stab.run.report import LABEL_ACCURACY_NOTE, clean_json, noise_report, open_ledger, run_files
+from pate_stab.run.release import label_accuracy, recorded_spend_id, release_labels, release_spend_id
+from pate_stab.run.report import (
+    LABEL_ACCURACY_NOTE,
+    PlannedSpend,
+    check_run_budget,
+    clean_json,
+    noise_report,
+    open_run_ledger,
+    run_files,
+)
 from pate_stab.run.run_folder import run_lock, write_published
 from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
@@ -132,6 +154,33 @@ def _run_compare(
         )
     start = time.perf_counter()
     direct = check_direct_learners(list(direct), dataset=config.dataset)
+    repeats = check_int("repeats", repeats, minimum=1)
+    # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
+    direct_plan = [(float(e), d, r) for r in range(repeats) for e in epsilons for d in direct]
+
+    def planned(aggs: Sequence[str]) -> Any:
+        def spends(ledger: PrivacyLedger | None) -> list[PlannedSpend]:
+            """Each release is (ε, δ)-DP on its own; the ledger counts their basic composition."""
+            out = [
+                PlannedSpend(
+                    release_spend_id(config.run_name, a, e, r) if ledger is None
+                    else recorded_spend_id(ledger, config.run_name, a, e, r),
+                    e, config.delta,
+                )  # fmt: skip
+                for r in range(repeats) for e in map(float, epsilons) for a in aggs
+            ]  # fmt: skip
+            return out + [direct_planned_spend(config, d, e, r) for e, d, r in direct_plan]
+
+        return spends
+
+    how = (
+        f"lower the plan (fewer repeats, ε values or rows), or use a new run folder (not {config.run_name!r}: a new "
+        "ledger, a new use of the data that you must account for)"
+    )
+    budget_args = {"run_name": config.run_name, "neighbouring": config.neighbouring, "how": how,
+                   "cap_epsilon": config.budget_epsilon, "cap_delta": config.budget_delta}  # fmt: skip
+    if aggregators is not None:  # before any training: the plan against the cap (the default list needs C)
+        check_run_budget(config.run_dir, spends=planned(aggregators), **budget_args)
     # direct learners only: no teachers; no feature stage unless a learner reads the features
     asks_teachers = aggregators is None or len(aggregators) > 0
     uses_features = asks_teachers or any(d not in IMAGE_DIRECT_LEARNERS for d in direct)
@@ -148,8 +197,6 @@ def _run_compare(
     if direct:
         check_direct_inputs(prep, direct)  # before anything is spent
     k, m = config.num_teachers, config.num_queries
-    repeats = check_int("repeats", repeats, minimum=1)
-    # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
     plan = [(float(e), a, r) for r in range(repeats) for e in epsilons for a in aggregators]
     if not plan and not direct:
         raise ValueError("nothing to compare: no aggregators and no direct learners")
@@ -159,21 +206,8 @@ def _run_compare(
     bottom_gens = spawn_generators(prep.generators["bottom"], n_gens)
     selection_gens = spawn_generators(prep.generators["selection"], n_gens)
     dd_gens = spawn_generators(prep.generators["data_dependent"], n_gens)
-    direct_plan = [(float(e), d, r) for r in range(repeats) for e in epsilons for d in direct]
-    # each release is (ε, δ)-DP on its own; the ledger counts their basic composition. A ledger
-    # made for a smaller plan (fewer repeats, ε or aggregators) gets its budget raised by a record
-    plan_budget = (math.fsum(e for e, _, _ in plan + direct_plan), config.delta * len(plan + direct_plan))
-    recorded = recorded_budget(prep.run_dir / "ledger.jsonl") or plan_budget
-    budget = (max(plan_budget[0], recorded[0]), max(plan_budget[1], recorded[1]))
-    ledger = open_ledger(
-        prep.run_dir,
-        run_name=config.run_name,
-        budget_epsilon=budget[0],
-        budget_delta=budget[1],
-        neighbouring=config.neighbouring,
-        raise_budget=f"compare plan: {repeats} repeat(s) x epsilons {[float(x) for x in epsilons]} "
-        f"x aggregators {list(aggregators)} x direct learners {list(direct)}",
-    )
+    # the whole plan's unspent cost against the cap, before any release or student
+    ledger = open_run_ledger(prep.run_dir, spends=planned(aggregators), **budget_args)
     teacher_mean, plurality = (None, None)
     if prep.teachers is not None:
         teacher_mean, plurality = teacher_accuracies(

@@ -58,6 +58,7 @@ __all__ = [
     "TEACHER_MODELS",
     "THREAT_MODELS",
     "TransferConfig",
+    "check_cap",
 ]
 
 
@@ -150,6 +151,11 @@ class TransferConfig:
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
     sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
     allow_unanswerable: bool = False
+    # the run folder's budget cap (DESIGN.md fact 12; pate_stab.run.report.open_ledger): the first run
+    # records it in the ledger (None: that run's own total); a rerun may lower it, never raise it, and
+    # a plan that does not fit is refused before any noise is drawn. Not part of the run's identity.
+    budget_epsilon: float | None = None
+    budget_delta: float | None = None
     # dpsgd-cnn (direct learner): epochs of DP-SGD over the private images; None: Tramèr & Boneh
     # 2021's 40 (pate_stab.direct.cnn.CNN_DPSGD). Fixed before the run; σ is computed for it
     dpsgd_cnn_epochs: int | None = None
@@ -241,6 +247,7 @@ class TransferConfig:
         if self.neighbouring not in NEIGHBOURING_RELATIONS:
             choices = ", ".join(NEIGHBOURING_RELATIONS)
             raise ValueError(f"neighbouring must be one of {choices}, got {self.neighbouring!r}")
+        check_cap(self.budget_epsilon, self.budget_delta)
         if self.partition_key not in PARTITION_KEYS:
             raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {self.partition_key!r}")
         if self.features not in FEATURES:
@@ -463,3 +470,14 @@ class TransferConfig:
             teachers_changed=self.teachers_changed,
             noise=self.releaser_noise,
         )
+
+
+def check_cap(cap_epsilon: float | None, cap_delta: float | None) -> None:
+    """A user's budget cap: ε > 0 finite, δ in [0, 1), each or both None (ValueError otherwise)."""
+    for name, value, top in (("budget_epsilon", cap_epsilon, math.inf), ("budget_delta", cap_delta, 1.0)):
+        if value is None:
+            continue
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or not (0 < value < top if name == "budget_epsilon" else 0 <= value < top):
+            want = "a positive finite number" if name == "budget_epsilon" else "a number in [0, 1)"
+            raise ValueError(f"{name} (the run's budget cap) must be {want}, got {value!r}")

@@ -117,5 +117,6 @@ ROUND_FEATURES = {
 REPORT_FIELDS = ("dd_order", "dd_sigma")
 NOT_IDENTITY = (
     "checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", "finish_from_ledger",
+    "budget_epsilon", "budget_delta",
     *STUDENT_FIELDS, *REPORT_FIELDS,
 )  # fmt: skip

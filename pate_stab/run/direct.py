@@ -13,10 +13,11 @@ Learners (:data:`DIRECT_LEARNERS`):
 * ``objective-softmax`` / ``output-softmax``: the softmax head of :mod:`pate_stab.erm.multinomial`
   (one ε for all C classes); ``objective-ovr`` / ``output-ovr``: one-vs-rest binary logistic heads
   (:func:`pate_stab.erm.objective_perturbation`, :func:`pate_stab.erm.output_perturbation`) over
-  the public class list, ε/C per class. Logistic loss, ε-DP under **replace one record** (n public
-  and fixed: PATE's split). Features are divided by a bound R read from the *public pool* (the
-  :data:`NORM_QUANTILE` quantile of its row norms) and every row is projected onto the unit
-  ball (a fixed per-record map; rows above R are clipped).
+  the public class list, ε/C per class. Logistic loss, ε-DP under the **run's relation** (either).
+  Features are divided by a bound R read from the *public pool* (the :data:`NORM_QUANTILE` quantile
+  of its row norms) and every row is projected onto the unit ball (a fixed per-record map; rows
+  above R are clipped). The heads calibrate on the public size N (:mod:`pate_stab.run.direct_size`,
+  as DP-SGD does), never on the private count n; see "The heads' public size" below.
 * ``dpsgd-linear``: DP-SGD on a linear softmax layer (:mod:`pate_stab.direct.dpsgd`), features
   standardised with the public pool's mean and standard deviation, per-sample clipping at C = 0.1,
   Poisson sampling, σ from Opacus's RDP accountant: (ε, δ)-DP under **add/remove one record**.
@@ -35,13 +36,35 @@ Hyper-parameters are fixed in advance (never chosen on evaluation or pool labels
 ε' > 0.8 ε at ε = 1 with n = 60,000 and C = 10 (its Jacobian term 18·log(1 + 1/(2nλ)) ≈ 0.15); DP-SGD's
 settings are Tramèr & Boneh 2021's (:class:`pate_stab.direct.DPSGDConfig`, :data:`pate_stab.direct.cnn.CNN_DPSGD`).
 
-Relations. The ledger's header holds the run's relation; every direct spend records its own in
-its metadata (``neighbouring``) and every row states it. Rows under different relations are read
-as follows: an (ε, δ) guarantee under add/remove implies (2ε, (1 + e^ε) δ) under replace-one
-(group privacy over the removal and the addition); a replace-one guarantee does not imply an
-add/remove one (the heads' analysis fixes n). Each row therefore also carries its replace-one
-equivalent (``epsilon_replace_one``, ``delta_replace_one``), and the cumulative cost of all rows
-under replace-one is their sum (basic composition).
+The heads' public size. Chaudhuri, Monteleoni & Sarwate 2011 (JMLR 12; Thm 6 for output,
+Thm 9 for objective perturbation) minimise J_n(w) = (1/n) Σ ℓ(w, z_i) + (λ/2)||w||² and prove ε-DP
+under replace-one for a fixed, public n. Here the heads minimise the same objective with a fixed
+public divisor N instead, J(w) = (1/N) Σ ℓ(w, z_i) + (λ/2)||w||², and calibrate as the paper does
+with n := N (sensitivity 2ρ/(Nλ) of the minimiser; the Jacobian term log(1 + c/(Nλ))² and
+b's density of objective perturbation). That calibration holds under both relations:
+
+* replace-one: the paper's proof with n := N, word for word (the divisor is a constant);
+* add/remove: D' = D ∪ {z} changes J by (1/N) ℓ(w, z) only. By λ-strong convexity of J_{D'},
+  λ ||w_D − w_{D'}|| ≤ ||∇J_{D'}(w_D)|| = ||∇ℓ(w_D, z)||/N ≤ ρ/N, i.e. sensitivity ρ/(Nλ) ≤ 2ρ/(Nλ);
+  for objective perturbation the shift of b is one record's gradient (half the replace-one bound)
+  and the Jacobian ratio holds the factors of one record's Hessian, each ≤ 1 + c/(Nλ), instead of
+  two records' (the proof of Thm 9, and of the softmax head's rank-(C−1) version in
+  :mod:`pate_stab.erm.multinomial`, with one changed record), so every term is at most its
+  replace-one value.
+
+So the guarantee is ε under the run's relation for any private count n, and neither N nor n
+needs to bound the other. The objective is solved through the library's (1/n)-normalised solvers
+with λ' = λ N / n, whose minimiser is J's (J = (N/n)(J_n with λ')) and whose noise scales, all
+functions of λ' n = λ N, are the paper's with n := N. n stays inside the mechanism: it is neither
+recorded nor published.
+
+Relations. The ledger's header holds the run's relation, the ledger counts every spend under it
+(:meth:`pate_stab.privacy.ledger.PrivacyLedger.cost`), and every direct spend records its own in
+its metadata (``neighbouring``) and every row states it. The heads spend under the run's relation
+(above); DP-SGD under add/remove, which a replace-one ledger counts as (2ε, (1 + e^ε) δ) (group
+privacy over the removal and the addition); a replace-one guarantee would imply no add/remove
+one, and an add/remove ledger refuses it. Each row also carries its replace-one equivalent
+(``epsilon_replace_one``, ``delta_replace_one``).
 
 Randomness: the noise comes from the OS when the run's ``releaser_noise`` is ``"secure"``; with
 ``"seeded"`` (research) it is derived from the run's seed and the spend id, and carries no privacy
@@ -96,6 +119,7 @@ from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS
 from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_spend_id
+from pate_stab.run.report import PlannedSpend
 
 __all__ = [
     "DIRECT_LEARNERS",
@@ -106,6 +130,7 @@ __all__ = [
     "check_direct_inputs",
     "check_direct_learners",
     "direct_legend",
+    "direct_planned_spend",
     "replace_one_equivalent",
     "run_direct",
 ]
@@ -119,8 +144,8 @@ DIRECT_LEARNERS = {
     "dpsgd-cnn": "DP-SGD, Tramèr & Boneh 2021's tanh CNN on the raw images (their settings; Opacus engine)",
 }
 """The direct private learners a run offers (the names of :data:`pate_stab.run.config.DIRECT_LEARNER_NAMES`)."""
-DIRECT_RELATIONS = {name: ("add_remove" if name.startswith("dpsgd") else "replace_one") for name in DIRECT_LEARNERS}
-"""The neighbouring relation each learner's guarantee holds under."""
+DIRECT_RELATIONS = {name: ("add_remove" if name.startswith("dpsgd") else "either") for name in DIRECT_LEARNERS}
+"""The neighbouring relation each learner's guarantee holds under ("either": the run's; module docstring)."""
 HEAD_LAMBDA = 1e-3
 """λ of the convex heads, fixed in advance (module docstring)."""
 NORM_QUANTILE = 0.99
@@ -173,6 +198,21 @@ def replace_one_equivalent(*, epsilon: float, delta: float, neighbouring: str) -
     if neighbouring != "add_remove":
         raise ValueError(f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}")
     return 2.0 * epsilon, (1.0 + math.exp(epsilon)) * delta
+
+
+def direct_planned_spend(config: Any, learner: str, epsilon: float, repeat: int = 0) -> PlannedSpend:
+    """What a direct learner's spend will cost, before anything is trained: DP-SGD's target (ε, δ)
+    under add/remove (its accountant's ε is at most the target), a head's (ε, 0) under the run's relation."""
+    spend_id = release_spend_id(config.run_name, learner, epsilon, repeat)
+    if learner.startswith("dpsgd"):
+        return PlannedSpend(spend_id, float(epsilon), float(config.delta), "add_remove")
+    return PlannedSpend(spend_id, float(epsilon), 0.0)
+
+
+def _relation(prep: Prepared, learner: str) -> str:
+    """The relation a learner's spend holds under in this run (the heads: the run's)."""
+    relation = DIRECT_RELATIONS[learner]
+    return prep.config.neighbouring if relation == "either" else relation
 
 
 def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
@@ -233,6 +273,8 @@ def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDCon
     check_class_labels(task.private_y, num_classes=task.num_classes, n=task.private_x.shape[0], name="private labels")
     for learner in (n for n in learners if n.startswith("dpsgd")):
         check_public_size(dpsgd_public_size(prep.config), _dpsgd_config(prep, learner, dpsgd))
+    if any(not n.startswith("dpsgd") for n in learners):
+        dpsgd_public_size(prep.config)  # the heads' N (module docstring): own data need private_size_hint
 
 
 def _image_splits(prep: Prepared) -> list[tuple[str, Tensor | None]]:
@@ -270,7 +312,7 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
     """What the spend costs and says, before any noise: (ε, δ, event, metadata)."""
     c = prep.task.num_classes
     # no private count here: under add/remove it is private (DESIGN.md fact 8; private diagnostics hold it)
-    meta: dict[str, Any] = {"learner": learner, "neighbouring": DIRECT_RELATIONS[learner]}
+    meta: dict[str, Any] = {"learner": learner, "neighbouring": _relation(prep, learner)}
     if learner.startswith("dpsgd"):
         size = dpsgd_public_size(prep.config)  # public: q, steps, σ and the divisor come from it, never from n
         meta.update({"public_size": size, "public_size_source": public_size_source(prep.config)})
@@ -291,7 +333,9 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
     bound, _ = _head_inputs(prep)
     meta.update({"lam": HEAD_LAMBDA, "loss": "logistic", "feature_bound": bound,
                  "feature_bound_source": f"public pool, {NORM_QUANTILE} quantile of row norms; rows clipped",
-                 "classes": c})  # fmt: skip
+                 "classes": c, "public_size": dpsgd_public_size(prep.config),
+                 "public_size_source": public_size_source(prep.config),
+                 "objective": "(1/N) Σ loss + (λ/2)||w||², N the public size"})  # fmt: skip
     return epsilon, 0.0, PureDpEvent(epsilon), meta
 
 
@@ -331,10 +375,12 @@ def _train(
         return {"kind": "linear", "weight": model.weight, "bias": model.bias, "mean": mean, "std": std,
                 "epsilon": model.epsilon}  # fmt: skip
     bound, x = _head_inputs(prep)
+    # the objective with the public divisor N through the (1/n)-normalised solvers: λ' = λ N / n (module docstring)
+    lam = HEAD_LAMBDA * (meta["public_size"] / x.shape[0])
     # output perturbation draws exact lattice noise from ``source``; objective perturbation float noise
     exact = learner.startswith("output")
     if learner.endswith("-softmax"):
-        kwargs: dict[str, Any] = {"num_classes": task.num_classes, "epsilon": epsilon, "lam": HEAD_LAMBDA,
+        kwargs: dict[str, Any] = {"num_classes": task.num_classes, "epsilon": epsilon, "lam": lam,
                                   "generator": generator}  # fmt: skip
         if exact:
             m = softmax_output_perturbation(x, task.private_y, exact_noise=source, **kwargs)
@@ -349,10 +395,10 @@ def _train(
         for k in range(task.num_classes):
             yk = torch.where(task.private_y == k, 1.0, -1.0).double()
             if exact:
-                head = output_perturbation(x, yk, epsilon=eps_class, lam=HEAD_LAMBDA, generator=generator,
+                head = output_perturbation(x, yk, epsilon=eps_class, lam=lam, generator=generator,
                                            loss="logistic", exact_noise=source)  # fmt: skip
             else:
-                head = objective_perturbation(x, yk, epsilon=eps_class, lam=HEAD_LAMBDA, generator=generator,
+                head = objective_perturbation(x, yk, epsilon=eps_class, lam=lam, generator=generator,
                                               loss="logistic")  # fmt: skip
             heads.append(head.weights)
         weight = torch.stack(heads)
@@ -426,7 +472,8 @@ def run_direct(
         meta["noise_kind"] = NOISE_KINDS[_noise_family(learner)]
         if learner.startswith("dpsgd"):
             meta["secure_mode"] = prep.config.releaser_noise == "secure"
-        ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta)
+        ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta,
+                     relation=meta["neighbouring"])  # fmt: skip
         model = _train(prep, learner, epsilon, generator, dpsgd, meta, _exact_source(prep, spend_id))
         folder.mkdir(parents=True, exist_ok=True)
         name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
@@ -449,7 +496,9 @@ def run_direct(
         pool_acc = float((_predict(model, pool_x, prep) == task.public_y).double().mean())
     meta = result["metadata"]
     relation = meta["neighbouring"]
-    eps_r1, delta_r1 = replace_one_equivalent(epsilon=result["epsilon"], delta=result["delta"], neighbouring=relation)
+    # a head's ε holds under either relation (module docstring); DP-SGD's add/remove ε converts by group privacy
+    held = "replace_one" if DIRECT_RELATIONS[learner] == "either" else relation
+    eps_r1, delta_r1 = replace_one_equivalent(epsilon=result["epsilon"], delta=result["delta"], neighbouring=held)
     if learner.startswith("dpsgd"):
         on = "CNN on images, " if learner == "dpsgd-cnn" else ""
         note = (f"direct, {_RELATION_NAMES[relation]}; {on}σ={meta['noise_multiplier']:.3g}, "
@@ -487,9 +536,9 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
         "direct rows: trained on the private split itself (no teachers, no queries: seen / answered / label_acc are "
         "'-'); student_acc is the model's own accuracy on the evaluation split, student_acc unlabelled pool its "
         "accuracy on the whole public pool.",
-        f"relations: releasers {_RELATION_NAMES[run_neighbouring]} (the run's); convex heads replace-one (n fixed "
-        "and public); DP-SGD add/remove (Poisson sampling). An add/remove (ε, δ) is (2ε, (1 + e^ε)δ) under "
-        "replace-one (group privacy); a replace-one ε implies no add/remove guarantee.",
+        f"relations: releasers and convex heads {_RELATION_NAMES[run_neighbouring]} (the run's; the heads "
+        "calibrate on the public size N); DP-SGD add/remove (Poisson sampling). An add/remove (ε, δ) is "
+        "(2ε, (1 + e^ε)δ) under replace-one (group privacy); a replace-one ε implies no add/remove guarantee.",
     ]
     by_relation: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -500,7 +549,9 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
         for rel, rs in sorted(by_relation.items())
     ]
     conv = [
-        replace_one_equivalent(
+        (r["epsilon_replace_one"], r["delta_replace_one"])
+        if "epsilon_replace_one" in r
+        else replace_one_equivalent(
             epsilon=r["epsilon"], delta=r["delta"], neighbouring=r.get("neighbouring") or run_neighbouring
         )
         for r in rows

@@ -10,6 +10,12 @@ re-exported here. Bad input raises :class:`VotesError` naming the problem before
 opened, so nothing is spent; so do settings the aggregator refuses: the releaser is built (and
 so checked) before the ledger is opened, and bound to it only for the release.
 
+The number of classes C is the user's declaration (``num_classes``; a ``counts`` file's width;
+2 for ``scores``), never the largest label voted: the output range of every histogram aggregator
+is [0, C) (with ⊥), and one teacher voting for a class no other teacher votes for must not change
+it (DESIGN.md fact 11). Teacher predictions without ``num_classes`` are refused before anything
+is opened, and ``report.json`` states the C released over.
+
 Query order. By default the queries are asked in file order. With ``public_inputs`` — the public
 points' inputs or features, one row per query in the votes' order — the main job's query
 selection applies (:func:`~pate_stab.run.selection.release_in_rounds`, ``query_selection="spread"``
@@ -33,6 +39,11 @@ nothing is drawn twice. The votes are private, so their identity is HMAC-SHA256 
 folder's secret key, kept in ``private_identity.json`` (mode 0600); the published ledger records
 the release calls by the queries' positions in the file only.
 
+Budget. The output folder's ledger records a budget cap at its first release: ``budget_epsilon``
+/ ``budget_delta`` where given, else the release's own (ε, δ). A later release into the same
+folder (another aggregator or ε) must fit what the cap leaves, or is refused before any noise is
+drawn; a cap may be lowered, never raised (:func:`pate_stab.run.report.open_ledger`).
+
 Files (DESIGN.md fact 8): ``labels.npy``, ``labels.csv``, ``report.json`` and ``ledger.jsonl``
 may be published; ``private_identity.json`` and ``private_key`` may not (the report's ``files``).
 """
@@ -55,12 +66,13 @@ import torch
 from pate_stab.aggregation.base import inputs_digest
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, make_releaser
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger import PrivacyLedger, anchor_path
 from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.rng import seeded_generator
+from pate_stab.run.config import check_cap
 from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
-from pate_stab.run.report import clean_json, noise_report
+from pate_stab.run.report import PlannedSpend, clean_json, noise_report, open_run_ledger
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
 from pate_stab.run.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 
@@ -119,14 +131,20 @@ def release_votes(
     query_selection: str | None = None,
     allow_unanswerable: bool = False,
     progress: bool = False,
+    budget_epsilon: float | None = None,
+    budget_delta: float | None = None,
 ) -> dict[str, Any]:
     """Release labels for the queries of a votes file; write labels.npy/.csv, report.json, ledger.jsonl.
 
     Args:
         votes_path: the votes file (module docstring for layouts and formats).
         aggregator: any registry name (``stability``, ``stability-soft``, ``lnmax``, …).
-        epsilon, delta: the target; it is also the ledger's budget for this output folder.
+        epsilon, delta: the target; also the output folder's budget cap at its first release unless
+            ``budget_epsilon`` / ``budget_delta`` set it.
         out_dir: where the labels, the report and the ledger go (created).
+        num_classes: C, the number of classes, declared: required for ``layout="predictions"``
+            (it is never read from the votes); for ``counts`` the file's column count, which it
+            must equal if given; for ``scores`` 2.
         num_queries: m the aggregator is calibrated for (default: the file's n; at least n).
         noise: ``"secure"`` (default: exact noise from the OS) or ``"seeded"`` (from ``seed``).
         seed: the noise's seed (seeded mode only): whoever knows it can remove the noise.
@@ -137,15 +155,20 @@ def release_votes(
         allow_unanswerable: release through a stability releaser even when a unanimous vote of
             the file's k teachers would not pass (it then spends on ⊥ and may release nothing).
         progress: a progress bar over the queries released.
+        budget_epsilon, budget_delta: the output folder's budget cap (module docstring, "Budget"):
+            recorded at the first release; smaller than the recorded cap: lowers it; larger: refused.
         Others: as :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
 
     Returns:
         The report (also ``report.json``).
 
     Raises:
-        VotesError: invalid votes, public inputs or options; nothing was spent.
+        VotesError: invalid votes, public inputs or options (a budget cap too), or teacher predictions
+            without a declared ``num_classes``; nothing was spent and no ledger was opened.
         UnanswerableError: a stability releaser could not answer at this k; nothing was spent.
-        BudgetExhaustedError / ReplayedSpendError: from the ledger; nothing was released.
+        BudgetExhaustedError: the release does not fit the folder's budget cap; nothing was drawn or spent.
+        LedgerError: a cap above the recorded one (a cap is never raised), or below what is spent.
+        ReplayedSpendError: from the ledger; nothing was released.
         RunFolderLockedError: another release holds the output folder's lock; nothing was written.
     """
     spec = aggregator_spec(aggregator)
@@ -164,6 +187,10 @@ def release_votes(
             raise VotesError(f"{name} must be a positive finite number, got {value!r}")
     if delta >= 1:
         raise VotesError(f"delta must lie in (0, 1), got {delta}")
+    try:
+        check_cap(budget_epsilon, budget_delta)
+    except ValueError as exc:
+        raise VotesError(str(exc)) from exc
     try:
         settings = AggregatorSettings(
             epsilon=float(epsilon), delta=float(delta), num_queries=m, num_teachers=k, max_unstable=max_unstable,
@@ -195,11 +222,17 @@ def release_votes(
     claim_run_folder(out)  # created, and locked (release_votes holds its run_lock) from here on
     run = run_name or out.name
     spend_id = release_spend_id(run, aggregator, float(epsilon))
-    with PrivacyLedger(
-        out / "ledger.jsonl", budget_epsilon=float(epsilon), budget_delta=float(delta), run_id=run,
-        neighbouring=neighbouring, timestamps=False,
+    legacy = f"{run}:{aggregator}:eps={float(epsilon):g}"  # the spend id of older folders
+
+    def spends(ledger: PrivacyLedger | None) -> list[PlannedSpend]:
+        old = ledger is not None and ledger.entry(spend_id) is None and ledger.entry(legacy) is not None
+        return [PlannedSpend(legacy if old else spend_id, float(epsilon), float(delta))]
+
+    with open_run_ledger(
+        out, run_name=run, neighbouring=neighbouring, spends=spends, cap_epsilon=budget_epsilon,
+        cap_delta=budget_delta, how="use a lower ε, or a new output folder (a new ledger: a new use of the data "
+        "that you must account for)",
     ) as ledger:  # fmt: skip
-        legacy = f"{run}:{aggregator}:eps={float(epsilon):g}"  # the spend id of older folders
         if ledger.entry(spend_id) is None and ledger.entry(legacy) is not None:
             spend_id = legacy
         votes_mac = keyed_digest(run_private_key(out), tensor_bytes(votes))
@@ -263,7 +296,13 @@ def release_votes(
     s = payload["summary"]
     report = clean_json(
         {
-            "votes": {"path": str(votes_path), "layout": wanted, "num_teachers": k, "num_queries_in_file": n},
+            "votes": {
+                "path": str(votes_path),
+                "layout": wanted,
+                "num_teachers": k,
+                "num_queries_in_file": n,
+                "num_classes": 2 if wanted == "scores" else int(votes.shape[1]),  # declared (module docstring)
+            },  # fmt: skip
             "aggregator": aggregator,
             "accounting": spec.accounting,
             "epsilon": s["epsilon"],
@@ -285,7 +324,7 @@ def release_votes(
             "ledger": {**ledger_report, "spend_id": spend_id},
             "files": files_section(
                 ["labels.npy", "labels.csv", "report.json", "ledger.jsonl", LOCK_NAME],
-                [PRIVATE_IDENTITY, "private_key"],
+                [PRIVATE_IDENTITY, "private_key", anchor_path(out / "ledger.jsonl").name],
             ),
         }
     )

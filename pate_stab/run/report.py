@@ -15,14 +15,17 @@ the label-accuracy figures are None, as are the evaluation figures of a run with
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.errors import BudgetExhaustedError
+from pate_stab.privacy.ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
 from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
-from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS
+from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS, check_cap
 from pate_stab.run.data_dependent import split_data_dependent
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.private import (
@@ -37,12 +40,27 @@ from pate_stab.run.release import Release, selection_report
 from pate_stab.run.run_folder import LOCK_NAME
 from pate_stab.student import StudentTargets
 
-__all__ = ["LABEL_ACCURACY_NOTE", "clean_json", "noise_report", "open_ledger", "run_files", "transfer_report"]
+__all__ = [
+    "LABEL_ACCURACY_NOTE",
+    "PlannedSpend",
+    "check_cap",
+    "check_plan_budget",
+    "check_run_budget",
+    "open_run_ledger",
+    "clean_json",
+    "noise_report",
+    "open_ledger",
+    "plan_cost",
+    "run_files",
+    "transfer_report",
+]
 
 LABEL_ACCURACY_NOTE = (
     "label accuracy: the released labels against the public pool's true labels (public-side information, "
     "read for this measurement only)"
 )
+
+_SLACK = 1e-12  # the ledger's float slack: a budget split into equal parts can be spent in full
 
 # report fields computed from private data without a charged mechanism (private_diagnostics.json)
 _PRIVATE_FIELDS = (("sizes", "private"), ("teachers",), ("wall_time_s",), ("data_dependent_private",))
@@ -71,29 +89,181 @@ def open_ledger(
     budget_epsilon: float,
     budget_delta: float,
     neighbouring: str,
-    raise_budget: str | None = None,
+    cap_epsilon: float | None = None,
+    cap_delta: float | None = None,
 ) -> PrivacyLedger:
-    """The run's ledger; its header states the neighbouring relation the run's releases hold under.
+    """The run's ledger; its header states the neighbouring relation and the budget cap.
+
+    The cap (DESIGN.md fact 12): a new ledger records the user's cap (``cap_epsilon``,
+    ``cap_delta``), or, where the user set none, what this run needs (``budget_epsilon``,
+    ``budget_delta``: the plan's total). An existing ledger keeps its recorded cap; a user's cap
+    below it lowers it (a ``budget`` record), one above it is refused (a cap is never raised: a
+    new run folder is a new ledger, and a new use of the data the user must account for). A run
+    never changes the cap by itself. Check what the run will spend against it with
+    :func:`check_plan_budget` before drawing any noise.
 
     It is a published file, so it is written without wall-clock times
-    (:class:`~pate_stab.privacy.ledger.PrivacyLedger`, ``timestamps=False``). ``raise_budget``:
-    the reason to record when the ledger holds a smaller budget (e.g. a compare extended with
-    more repeats).
+    (:class:`~pate_stab.privacy.ledger.PrivacyLedger`, ``timestamps=False``).
+
+    Raises:
+        ValueError: a cap that is not a positive ε or a δ in [0, 1).
+        LedgerError: the cap would be raised, or lowered below what is spent (nothing written).
     """
+    check_cap(cap_epsilon, cap_delta)
+    path = run_dir / "ledger.jsonl"
+    recorded = recorded_budget(path)
+    base = recorded if recorded is not None else (float(budget_epsilon), float(budget_delta))
+    wanted = (
+        base[0] if cap_epsilon is None else float(cap_epsilon),
+        base[1] if cap_delta is None else float(cap_delta),
+    )
+    lower = None
+    if recorded is not None and wanted != recorded:
+        lower = f"lowered by the user's cap (budget_epsilon={cap_epsilon}, budget_delta={cap_delta})"
     return PrivacyLedger(
-        run_dir / "ledger.jsonl",
-        budget_epsilon=budget_epsilon,
-        budget_delta=budget_delta,
+        path,
+        budget_epsilon=wanted[0],
+        budget_delta=wanted[1],
         run_id=run_name,
         neighbouring=neighbouring,
         timestamps=False,
-        raise_budget=raise_budget,
+        lower_budget=lower,
     )
+
+
+@dataclass(frozen=True)
+class PlannedSpend:
+    """One spend a run plans: its id, its (ε, δ) and the relation they hold under (None: the ledger's)."""
+
+    spend_id: str
+    epsilon: float
+    delta: float
+    relation: str | None = None
+
+
+def plan_cost(spends: list[PlannedSpend], *, neighbouring: str) -> tuple[float, float]:
+    """What ``spends`` count together in a ledger under ``neighbouring`` (basic composition; an
+    add/remove spend in a replace-one ledger by group privacy, :func:`~pate_stab.privacy.ledger.replace_one_cost`).
+
+    Raises:
+        ValueError: a replace-one spend for an add/remove ledger (it implies no add/remove guarantee).
+    """
+    costs = []
+    for s in spends:
+        relation = s.relation or neighbouring
+        if relation == neighbouring:
+            costs.append((s.epsilon, s.delta))
+        elif relation == "add_remove":
+            costs.append(replace_one_cost(s.epsilon, s.delta))
+        else:
+            raise ValueError(
+                f"spend {s.spend_id!r} holds under {relation}, the run's ledger counts {neighbouring}: a replace-one "
+                "guarantee implies no add/remove one (run under neighbouring=replace_one)"
+            )
+    return math.fsum(e for e, _ in costs), math.fsum(d for _, d in costs)
+
+
+def check_plan_budget(ledger: PrivacyLedger, spends: list[PlannedSpend], *, how: str) -> None:
+    """Refuse now, before any noise is drawn, if the plan's unspent spends do not fit the ledger's cap.
+
+    Spends already recorded (a rerun replays them) cost nothing. ``how``: what the user can do
+    instead, for the message (a lower plan, a new run folder).
+
+    Raises:
+        BudgetExhaustedError: naming the cap, what is spent, what the plan still needs; nothing was
+            drawn, recorded or released.
+    """
+    recorded = {e.spend_id for e in ledger.entries()}
+    new = [s for s in spends if s.spend_id not in recorded]
+    _check_fits(ledger.budget, ledger.spent(), plan_cost(new, neighbouring=ledger.neighbouring),
+                where=str(ledger.path), new=len(new), replayed=len(spends) - len(new), how=how)  # fmt: skip
+
+
+def _check_fits(
+    cap: tuple[float, float],
+    spent: tuple[float, float],
+    need: tuple[float, float],
+    *,
+    where: str,
+    new: int,
+    replayed: int,
+    how: str,
+) -> None:
+    total = (math.fsum([spent[0], need[0]]), math.fsum([spent[1], need[1]]))
+    if total[0] > cap[0] * (1 + _SLACK) or total[1] > cap[1] * (1 + _SLACK):
+        raise BudgetExhaustedError(
+            f"the run's budget cap is (epsilon={cap[0]:g}, delta={cap[1]:g}) ({where}); (epsilon={spent[0]:g}, "
+            f"delta={spent[1]:g}) of it is spent, and this plan needs (epsilon={need[0]:g}, delta={need[1]:g}) more "
+            f"for {new} new spend(s) ({replayed} recorded one(s) replay at no cost). Nothing was drawn, recorded or "
+            f"released. A cap is never raised: {how}"
+        )
+
+
+def open_run_ledger(
+    run_dir: Path,
+    *,
+    run_name: str,
+    neighbouring: str,
+    spends: Callable[[PrivacyLedger | None], list[PlannedSpend]],
+    cap_epsilon: float | None,
+    cap_delta: float | None,
+    how: str,
+    default_cap: tuple[float, float] | None = None,
+) -> PrivacyLedger:
+    """:func:`open_ledger` for a run's plan, checked by :func:`check_plan_budget` before it is returned.
+
+    ``spends(ledger)`` lists the plan's spends (their ids as ``ledger`` holds them; ``None``: as a
+    new ledger would). A new ledger's cap is the user's, else ``default_cap`` (the run's declared
+    (ε, δ), where it has one), else the plan's total (:func:`plan_cost`).
+
+    Raises:
+        BudgetExhaustedError: the plan does not fit; nothing was drawn or spent (a lowered cap stays recorded).
+        LedgerError: the user's cap would raise the recorded one, or fall below what is spent.
+    """
+    need = default_cap or plan_cost(spends(None), neighbouring=neighbouring)
+    ledger = open_ledger(run_dir, run_name=run_name, budget_epsilon=need[0], budget_delta=need[1],
+                         neighbouring=neighbouring, cap_epsilon=cap_epsilon, cap_delta=cap_delta)  # fmt: skip
+    try:
+        check_plan_budget(ledger, spends(ledger), how=how)
+    except BaseException:
+        ledger.close()
+        raise
+    return ledger
+
+
+def check_run_budget(
+    run_dir: Path,
+    *,
+    run_name: str,
+    neighbouring: str,
+    spends: Callable[[PrivacyLedger | None], list[PlannedSpend]],
+    cap_epsilon: float | None,
+    cap_delta: float | None,
+    how: str,
+    default_cap: tuple[float, float] | None = None,
+) -> None:
+    """:func:`open_run_ledger`'s check before anything is trained: against the folder's ledger if it
+    has one (a user's lower cap is recorded then), else the plan against the user's cap; a folder
+    without a ledger is not created.
+
+    Raises:
+        ValueError / BudgetExhaustedError / LedgerError: as :func:`open_run_ledger`.
+    """
+    if (run_dir / "ledger.jsonl").is_file():
+        open_run_ledger(run_dir, run_name=run_name, neighbouring=neighbouring, spends=spends, cap_epsilon=cap_epsilon,
+                        cap_delta=cap_delta, how=how, default_cap=default_cap).close()  # fmt: skip
+        return
+    check_cap(cap_epsilon, cap_delta)
+    planned = spends(None)
+    need = plan_cost(planned, neighbouring=neighbouring)
+    base = default_cap or need
+    cap = (base[0] if cap_epsilon is None else float(cap_epsilon), base[1] if cap_delta is None else float(cap_delta))
+    _check_fits(cap, (0.0, 0.0), need, where="the user's cap; no ledger yet", new=len(planned), replayed=0, how=how)
 
 
 def run_files(run_dir: Path, published: list[str], private: list[str] | None = None) -> dict[str, Any]:
     """The ``files`` section of a run's report (:func:`pate_stab.run.private.files_section`)."""
-    mine = [*(private or []), PRIVATE_DIAGNOSTICS, PRIVATE_IDENTITY, "private_key"]
+    mine = [*(private or []), PRIVATE_DIAGNOSTICS, PRIVATE_IDENTITY, "private_key", anchor_path("ledger.jsonl").name]
     working = [f"{name}/" for name in PRIVATE_FOLDERS if (run_dir / name).exists()]
     # the PCA fitted on the public pool; the direct learners' models (mechanism outputs)
     extra = ["features.pt"] if (run_dir / "features.pt").exists() else []

@@ -26,6 +26,12 @@ from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt``,
 mechanism paid for, never published; :mod:`pate_stab.run.private` says which file is which and
 the report lists them under ``files``).
 
+Budget. The run folder's ledger records the budget cap at the first run: the user's
+``budget_epsilon`` / ``budget_delta``, else the run's own (ε, δ). The run's spends are checked
+against what the cap leaves before anything is trained (and again before the release), and a run
+that does not fit is refused with nothing spent; a rerun may lower the cap, never raise it
+(:func:`pate_stab.run.report.open_ledger`).
+
 Resume. A rerun must read the same data: the run folder records a MAC of its splits under the
 folder's secret key (``private_identity.json``, 0600) and refuses other data. Rerunning the
 same run folder reuses the cached features, the trained teachers (``teachers/weights.pt``, or
@@ -58,14 +64,21 @@ from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, IMAGE_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
-from pate_stab.run.direct import check_direct_inputs, run_direct
+from pate_stab.run.direct import check_direct_inputs, direct_planned_spend, run_direct
 from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
-from pate_stab.run.release import Release, label_accuracy, release_labels
-from pate_stab.run.report import clean_json, open_ledger, run_files, transfer_report
-from pate_stab.run.rounds import release_rounds, rounds_private_diagnostics, rounds_report
+from pate_stab.run.release import Release, label_accuracy, recorded_spend_id, release_labels, release_spend_id
+from pate_stab.run.report import (
+    PlannedSpend,
+    check_run_budget,
+    clean_json,
+    open_run_ledger,
+    run_files,
+    transfer_report,
+)
+from pate_stab.run.rounds import release_rounds, round_spend_id, rounds_private_diagnostics, rounds_report
 from pate_stab.run.run_folder import run_lock, write_published
 from pate_stab.run.student import fit_student, student_accuracies, teacher_accuracies
 from pate_stab.student import StudentTargets
@@ -160,12 +173,40 @@ def evaluate_and_report(
     return report
 
 
+def _planned_spends(config: TransferConfig, ledger: PrivacyLedger | None) -> list[PlannedSpend]:
+    """The run's spends (ids as ``ledger`` holds them): one release, its rounds, or one direct learner."""
+    if config.aggregator in DIRECT_LEARNER_NAMES:
+        return [direct_planned_spend(config, config.aggregator, config.epsilon)]
+    if config.rounds > 1:
+        return [
+            PlannedSpend(
+                round_spend_id(config.run_name, config.aggregator, config.epsilon, r + 1, config.rounds),
+                config.epsilon * share,
+                config.delta * share,
+            )  # fmt: skip
+            for r, share in enumerate(config.round_shares)
+        ]
+    spend_id = (
+        release_spend_id(config.run_name, config.aggregator, config.epsilon)
+        if ledger is None
+        else recorded_spend_id(ledger, config.run_name, config.aggregator, config.epsilon)
+    )
+    return [PlannedSpend(spend_id, config.epsilon, config.delta)]
+
+
+def _budget_args(config: TransferConfig) -> dict[str, Any]:
+    return {"run_name": config.run_name, "neighbouring": config.neighbouring,
+            "spends": lambda ledger: _planned_spends(config, ledger), "cap_epsilon": config.budget_epsilon,
+            "cap_delta": config.budget_delta, "default_cap": (config.epsilon, config.delta),
+            "how": f"use a lower ε, or a new run folder (not {config.run_name!r}: a new ledger, a new use of the data "
+                   "that you must account for)"}  # fmt: skip
+
+
 def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
     """A direct private learner as the run's release (:mod:`pate_stab.run.direct`): ``report.json`` holds its row."""
     config = prep.config
     check_direct_inputs(prep, [config.aggregator])  # before the ledger is opened
-    ledger = open_ledger(prep.run_dir, run_name=config.run_name, budget_epsilon=config.epsilon,
-                         budget_delta=config.delta, neighbouring=config.neighbouring)  # fmt: skip
+    ledger = open_run_ledger(prep.run_dir, **_budget_args(config))
     try:
         t0 = time.perf_counter()
         row = run_direct(prep, ledger, learner=config.aggregator, epsilon=config.epsilon)
@@ -233,19 +274,14 @@ def _transfer_result(
     config: TransferConfig, *, data: OwnData | None, on_plan: Callable[[RunPlan], None] | None
 ) -> TransferResult | dict[str, Any]:
     start = time.perf_counter()
+    check_run_budget(config.run_dir, **_budget_args(config))  # the cap, before anything is trained
     prep = prepare(config, data=data, on_plan=on_plan)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report
     if config.aggregator in DIRECT_LEARNER_NAMES:
         return _run_direct(prep, start)
-    ledger = open_ledger(
-        prep.run_dir,
-        run_name=config.run_name,
-        budget_epsilon=config.epsilon,
-        budget_delta=config.delta,
-        neighbouring=config.neighbouring,
-    )
+    ledger = open_run_ledger(prep.run_dir, **_budget_args(config))  # refused here if the cap does not cover it
     try:
         t0 = time.perf_counter()
         rounds = rounds_private = None

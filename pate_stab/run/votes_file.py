@@ -4,13 +4,23 @@ Layouts (``layout``):
 
 ``"predictions"``
     a k × n matrix of teacher class predictions (PATE's layout: row j = teacher j's labels on
-    the n queries), integers in [0, C); C is ``num_classes`` (default: the largest label + 1,
-    at least 2).
+    the n queries), integers in [0, C); C is ``num_classes``, which must be declared.
 ``"counts"``
-    an n × C matrix of vote counts (non-negative integers, every row summing to the same k).
+    an n × C matrix of vote counts (non-negative integers, every row summing to the same k);
+    C is the file's column count (``num_classes``, if given, must equal it).
 ``"scores"``
     k × n binary scores in [0, 1], or k × n × 2 class scores (the class-1 column is used),
-    for the soft-label releaser (``stability-soft``).
+    for the soft-label releaser (``stability-soft``); C = 2.
+
+The number of classes is declared, never read from the votes (DESIGN.md facts 6 and 11). Taking
+C as the largest predicted label + 1 would let one teacher's vote for a class no other teacher
+votes for widen the output range of the noisy argmax: GNMax over C + 1 classes releases the extra
+class with positive probability on one neighbouring data set and never on the other, so no
+(ε, δ) claim holds; with seeded noise the whole noise stream (m × C draws) would shift too. So a
+``predictions`` file needs ``num_classes`` and a label outside [0, C) is refused. A ``counts``
+file's width is a shape its writer chose (the program that counted the votes allots one column
+per class of its task), not a vote: it is taken as the declared C, and a writer must fix it from
+the task's class count, never from the largest label voted. ``scores`` are binary by layout.
 
 Files: ``.npy``, ``.pt`` (a tensor) or ``.csv`` (comma-separated numbers, one matrix row per line;
 ``predictions`` and ``counts`` only). Bad input — wrong rank or shape, labels outside [0, C),
@@ -114,15 +124,29 @@ def load_votes(
 ) -> tuple[torch.Tensor, int]:
     """The votes of a file as the aggregators take them, and the number of queries n.
 
+    Args:
+        path: the votes file.
+        layout: ``predictions``, ``counts`` or ``scores`` (module docstring).
+        num_classes: the declared number of classes C: required for ``predictions`` (never read
+            from the votes); for ``counts``, if given, it must equal the file's column count; for
+            ``scores``, if given, it must be 2.
+
     Returns:
         ``(votes, n)``: an (n, C) int64 histogram for ``predictions`` / ``counts``, or (k, n)
         float64 binary scores for ``scores``.
 
     Raises:
-        VotesError: the file is missing, empty, unreadable or invalid (the message names why).
+        VotesError: the file is missing, empty, unreadable or invalid, or C is not declared for
+            ``predictions`` (the message names why).
     """
     if layout not in LAYOUTS:
         raise VotesError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if num_classes is not None:
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer) or num_classes < 2:
+            raise VotesError(f"num_classes must be an integer of at least 2, got {num_classes!r}")
+        num_classes = int(num_classes)
+    if layout == "scores" and num_classes not in (None, 2):
+        raise VotesError(f"scores are binary (C = 2) for the soft-label releaser, got num_classes={num_classes}")
     array = _read(Path(path))
     if layout == "scores":
         if array.ndim == 3:
@@ -161,12 +185,17 @@ def load_votes(
         if num_classes is not None and num_classes != counts.shape[1]:
             raise VotesError(f"counts have {counts.shape[1]} columns but num_classes={num_classes}")
         return torch.from_numpy(counts), counts.shape[0]
+    if num_classes is None:
+        raise VotesError(
+            "declare the number of classes C (num_classes= / --num-classes) for teacher predictions: it is never "
+            "read from the votes (one teacher's vote for a class nobody else votes for would change the release's "
+            "output range). Nothing was spent"
+        )
     predictions = _integers(array, "teacher predictions")
-    c = int(predictions.max()) + 1 if num_classes is None else int(num_classes)
-    c = max(c, 2)
+    c = num_classes
     if (predictions < 0).any() or (predictions >= c).any():
         raise VotesError(
-            f"teacher predictions must be class labels in [0, {c}); found values in "
+            f"teacher predictions must be class labels in [0, {c}) ({c} declared classes); found values in "
             f"[{predictions.min()}, {predictions.max()}]"
         )
     return vote_histogram(torch.from_numpy(predictions), c), predictions.shape[1]

@@ -27,7 +27,7 @@ def test_hand_made_histograms():
     w = CAL.threshold
     k = int(2 * (w + 40 * CAL.noise_scale)) + 1  # far above the threshold
     stable = [0, k, 0]
-    tie = [k // 2, k // 2, 0]
+    tie = [k // 2, k // 2, k % 2]  # every row sums to k
     rel = StabilityReleaser(CAL, noise="seeded", generator=torch.Generator().manual_seed(0))
     res = rel.release(_hist([stable, tie, stable, tie, stable, tie, stable]))
     assert res.labels.tolist() == [1, ABSTAIN, 1, ABSTAIN, 1, ABSTAIN, ABSTAIN]  # halts after the 3rd ⊥
@@ -284,7 +284,7 @@ def test_secure_noise_mode():
 
     k = int(2 * (CAL.threshold + 60 * CAL.noise_scale)) + 1
     rel = StabilityReleaser(CAL, generator=None, noise="secure", source=SeededRandomSource(3))
-    res = rel.release(_hist([[0, k, 0], [k // 2, k // 2, 0], [k, 0, 0]]))
+    res = rel.release(_hist([[0, k, 0], [k // 2, k // 2, k % 2], [k, 0, 0]]))
     assert res.labels.tolist() == [1, ABSTAIN, 0]
     assert rel.summary()["noise"] == "secure"
     # the integer threshold keeps the calibration's leak budget

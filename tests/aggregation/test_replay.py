@@ -19,7 +19,7 @@ from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
 from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger, _digest
+from pate_stab.privacy.ledger import PrivacyLedger, _digest, anchor_path
 from pate_stab.privacy.private_files import keyed_digest, tensor_bytes
 
 # T close to m: the releaser does not halt within these tests, so every call draws
@@ -32,11 +32,13 @@ def _ledger(tmp_path, name="ledger.jsonl", budget=100.0):
 
 
 def _borderline_counts(m=60, seed=0):
-    """Two-class histograms whose distances sit near the threshold: which pass depends on the noise."""
+    """Two-class histograms of k teachers whose distances sit near the threshold: which pass depends on the noise."""
     gen = torch.Generator().manual_seed(seed)
     spread = int(CAL.noise_scale)
-    top = int(2 * (CAL.threshold + 1)) + torch.randint(-spread, spread + 1, (m,), generator=gen)
-    return torch.stack([top.clamp(min=0), torch.zeros(m, dtype=torch.int64)], dim=1)
+    gap = (int(2 * (CAL.threshold + 1)) + torch.randint(-spread, spread + 1, (m,), generator=gen)).clamp(min=0)
+    k = int(2 * (CAL.threshold + 1)) + spread + 1  # ≥ every gap
+    top = (k + gap) // 2  # the gap is then 2·top − k: the drawn gap, or one less
+    return torch.stack([top, k - top], dim=1)
 
 
 def _gen(seed):
@@ -238,6 +240,7 @@ def test_ledgers_with_the_old_unkeyed_digest_still_replay(tmp_path):
     spend = {k: v for k, v in spend.items() if k != "sha256"} | {"output": output}
     spend["sha256"] = _digest(spend)
     path.write_text(json.dumps(header) + "\n" + json.dumps(spend) + "\n")
+    anchor_path(path).unlink()  # ledgers of that time had no anchor
     old = _ledger(tmp_path)
     labels = StabilityReleaser(CAL, generator=_gen(5), ledger=old, spend_id="s").release(counts).labels
     assert labels.tolist() == output["labels"]

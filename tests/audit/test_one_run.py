@@ -38,7 +38,7 @@ def _audit(train_epsilon: float, seed: int, m: int = 300):
     gen = torch.Generator().manual_seed(seed)
     secrets = torch.randint(0, 2, (m,), generator=gen)
     x = torch.eye(m, dtype=torch.float64)
-    head = PrivateLinearHead(epsilon=train_epsilon, lam=1e-2, loss="logistic").fit(
+    head = PrivateLinearHead(epsilon=train_epsilon, lam=1e-2, loss="logistic", classes=(-1, 1)).fit(
         x, (2 * secrets - 1).double(), generator=gen
     )
     return one_run_audit(head.decision_function(x), secrets, num_guesses=200)

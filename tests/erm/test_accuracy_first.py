@@ -397,9 +397,16 @@ def test_exhaustion_modes(ridge: RidgeProblem) -> None:
 
 
 def test_ledger_records_ex_ante_and_ex_post(ridge: RidgeProblem, tmp_path: Path) -> None:
-    ledger = PrivacyLedger(tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=1e6, budget_delta=1e-6)
     alpha = 0.1
     levels = geometric_levels(1e-2, 4 * theory_epsilon(ridge, alpha=alpha), 50)
+    add_remove = PrivacyLedger(tmp_path / "ar.jsonl", run_id="t", budget_epsilon=1e6, budget_delta=1e-6)
+    with pytest.raises(ValueError, match="replace_one"):  # a replace-one guarantee gives no add/remove one
+        cov_nr(ridge, alpha=alpha, epsilons=levels, gamma=0.1, generator=seeded_generator(0), on_exhaustion="refuse",
+               ledger=add_remove, spend_id="covnr-0")  # fmt: skip
+    assert add_remove.entries() == []
+    ledger = PrivacyLedger(
+        tmp_path / "ledger.jsonl", run_id="t", budget_epsilon=1e6, budget_delta=1e-6, neighbouring="replace_one"
+    )
     with pytest.raises(ValueError, match="refuse"):
         cov_nr(
             ridge, alpha=alpha, epsilons=levels, gamma=0.1, generator=seeded_generator(0), ledger=ledger, spend_id="x"

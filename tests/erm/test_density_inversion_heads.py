@@ -77,12 +77,14 @@ def test_inversion_beats_prior_with_exact_model():
 
 def test_private_linear_head_binary_multiclass_regression():
     x, y = classification(2000, 4, seed=3)
-    head = PrivateLinearHead(epsilon=2.0, lam=0.01).fit(x, (y > 0).long(), generator=torch.Generator().manual_seed(0))
+    head = PrivateLinearHead(epsilon=2.0, lam=0.01, classes=2).fit(
+        x, (y > 0).long(), generator=torch.Generator().manual_seed(0)
+    )
     acc = float((head.predict(x) == (y > 0).long()).double().mean())
     assert acc > 0.8
     assert head.predict_proba(x).shape == (2000,)
     labels = torch.randint(0, 3, (300,), generator=torch.Generator().manual_seed(1))
-    multi = PrivateLinearHead(epsilon=3.0, lam=0.1, mechanism="objective").fit(
+    multi = PrivateLinearHead(epsilon=3.0, lam=0.1, mechanism="objective", classes=3).fit(
         x[:300], labels, generator=torch.Generator().manual_seed(2)
     )
     assert multi.decision_function(x[:5]).shape == (5, 3)
@@ -96,3 +98,28 @@ def test_private_linear_head_binary_multiclass_regression():
         PrivateLinearHead(epsilon=1.0, lam=0.1).predict(x)
     with pytest.raises(ValueError, match="mechanism"):
         PrivateLinearHead(epsilon=1.0, lam=0.1, mechanism="x")
+
+
+def test_private_linear_head_classes_are_declared_never_read_from_the_labels():
+    """DESIGN.md fact 11: D has one record of class 2, D′ relabels it 1 (replace-one, the head's
+    relation). Read from the labels, the class set would give 3 heads at ε/3 on D and 2 classes (one
+    head at ε) on D′; declared, both fit 3 heads at ε/3 with weights of one shape."""
+    x, _ = classification(300, 4, seed=5)
+    y = torch.randint(0, 2, (300,), generator=torch.Generator().manual_seed(6))
+    y[11] = 2
+    y_prime = y.clone()
+    y_prime[11] = 1
+    heads = [
+        PrivateLinearHead(epsilon=3.0, lam=0.1, classes=3).fit(x, labels, generator=torch.Generator().manual_seed(7))
+        for labels in (y, y_prime)
+    ]
+    for head in heads:
+        assert head.classes_.tolist() == [0, 1, 2]
+        assert [m.epsilon for m in head.models_] == [1.0, 1.0, 1.0]
+        assert head.decision_function(x[:5]).shape == (5, 3)
+    with pytest.raises(ValueError, match="declare the classes"):
+        PrivateLinearHead(epsilon=3.0, lam=0.1).fit(x, y, generator=torch.Generator().manual_seed(7))
+    with pytest.raises(ValueError, match=r"y\[11\] = 2 is not a declared class \[0, 1\]"):
+        PrivateLinearHead(epsilon=3.0, lam=0.1, classes=2).fit(x, y, generator=torch.Generator().manual_seed(7))
+    with pytest.raises(ValueError, match="not 'squared'"):
+        PrivateLinearHead(epsilon=1.0, lam=0.1, loss="squared", radius=1.0, classes=2)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pate_stab.errors import BudgetExhaustedError, LedgerError
@@ -23,7 +24,14 @@ from pate_stab.privacy.events import (
     PureDpEvent,
     SparseVectorEvent,
 )
-from pate_stab.privacy.ledger import LedgerEntry, PrivacyLedger, _digest, recorded_budget
+from pate_stab.privacy.ledger import (
+    LedgerEntry,
+    PrivacyLedger,
+    _digest,
+    anchor_path,
+    recorded_budget,
+    replace_one_cost,
+)
 from tests.fork_worker import ask, worker_process
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
@@ -481,6 +489,9 @@ def test_plain_chain_detects_corruption_but_not_a_recomputed_edit(path: Path) ->
     ledger.spend("q1", epsilon=0.5, delta=0.0, mechanism="svt")
     ledger.close()
     _forge(path)
+    with pytest.raises(LedgerError, match="differs from the line its anchor"):
+        _ledger(path)  # the anchor beside the ledger still holds the old last line's digest
+    anchor_path(path).unlink()  # whoever can edit the ledger can remove (or rewrite) its anchor too
     assert _ledger(path).spent() == (0.0001, 0.0)  # a deliberate edit is NOT detected without a key
 
 
@@ -549,37 +560,206 @@ def test_ledger_without_timestamps_holds_no_wall_clock_time(path: Path) -> None:
         assert again.entry("q").time is None and again.spent() == (0.5, 0.0)
 
 
-def test_budget_is_raised_only_by_an_explicit_recorded_event(path: Path) -> None:
+def _write_chain(path: Path, records: list[dict[str, object]]) -> None:
+    """Write records as a plain SHA-256 chain, as an older version of the code would have."""
+    prev, lines = "", []
+    for seq, rec in enumerate(records):
+        rec = {**rec, "seq": seq, "prev": prev}
+        rec["sha256"] = _digest(rec)
+        prev = str(rec["sha256"])
+        lines.append(json.dumps(rec, sort_keys=True, separators=(",", ":")) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines))
+
+
+def test_the_budget_is_a_cap_that_is_never_raised(path: Path) -> None:
     first = PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5)
     first.spend("a", epsilon=1.0, delta=0.0)
     first.close()
-    with pytest.raises(LedgerError, match="raise_budget"):
+    assert json.loads(path.read_text().splitlines()[0])["budget_rule"] == "cap"
+    before = path.read_bytes()
+    with pytest.raises(LedgerError, match="can only be lowered, never raised.*new run folder"):
         PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5)
-    with PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=2e-5, raise_budget="two repeats") as led:
-        assert led.budget == (2.0, 2e-5)
-        led.spend("b", epsilon=1.0, delta=0.0)
-        with pytest.raises(BudgetExhaustedError):
-            led.spend("c", epsilon=0.5, delta=0.0)
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    (raised,) = [r for r in records if r["kind"] == "budget"]
-    assert (raised["budget_epsilon"], raised["budget_delta"], raised["reason"]) == (2.0, 2e-5, "two repeats")
-    assert recorded_budget(path) == (2.0, 2e-5)
-    # reopening with the raised budget needs no reason; the header's budget no longer opens it
-    PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=2e-5).close()
-    with pytest.raises(LedgerError, match="never lowered"):
-        PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5, raise_budget="less")
+    with pytest.raises(LedgerError, match="never raised"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=2e-5, lower_budget="less epsilon")
+    with pytest.raises(TypeError, match="raise_budget"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5, raise_budget="x")  # type: ignore[call-arg]
+    assert path.read_bytes() == before
+
+
+def test_the_cap_is_lowered_by_a_recorded_reason_never_below_the_spent(path: Path) -> None:
+    with PrivacyLedger(path, run_id="t", budget_epsilon=4.0, budget_delta=1e-5) as led:
+        led.spend("a", epsilon=1.0, delta=0.0)
+    with pytest.raises(LedgerError, match="lower_budget"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5)
+    with pytest.raises(LedgerError, match="already spent"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=0.5, budget_delta=1e-5, lower_budget="tighter")
     with pytest.raises(TypeError, match="reason"):
-        PrivacyLedger(path, run_id="t", budget_epsilon=3.0, budget_delta=2e-5, raise_budget=" ")
+        PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5, lower_budget=" ")
+    with PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5, lower_budget="tighter") as led:
+        assert led.budget == (2.0, 1e-5)
+        led.spend("b", epsilon=1.0, delta=0.0)
+        with pytest.raises(BudgetExhaustedError, match="cap"):
+            led.check_budget(epsilon=0.5, delta=0.0)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    (lowered,) = [r for r in records if r["kind"] == "budget"]
+    assert (lowered["budget_epsilon"], lowered["change"], lowered["reason"]) == (2.0, "lower", "tighter")
+    assert recorded_budget(path) == (2.0, 1e-5)
+    PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5).close()  # the lowered cap opens it
+    with pytest.raises(LedgerError, match="never raised"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=4.0, budget_delta=1e-5)  # not even back to the header's
 
 
-def test_a_forged_budget_record_that_lowers_the_budget_is_refused(path: Path) -> None:
-    ledger = PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5, raise_budget="x")
-    ledger.close()
-    lines = path.read_text().splitlines()
-    header = json.loads(lines[0])
-    forged = {"kind": "budget", "budget_epsilon": 1.0, "budget_delta": 1e-5, "reason": "lower", "seq": 1,
-              "prev": header["sha256"]}  # fmt: skip
-    forged["sha256"] = _digest(forged)
-    path.write_text(lines[0] + "\n" + json.dumps(forged, sort_keys=True) + "\n")
+def test_a_forged_budget_record_that_raises_a_cap_is_refused(path: Path) -> None:
+    PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5).close()
+    header = json.loads(path.read_text().splitlines()[0])
+    header.pop("sha256")
+    header.pop("seq")
+    header.pop("prev")
+    _write_chain(path, [header, {"kind": "budget", "budget_epsilon": 2.0, "budget_delta": 1e-5, "reason": "more"}])
+    anchor_path(path).unlink()
+    with pytest.raises(LedgerError, match="may only lower it"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5)
+
+
+def test_a_ledger_written_before_caps_is_read_with_its_raised_budget(path: Path) -> None:
+    """Old folders: a header without budget_rule, a budget record that raised it, no anchor."""
+    header = {"kind": "header", "format": "pate_stab.ledger", "version": 1, "run_id": "t", "budget_epsilon": 1.0,
+              "budget_delta": 1e-5, "neighbouring": "add_remove", "integrity": "sha256",
+              "accounting": "basic composition of the recorded (epsilon, delta)"}  # fmt: skip
+    spend = {"kind": "spend", "spend_id": "a", "epsilon": 1.0, "delta": 0.0, "mechanism": "m", "event": None,
+             "metadata": {}}  # fmt: skip
+    raised = {"kind": "budget", "budget_epsilon": 2.0, "budget_delta": 2e-5, "reason": "compare plan"}
+    _write_chain(path, [header, spend, raised])
+    with PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=2e-5) as led:
+        assert led.spent() == (1.0, 0.0) and led.entry("a").relation is None
+    assert anchor_path(path).is_file()  # it gets an anchor
+    with pytest.raises(LedgerError, match="never raised"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=3.0, budget_delta=2e-5)
+    lowering = {"kind": "budget", "budget_epsilon": 1.5, "budget_delta": 2e-5, "reason": "r"}
+    _write_chain(path, [header, spend, raised, lowering])
+    anchor_path(path).unlink()
     with pytest.raises(LedgerError, match="must raise the budget"):
-        PrivacyLedger(path, run_id="t", budget_epsilon=1.0, budget_delta=1e-5)
+        PrivacyLedger(path, run_id="t", budget_epsilon=1.5, budget_delta=2e-5)
+
+
+# -- one relation per ledger ----------------------------------------------------------------------
+
+
+def test_replace_one_cost_is_group_privacy_over_two_steps() -> None:
+    """(ε, δ) under add/remove applied twice bounds every replace-one pair: check the composed
+    bound on randomised response-like pairs of output distributions, and the formula's values."""
+    assert replace_one_cost(1.0, 1e-5) == (2.0, (1 + math.e) * 1e-5)
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        eps, delta = float(rng.uniform(0.01, 3.0)), float(rng.uniform(0.0, 0.1))
+        # three output distributions P (on D), Q (on D minus x), R (on D'), each pair (eps, delta)-close
+        p = rng.dirichlet(np.ones(4))
+        q = _close_to(p, eps, delta, rng)
+        r = _close_to(q, eps, delta, rng)
+        eps2, delta2 = replace_one_cost(eps, delta)
+        for event in range(16):  # every subset S of the four outcomes
+            mask = np.array([(event >> i) & 1 for i in range(4)], dtype=bool)
+            assert p[mask].sum() <= math.exp(eps2) * r[mask].sum() + delta2 + 1e-12
+
+
+def _close_to(p: np.ndarray, eps: float, delta: float, rng: np.random.Generator) -> np.ndarray:
+    """A distribution q with P[S] <= e^eps Q[S] + delta for every S (drawn until one is found)."""
+    while True:
+        q = rng.dirichlet(np.ones(p.size)) if rng.random() < 0.5 else p * np.exp(rng.uniform(-eps, eps, p.size))
+        q = q / q.sum()
+        worst = max(
+            float(p[m].sum() - math.exp(eps) * q[m].sum())
+            for m in (np.array([(s >> i) & 1 for i in range(p.size)], dtype=bool) for s in range(2**p.size))
+        )
+        if worst <= delta:
+            return q
+
+
+def test_an_add_remove_spend_in_a_replace_one_ledger_is_counted_by_group_privacy(path: Path) -> None:
+    with PrivacyLedger(path, run_id="t", budget_epsilon=10.0, budget_delta=1e-3, neighbouring="replace_one") as led:
+        entry = led.spend("dp", epsilon=1.0, delta=1e-5, mechanism="dpsgd", relation="add_remove")
+        assert (entry.epsilon, entry.delta) == replace_one_cost(1.0, 1e-5)
+        assert entry.relation == "add_remove" and entry.declared == (1.0, 1e-5)
+        assert led.spent() == replace_one_cost(1.0, 1e-5)
+        again = led.spend("dp", epsilon=1.0, delta=1e-5, mechanism="dpsgd", relation="add_remove")
+        assert again.replayed and led.spent() == replace_one_cost(1.0, 1e-5)
+        with pytest.raises(ValueError, match="retry must repeat"):
+            led.spend("dp", epsilon=1.0, delta=1e-5, mechanism="dpsgd")  # same figures, other relation
+        with pytest.raises(BudgetExhaustedError):
+            led.spend("big", epsilon=4.5, delta=0.0, relation="add_remove")  # 9 + 2 > 10
+    with PrivacyLedger(path, run_id="t", budget_epsilon=10.0, budget_delta=1e-3, neighbouring="replace_one") as led:
+        assert led.entry("dp").declared == (1.0, 1e-5)  # read back and re-checked
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records[1]["epsilon"] = 1.0  # counted as declared: not the group-privacy cost
+    _write_chain(path, [{k: v for k, v in r.items() if k not in ("seq", "prev", "sha256")} for r in records])
+    anchor_path(path).unlink()
+    with pytest.raises(LedgerError, match="group-privacy cost"):
+        PrivacyLedger(path, run_id="t", budget_epsilon=10.0, budget_delta=1e-3, neighbouring="replace_one")
+
+
+def test_a_replace_one_spend_in_an_add_remove_ledger_is_refused(path: Path) -> None:
+    with PrivacyLedger(path, run_id="t", budget_epsilon=10.0, budget_delta=1e-3) as led:
+        before = path.read_bytes()
+        with pytest.raises(ValueError, match="add_remove.*replace_one.*relation='add_remove'"):
+            led.spend("head", epsilon=1.0, delta=0.0, mechanism="objective", relation="replace_one")
+        with pytest.raises(ValueError, match="replace_one"):
+            led.check_budget(epsilon=1.0, delta=0.0, relation="replace_one")
+        with pytest.raises(ValueError, match="relation must be"):
+            led.spend("x", epsilon=1.0, delta=0.0, relation="swap")
+        assert path.read_bytes() == before
+        entry = led.spend("ok", epsilon=1.0, delta=0.0, relation="add_remove")
+        assert entry.relation == "add_remove" and entry.declared is None
+
+
+# -- the anchor: losing the ledger's tail -----------------------------------------------------------
+
+
+def test_a_ledger_cut_after_its_last_spend_is_refused(path: Path) -> None:
+    with _ledger(path) as led:
+        led.spend("a", epsilon=0.2, delta=0.0)
+        led.record_result("a", {"labels": [1]})
+        led.spend("b", epsilon=0.3, delta=0.0)
+        led.record_result("b", {"labels": [2]})
+    assert oct(anchor_path(path).stat().st_mode & 0o777) == "0o600"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-2]))  # the last spend and its result removed cleanly
+    with pytest.raises(LedgerError, match="ends before the last recorded line 5.*truncated or restored"):
+        _ledger(path)
+    path.write_text("")  # emptied (or removed): not a fresh ledger while its anchor records lines
+    with pytest.raises(LedgerError, match="is empty but its anchor"):
+        _ledger(path)
+    path.unlink()
+    with pytest.raises(LedgerError, match="is empty but its anchor"):
+        _ledger(path)
+    assert not path.exists() or path.stat().st_size == 0
+
+
+def test_an_older_copy_of_the_ledger_is_refused(path: Path) -> None:
+    with _ledger(path) as led:
+        led.spend("a", epsilon=0.2, delta=0.0)
+    older = path.read_bytes()
+    with _ledger(path) as led:
+        led.spend("b", epsilon=0.3, delta=0.0)
+    path.write_bytes(older)
+    with pytest.raises(LedgerError, match="ends before the last recorded line 3"):
+        _ledger(path)
+    assert path.read_bytes() == older  # nothing appended to the refused copy
+
+
+def test_a_crash_between_the_ledger_line_and_its_anchor_still_opens(path: Path) -> None:
+    with _ledger(path) as led:
+        led.spend("a", epsilon=0.2, delta=0.0)
+    anchored = anchor_path(path).read_bytes()
+    with _ledger(path) as led:
+        led.spend("b", epsilon=0.3, delta=0.0)
+    anchor_path(path).write_bytes(anchored)  # as if the process died after the line, before the anchor
+    with _ledger(path) as led:
+        assert led.spent() == (0.5, 0.0)
+    assert json.loads(anchor_path(path).read_text())["seq"] == 2  # caught up
+    # an anchor whose line has another digest (a different file of the same length) is refused
+    anchor = json.loads(anchored)
+    anchor["digest"] = "0" * 64
+    anchor_path(path).write_text(json.dumps(anchor))
+    with pytest.raises(LedgerError, match="line 2 differs from the line its anchor"):
+        _ledger(path)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
 from pate_stab.aggregation.baselines import GNMax
+from pate_stab.cli import main
+from pate_stab.errors import BudgetExhaustedError, LedgerError
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_compare
 from pate_stab.run.data_dependent import SEEDED_SANITISATION_NOTE, data_dependent_figures
@@ -103,22 +106,79 @@ def test_repeated_epsilons_are_refused(compared):
         run_compare(cfg, epsilons=[8.0, 8], aggregators=["lnmax"])
 
 
-def test_more_repeats_raise_the_budget_by_a_recorded_event(tmp_path):
-    """A compare extended with more repeats replays the earlier releases and records a larger budget."""
-    cfg = TransferConfig(
+def _small(tmp_path, **kw):
+    return TransferConfig(
         run_name="rep", checkpoints_dir=str(tmp_path), num_teachers=50, num_private=1000, num_public=100,
-        num_eval=100, separation=6.0, num_queries=20, teacher_epochs=1, student_epochs=1, accelerator="cpu",
+        num_eval=100, separation=6.0, num_queries=20, teacher_epochs=1, student_epochs=1, accelerator="cpu", **kw,
     )  # fmt: skip
+
+
+def _folder(run_dir) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+
+
+def test_a_rerun_with_more_repeats_than_the_cap_is_refused_with_nothing_spent(tmp_path, monkeypatch):
+    """The first run's total is the cap: a rerun with --repeats 2 is refused before any training or noise,
+    the ledger (and every file of the folder) unchanged; the message names the cap, the spent and the need."""
+    import pate_stab.run.compare as compare
+
+    cfg = _small(tmp_path)
+    run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"])
+    before = _folder(cfg.run_dir)
+    monkeypatch.setattr(compare, "prepare", lambda *a, **k: pytest.fail("trained before the budget check"))
+    with pytest.raises(BudgetExhaustedError) as err:
+        run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"], repeats=2)
+    message = str(err.value)
+    assert "cap is (epsilon=2, delta=1e-05)" in message and "needs (epsilon=2, delta=1e-05) more" in message
+    assert "spent" in message and "new run folder" in message and "Nothing was drawn" in message
+    assert _folder(cfg.run_dir) == before  # ledger bytes (and its anchor) unchanged: nothing spent
+    with pytest.raises(BudgetExhaustedError):  # the same through the command line's config key, after training
+        monkeypatch.undo()
+        run_compare(cfg, epsilons=[2.0, 3.0], aggregators=None)  # the default list is known after prepare
+    assert (cfg.run_dir / "ledger.jsonl").read_bytes() == before["ledger.jsonl"]
+
+
+def test_a_cap_set_at_the_first_run_allows_a_larger_plan_and_is_never_raised(tmp_path):
+    cfg = _small(tmp_path, budget_epsilon=4.0, budget_delta=2e-5)
     one = run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"])
-    two = run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"], repeats=2)
+    assert one["ledger"]["budget"] == {"epsilon": 4.0, "delta": 2e-5}
+    two = run_compare(dataclasses.replace(cfg, budget_epsilon=None, budget_delta=None), epsilons=[2.0],
+                      aggregators=["lnmax"], repeats=2)  # fmt: skip
     assert [r["reused"] for r in two["rows"]] == [True, False]
     assert two["rows"][0]["spend_id"] == one["rows"][0]["spend_id"]
-    assert two["ledger"]["budget"] == {"epsilon": 4.0, "delta": 2 * cfg.delta}
+    assert two["ledger"]["budget"] == {"epsilon": 4.0, "delta": 2e-5}
     lines = [json.loads(line) for line in (cfg.run_dir / "ledger.jsonl").read_text().splitlines()]
-    (raised,) = [r for r in lines if r["kind"] == "budget"]
-    assert raised["budget_epsilon"] == 4.0 and "2 repeat(s)" in raised["reason"]
-    again = run_compare(cfg, epsilons=[2.0], aggregators=["lnmax"])  # fewer repeats: replays, budget kept
-    assert again["rows"][0]["reused"] and again["ledger"]["budget"]["epsilon"] == 4.0
+    assert not [r for r in lines if r["kind"] == "budget"]  # nothing raised it
+    before = (cfg.run_dir / "ledger.jsonl").read_bytes()
+    with pytest.raises(LedgerError, match="can only be lowered, never raised"):
+        run_compare(dataclasses.replace(cfg, budget_epsilon=8.0), epsilons=[2.0], aggregators=["lnmax"], repeats=4)
+    assert (cfg.run_dir / "ledger.jsonl").read_bytes() == before
+    with pytest.raises(LedgerError, match="already spent"):  # 3.99… is spent
+        run_compare(dataclasses.replace(cfg, budget_epsilon=3.0), epsilons=[2.0], aggregators=["lnmax"])
+    again = run_compare(dataclasses.replace(cfg, budget_epsilon=3.9995), epsilons=[2.0], aggregators=["lnmax"],
+                        repeats=2)  # fmt: skip
+    assert again["ledger"]["budget"]["epsilon"] == 3.9995 and all(r["reused"] for r in again["rows"])
+    lines = [json.loads(line) for line in (cfg.run_dir / "ledger.jsonl").read_text().splitlines()]
+    (lowered,) = [r for r in lines if r["kind"] == "budget"]
+    assert lowered["change"] == "lower" and lowered["budget_epsilon"] == 3.9995
+
+
+def test_the_budget_cap_flags_reach_the_ledger(tmp_path, capsys):
+    base = ["compare", "--run-name", "cli", "--checkpoints-dir", str(tmp_path), "--set", "num_private=1000",
+            "--set", "num_public=100", "--set", "num_eval=100", "--num-teachers", "50", "--num-queries", "20",
+            "--teacher-epochs", "1", "--set", "student_epochs=1", "--aggregators", "lnmax",
+            "--epsilons", "2"]  # fmt: skip
+    assert main([*base, "--budget-epsilon", "3", "--budget-delta", "1e-4"]) == 0
+    header = json.loads((tmp_path / "cli" / "ledger.jsonl").read_text().splitlines()[0])
+    assert (header["budget_epsilon"], header["budget_delta"]) == (3.0, 1e-4)
+    before = (tmp_path / "cli" / "ledger.jsonl").read_bytes()
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--repeats", "2"])
+    assert exc.value.code == 2 and "budget cap is (epsilon=3" in capsys.readouterr().err
+    assert (tmp_path / "cli" / "ledger.jsonl").read_bytes() == before
+    with pytest.raises(SystemExit):
+        main([*base, "--set", "budget_epsilon=-1"])
+    assert "budget_epsilon (the run's budget cap) must be a positive" in capsys.readouterr().err
 
 
 def test_spend_ids_are_exact(tmp_path):

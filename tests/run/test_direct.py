@@ -13,7 +13,7 @@ from pate_stab.cli import main
 from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run import TransferConfig
-from pate_stab.run.direct import DIRECT_LEARNERS, direct_legend, replace_one_equivalent, run_direct
+from pate_stab.run.direct import DIRECT_LEARNERS, HEAD_LAMBDA, direct_legend, replace_one_equivalent, run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import open_ledger
@@ -64,19 +64,70 @@ def test_relations_and_dpsgd_epsilon_is_the_accountants(prepared):
     with _ledger(prepared) as ledger:
         row = run_direct(prepared, ledger, learner="dpsgd-linear", epsilon=2.0, repeat=8, dpsgd=SMALL_DPSGD)
         head = run_direct(prepared, ledger, learner="output-softmax", epsilon=2.0, repeat=8)
+        assert ledger.entry(head["spend_id"]).relation == "add_remove"  # the run's: one relation per ledger
     s = row["settings"]
-    assert row["neighbouring"] == "add_remove" and head["neighbouring"] == "replace_one"
+    assert row["neighbouring"] == "add_remove" and head["neighbouring"] == "add_remove"
     assert row["epsilon"] == dpsgd_epsilon(noise_multiplier=s["noise_multiplier"], sample_rate=s["sample_rate"],
                                            steps=s["steps"], delta=prepared.config.delta)  # fmt: skip
     assert row["epsilon"] <= 2.0 and row["delta"] == prepared.config.delta
     assert (row["epsilon_replace_one"], row["delta_replace_one"]) == replace_one_equivalent(
         epsilon=row["epsilon"], delta=row["delta"], neighbouring="add_remove"
     )
-    assert (head["epsilon_replace_one"], head["delta_replace_one"]) == (2.0, 0.0)
+    assert (head["epsilon_replace_one"], head["delta_replace_one"]) == (2.0, 0.0)  # a head's ε holds under both
     assert head["settings"]["feature_bound_source"].startswith("public pool")
     legend = direct_legend([row, head], run_neighbouring="add_remove")
-    assert "add/remove: 1 rows" in legend and "replace-one: 1 rows" in legend
+    assert "add/remove: 2 rows" in legend
     assert f"ε = {row['epsilon_replace_one'] + 2.0:.4g}" in legend
+
+
+def test_a_replace_one_run_counts_dpsgd_by_group_privacy_and_the_heads_as_they_are(prepared, tmp_path):
+    """One relation per ledger: in a replace-one run the heads spend under replace-one and DP-SGD's add/remove
+    (ε, δ) is counted as (2ε, (1 + e^ε)δ); the total is a replace-one guarantee."""
+    config = dataclasses.replace(prepared.config, neighbouring="replace_one")
+    prep = dataclasses.replace(prepared, config=config, run_dir=tmp_path / "r1")
+    prep.run_dir.mkdir()
+    with _ledger(prep) as ledger:
+        row = run_direct(prep, ledger, learner="dpsgd-linear", epsilon=2.0, dpsgd=SMALL_DPSGD)
+        head = run_direct(prep, ledger, learner="objective-softmax", epsilon=2.0)
+        assert ledger.neighbouring == "replace_one" and head["neighbouring"] == "replace_one"
+        dp = ledger.entry(row["spend_id"])
+        assert dp.relation == "add_remove" and dp.declared == (row["epsilon"], row["delta"])
+        assert ledger.spent() == (
+            pytest.approx(2 * row["epsilon"] + 2.0, rel=1e-12),
+            pytest.approx((1 + math.exp(row["epsilon"])) * row["delta"], rel=1e-12),
+        )
+
+
+@pytest.mark.parametrize("learner", ["output-softmax", "objective-softmax", "output-ovr", "objective-ovr"])
+def test_convex_heads_calibrate_on_the_public_size_not_the_private_count(prepared, tmp_path, monkeypatch, learner):
+    """On D (2,990 records) and D minus one record, the heads' noise is calibrated on the public N = 3,000
+    (λ'·n = λN in the (1/n)-normalised solvers), their spends are the same, and neither count is published."""
+    import pate_stab.run.direct as direct
+
+    seen: list[float] = []
+    name = {"output-softmax": "softmax_output_perturbation", "objective-softmax": "softmax_objective_perturbation",
+            "output-ovr": "output_perturbation", "objective-ovr": "objective_perturbation"}[learner]  # fmt: skip
+    original = getattr(direct, name)
+
+    def spy(x, *args, lam, **kwargs):
+        seen.append(lam * x.shape[0])
+        return original(x, *args, lam=lam, **kwargs)
+
+    monkeypatch.setattr(direct, name, spy)
+    rows, dirs = [], []
+    for n in (2990, 2989):
+        task = dataclasses.replace(prepared.task, private_x=prepared.task.private_x[:n],
+                                   private_y=prepared.task.private_y[:n])  # fmt: skip
+        prep = dataclasses.replace(prepared, task=task, run_dir=tmp_path / str(n))
+        prep.run_dir.mkdir()
+        with _ledger(prep) as ledger:
+            rows.append(run_direct(prep, ledger, learner=learner, epsilon=2.0))
+        dirs.append(prep.run_dir)
+    assert seen and all(v == pytest.approx(HEAD_LAMBDA * 3000, rel=1e-12) for v in seen)
+    assert rows[0]["settings"]["public_size"] == 3000 and rows[0]["neighbouring"] == "add_remove"
+    assert rows[0]["settings"] == rows[1]["settings"] and spend_lines(dirs[0]) == spend_lines(dirs[1])
+    for n, run_dir, row in zip((2990, 2989), dirs, rows, strict=True):
+        assert not _mentions(_published_text(run_dir) + json.dumps(row), n), n
 
 
 def _finest_power_of_two(w: torch.Tensor) -> float:
@@ -181,6 +232,34 @@ def test_compare_direct_rows_beside_aggregators(tmp_path):
     assert again["ledger"]["spent_basic_composition"] == out["ledger"]["spent_basic_composition"]
 
 
+def test_compare_with_mixed_learners_keeps_one_relation_per_ledger(tmp_path):
+    """An add/remove compare with a releaser, a head and DP-SGD: every spend line states add/remove, so the
+    enforced total is an add/remove guarantee; the same plan under replace-one counts DP-SGD by group privacy."""
+    from pate_stab.privacy.ledger import replace_one_cost
+    from pate_stab.run.compare import run_compare
+
+    totals = {}
+    for relation in ("add_remove", "replace_one"):
+        cfg = dataclasses.replace(_config(tmp_path, relation), neighbouring=relation, private_size_hint=10000)
+        out = run_compare(cfg, epsilons=[8.0], aggregators=["gnmax"], direct=["output-softmax", "dpsgd-linear"])
+        records = map(json.loads, (cfg.run_dir / "ledger.jsonl").read_text().splitlines())
+        spends = [r for r in records if r["kind"] == "spend"]
+        assert len(spends) == 3
+        rows = {r["aggregator"]: r for r in out["rows"]}
+        dp = rows["dpsgd-linear"]
+        if relation == "add_remove":
+            assert {r["relation"] for r in spends} == {"add_remove"}
+            expected = (rows["gnmax"]["epsilon"] + 8.0 + dp["epsilon"], rows["gnmax"]["delta"] + dp["delta"])
+        else:
+            assert [r["relation"] for r in spends] == ["replace_one", "replace_one", "add_remove"]
+            converted = replace_one_cost(dp["epsilon"], dp["delta"])
+            expected = (rows["gnmax"]["epsilon"] + 8.0 + converted[0], rows["gnmax"]["delta"] + converted[1])
+        spent = out["ledger"]["spent_basic_composition"]
+        assert (spent["epsilon"], spent["delta"]) == (pytest.approx(expected[0]), pytest.approx(expected[1]))
+        totals[relation] = spent["epsilon"]
+    assert totals["replace_one"] > totals["add_remove"]
+
+
 def test_learner_names_agree_with_the_config():
     from pate_stab.run.config import DIRECT_LEARNER_NAMES
 
@@ -193,7 +272,7 @@ def test_transfer_with_a_direct_learner(tmp_path, capsys):
             "--epsilon", "3"]  # fmt: skip
     assert main(argv) == 0
     report = json.loads((tmp_path / "t" / "report.json").read_text())
-    assert report["kind"] == "direct" and report["neighbouring"] == "replace_one" and report["epsilon"] == 3.0
+    assert report["kind"] == "direct" and report["neighbouring"] == "add_remove" and report["epsilon"] == 3.0
     assert report["ledger"]["spent_basic_composition"]["epsilon"] == 3.0
     assert main(argv) == 0  # a rerun replays: nothing spent twice
     again = json.loads((tmp_path / "t" / "report.json").read_text())

@@ -20,6 +20,11 @@ A digest of private data in a published file (the feature cache's name, the ledg
 the votes), a vocabulary read from the private rows, or record ids that are row numbers (every
 later record changes shard) make one of these checks fail.
 
+``pate-stab release --votes`` (bring your own teachers) is checked on votes files directly: D′ moves
+one teacher's vote, the only vote for class 9, to class 8. With the class count declared, every
+published file is identical but for the released labels and their counters, and the output range
+is the declared C on both sides; without it the command is refused (DESIGN.md fact 11).
+
 "Remove one private record": ``pate_stab.run.data._raw_splits`` is wrapped (synthetic, MNIST;
 the MNIST subset is taken there too), or the data file itself loses one row (Adult, so that the
 loader sees the neighbour as it would be on disk; a user's own CSV with its public schema and id
@@ -36,11 +41,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 import pate_stab.run.data as run_data
 import pate_stab.run.prepare as run_prepare
+from pate_stab.cli import main
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
 
@@ -392,3 +399,77 @@ def test_own_csv_with_an_id_column(tmp_path, monkeypatch, partition_key):
     assert diagnostics["sizes"]["private"] == 599  # the private size is in the private file only
     report = json.loads((config.run_dir / "report.json").read_text())
     assert "private" not in report["sizes"] and report["classes"] == ["low", "mid", "high"]
+
+
+# report.json fields of `release --votes` computed from the released outputs
+RELEASE_REPORT_RELEASED = (("queries",), *((("summary", key),) for key in SUMMARY_RELEASED))
+
+
+def _published_release(out: Path) -> tuple[dict[str, bytes], dict[str, Any], np.ndarray]:
+    """(raw bytes of every published file of a `release --votes` folder, the same masked, the labels)."""
+    report = json.loads((out / "report.json").read_text())
+    files = report["files"]
+    listed = set(files["published"]) | set(files["private"])
+    present = {p.name for p in out.iterdir()}
+    assert present <= listed, f"files neither published nor private: {sorted(present - listed)}"
+    raw, masked = {}, {}
+    for name in files["published"]:
+        data = (out / name).read_bytes()
+        raw[name] = data
+        if name == "report.json":
+            view = json.loads(data)
+            for path in RELEASE_REPORT_RELEASED:
+                _mask(view, path)
+            masked[name] = view
+        elif name == "ledger.jsonl":
+            masked[name] = [_masked_ledger_line(json.loads(line)) for line in data.decode().splitlines()]
+        elif name in ("labels.npy", "labels.csv"):
+            masked[name] = RELEASED
+        else:
+            masked[name] = data
+    return raw, masked, np.load(out / "labels.npy")
+
+
+@pytest.mark.parametrize("aggregator", ["gnmax", "lnmax", "confident-gnmax"])
+def test_release_votes_with_and_without_a_declared_class_count(tmp_path, capsys, aggregator):
+    """60 teachers × 40 queries over classes 0–8; in D teacher 17 casts the only vote for class 9 (on
+    query 5), in D′ it votes 8. Declared C = 10: identical published files but for the released
+    outputs, labels of one shape in [0, 10) ∪ {−1} on both sides, and (seeded noise of shape m × C,
+    the same seed) the same label on every query whose votes did not move. Undeclared: exit 2 and
+    no ledger."""
+    rng = np.random.default_rng(3)
+    votes_d = rng.integers(0, 9, (60, 40))
+    votes_d[17, 5] = 9
+    votes_n = votes_d.copy()
+    votes_n[17, 5] = 8
+    path, out = tmp_path / "votes.npy", tmp_path / "release"
+    args = ["release", "--votes", str(path), "--out", str(out), "--aggregator", aggregator, "--epsilon", "8",
+            "--noise", "seeded", "--seed", "0", "--confident-threshold", "0.1"]  # fmt: skip
+    outcome = []
+    for votes in (votes_d, votes_n):
+        np.save(path, votes)
+        shutil.rmtree(out, ignore_errors=True)
+        with pytest.raises(SystemExit) as info:  # no declared class count: refused, nothing opened
+            main(args)
+        assert info.value.code == 2 and "declare the number of classes" in capsys.readouterr().err
+        assert not (out / "ledger.jsonl").exists()
+        assert main([*args, "--num-classes", "10"]) == 0
+        assert json.loads((out / "report.json").read_text())["votes"]["num_classes"] == 10
+        outcome.append(_published_release(out))
+    (raw_d, masked_d, labels_d), (raw_n, masked_n, labels_n) = outcome
+    assert set(raw_d) == set(raw_n)
+    for name in raw_d:
+        assert masked_d[name] == masked_n[name], f"{name} differs between neighbouring votes"
+    assert labels_d.shape == labels_n.shape == (40,) and labels_d.dtype == labels_n.dtype
+    for labels in (labels_d, labels_n):
+        assert bool(((labels >= -1) & (labels < 10)).all())
+    moved = (votes_d != votes_n).any(axis=0)
+    assert np.array_equal(labels_d[~moved], labels_n[~moved])
+    if np.array_equal(labels_d, labels_n):
+        for name in raw_d:
+            assert raw_d[name] == raw_n[name], f"{name} differs although the releases are identical"
+    # a refused rerun on the folder's existing ledger leaves it as it was
+    ledger = (out / "ledger.jsonl").read_bytes()
+    with pytest.raises(SystemExit):
+        main(args)
+    assert (out / "ledger.jsonl").read_bytes() == ledger

@@ -92,19 +92,21 @@ def test_unanswerable_stability_is_refused_before_spending(tmp_path, capsys):
     path = _small_k_votes(tmp_path)  # the case: k = 150, ε = 8, T = 10 (stability needs k ≈ 207)
     out = tmp_path / "u"
     with pytest.raises(UnanswerableError, match="needs k ≥ 207"):
-        release_votes(path, aggregator="stability", epsilon=8.0, delta=1e-5, out_dir=out)
+        release_votes(path, aggregator="stability", epsilon=8.0, delta=1e-5, out_dir=out, num_classes=10)
     assert not (out / "ledger.jsonl").exists()
     with pytest.raises(SystemExit) as info:
-        main(["release", "--votes", str(path), "--out", str(out), "--aggregator", "stability", "--epsilon", "8"])
+        main(["release", "--votes", str(path), "--out", str(out), "--aggregator", "stability", "--epsilon", "8",
+              "--num-classes", "10"])  # fmt: skip
     err = capsys.readouterr().err
     assert info.value.code == 2 and "gnmax" in err and "Nothing was spent" in err
     assert not (out / "ledger.jsonl").exists()
     # the same budget through GNMax labels every query
     assert main(["release", "--votes", str(path), "--out", str(tmp_path / "g"), "--aggregator", "gnmax",
-                 "--epsilon", "8"]) == 0  # fmt: skip
+                 "--epsilon", "8", "--num-classes", "10"]) == 0  # fmt: skip
     assert json.loads((tmp_path / "g" / "report.json").read_text())["queries"]["answered"] == 450
     # asked for explicitly, it runs (and spends)
-    report = release_votes(path, aggregator="stability", epsilon=8.0, delta=1e-5, out_dir=out, allow_unanswerable=True)
+    report = release_votes(path, aggregator="stability", epsilon=8.0, delta=1e-5, out_dir=out, num_classes=10,
+                           allow_unanswerable=True)  # fmt: skip
     assert report["queries"]["answered"] == 0 and (out / "ledger.jsonl").exists()
 
 

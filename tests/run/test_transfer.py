@@ -15,6 +15,7 @@ import pate_stab.run.prepare as run_prepare
 import pate_stab.run.release as run_release
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
+from pate_stab.errors import BudgetExhaustedError, LedgerError
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
@@ -494,3 +495,30 @@ def test_crash_between_release_and_result_replays_without_drawing(tmp_path, monk
         (entry,) = ledger.entries()
         assert entry.has_result and entry.result["labels"] == first_labels
         assert ledger.spent() == spent
+
+
+def test_a_budget_cap_below_the_runs_epsilon_is_refused_before_training(tmp_path):
+    cfg = small(tmp_path, budget_epsilon=4.0)
+    with pytest.raises(BudgetExhaustedError, match=r"cap is \(epsilon=4.*needs \(epsilon=8.*new run folder"):
+        run_transfer(cfg)
+    assert not cfg.run_dir.exists()  # nothing trained, no ledger
+
+
+def test_transfers_budget_cap_is_recorded_lowered_and_never_raised(tmp_path):
+    cfg = small(tmp_path, "cap", teacher_model="propagate", num_teachers=20, num_private=1000, aggregator="gnmax",
+                num_queries=20, student_epochs=1, budget_epsilon=10.0)  # fmt: skip
+    report = run_transfer(cfg)
+    assert report["ledger"]["budget"]["epsilon"] == 10.0
+    before = (cfg.run_dir / "ledger.jsonl").read_bytes()
+    with pytest.raises(LedgerError, match="can only be lowered, never raised"):
+        run_transfer(replace(cfg, budget_epsilon=12.0))
+    with pytest.raises(LedgerError, match="already spent"):
+        run_transfer(replace(cfg, budget_epsilon=7.0))
+    assert (cfg.run_dir / "ledger.jsonl").read_bytes() == before
+    again = run_transfer(replace(cfg, budget_epsilon=9.0))  # lowered; the release replays
+    assert again["resumed"]["release"] and again["ledger"]["budget"]["epsilon"] == 9.0
+    records = [json.loads(line) for line in (cfg.run_dir / "ledger.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["change"], r["budget_epsilon"]) for r in records if r["kind"] == "budget"] == [
+        ("budget", "lower", 9.0)
+    ]
+    assert run_transfer(replace(cfg, budget_epsilon=None))["ledger"]["budget"]["epsilon"] == 9.0  # kept
