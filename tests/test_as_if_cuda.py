@@ -73,7 +73,7 @@ def test_a_fit_left_on_auto_fails_in_the_mode():
 
 @pytest.mark.slow
 def test_tests_that_failed_where_cuda_is_present_pass_as_if_cuda():
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--as-if-cuda", *ONCE_FAILING_WITH_CUDA]
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--as-if-cuda", *ONCE_FAILING_WITH_CUDA]
     out = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stdout[-4000:]
     assert "4 passed" in out.stdout

@@ -19,6 +19,13 @@ import os
 ENV = "PATE_STAB_AS_IF_CUDA"
 
 
+class _NotCapturing:
+    """The stand-in device's current stream, as torch.optim sees it: never capturing a graph."""
+
+    def is_capturing(self) -> bool:
+        return False
+
+
 def install() -> bool:
     """Apply the replacement when ``PATE_STAB_AS_IF_CUDA=1``; returns whether it was applied."""
     if os.environ.get(ENV) != "1":
@@ -28,7 +35,10 @@ def install() -> bool:
     torch.cuda.is_available = lambda: True  # type: ignore[assignment]
     torch.cuda.device_count = lambda: 1  # type: ignore[assignment]
     # asked by torch.optim's step() whenever CUDA is available (a CPU optimiser included): not capturing
+    # (torch 2.11 asks torch.cuda, later releases the current accelerator's stream)
     torch.cuda.is_current_stream_capturing = lambda: False  # type: ignore[assignment]
+    if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "current_stream"):
+        torch.accelerator.current_stream = lambda device=None: _NotCapturing()  # type: ignore[assignment]
     return True
 
 
