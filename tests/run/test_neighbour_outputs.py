@@ -578,6 +578,28 @@ def _spend_lines_unmasked(ledger: bytes, spend_id: str) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k not in ("sha256", "prev")} for r in lines if r.get("spend_id") == spend_id]
 
 
+def _record_direct_calibration(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """Record what the direct learners' mechanisms are calibrated on, call by call: DP-SGD's (ε, δ, public
+    size, settings) and the softmax head's (ε, C, λ'·n), which is λN in the (1/n)-normalised solver
+    (:mod:`pate_stab.run.direct`); calibrated on the private count n it would differ between D and D′."""
+    import pate_stab.run.direct as run_direct
+
+    seen: list[tuple[Any, ...]] = []
+    dpsgd, head = run_direct.train_dpsgd_linear, run_direct.softmax_output_perturbation
+
+    def dpsgd_spy(x: Any, y: Any, **kwargs: Any) -> Any:
+        seen.append(("dpsgd", kwargs["epsilon"], kwargs["delta"], kwargs["public_size"], kwargs["config"]))
+        return dpsgd(x, y, **kwargs)
+
+    def head_spy(x: Any, y: Any, **kwargs: Any) -> Any:
+        seen.append(("head", kwargs["epsilon"], kwargs["num_classes"], float(f"{kwargs['lam'] * x.shape[0]:.12g}")))
+        return head(x, y, **kwargs)
+
+    monkeypatch.setattr(run_direct, "train_dpsgd_linear", dpsgd_spy)
+    monkeypatch.setattr(run_direct, "softmax_output_perturbation", head_spy)
+    return seen
+
+
 def test_compare_with_mixed_learners(tmp_path, monkeypatch):
     """compare with PATE's LNMax and GNMax, the stability releaser and two direct learners (DP-SGD and an
     output-perturbation head, both calibrated on the public size ``private_size_hint``) on D (593 private
@@ -587,7 +609,8 @@ def test_compare_with_mixed_learners(tmp_path, monkeypatch):
     student accuracies), the direct learners' models and their accuracies, and those outputs in the ledger;
     every setting, ε, δ, relation, calibration size, note and spend line is identical. A row (and its
     ledger lines) whose released output is the same on both sides is identical in full. One relation in the
-    ledger; neither private count appears in a published file."""
+    ledger; neither private count appears in a published file, and the direct mechanisms were calibrated on
+    the same figures (the public size) on both sides."""
     from pate_stab.direct.dpsgd import SmallPrivateSetWarning
     from pate_stab.run.compare import run_compare
 
@@ -601,6 +624,7 @@ def test_compare_with_mixed_learners(tmp_path, monkeypatch):
     )  # fmt: skip
     install = _drop_private_record(index=7, subset=(sizes[0], 200, 200))
     install(monkeypatch, drop=False)
+    calibration = _record_direct_calibration(monkeypatch)
     outcome = []
     for neighbour in (False, True):
         if neighbour:
@@ -624,6 +648,10 @@ def test_compare_with_mixed_learners(tmp_path, monkeypatch):
     assert set(raw_d) == set(raw_n)
     for name in raw_d:
         assert masked_d[name] == masked_n[name], f"{name} differs between neighbouring data sets"
+    # what the direct mechanisms were calibrated on, inside (their noise is in the masked models): the same
+    assert len(calibration) == 4 and calibration[:2] == calibration[2:], (
+        f"calibrated on the private data: {calibration}"
+    )
     # a row whose release is the same on both sides: identical in full, and so are its ledger lines
     rows_d, rows_n = (json.loads(raw["compare.json"])["rows"] for raw in (raw_d, raw_n))
     assert released_d.keys() == released_n.keys() == {r["spend_id"] for r in rows_d}
