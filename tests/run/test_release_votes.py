@@ -234,21 +234,26 @@ def test_the_output_folders_budget_cap_refuses_a_release_past_it(votes, tmp_path
     (refused before any noise, the ledger unchanged); the cap may be lowered, never raised."""
     path, _ = votes
     out = tmp_path / "capped"
-    assert _release(path, out, "--aggregator", "gnmax", "--budget-epsilon", "10", "--budget-delta", "1e-4") == 0
+    assert _release(path, out, *C10, "--aggregator", "gnmax", "--budget-epsilon", "10", "--budget-delta", "1e-4") == 0
     header = json.loads((out / "ledger.jsonl").read_text().splitlines()[0])
     assert (header["budget_epsilon"], header["budget_delta"]) == (10.0, 1e-4)
-    assert main(["release", "--votes", str(path), "--out", str(out), "--epsilon", "1.5", "--aggregator", "lnmax"]) == 0
+    assert (
+        main(["release", "--votes", str(path), "--out", str(out), *C10, "--epsilon", "1.5", "--aggregator", "lnmax"])
+        == 0
+    )
     before = (out / "ledger.jsonl").read_bytes()
     with pytest.raises(SystemExit) as exc:  # 9.5 spent of 10: another ε = 1 does not fit
-        main(["release", "--votes", str(path), "--out", str(out), "--epsilon", "1", "--aggregator", "gnmax"])
+        main(["release", "--votes", str(path), "--out", str(out), *C10, "--epsilon", "1", "--aggregator", "gnmax"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "budget cap is (epsilon=10" in err and "Nothing was drawn" in err
     assert (out / "ledger.jsonl").read_bytes() == before
     with pytest.raises(SystemExit):  # a cap is never raised
-        main(["release", "--votes", str(path), "--out", str(out), "--epsilon", "1", "--aggregator", "gnmax",
+        main(["release", "--votes", str(path), "--out", str(out), *C10, "--epsilon", "1", "--aggregator", "gnmax",
               "--budget-epsilon", "20"])  # fmt: skip
     assert "never raised" in capsys.readouterr().err and (out / "ledger.jsonl").read_bytes() == before
-    report = release_votes(path, aggregator="gnmax", epsilon=8.0, delta=1e-5, out_dir=out, budget_epsilon=9.75)
+    report = release_votes(
+        path, aggregator="gnmax", epsilon=8.0, delta=1e-5, num_classes=10, out_dir=out, budget_epsilon=9.75
+    )
     assert report["reused"] and report["ledger"]["budget"]["epsilon"] == 9.75  # lowered, and recorded
     records = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
     assert [r["change"] for r in records if r["kind"] == "budget"] == ["lower"]
@@ -257,25 +262,35 @@ def test_the_output_folders_budget_cap_refuses_a_release_past_it(votes, tmp_path
 def test_a_release_above_the_users_cap_is_refused_before_the_ledger(votes, tmp_path):
     path, _ = votes
     with pytest.raises(BudgetExhaustedError, match=r"cap is \(epsilon=4.*needs \(epsilon=8"):
-        release_votes(path, aggregator="gnmax", epsilon=8.0, delta=1e-5, out_dir=tmp_path / "o", budget_epsilon=4.0)
+        release_votes(
+            path,
+            aggregator="gnmax",
+            epsilon=8.0,
+            delta=1e-5,
+            num_classes=10,
+            out_dir=tmp_path / "o",
+            budget_epsilon=4.0,
+        )
     assert (
         not (tmp_path / "o" / "ledger.jsonl").exists() or "spend" not in (tmp_path / "o" / "ledger.jsonl").read_text()
     )
     with pytest.raises(VotesError, match="budget_delta"):
-        release_votes(path, aggregator="gnmax", epsilon=8.0, delta=1e-5, out_dir=tmp_path / "p", budget_delta=1.5)
+        release_votes(
+            path, aggregator="gnmax", epsilon=8.0, delta=1e-5, num_classes=10, out_dir=tmp_path / "p", budget_delta=1.5
+        )
 
 
 def test_a_rerun_on_a_ledger_cut_after_its_last_spend_is_refused(votes, tmp_path, capsys):
     """The spend and result lines removed cleanly: the anchor beside the ledger refuses the rerun (no fresh noise)."""
     path, _ = votes
     out = tmp_path / "cut"
-    assert _release(path, out, "--aggregator", "gnmax") == 0
+    assert _release(path, out, *C10, "--aggregator", "gnmax") == 0
     lines = (out / "ledger.jsonl").read_text().splitlines(keepends=True)
     assert [json.loads(line)["kind"] for line in lines[-2:]] == ["spend", "result"]
     (out / "ledger.jsonl").write_text("".join(lines[:-2]))
     labels = (out / "labels.npy").read_bytes()
     with pytest.raises(SystemExit) as exc:
-        _release(path, out, "--aggregator", "gnmax")
+        _release(path, out, *C10, "--aggregator", "gnmax")
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "ends before the last recorded line" in err and "truncated or restored" in err
     assert (out / "labels.npy").read_bytes() == labels and "spend" not in (out / "ledger.jsonl").read_text()
