@@ -248,12 +248,39 @@ class TeacherEnsembleModule(L.LightningModule):
         )
 
 
+class StepProgress(L.Callback):
+    """One progress bar over a whole teacher fit: the vectorised steps of every epoch up to the
+    longest-training teacher's last (``total``), so that it shows what it counts toward and an
+    ETA (Lightning's own bar restarts each epoch). Shared by the fits of the sequential mode.
+
+    Early stopping can end a fit before ``total``: the bar then closes short of it.
+    """
+
+    def __init__(self, total: int, desc: str) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="step", dynamic_ncols=True)
+
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        # a fit resumed from a checkpoint starts after the epochs already done
+        done = int(trainer.current_epoch) * int(getattr(module, "steps_per_epoch", 0))
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any) -> None:
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 @contextlib.contextmanager
 def quiet_lightning(quiet: bool) -> Iterator[None]:
     """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet``, and always
     its notices about choices made here on purpose: no DataLoader workers (the data are in-memory
-    tensors; the loader yields step numbers), a one-batch-per-epoch loader, and the deprecation
-    notice its own pytree helper triggers in torch (``LeafSpec``). Nothing else is filtered."""
+    tensors; the loader yields step numbers), a one-batch-per-epoch loader, the deprecation
+    notice its own pytree helper triggers in torch (``LeafSpec``), and "GPU available but not used"
+    (the caller chose the CPU). Nothing else is filtered."""
     from lightning.fabric.utilities.warnings import PossibleUserWarning
 
     loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
@@ -266,6 +293,8 @@ def quiet_lightning(quiet: bool) -> Iterator[None]:
             warnings.filterwarnings("ignore", message=".*does not have many workers.*", category=PossibleUserWarning)
             warnings.filterwarnings("ignore", message=".*is smaller than the logging interval.*")
             warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+            # a fit the caller put on the CPU (accelerator="cpu") on a machine with a GPU: a choice, not a mistake
+            warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
             yield
     finally:
         for lg, level in zip(loggers, levels, strict=True):
@@ -385,20 +414,36 @@ def train_teachers(
     check_schedule([int(torch.as_tensor(s).numel()) for s in sub_shards], config)
     run_dir = Path(run_dir) if run_dir is not None else None
     meta = {"train": asdict(config), "mode": mode, "num_teachers_total": k, "seeds": sub_seeds}
+    # with progress_bar: one bar over all steps of the fit (StepProgress), not Lightning's per-epoch bar
     common = {
         "accelerator": accelerator,
         "devices": devices,
-        "progress_bar": progress_bar,
+        "progress_bar": False,
         "callbacks": list(callbacks),
     }
+    bar = None
+    if progress_bar:
+        sizes = [int(torch.as_tensor(sh).numel()) for sh in sub_shards]
+        per_teacher = teacher_epochs(sizes, config)
+        if mode == "vectorized":  # every step moves all teachers; the fit runs to the longest schedule
+            steps = max([math.ceil(n / config.batch_size) for n in sizes] + [1])
+            total = steps * (max(per_teacher) if per_teacher else 1)
+        else:
+            total = sum(max(math.ceil(n / config.batch_size), 1) * e for n, e in zip(sizes, per_teacher, strict=True))
+        bar = StepProgress(total, desc=f"teachers ({len(sub_shards)}, {mode})")
+        common["callbacks"].append(bar)
 
     if run_dir is not None:
         # models of the private data without a mechanism: a private folder before Lightning writes
         # into it, owner-only files while it does, and whatever it wrote tightened after
         private_folder(run_dir)
         tighten_private_tree(run_dir)  # a folder made before its files were private
-    with quiet_lightning(not progress_bar), owner_only_umask() if run_dir is not None else contextlib.nullcontext():
-        ensemble = _fit(x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common)
+    try:
+        with quiet_lightning(not progress_bar), owner_only_umask() if run_dir is not None else contextlib.nullcontext():
+            ensemble = _fit(x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common)
+    finally:
+        if bar is not None:
+            bar.close()
     if run_dir is not None:
         ensemble.save(run_dir)
         tighten_private_tree(run_dir)
