@@ -293,6 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_predict(parser, args)
     if args.command == "release":
         return _cmd_release(parser, args)
+    from pate_stab.run.progress import print_stage_lines
+
+    print_stage_lines()  # one line per finished stage, also under --no-progress and into a pipe
     from pate_stab.errors import PateStabError
 
     base = DEMO if args.command == "demo" else {}

@@ -321,7 +321,7 @@ def plot(summary: list[dict[str, Any]], path: Path) -> None:
         "warfarin": "Ridge (CovNR), warfarin",
         "kdd": "Logistic (OutputNR), KDD-99",
         "warfarin-paper": "Ridge (CovNR), warfarin, paper's scaling (not private)",
-        "twitter-standin": "Ridge (CovNR), Twitter stand-in n=1e5, p=77",
+        "twitter-standin": "Ridge (CovNR), Twitter: SYNTHETIC STAND-IN n=1e5, p=77",
     }
     for ax, dataset in zip(axes[0], datasets, strict=True):
         for method, style in (("noise_reduction", "o-"), ("doubling", "s--"), ("theory", "^:")):

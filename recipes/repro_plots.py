@@ -159,7 +159,7 @@ def ligett_figure(root: Path) -> Path:
     kdd = json.loads((root / "ligett2017_kdd.json").read_text())["summary"]
     fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
     columns = [
-        ("twitter-standin", ridge, "ridge, Twitter stand-in (n = 1e5, p = 77)"),
+        ("twitter-standin", ridge, "ridge, Twitter: SYNTHETIC STAND-IN (n = 1e5, p = 77)"),
         ("kdd", kdd, "logistic, KDD-99"),
     ]
     for col, (dataset, summary, title) in enumerate(columns):

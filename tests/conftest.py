@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,40 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"offline data folder {SHARED_DATA} not present")
     return SHARED_DATA
+
+
+AS_IF_CUDA_DIR = Path(__file__).resolve().parent / "as_if_cuda"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--as-if-cuda",
+        action="store_true",
+        help="run as on a machine with CUDA: torch.cuda.is_available() is True in this process and in the "
+        "subprocesses tests start (tests/as_if_cuda/sitecustomize.py); nothing actually runs on a GPU",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--as-if-cuda") or os.environ.get("PATE_STAB_AS_IF_CUDA") == "1":
+        os.environ["PATE_STAB_AS_IF_CUDA"] = "1"
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(AS_IF_CUDA_DIR), os.environ.get("PYTHONPATH")]))
+        spec = importlib.util.spec_from_file_location("_as_if_cuda", AS_IF_CUDA_DIR / "sitecustomize.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # applies the replacement in this process
+        assert torch.cuda.is_available()
+
+
+def real_cuda() -> bool:
+    """A GPU that code can use (not the ``--as-if-cuda`` stand-in)."""
+    return os.environ.get("PATE_STAB_AS_IF_CUDA") != "1" and torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if real_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a GPU (CUDA)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

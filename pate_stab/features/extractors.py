@@ -104,6 +104,8 @@ class ScatteringFeatures:
         standardize, pca_dim, whiten: the :class:`PublicProjection`; with ``standardize=False``
             and ``pca_dim=None`` the extractor needs no data at all.
         batch_size, progress: passed to :func:`scattering2d`.
+        device: where the transform runs (``"cuda"`` on a GPU): the images move there once, the
+            coefficients come back to the CPU once (the public projection runs on the CPU).
     """
 
     name = "scattering"
@@ -118,10 +120,12 @@ class ScatteringFeatures:
         whiten: bool = False,
         batch_size: int = 256,
         progress: bool = False,
+        device: str | torch.device = "cpu",
     ) -> None:
         self.J, self.L = check_int("J", J, minimum=1), check_int("L", L, minimum=1)
         self.projection = PublicProjection(standardize=standardize, pca_dim=pca_dim, whiten=whiten)
         self.batch_size, self.progress = batch_size, progress
+        self.device = torch.device(device)
         self.image_shape: tuple[int, ...] | None = None
         self.num_public: int | None = None
         self._filters: ScatteringFilters | None = None
@@ -135,8 +139,9 @@ class ScatteringFeatures:
         x = check_images("x", x, shape=self.image_shape)
         if self._filters is None or self.image_shape != tuple(x.shape[1:]):
             self._filters = scattering_filters(tuple(x.shape[-2:]), J=self.J, L=self.L)
-        s = scattering2d(x, filters=self._filters, batch_size=self.batch_size, progress=self.progress)
-        return s.flatten(1)
+        # the whole set moves to the device once; scattering2d batches there, on the images' device
+        s = scattering2d(x.to(self.device), filters=self._filters, batch_size=self.batch_size, progress=self.progress)
+        return s.flatten(1).cpu()
 
     def fit(self, public_x: Tensor) -> ScatteringFeatures:
         x = check_images("public_x", public_x)

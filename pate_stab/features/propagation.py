@@ -29,7 +29,21 @@ from torch import Tensor
 from pate_stab._validation import check_int, check_positive, check_real, check_tensor
 from pate_stab.features.pca import PublicFeatures
 
-__all__ = ["PoolGraph", "kernel_class_scores", "kernel_votes", "knn_affinities", "to_sparse_csr"]
+__all__ = ["PoolGraph", "kernel_class_scores", "kernel_votes", "knn_affinities", "sparse_coo", "to_sparse_csr"]
+
+
+def sparse_coo(index: Tensor, values: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """A coalesced sparse COO tensor from entries built valid here (in range, no check needed).
+
+    torch 2.11 emits "Sparse invariant checks are implicitly disabled" even when
+    ``check_invariants=False`` is passed explicitly (later releases do not); the notice is library
+    noise in a user's terminal, so it is filtered here and nowhere else.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Sparse invariant checks are implicitly disabled", category=UserWarning
+        )
+        return torch.sparse_coo_tensor(index, values, shape, check_invariants=False).coalesce()
 
 
 def to_sparse_csr(matrix: Tensor) -> Tensor:
@@ -58,7 +72,7 @@ def knn_affinities(
         vals.append(v.clamp(min=0).pow(power).reshape(-1))
     index = torch.stack([torch.cat(rows), torch.cat(cols)])
     shape = (queries.shape[0], base.shape[0])
-    return torch.sparse_coo_tensor(index, torch.cat(vals), shape, check_invariants=False).coalesce()  # built valid
+    return sparse_coo(index, torch.cat(vals), shape)
 
 
 class PoolGraph:
@@ -128,7 +142,7 @@ class PoolGraph:
         degree = torch.sparse.sum(w, 1).to_dense().clamp(min=1e-12)
         i = w.indices()
         values = w.values() / (degree[i[0]] * degree[i[1]]).sqrt()
-        self.adjacency = to_sparse_csr(torch.sparse_coo_tensor(i, values, w.shape, check_invariants=False).coalesce())
+        self.adjacency = to_sparse_csr(sparse_coo(i, values, tuple(w.shape)))
         return self
 
     def affinities(self, features: Tensor) -> Tensor:

@@ -82,6 +82,7 @@ from pate_stab.run.direct import (
 )
 from pate_stab.run.prepare import prepare
 from pate_stab.run.private import write_private_json
+from pate_stab.run.progress import accelerator_device, report_stage
 from pate_stab.run.release import label_accuracy, recorded_spend_id, release_labels, release_spend_id
 from pate_stab.run.report import (
     LABEL_ACCURACY_NOTE,
@@ -234,6 +235,7 @@ def _run_compare(
         )
     rows: list[dict[str, Any]] = []
     private_rows: list[dict[str, Any]] = []
+    devices, student_device = prep.devices, accelerator_device(config.accelerator)
     try:
         for i, (eps, agg, rep) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
             note = ""
@@ -244,6 +246,8 @@ def _run_compare(
                 if not status.answerable:
                     needed["epsilon_needed"] = status.epsilon_needed
                     note = f"needs k≈{status.teachers_needed} at this ε, or ε≥{status.epsilon_needed:.3g} with k={k}"
+            row_name = f"{agg} ε={eps:g}" + (f" repeat {rep}" if repeats > 1 else "")
+            t0, votes_before = time.perf_counter(), prep.votes.seconds if prep.votes is not None else 0.0
             release = release_labels(
                 prep,
                 ledger,
@@ -253,9 +257,14 @@ def _run_compare(
                 selection_generator=selection_gens[i],
                 repeat=rep,
             )
+            if prep.votes is not None:  # votes are computed as releases ask for them (part of the release)
+                report_stage(prep.timings, f"votes ({row_name})", prep.votes.seconds - votes_before, "cpu", devices)
+            report_stage(prep.timings, f"release ({row_name})", time.perf_counter() - t0, "cpu", devices)
             acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
             s = release.summary
+            t0 = time.perf_counter()
             dd, dd_private = split_data_dependent(release_data_dependent(prep, release, generator=dd_gens[i]))
+            report_stage(prep.timings, f"data-dependent ({row_name})", time.perf_counter() - t0, "cpu", devices)
             label_warnings = released_label_warnings(release, prep.task.num_classes, prep.task.class_names)
             empty = int(s["answered"]) == 0 and not config.allow_empty_student
             student_file: str | None = None
@@ -265,8 +274,10 @@ def _run_compare(
                 trained_on, selection = 0, None
                 note = (note + "; " if note else "") + "no query answered: no student"
             else:
+                t0 = time.perf_counter()
                 student, targets = fit_student(prep, release, generator=student_gens[i],
                                                bottom_generator=bottom_gens[i])  # fmt: skip
+                report_stage(prep.timings, f"student ({row_name})", time.perf_counter() - t0, student_device, devices)
                 student_file = f"{STUDENTS_DIR}/{student_name(agg, eps, rep)}"
                 (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
                 save_student(prep.run_dir / student_file, student, prep.task, config)
@@ -307,7 +318,12 @@ def _run_compare(
             private_rows.append({"aggregator": agg, "target_epsilon": eps, "repeat": rep,
                                  "spend_id": release.spend_id, **dd_private})  # fmt: skip
         for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.progress):
+            t0 = time.perf_counter()
             rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep))
+            device = student_device if learner in IMAGE_DIRECT_LEARNERS else "cpu"
+            name = f"direct {learner} ε={eps:g}" + (f" repeat {rep}" if repeats > 1 else "")
+            report_stage(prep.timings, name, time.perf_counter() - t0, device, devices)
+        t_report = time.perf_counter()
         summary = summarise_rows(rows)
         table = format_rows(rows, run_neighbouring=config.neighbouring)
         table += "\n\n" + format_summary(summary) if repeats > 1 else ""
@@ -362,11 +378,13 @@ def _run_compare(
             "sizes": {"private": int(prep.task.private_y.shape[0])},
             "rows": private_rows,
             "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
+            "stage_device": dict(devices),
         }
         out, private = clean_json(out), clean_json(private)
         write_private_json(prep.run_dir / PRIVATE_COMPARE, private)
         write_published(prep.run_dir / "compare.json", json.dumps(out, indent=2, sort_keys=True))
         write_published(prep.run_dir / "compare.txt", table + "\n")
+        report_stage({}, "report", time.perf_counter() - t_report, "cpu")
         out["table"] = table
         out["private"] = private  # in memory only: written to private_compare.json
         return out

@@ -56,6 +56,7 @@ from pate_stab.privacy.private_files import (
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.config_names import EXTRACTED_FEATURES, FEATURE_BLOCKS
 from pate_stab.run.data import Task
+from pate_stab.run.progress import accelerator_device
 
 __all__ = [
     "EXTRACTED_FEATURES",
@@ -107,6 +108,21 @@ def block_scale(public: Tensor, name: str) -> float:
     if not math.isfinite(total) or total <= 0.0:
         raise ValueError(f"the {name} block has total public variance {total!r}; it cannot be scaled to 1")
     return math.sqrt(total)
+
+
+def scattering_device(config: TransferConfig) -> str:
+    """Where the scattering transform runs: a GPU when the run's accelerator resolves to CUDA,
+    the CPU otherwise (the SSL encoder and the public PCA run on the CPU)."""
+    return "cuda" if accelerator_device(config.accelerator) == "cuda" else "cpu"
+
+
+def features_device(config: TransferConfig) -> str:
+    """The feature stage's device, for its stage line."""
+    blocks = FEATURE_BLOCKS.get(config.features, ())
+    device = scattering_device(config)
+    if "scattering" in blocks and "ssl" in blocks and device != "cpu":
+        return f"{device} (scattering), cpu (ssl)"
+    return device if "scattering" in blocks else "cpu"
 
 
 def _tensor_digest(h: Any, t: Tensor) -> None:
@@ -171,6 +187,8 @@ def _extract_block(
         if uses_generator:
             kwargs["config"] = SSLConfig(**options["config"])
             kwargs["generator"] = generator
+        if name == "scattering":  # not an option of the cache key: the features are those of the same transform
+            kwargs["device"] = scattering_device(config)
         extractor = make_features(name, **kwargs)
         t0 = time.perf_counter()
         extractor.fit(task.public_x)  # public pool only, no labels

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,10 @@ from pate_stab.run.config import (
     TransferConfig,
 )
 from pate_stab.run.data import Task, load_task
-from pate_stab.run.features import EXTRACTED_FEATURES, extract_features
+from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
 from pate_stab.run.plan import RunPlan, plan_for_config
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
+from pate_stab.run.progress import accelerator_device, report_stage
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
 from pate_stab.teachers import (
     ModelSpec,
@@ -149,6 +150,7 @@ class Prepared:
     generators: dict[str, torch.Generator]
     resumed_features: bool | None = None  # scattering / ssl (/ both): read from the run folder's cache
     graph: PoolGraph | None = None  # the public pool's kNN graph, built on first use (pool_graph)
+    devices: dict[str, str] = field(default_factory=dict)  # each timed stage's device (private diagnostics)
 
 
 def pool_graph(prep: Prepared) -> PoolGraph:
@@ -276,6 +278,7 @@ def prepare(
     if with_features is None:
         with_features = config.aggregator not in IMAGE_DIRECT_LEARNERS
     timings: dict[str, float] = {}
+    devices: dict[str, str] = {}
     run_dir = config.run_dir
     # appended names get new seeds; the earlier ones keep theirs
     names = (
@@ -287,7 +290,8 @@ def prepare(
 
     t0 = time.perf_counter()
     task = load_task(config, generator=gens["data"], data=data)
-    timings["data"] = time.perf_counter() - t0
+    report_stage(timings, "data", time.perf_counter() - t0, "cpu", devices)
+    t0 = time.perf_counter()
     if on_plan is not None:
         on_plan(plan_for_config(config, num_private=int(task.private_x.shape[0]), num_classes=task.num_classes))
     # record ids are checked before anything is written; content keys are read from the final inputs
@@ -317,22 +321,27 @@ def prepare(
         tighten_private_tree(run_dir / folder)
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
+    # the plan (calibrations), the budget check, the run folder and the data's identity
+    report_stage(timings, "plan", time.perf_counter() - t0, "cpu", devices)
     resumed_features = None
     if config.features in EXTRACTED_FEATURES and with_features:
         t0 = time.perf_counter()
         task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
-        timings["features"] = time.perf_counter() - t0
+        # scattering on the run's GPU where it has one; the SSL encoder and the PCA on the CPU; a cache
+        # hit only reads the file
+        device = "cpu (cached)" if resumed_features else features_device(config)
+        report_stage(timings, "features", time.perf_counter() - t0, device, devices)
 
     if before_teachers is not None:
         before_teachers(Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features))
     if not with_teachers:
         # a direct learner trains on the private split itself: no partition, no teachers
-        return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features)
+        return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features, devices=devices)
 
     t0 = time.perf_counter()
     keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key)
     shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
-    timings["partition"] = time.perf_counter() - t0
+    report_stage(timings, "partition", time.perf_counter() - t0, "cpu", devices)
 
     t0 = time.perf_counter()
     if config.teacher_model == "propagate":
@@ -350,9 +359,9 @@ def prepare(
         teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
             task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph
         )
-        timings["teachers"] = time.perf_counter() - t0
+        report_stage(timings, "teachers", time.perf_counter() - t0, "cpu", devices)  # a sparse kernel on the CPU
         votes = PoolVotes(teachers, task.public_x, task.num_classes)
-        return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features)
+        return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features, devices=devices)
     in_shape = tuple(task.private_x.shape[1:])
     spec = ModelSpec(
         config.teacher_model,
@@ -386,6 +395,7 @@ def prepare(
             accelerator=config.accelerator,
             progress_bar=config.progress,
         )
-    timings["teachers"] = time.perf_counter() - t0
+    device = "cpu (reloaded)" if resumed else accelerator_device(config.accelerator)
+    report_stage(timings, "teachers", time.perf_counter() - t0, device, devices)
     votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress)
-    return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens, resumed_features)
+    return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens, resumed_features, devices=devices)

@@ -60,13 +60,14 @@ from torch import Tensor
 
 from pate_stab.data.own import OwnData
 from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.run.config import DIRECT_LEARNER_NAMES, TransferConfig
+from pate_stab.run.config import DIRECT_LEARNER_NAMES, IMAGE_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.direct import check_direct_config, check_direct_inputs, direct_planned_spend, run_direct
 from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
+from pate_stab.run.progress import accelerator_device, report_stage
 from pate_stab.run.release import Release, label_accuracy, recorded_spend_id, release_labels, release_spend_id
 from pate_stab.run.report import (
     PlannedSpend,
@@ -152,8 +153,12 @@ def evaluate_and_report(
     # PATE's data-dependent ε, reported beside the enforced data-independent ε
     data_dependent = None
     if rounds is None and release.partial is None:  # a partial release (finish_from_ledger) draws nothing
+        t1 = time.perf_counter()
         data_dependent = release_data_dependent(prep, release, generator=prep.generators["data_dependent"])
+        report_stage(prep.timings, "data-dependent", time.perf_counter() - t1, "cpu", prep.devices)
+    # the report stage: evaluation (CPU predictions) and the files; its line follows the file writes
     prep.timings["evaluation"] = time.perf_counter() - t0
+    prep.devices["evaluation"] = "cpu"
     total = {} if start is None else {"total": time.perf_counter() - start}
     report, diagnostics = transfer_report(
         prep,
@@ -172,8 +177,10 @@ def evaluate_and_report(
         report["partial_release"] = release.partial
     if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
         diagnostics["rounds_teachers"] = rounds_private
+    diagnostics["stage_device"] = dict(prep.devices)
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
     write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
+    report_stage({}, "report", time.perf_counter() - t0, "cpu")
     return report
 
 
@@ -212,7 +219,10 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
     check_direct_inputs(prep, [config.aggregator])  # before the ledger is opened
     ledger = open_run_ledger(prep.run_dir, **_budget_args(config))
     try:
+        t0 = time.perf_counter()
         row = run_direct(prep, ledger, learner=config.aggregator, epsilon=config.epsilon)
+        device = accelerator_device(config.accelerator) if config.aggregator in IMAGE_DIRECT_LEARNERS else "cpu"
+        report_stage(prep.timings, f"direct {config.aggregator}", time.perf_counter() - t0, device, prep.devices)
         report = {
             "run": config.run_name, "run_dir": str(prep.run_dir), "status": "complete", "kind": "direct",
             "dataset": config.dataset, "aggregator": config.aggregator, "epsilon": row["epsilon"],
@@ -222,7 +232,8 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
         }  # fmt: skip
         report = clean_json(report)
         # wall times of a private stage depend on the private data: private diagnostics only
-        private = {"wall_time_s": {**prep.timings, "total": time.perf_counter() - start}}
+        private = {"wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
+                   "stage_device": dict(prep.devices)}  # fmt: skip
         write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, clean_json(private))
         write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
         return report
@@ -308,8 +319,9 @@ def _transfer_result(
                 selection_generator=prep.generators["selection"],
                 finishable=True,  # an interrupted release can be finished (finish_from_ledger)
             )
-        prep.timings["release"] = time.perf_counter() - t0
-        prep.timings["votes"] = prep.votes.seconds  # part of the release time
+        # the votes are computed as the release asks for them: their time is part of the release's
+        report_stage(prep.timings, "votes", prep.votes.seconds, "cpu", prep.devices)
+        report_stage(prep.timings, "release", time.perf_counter() - t0, "cpu", prep.devices)
         if config.stop_after == "release":
             report["status"] = "released"
             return report
@@ -322,7 +334,8 @@ def _transfer_result(
             prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"]
         )
         published = save_student(prep.run_dir / "student.pt", student, prep.task, config)
-        prep.timings["student"] = time.perf_counter() - t0
+        report_stage(prep.timings, "student", time.perf_counter() - t0, accelerator_device(config.accelerator),
+                     prep.devices)  # fmt: skip
         report = evaluate_and_report(
             prep, ledger, release, student, targets, start=start, rounds=rounds, rounds_private=rounds_private
         )  # 4.

@@ -248,13 +248,40 @@ class TeacherEnsembleModule(L.LightningModule):
         )
 
 
+class StepProgress(L.Callback):
+    """One progress bar over a whole teacher fit: the vectorised steps of every epoch up to the
+    longest-training teacher's last (``total``), so that it shows what it counts toward and an
+    ETA (Lightning's own bar restarts each epoch). Shared by the fits of the sequential mode.
+
+    Early stopping can end a fit before ``total``: the bar then closes short of it.
+    """
+
+    def __init__(self, total: int, desc: str) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="step", dynamic_ncols=True)
+
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        # a fit resumed from a checkpoint starts after the epochs already done
+        done = int(trainer.current_epoch) * int(getattr(module, "steps_per_epoch", 0))
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any) -> None:
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 @contextlib.contextmanager
 def quiet_lightning(quiet: bool) -> Iterator[None]:
     """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet`` (every fit of
     the package passes True: a progress bar is drawn by its callback, not logged), and always
     its notices about choices made here on purpose: no DataLoader workers (the data are in-memory
-    tensors; the loader yields step numbers), a one-batch-per-epoch loader, and the deprecation
-    notice its own pytree helper triggers in torch (``LeafSpec``). Nothing else is filtered."""
+    tensors; the loader yields step numbers), a one-batch-per-epoch loader, the deprecation
+    notice its own pytree helper triggers in torch (``LeafSpec``), and "GPU available but not used"
+    (the caller chose the CPU). Nothing else is filtered."""
     from lightning.fabric.utilities.warnings import PossibleUserWarning
 
     loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
@@ -267,36 +294,12 @@ def quiet_lightning(quiet: bool) -> Iterator[None]:
             warnings.filterwarnings("ignore", message=".*does not have many workers.*", category=PossibleUserWarning)
             warnings.filterwarnings("ignore", message=".*is smaller than the logging interval.*")
             warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+            # a fit the caller put on the CPU (accelerator="cpu") on a machine with a GPU: a choice, not a mistake
+            warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
             yield
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
-
-
-class TotalStepsBar(L.Callback):
-    """One progress bar over every optimiser step of the fit, to a known total (Lightning's
-    ``estimated_stepping_batches``: the epochs times the steps per epoch), so it shows an ETA for
-    the whole stage; Lightning's own bar restarts at every epoch and shows no total of epochs.
-    A resumed fit starts the bar at the steps already done."""
-
-    def __init__(self, description: str) -> None:
-        self.description = description
-        self.bar: Any = None
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        from tqdm.auto import tqdm
-
-        total = int(trainer.estimated_stepping_batches)
-        self.bar = tqdm(total=total, initial=min(trainer.global_step, total), desc=self.description, unit="step")
-
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
 
 
 def _trainer(
@@ -319,15 +322,12 @@ def _trainer(
         every = max(1, math.ceil((max_epochs or config.epochs or 1) / CHECKPOINTS_PER_FIT))
         callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=every))
     trainer_kwargs.setdefault("enable_checkpointing", ckpt_dir is not None)
-    if progress_bar:  # one bar to a known total instead of Lightning's per-epoch one
-        callbacks.append(TotalStepsBar(trainer_kwargs.pop("progress_description", "teachers")))
-    trainer_kwargs.pop("progress_description", None)
     return L.Trainer(
         max_epochs=max_epochs if max_epochs is not None else config.epochs,
         accelerator=accelerator,
         devices=devices,
         logger=False,
-        enable_progress_bar=False,
+        enable_progress_bar=progress_bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,
         callbacks=callbacks,
@@ -389,8 +389,7 @@ def train_teachers(
         run_dir: where to write checkpoints and the ensemble (``checkpoints/<run>/teachers``).
         resume: continue from ``run_dir/lightning/last.ckpt`` if it exists (vectorised mode).
         accelerator, devices: passed to ``lightning.Trainer`` ("auto" picks a GPU if present).
-        progress_bar: show a progress bar over every optimiser step of the fit, to its known total
-            (:class:`TotalStepsBar`: an ETA for the whole stage).
+        progress_bar: show Lightning's progress bar.
         callbacks: extra Lightning callbacks.
 
     Returns:
@@ -416,20 +415,36 @@ def train_teachers(
     check_schedule([int(torch.as_tensor(s).numel()) for s in sub_shards], config)
     run_dir = Path(run_dir) if run_dir is not None else None
     meta = {"train": asdict(config), "mode": mode, "num_teachers_total": k, "seeds": sub_seeds}
+    # with progress_bar: one bar over all steps of the fit (StepProgress), not Lightning's per-epoch bar
     common = {
         "accelerator": accelerator,
         "devices": devices,
-        "progress_bar": progress_bar,
+        "progress_bar": False,
         "callbacks": list(callbacks),
     }
+    bar = None
+    if progress_bar:
+        sizes = [int(torch.as_tensor(sh).numel()) for sh in sub_shards]
+        per_teacher = teacher_epochs(sizes, config)
+        if mode == "vectorized":  # every step moves all teachers; the fit runs to the longest schedule
+            steps = max([math.ceil(n / config.batch_size) for n in sizes] + [1])
+            total = steps * (max(per_teacher) if per_teacher else 1)
+        else:
+            total = sum(max(math.ceil(n / config.batch_size), 1) * e for n, e in zip(sizes, per_teacher, strict=True))
+        bar = StepProgress(total, desc=f"teachers ({len(sub_shards)}, {mode})")
+        common["callbacks"].append(bar)
 
     if run_dir is not None:
         # models of the private data without a mechanism: a private folder before Lightning writes
         # into it, owner-only files while it does, and whatever it wrote tightened after
         private_folder(run_dir)
         tighten_private_tree(run_dir)  # a folder made before its files were private
-    with quiet_lightning(True), owner_only_umask() if run_dir is not None else contextlib.nullcontext():
-        ensemble = _fit(x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common)
+    try:
+        with quiet_lightning(True), owner_only_umask() if run_dir is not None else contextlib.nullcontext():
+            ensemble = _fit(x, y, spec, config, mode, chosen, sub_seeds, sub_shards, run_dir, resume, meta, common)
+    finally:
+        if bar is not None:
+            bar.close()
     if run_dir is not None:
         ensemble.save(run_dir)
         tighten_private_tree(run_dir)
@@ -453,8 +468,7 @@ def _fit(
     if mode == "vectorized":
         module = TeacherEnsembleModule(spec, config, sub_seeds, x, y, sub_shards)
         ckpt_dir = private_folder(run_dir / "lightning") if run_dir is not None else None
-        trainer = _trainer(config, ckpt_dir=ckpt_dir, max_epochs=module.max_epochs,
-                           progress_description=f"{len(sub_seeds)} teachers", **common)  # fmt: skip
+        trainer = _trainer(config, ckpt_dir=ckpt_dir, max_epochs=module.max_epochs, **common)
         last = ckpt_dir / "last.ckpt" if ckpt_dir is not None else None
         ckpt_path = str(last) if resume and last is not None and last.is_file() else None
         trainer.fit(module, ckpt_path=ckpt_path)
@@ -463,8 +477,7 @@ def _fit(
         parts = []
         for j, seed, shard in zip(chosen.tolist(), sub_seeds, sub_shards, strict=True):
             module = TeacherEnsembleModule(spec, config, [seed], x, y, [shard])
-            _trainer(config, ckpt_dir=None, max_epochs=module.max_epochs, progress_description=f"teacher {j}",
-                     **common).fit(module)  # fmt: skip
+            _trainer(config, ckpt_dir=None, max_epochs=module.max_epochs, **common).fit(module)
             parts.append(module.to_ensemble(torch.tensor([j]), meta))
         same_len = len({p.metrics.get("train_loss", torch.empty(0)).shape[0] for p in parts}) == 1
         metrics = (

@@ -12,6 +12,8 @@
 * :func:`soft_label_radius`, :func:`soft_label_gamma` — Thm 5.14's 8α√(2n′) + ν/2 and
   γ = 16α√(2n′) + ν; :func:`on_average_stability` estimates α of Def 5.7 from paired runs.
 * :func:`loglog_slope` — least-squares slope of log y on log x.
+* :func:`bootstrap_loglog_slope` — that slope fitted to the per-point means over seeds, with a
+  percentile bootstrap interval that resamples the seeds of every point independently.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ __all__ = [
     "lattice_gamma",
     "on_average_stability",
     "loglog_slope",
+    "SlopeFit",
+    "bootstrap_loglog_slope",
 ]
 
 REALIZABLE_QUERY_EXPONENT = 4.0 / 3.0  # Thm 4.3: m ≈ (n/V)^{4/3}
@@ -297,3 +301,48 @@ def loglog_slope(x: Any, y: Any) -> tuple[float, float]:
         return math.nan, math.nan
     slope, intercept = np.polyfit(np.log(xa[ok]), np.log(ya[ok]), 1)
     return float(slope), float(intercept)
+
+
+@dataclass(frozen=True)
+class SlopeFit:
+    """Slope of log(mean y) on log x and its percentile bootstrap interval (``level``, e.g. 0.95)."""
+
+    slope: float
+    low: float
+    high: float
+    level: float
+    reps: int
+
+
+def bootstrap_loglog_slope(
+    x: Any, per_point: list[Any], *, reps: int = 2000, level: float = 0.95, seed: int = 0
+) -> SlopeFit:
+    """Slope of log(mean of ``per_point[i]``) on log ``x[i]``, with a bootstrap interval over seeds.
+
+    Each point's values are independent seeds; a bootstrap replicate resamples every point's
+    seeds with replacement (points independently, as their seeds are), recomputes the means and
+    refits the least-squares slope. The interval is the replicates' (1 − level)/2 and
+    (1 + level)/2 quantiles (percentile bootstrap, Efron & Tibshirani 1993, §13.3). Replicates
+    with a non-positive mean at some point are dropped (log undefined); NaN when fewer than two
+    points or no usable replicate.
+    """
+    xa = np.asarray(x, dtype=np.float64)
+    if xa.ndim != 1 or len(per_point) != xa.shape[0]:
+        raise ValueError("x must be 1-D with one array of seed values per point")
+    lv = check_real("level", level, low=0.0, high=1.0)
+    r = check_int("reps", reps, minimum=1)
+    vals = [np.asarray(v, dtype=np.float64).ravel() for v in per_point]
+    if any(v.size == 0 for v in vals) or xa.shape[0] < 2:
+        return SlopeFit(math.nan, math.nan, math.nan, lv, r)
+    slope, _ = loglog_slope(xa, [v.mean() for v in vals])
+    rng = np.random.default_rng(seed)
+    lx = np.log(xa)
+    means = np.stack([v[rng.integers(0, v.size, size=(r, v.size))].mean(axis=1) for v in vals], axis=1)  # (r, P)
+    ok = (means > 0).all(axis=1)
+    if not ok.any():
+        return SlopeFit(slope, math.nan, math.nan, lv, r)
+    ly = np.log(means[ok])
+    xc = lx - lx.mean()
+    slopes = (ly - ly.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
+    lo, hi = np.quantile(slopes, [(1.0 - lv) / 2.0, (1.0 + lv) / 2.0])
+    return SlopeFit(slope, float(lo), float(hi), lv, r)

@@ -171,7 +171,7 @@ def test_default_run_states_add_remove_in_report_and_ledger(tmp_path):
     cfg = TransferConfig(
         run_name="rel", checkpoints_dir=str(tmp_path), num_private=3000, num_public=200, num_eval=200,
         num_teachers=40, teacher_epochs=2, num_queries=50, epsilon=30.0, max_unstable=5, student_epochs=2,
-        allow_unanswerable=True, allow_empty_student=True,
+        allow_unanswerable=True, allow_empty_student=True, accelerator="cpu",
     )  # fmt: skip
     report = run_transfer(cfg)
     header = json.loads((tmp_path / "rel" / "ledger.jsonl").read_text().splitlines()[0])

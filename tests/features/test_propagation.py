@@ -83,3 +83,17 @@ def test_errors():
         kernel_votes(kernel, zeros, torch.tensor([0, 0, 1, 3]), num_teachers=2, num_classes=3)
     with pytest.raises(ValueError, match="rows"):
         kernel_votes(kernel, zeros[:3], zeros, num_teachers=1, num_classes=3)
+
+
+def test_graph_building_emits_no_sparse_notice():
+    """torch 2.11 warns "Sparse invariant checks are implicitly disabled" even with
+    ``check_invariants=False``; the graph and affinities are built without a warning."""
+    import warnings
+
+    from pate_stab.features.propagation import PoolGraph, knn_affinities
+
+    x = torch.nn.functional.normalize(torch.randn(30, 5, generator=torch.Generator().manual_seed(0)), dim=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        knn_affinities(x, x, num_neighbors=4, power=1.0)
+        PoolGraph(num_neighbors=4).fit(x)

@@ -214,3 +214,50 @@ def test_feature_cache_is_named_by_public_inputs_and_checks_the_private_ones(tmp
     assert second.private_x.shape[0] == 1499 and torch.allclose(second.private_x, first.private_x[1:], atol=1e-5)
     third, cached = run_features.extract_features(neighbour, cfg, cache_dir, generator=gen)
     assert cached is True and torch.equal(third.private_x, second.private_x)
+
+
+def test_scattering_runs_on_the_runs_gpu(tmp_path, monkeypatch):
+    """The feature stage hands the run's accelerator to the scattering transform (the images move to
+    it once, the coefficients come back once); the cache key does not depend on the device."""
+    import pate_stab.features.extractors as extractors
+    import pate_stab.run.features as run_features
+    from pate_stab.run.data import load_task
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert run_features.scattering_device(small(tmp_path, accelerator="gpu")) == "cuda"
+    assert run_features.scattering_device(small(tmp_path, accelerator="auto")) == "cuda"
+    assert run_features.scattering_device(small(tmp_path, accelerator="cpu")) == "cpu"
+    assert run_features.features_device(small(tmp_path, accelerator="gpu", features="ssl")) == "cpu"
+
+    made: list[object] = []
+    real_make = run_features.make_features
+
+    def make(name, **kwargs):
+        made.append(kwargs.get("device"))
+        return real_make(name, **{**kwargs, "device": "meta"})  # a device other than the CPU, with no GPU here
+
+    seen: list[tuple[str, int]] = []
+    checked: list[torch.Tensor] = []  # the CPU images, as the extractor received them
+    real_scattering2d, real_check = extractors.scattering2d, extractors.check_images
+
+    def check_images(name, x, **kw):
+        checked.append(x)
+        return real_check(name, x, **kw)
+
+    def scattering2d(images, **kw):  # the transform itself on the CPU copy (a meta tensor holds no data)
+        seen.append((images.device.type, images.shape[0]))
+        return real_scattering2d(checked[-1], **kw)
+
+    monkeypatch.setattr(run_features, "make_features", make)
+    monkeypatch.setattr(extractors, "scattering2d", scattering2d)
+    monkeypatch.setattr(extractors, "check_images", check_images)
+    monkeypatch.setattr(run_data, "_raw_splits", fake_splits)
+    config = small(tmp_path, accelerator="gpu")
+    task = load_task(config, generator=torch.Generator().manual_seed(0))
+    out, _ = run_features.extract_features(task, config, tmp_path / "run" / "features", generator=torch.Generator())
+    assert made == ["cuda"]
+    # fit (public), then private, public, evaluation: each set moved whole, once
+    assert seen == [("meta", 200), ("meta", 1500), ("meta", 200), ("meta", 150)]
+    assert out.private_x.device.type == "cpu" and out.private_x.shape[0] == 1500
+    assert "device" not in run_features.extractor_options(config, "scattering")

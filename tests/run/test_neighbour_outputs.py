@@ -20,6 +20,13 @@ A digest of private data in a published file (the feature cache's name, the ledg
 the votes), a vocabulary read from the private rows, or record ids that are row numbers (every
 later record changes shard) make one of these checks fail.
 
+``compare`` with mixed learners is checked the same way: PATE's aggregators, the stability releaser
+and direct learners (DP-SGD, an output-perturbation head) in one add/remove ledger. Published may
+differ only in the aggregator rows' released labels and what follows from them, and in the direct
+learners' models and their accuracies; a row whose output is the same on both sides is identical in
+full; every spend states the ledger's relation; the private count (which the direct learners must
+not calibrate on: they use the public ``private_size_hint``) appears in no published file.
+
 ``pate-stab release --votes`` (bring your own teachers) is checked on votes files directly: D′ moves
 one teacher's vote, the only vote for class 9, to class 8. With the class count declared, every
 published file is identical but for the released labels and their counters, and the output range
@@ -35,7 +42,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -95,7 +104,9 @@ def _masked_ledger_line(record: dict[str, Any]) -> dict[str, Any]:
         for key in OUTPUT_RELEASED:
             if key in out:
                 out[key] = RELEASED
-    if record.get("kind") == "result":
+    if record.get("kind") == "result" and "model" in record["payload"]:
+        record["payload"]["sha256"] = RELEASED  # a direct learner's model (its output), by its digest
+    elif record.get("kind") == "result":
         payload = record["payload"]
         payload["labels"] = RELEASED
         for key in SUMMARY_RELEASED:
@@ -269,6 +280,7 @@ def test_synthetic_gnmax_seeded_sanitised_figure_stays_private(tmp_path, monkeyp
     assert "published seed" in report["data_dependent"]["data_dependent_note"]
 
 
+@pytest.mark.accelerator
 @pytest.mark.parametrize("partition_key", PARTITIONS)
 def test_mnist_with_cached_scattering_features(tmp_path, monkeypatch, partition_key):
     if not (DATA / "mnist" / "train-images-idx3-ubyte.gz").is_file():
@@ -472,3 +484,188 @@ def test_release_votes_with_and_without_a_declared_class_count(tmp_path, capsys,
     with pytest.raises(SystemExit):
         main(args)
     assert (out / "ledger.jsonl").read_bytes() == ledger
+
+
+# compare.json fields of an aggregator row computed from its released labels (query_selection "first":
+# the offered points and the selection rounds are fixed in advance, not outputs)
+COMPARE_RELEASED = ("seen", "answered", "label_acc", "label_acc_all", "student_trained_on", "student_acc",
+                    "student_acc_unlabelled_pool", "unlabelled_pool_size", "student_selection")  # fmt: skip
+# a direct learner's row: its model is the output, its accuracies are computed from it
+COMPARE_DIRECT_RELEASED = ("student_acc", "student_acc_unlabelled_pool")
+# compare.json's summary over repeats: mean, spread and range of the rows' released figures
+COMPARE_SUMMARY_RELEASED = tuple(
+    key + suffix
+    for key in ("answered", "label_acc", "student_acc", "student_acc_unlabelled_pool")
+    for suffix in ("", "_sd", "_min", "_max")
+)
+
+
+def _released_by_spend(run_dir: Path) -> dict[str, Any]:
+    """Each spend's released output: a release's labels and selection, a direct learner's model digest."""
+    out = {}
+    for record in map(json.loads, (run_dir / "ledger.jsonl").read_text().splitlines()):
+        if record["kind"] == "result":
+            payload = record["payload"]
+            out[record["spend_id"]] = payload.get("sha256") if "model" in payload else (
+                payload["labels"], payload.get("selection"))  # fmt: skip
+    return out
+
+
+def _published_compare(config: TransferConfig, direct: list[str]) -> tuple[dict[str, Any], ...]:
+    """(raw published files, the same with released outputs masked, the released outputs by spend id) of
+    a compare run folder. compare.txt and compare.png must be what compare.json's rows give (the table and
+    plot functions read published rows only): they are checked against a rebuild and then stand for it."""
+    from pate_stab.run.compare import format_rows, plot_rows, total_cost_line
+    from pate_stab.run.direct import direct_legend
+
+    run_dir = config.run_dir
+    report = json.loads((run_dir / "compare.json").read_text())
+    files = report["files"]
+    listed = {name.rstrip("/") for name in files["published"] + files["private"]}
+    present = {p.name for p in run_dir.iterdir()}
+    assert present <= listed, f"files neither published nor private: {sorted(present - listed)}"
+    assert {"compare.json", "compare.txt", "compare.png", "ledger.jsonl", "config.json", "direct/"} <= set(
+        files["published"]
+    )
+    rows, relation = report["rows"], report["ledger"]["neighbouring"]
+    table = format_rows(rows, run_neighbouring=relation) + "\n" + direct_legend(rows, run_neighbouring=relation)
+    assert (run_dir / "compare.txt").read_text() == table + "\n", "compare.txt is not computed from compare.json"
+    title = (f"{config.dataset}: k={config.num_teachers} {config.teacher_model} teachers, m={config.num_queries} "
+             f"({config.query_selection})\n{config.student_method} student, δ={config.delta:g}")  # fmt: skip
+    rebuilt = plot_rows(rows, run_dir.parent / "rebuilt.png", title=title,
+                        caption=total_cost_line(rows, run_neighbouring=relation))  # fmt: skip
+    assert rebuilt.read_bytes() == (run_dir / "compare.png").read_bytes(), "compare.png is not drawn from compare.json"
+    raw: dict[str, Any] = {}
+    masked: dict[str, Any] = {}
+    for name in files["published"]:
+        path = run_dir / name.rstrip("/")
+        if path.is_dir():  # direct/: one model per direct spend, the mechanism's output
+            models = {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+            raw[name] = models
+            masked[name] = sorted(models)
+            continue
+        raw[name] = data = path.read_bytes()
+        if name == "compare.json":
+            view = json.loads(data)
+            for row in view["rows"]:
+                for key in COMPARE_DIRECT_RELEASED if row.get("kind") == "direct" else COMPARE_RELEASED:
+                    row[key] = RELEASED
+            for row in view["summary"]:
+                for key in COMPARE_SUMMARY_RELEASED:
+                    row[key] = RELEASED
+            masked[name] = view
+        elif name == "ledger.jsonl":
+            masked[name] = [_masked_ledger_line(json.loads(line)) for line in data.decode().splitlines()]
+        elif name in ("compare.txt", "compare.png"):
+            masked[name] = RELEASED  # rebuilt above from compare.json's rows: checked through them
+        else:
+            masked[name] = data
+    # the models in direct/ are the ones the ledger recorded (name and digest), of the learners asked
+    recorded = {r["payload"]["model"]: r["payload"]["sha256"] for r in map(json.loads, raw["ledger.jsonl"].splitlines())
+                if r["kind"] == "result" and "model" in r["payload"]}  # fmt: skip
+    assert {name: hashlib.sha256(b).hexdigest() for name, b in raw["direct/"].items()} == recorded
+    assert len(recorded) == len(direct)
+    return raw, masked, _released_by_spend(run_dir)
+
+
+def _mentions(text: str, number: int) -> bool:
+    """``number`` as a number of its own in ``text`` (not part of a longer number, a decimal or a digest)."""
+    return re.search(rf"(?<![\w.]){number}(?![\w.])", text) is not None
+
+
+def _spend_lines_unmasked(ledger: bytes, spend_id: str) -> list[dict[str, Any]]:
+    """A spend's ledger lines without the digest chain (which covers every earlier line)."""
+    lines = [json.loads(line) for line in ledger.decode().splitlines()]
+    return [{k: v for k, v in r.items() if k not in ("sha256", "prev")} for r in lines if r.get("spend_id") == spend_id]
+
+
+def _record_direct_calibration(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """Record what the direct learners' mechanisms are calibrated on, call by call: DP-SGD's (ε, δ, public
+    size, settings) and the softmax head's (ε, C, λ'·n), which is λN in the (1/n)-normalised solver
+    (:mod:`pate_stab.run.direct`); calibrated on the private count n it would differ between D and D′."""
+    import pate_stab.run.direct as run_direct
+
+    seen: list[tuple[Any, ...]] = []
+    dpsgd, head = run_direct.train_dpsgd_linear, run_direct.softmax_output_perturbation
+
+    def dpsgd_spy(x: Any, y: Any, **kwargs: Any) -> Any:
+        seen.append(("dpsgd", kwargs["epsilon"], kwargs["delta"], kwargs["public_size"], kwargs["config"]))
+        return dpsgd(x, y, **kwargs)
+
+    def head_spy(x: Any, y: Any, **kwargs: Any) -> Any:
+        seen.append(("head", kwargs["epsilon"], kwargs["num_classes"], float(f"{kwargs['lam'] * x.shape[0]:.12g}")))
+        return head(x, y, **kwargs)
+
+    monkeypatch.setattr(run_direct, "train_dpsgd_linear", dpsgd_spy)
+    monkeypatch.setattr(run_direct, "softmax_output_perturbation", head_spy)
+    return seen
+
+
+def test_compare_with_mixed_learners(tmp_path, monkeypatch):
+    """compare with PATE's LNMax and GNMax, the stability releaser and two direct learners (DP-SGD and an
+    output-perturbation head, both calibrated on the public size ``private_size_hint``) on D (593 private
+    records; num_private = 600 is the generator's setting) and D minus record 7, in one add/remove ledger.
+
+    Published may differ only in the aggregator rows' released labels and what they give (counts, label and
+    student accuracies), the direct learners' models and their accuracies, and those outputs in the ledger;
+    every setting, ε, δ, relation, calibration size, note and spend line is identical. A row (and its
+    ledger lines) whose released output is the same on both sides is identical in full. One relation in the
+    ledger; neither private count appears in a published file, and the direct mechanisms were calibrated on
+    the same figures (the public size) on both sides."""
+    from pate_stab.direct.dpsgd import SmallPrivateSetWarning
+    from pate_stab.run.compare import run_compare
+
+    sizes = (593, 592)  # D, D′: the private counts, private under add/remove
+    direct = ["dpsgd-linear", "output-softmax"]
+    config = TransferConfig(
+        run_name="nb", checkpoints_dir=str(tmp_path), num_teachers=100, num_private=600, num_public=200,
+        num_eval=200, separation=3.0, num_queries=40, epsilon=2.0, max_unstable=1, teacher_model="propagate",
+        graph_pca_dim=None, student_epochs=2, accelerator="cpu", releaser_noise="seeded", neighbouring="add_remove",
+        private_size_hint=10000,  # DP-SGD's public size N ≥ its expected batch 8192; the heads' N too
+    )  # fmt: skip
+    install = _drop_private_record(index=7, subset=(sizes[0], 200, 200))
+    install(monkeypatch, drop=False)
+    calibration = _record_direct_calibration(monkeypatch)
+    outcome = []
+    for neighbour in (False, True):
+        if neighbour:
+            install(monkeypatch)
+        shutil.rmtree(config.run_dir, ignore_errors=True)
+        with pytest.warns(SmallPrivateSetWarning):  # n ≪ N: said on the user's terminal, never published
+            out = run_compare(config, epsilons=[2.0], aggregators=["lnmax", "gnmax", "stability"], direct=direct)
+        assert out["private"]["sizes"]["private"] == sizes[neighbour]  # the data set the run saw
+        outcome.append((*_published_compare(config, direct), _teacher_votes(config)))
+        private = (config.run_dir / "private_compare.json").read_text()
+        assert _mentions(private, sizes[neighbour])  # the count is kept where it belongs
+        for name in ("compare.json", "compare.txt", "ledger.jsonl", "config.json"):
+            for n in sizes:
+                assert not _mentions(outcome[-1][0][name].decode(), n), f"private count {n} in {name}"
+        # one relation per ledger: every spend states the header's
+        lines = [json.loads(line) for line in outcome[-1][0]["ledger.jsonl"].splitlines()]
+        assert lines[0]["kind"] == "header" and lines[0]["neighbouring"] == "add_remove"
+        spends = [r for r in lines if r["kind"] == "spend"]
+        assert len(spends) == 5 and {r["relation"] for r in spends} == {"add_remove"}
+    (raw_d, masked_d, released_d, votes_d), (raw_n, masked_n, released_n, votes_n) = outcome
+    assert set(raw_d) == set(raw_n)
+    for name in raw_d:
+        assert masked_d[name] == masked_n[name], f"{name} differs between neighbouring data sets"
+    # what the direct mechanisms were calibrated on, inside (their noise is in the masked models): the same
+    assert len(calibration) == 4 and calibration[:2] == calibration[2:], (
+        f"calibrated on the private data: {calibration}"
+    )
+    # a row whose release is the same on both sides: identical in full, and so are its ledger lines
+    rows_d, rows_n = (json.loads(raw["compare.json"])["rows"] for raw in (raw_d, raw_n))
+    assert released_d.keys() == released_n.keys() == {r["spend_id"] for r in rows_d}
+    same = [r["spend_id"] for r in rows_d if released_d[r["spend_id"]] == released_n[r["spend_id"]]]
+    assert same, "no row released the same output on both sides: the check below would check nothing"
+    for row_d, row_n in zip(rows_d, rows_n, strict=True):
+        if row_d["spend_id"] in same:
+            assert row_d == row_n, f"row {row_d['spend_id']} differs although its release is identical"
+            for raw in (raw_d, raw_n):
+                assert _spend_lines_unmasked(raw["ledger.jsonl"], row_d["spend_id"])
+            assert _spend_lines_unmasked(raw_d["ledger.jsonl"], row_d["spend_id"]) == _spend_lines_unmasked(
+                raw_n["ledger.jsonl"], row_d["spend_id"]
+            )
+    changed = int((votes_d != votes_n).any(dim=1).sum())
+    assert changed <= config.teachers_changed, f"{changed} teachers changed their votes for one record removed"
+    assert bool((votes_d != votes_n)[:, : config.num_queries].any()), "the neighbour changes no queried vote"

@@ -106,7 +106,7 @@ def test_planned_unanswerable_iff_refused(tmp_path, monkeypatch, calibration):
     for i, (k, eps, m, t) in enumerate(grid):
         config = TransferConfig(
             run_name=f"g{i}", checkpoints_dir=str(tmp_path), num_private=900, num_public=m, num_eval=30,
-            num_teachers=k, epsilon=eps, max_unstable=t, num_queries=m, calibration=calibration,
+            num_teachers=k, epsilon=eps, max_unstable=t, num_queries=m, calibration=calibration, accelerator="cpu",
         )  # fmt: skip
         printed = []
         try:

@@ -116,7 +116,8 @@ def test_training_uses_the_configured_flip_in_both_augmentations(monkeypatch, na
     x = torch.rand(24, 1, 8, 8)
     config = FixMatchConfig(steps=2, batch_size=4, mu=2, channels=(2, 2), hidden=(4,), log_every=1,
                             **augmentation_settings(name))  # fmt: skip
-    train_fixmatch(x[:8], torch.arange(8) % 2, x[8:], num_classes=2, config=config, generator=seeded_generator(0))
+    train_fixmatch(x[:8], torch.arange(8) % 2, x[8:], num_classes=2, config=config, generator=seeded_generator(0),
+                   accelerator="cpu")  # fmt: skip
     assert {kind for kind, _ in seen} == {"weak", "strong"}
     assert all(flag is hflip for _, flag in seen)
 

@@ -22,7 +22,8 @@ def _single_process(kind):
     torch.set_num_threads(1)  # as in the workers
     try:
         x, y, shards = problem(kind)
-        ref = train_teachers(x, y, shards, spec=SPECS[kind], config=CONFIGS[kind], generator=seeded_generator(7))
+        ref = train_teachers(x, y, shards, spec=SPECS[kind], config=CONFIGS[kind], generator=seeded_generator(7),
+                             accelerator="cpu")  # the workers' device: the comparison is bit for bit  # fmt: skip
     finally:
         torch.set_num_threads(threads)
     return x, ref
@@ -67,6 +68,7 @@ def _assert_owner_only(root):
     assert not wrong, wrong
 
 
+@pytest.mark.accelerator
 def test_ddp_two_cpu_ranks_equal_single_process_mlp(tmp_path):
     _check_ddp_equals_single_process("mlp", tmp_path)
 
@@ -115,7 +117,9 @@ def test_ddp_resume_from_slice_checkpoints_equals_straight_run(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        straight = train_teachers(x, y, shards, spec=SPECS["mlp"], config=config, generator=seeded_generator(7))
+        straight = train_teachers(
+            x, y, shards, spec=SPECS["mlp"], config=config, generator=seeded_generator(7), accelerator="cpu"
+        )
     finally:
         torch.set_num_threads(threads)
     resumed = TeacherEnsemble.load(run)

@@ -25,6 +25,7 @@ def _problem(n=240, k=6, seed=0):
 
 def _train(x, y, shards, **kw):
     kw.setdefault("config", CFG)
+    kw.setdefault("accelerator", "cpu")  # these tests compare numbers: never a GPU that "auto" may find
     return train_teachers(x, y, shards, spec=SPEC, generator=seeded_generator(7), **kw)
 
 
@@ -64,6 +65,7 @@ def test_each_teacher_depends_only_on_its_shard():
             assert torch.equal(p[keep], q[keep]), name  # bit-identical
 
 
+@pytest.mark.accelerator
 def test_vectorized_matches_sequential():
     x, y, shards = _problem(n=120, k=3)
     cfg = TrainConfig(epochs=2, batch_size=8, lr=5e-2, optimizer="sgd", momentum=0.9)
@@ -102,6 +104,7 @@ class _StopAt(__import__("lightning").Callback):
             raise _Interrupt
 
 
+@pytest.mark.accelerator
 def test_resume_after_interruption_reproduces(tmp_path):
     x, y, shards = _problem()
     cfg = TrainConfig(epochs=4, batch_size=8, lr=1e-2, patience=2, min_delta=0.05)
@@ -148,7 +151,7 @@ def test_binary_scores_and_bad_inputs():
     x, y = make_gaussian_mixture(100, num_classes=2, dim=4, generator=seeded_generator(0))
     shards = partition_indices(torch.arange(100), 4, generator=seeded_generator(1))
     spec = ModelSpec("logistic", (4,), 2)
-    ens = train_teachers(x, y, shards, spec=spec, config=CFG, generator=seeded_generator(2))
+    ens = train_teachers(x, y, shards, spec=spec, config=CFG, generator=seeded_generator(2), accelerator="cpu")
     p1 = ens.predict_scores(x[:7], binary=True)
     assert p1.shape == (4, 7)
     with pytest.raises(ValueError, match="labels"):
@@ -182,3 +185,18 @@ def test_prediction_chunks_bound_the_widest_activation(monkeypatch):
     assert torch.equal(ens.predict_votes(xq), whole_votes)
     assert torch.allclose(ens.predict_scores(xq), whole_scores, rtol=0, atol=1e-6)
     assert seen and max(seen) <= 6
+
+
+@pytest.mark.parametrize("mode", ["vectorized", "sequential"])
+def test_progress_bar_counts_toward_the_whole_fit(capsys, mode):
+    """The teachers' bar shows the total it counts toward (every step of the fit), so it has an ETA."""
+    x, y, shards = _problem(n=120, k=3)
+    cfg = TrainConfig(epochs=2, batch_size=8, lr=1e-2)
+    _train(x, y, shards, config=cfg, mode=mode, progress_bar=True)
+    sizes = [len(s) for s in shards]
+    if mode == "vectorized":
+        total = 2 * max(-(-n // 8) for n in sizes)
+    else:
+        total = sum(2 * -(-n // 8) for n in sizes)
+    err = capsys.readouterr().err
+    assert f"{total}/{total}" in err, err[-500:]

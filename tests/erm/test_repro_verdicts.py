@@ -1,0 +1,232 @@
+"""recipes/repro_verdicts.py: the predicates on small fixtures, and the README's table is its output."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+sys.path.insert(0, str(RECIPES))
+
+import repro_verdicts as rv  # noqa: E402
+
+
+def _summary(prefix: str, table: dict[str, list[tuple[float, float]]], metric: str = "auc") -> dict:
+    """{prefix/method/α: {metric, metric_se}} from per-method lists of (mean, se) over CV_ALPHAS."""
+    out: dict = {}
+    for method, vals in table.items():
+        for a, (m, se) in zip(rv.CV_ALPHAS, vals, strict=True):
+            out[f"{prefix}/{method}/{a}"] = {metric: m, f"{metric}_se": se}
+    return out
+
+
+def test_aggregate_reads_every_some_none():
+    assert rv.aggregate([True, True]) == "yes"
+    assert rv.aggregate([True, False]) == "partly"
+    assert rv.aggregate([False, False]) == "no"
+    assert rv.aggregate([]) == "not run"
+
+
+def test_z_score_uses_the_standard_error_of_the_difference():
+    assert rv.z_score(0.7, 0.03, 0.6, 0.04) == pytest.approx(0.1 / 0.05)
+    assert rv.z_score(1.0, 0.0, 0.0, 0.0) == math.inf
+    assert rv.z_score(0.5, 0.0, 0.5, 0.0) == 0.0
+
+
+def test_outperforms_needs_more_than_two_standard_errors_at_each_alpha():
+    # se of the difference = √2·0.01 ≈ 0.0141: a lead of 0.02 is 1.41 s.e. (not enough), 0.05 is 3.5.
+    s = _summary("p", {"A": [(0.70, 0.01)] * 3 + [(0.75, 0.01)] * 3, "B": [(0.68, 0.01)] * 3 + [(0.70, 0.01)] * 3})
+    flags, parts = rv.cv_outperforms(s, "p", "A", ["B"], "auc")
+    assert flags == [False] * 3 + [True] * 3
+    assert rv.aggregate(flags) == "partly"
+    assert parts[0].startswith("α=0.3: 0.700 vs 0.680 (+1.4 s.e.)")
+    # MSE: lower is better, so the same numbers read the other way round.
+    s_mse = _summary("p", {"A": [(0.20, 0.001)] * 6, "B": [(0.21, 0.001)] * 6}, metric="mse")
+    flags, _ = rv.cv_outperforms(s_mse, "p", "A", ["B"], "mse")
+    assert flags == [True] * 6
+    flags, _ = rv.cv_outperforms(s_mse, "p", "B", ["A"], "mse")
+    assert flags == [False] * 6
+
+
+def test_only_above_fails_when_the_method_is_also_ahead_below_the_cut():
+    # The Magic situation of issue 35: Stability ahead of Random by 3 s.e. at α = 1 already.
+    ahead_early = _summary(
+        "p",
+        {
+            "Stability": [(0.66, 0.007), (0.677, 0.007), (0.689, 0.007), (0.76, 0.007), (0.79, 0.007), (0.81, 0.007)],
+            "Random": [(0.659, 0.007)] * 6,
+        },
+    )
+    v, nums = rv.cv_only_above(ahead_early, "p", "Stability", "Random", 1.0)
+    assert v == "partly"
+    assert "also ahead at α = 1" in nums
+    exact = _summary(
+        "p",
+        {"Stability": [(0.66, 0.007)] * 3 + [(0.76, 0.007)] * 3, "Random": [(0.659, 0.007)] * 6},
+    )
+    assert rv.cv_only_above(exact, "p", "Stability", "Random", 1.0)[0] == "yes"
+    never = _summary("p", {"Stability": [(0.66, 0.007)] * 6, "Random": [(0.70, 0.007)] * 6})
+    assert rv.cv_only_above(never, "p", "Stability", "Random", 1.0)[0] == "partly"  # only "not below" holds
+    backwards = _summary("p", {"Stability": [(0.76, 0.007)] * 3 + [(0.66, 0.007)] * 3, "Random": [(0.659, 0.007)] * 6})
+    assert rv.cv_only_above(backwards, "p", "Stability", "Random", 1.0)[0] == "no"
+
+
+def test_equal_and_flat_use_their_stated_tolerances():
+    s = _summary("p", {"R": [(0.80, 0.0)] * 6, "C": [(0.805, 0.0)] * 5 + [(0.82, 0.0)]})
+    flags, _ = rv.cv_equal(s, "p", "R", "C", tol=0.01)
+    assert flags == [True] * 5 + [False]
+    flags, parts = rv.cv_flat(s, "p", ["R", "C"], above=0.5, tol=0.01)
+    assert flags == [True, False] and "range 0.015" in parts[1]
+
+
+def _ligett_rows(nr_eps, db_eps, th_eps, nr_risk, db_risk, alphas=(0.05, 0.075)):
+    rows = []
+    for i, a in enumerate(alphas):
+        for method, eps, risk in (
+            ("noise_reduction", nr_eps[i], nr_risk[i]),
+            ("doubling", db_eps[i], db_risk[i]),
+            ("theory", th_eps[i], 0.0),
+        ):
+            rows.append({"dataset": "d", "method": method, "alpha": a, "mean_epsilon": eps, "mean_excess_risk": risk})
+    return rv.ligett_table(rows)["d"]
+
+
+def test_ligett_predicates_can_fail():
+    good = _ligett_rows([1.0, 0.8], [2.0, 1.5], [5.0, 4.0], [0.01, 0.015], [0.005, 0.01])
+    v = {r.claim.split(" (")[0]: r.verdict for r in rv.ligett_verdicts_for(good, "d", ridge_twitter=False)}
+    assert set(v.values()) == {"yes"}
+    # NR above Doubling at one α; theory only 1.5× above; NR's risk α/2 (not "well below α/2").
+    bad = _ligett_rows([1.0, 1.6], [2.0, 1.5], [3.0, 2.4], [0.025, 0.0375], [0.005, 0.01])
+    verdicts = [r.verdict for r in rv.ligett_verdicts_for(bad, "d", ridge_twitter=False)]
+    assert verdicts == ["partly", "no", "no"]
+
+
+def test_ligett_printed_numbers_compare_in_epsilon():
+    rows = _ligett_rows([math.log(10.0), math.log(4.65)], [math.log(495.0), math.log(56.6)], [20, 12], [0, 0], [0, 0])
+    last = rv.ligett_verdicts_for(rows, "d", ridge_twitter=True)[-1]
+    assert last.verdict == "yes" and "ratio ε(Doubling)/ε(NR): 2.69 vs printed 2.69" in last.numbers
+    rows = _ligett_rows([7.41, 4.98], [7.87, 5.35], [20, 12], [0, 0], [0, 0])
+    assert rv.ligett_verdicts_for(rows, "d", ridge_twitter=True)[-1].verdict == "no"
+
+
+def test_readme_table_is_the_scripts_output():
+    text = rv.README.read_text()
+    assert rv.readme_block(text) == rv.generate(), "run: python recipes/repro_verdicts.py --write"
+
+
+def test_check_mode_flags_a_hand_edited_table(tmp_path):
+    for f in rv.REPRO.glob("*.json"):
+        shutil.copy(f, tmp_path / f.name)
+    text = rv.README.read_text()
+    (tmp_path / "README.md").write_text(text)
+    assert rv.main(["--check", "--repro", str(tmp_path)]) == 0
+    (tmp_path / "README.md").write_text(text.replace("**partly**", "**yes**", 1))
+    assert rv.main(["--check", "--repro", str(tmp_path)]) == 1
+    # A changed recording changes the table: the README no longer matches until regenerated.
+    (tmp_path / "README.md").write_text(text)
+    magic = json.loads((tmp_path / "cv2013_magic.json").read_text())
+    magic["summary"]["paper/Random/1.0"]["auc"] = 0.9
+    (tmp_path / "cv2013_magic.json").write_text(json.dumps(magic))
+    assert rv.main(["--check", "--repro", str(tmp_path)]) == 1
+    assert rv.main(["--write", "--repro", str(tmp_path)]) == 0
+    assert rv.main(["--check", "--repro", str(tmp_path)]) == 0
+
+
+def test_missing_markers_are_an_error():
+    with pytest.raises(ValueError, match="markers"):
+        rv.replace_block("no markers here", "x")
+
+
+def _btt_report(slope_ci, bound_slope, priv=(0.01, 0.005), bound=(0.5, 0.3)):
+    summary = [
+        {
+            "class": "threshold",
+            "setting": "realizable",
+            "usable": True,
+            "n": n,
+            "seeds": 4,
+            "k": n**0.5,
+            "priv_disagree_mean": p,
+            "bound_T_over_m": b,
+            "priv_error_events_total": 300,
+        }
+        for n, p, b in zip((1e6, 1e8), priv, bound, strict=True)
+    ]
+    slopes = [
+        {
+            "class": "threshold",
+            "setting": "realizable",
+            "metric": "priv_disagree",
+            "slope": sum(slope_ci) / 2,
+            "ci_low": slope_ci[0],
+            "ci_high": slope_ci[1],
+            "theorem_exponent": -2 / 3,
+            "bound_slope": bound_slope,
+            "decades": 2.0,
+        }
+    ]
+    return {"config": {"noise": 0.05}, "summary": summary, "slopes": slopes}
+
+
+def test_btt_slope_rows_read_the_interval_against_both_references():
+    rows = rv.btt_verdicts_from(_btt_report((-0.72, -0.62), -0.65))
+    assert [r.verdict for r in rows] == ["yes", "yes"]
+    assert "(±0.1: tight)" in rows[1].numbers
+    rows = rv.btt_verdicts_from(_btt_report((-0.72, -0.62), -0.40))
+    assert rows[1].verdict == "partly" and "bound's own slope -0.400 (excluded)" in rows[1].numbers
+    rows = rv.btt_verdicts_from(_btt_report((-0.35, -0.30), -0.40))
+    assert rows[1].verdict == "no"
+    assert "k/n (Alg 4's k) falls as n^-0.500" in rows[1].numbers
+
+
+def test_btt_bound_row_fails_when_an_error_exceeds_t_over_m():
+    rows = rv.btt_verdicts_from(_btt_report((-0.7, -0.6), -0.65, priv=(0.01, 0.4), bound=(0.5, 0.3)))
+    assert rows[0].verdict == "partly"
+
+
+def test_union_bound_dropped_rescales_both_tests():
+    data = _ligett_rows([10.0, 10.0], [20.0, 20.0], [1.0, 1.0], [0, 0], [0, 0], alphas=(0.05, 0.075))
+    for method in ("noise_reduction", "doubling"):
+        for a in data[method]:
+            data[method][a] = {**data[method][a], "mean_epsilon_test": 9.0, "mean_epsilon_hypotheses": 1.0}
+    est = rv.ligett_union_bound_dropped(data, n=1000, levels=1000, gamma=0.1)
+    t_d = math.ceil(math.log2(4.0 * 1000)) + 1
+    assert est[0.05]["doubling_levels"] == t_d
+    assert est[0.05]["noise_reduction"] == pytest.approx(9.0 * math.log(20) / math.log(20000) + 1.0)
+    assert est[0.05]["doubling"] == pytest.approx(9.0 * math.log(10) / math.log(t_d / 0.1) + 1.0)
+
+
+def test_soft_label_row_fails_when_a_released_bin_misses():
+    soft = {
+        "queries": 10,
+        "shard_size": 100,
+        "radius_theorem": 0.3,
+        "gamma_theorem": 0.6,
+        "gamma_used": 0.5,
+        "releases": [
+            {
+                "mode": "paper",
+                "k": 5,
+                "answered": 10,
+                "fraction_bin_missed": 0.0,
+                "fraction_within_radius": 1.0,
+                "expected_score_spread": 0.9,
+                "max_error": 0.2,
+            },
+            {
+                "mode": "paper",
+                "k": 5,
+                "answered": 10,
+                "fraction_bin_missed": 0.1,
+                "fraction_within_radius": 0.9,
+                "expected_score_spread": 0.9,
+                "max_error": 0.6,
+            },
+        ],
+    }
+    assert [r.verdict for r in rv.btt_soft_verdicts_from(soft)] == ["yes", "partly"]

@@ -1,0 +1,176 @@
+"""The fast exact PAC simulation (pate_stab.theory.pac_sim), the bootstrap slope, recipes/pac_rates.py --quick."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pate_stab.aggregation.votes import distance_to_instability
+from pate_stab.theory.erm_classes import threshold_erm
+from pate_stab.theory.pac import bootstrap_loglog_slope
+from pate_stab.theory.pac_sim import (
+    agnostic_offsets,
+    distance_to_instability_np,
+    near_queries,
+    realizable_erm_error_limit,
+    realizable_offsets,
+    segmented_threshold_erm,
+    shard_sizes,
+    student_offset,
+)
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def _synthetic(slope: float, ns: np.ndarray, seeds: int, rel_noise: float, rng: np.random.Generator) -> list:
+    return [2.0 * n**slope * (1.0 + rel_noise * rng.standard_normal(seeds)) for n in ns]
+
+
+def test_bootstrap_slope_recovers_a_known_slope_and_covers_it():
+    rng = np.random.default_rng(0)
+    ns = np.geomspace(1e6, 1e9, 6)
+    fit = bootstrap_loglog_slope(ns, _synthetic(-0.5, ns, 40, 0.3, rng), reps=2000, seed=1)
+    assert fit.slope == pytest.approx(-0.5, abs=0.03)
+    assert fit.low < -0.5 < fit.high
+    assert fit.high - fit.low < 0.1  # 3 decades, 40 seeds at 30 % noise: tight
+    assert not (fit.low <= -2.0 / 3.0 <= fit.high)  # and it can exclude a wrong reference
+
+
+def test_bootstrap_interval_widens_with_fewer_seeds_and_has_near_nominal_coverage():
+    ns = np.geomspace(1e6, 1e8, 4)
+    covered, widths = 0, []
+    for rep in range(100):
+        rng = np.random.default_rng(100 + rep)
+        fit = bootstrap_loglog_slope(ns, _synthetic(-0.4, ns, 20, 0.5, rng), reps=400, seed=rep)
+        covered += fit.low <= -0.4 <= fit.high
+        widths.append(fit.high - fit.low)
+    assert covered >= 85  # nominal 95 %; the percentile bootstrap runs a little short at 20 seeds
+    few = bootstrap_loglog_slope(ns, _synthetic(-0.4, ns, 4, 0.5, np.random.default_rng(7)), reps=400)
+    assert few.high - few.low > np.median(widths)
+
+
+def test_bootstrap_slope_rejects_mismatched_input_and_handles_too_few_points():
+    with pytest.raises(ValueError):
+        bootstrap_loglog_slope([1.0, 2.0], [np.ones(3)])
+    assert math.isnan(bootstrap_loglog_slope([1.0], [np.ones(3)]).slope)
+
+
+def test_segmented_threshold_erm_equals_threshold_erm():
+    rng = np.random.default_rng(1)
+    k = 400
+    c = rng.integers(0, 15, k)
+    x = np.concatenate([np.sort(rng.random(ci)) for ci in c])
+    y = rng.integers(0, 2, x.shape[0])
+    shard = np.repeat(np.arange(k), c)
+    ours = segmented_threshold_erm(x, y, c)
+    ref = threshold_erm(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(shard), k)[0].numpy()
+    assert np.array_equal(ours, ref)
+
+
+def _full_threshold_offsets(n_per: int, k: int, noise: float, rng: np.random.Generator) -> np.ndarray:
+    x = rng.random(n_per * k)
+    y = (x >= 0.5).astype(np.int64)
+    y = np.where(rng.random(x.shape[0]) < noise, 1 - y, y)
+    shard = np.repeat(np.arange(k), n_per)
+    return threshold_erm(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(shard), k)[0].numpy() - 0.5
+
+
+def test_realizable_offsets_have_the_law_of_the_full_erm():
+    rng = np.random.default_rng(2)
+    k, n_per = 20000, 200
+    full = np.abs(_full_threshold_offsets(n_per, k, 0.0, rng))
+    fast = np.abs(realizable_offsets(np.full(k, n_per), 0.5, rng))
+    se = math.hypot(full.std(), fast.std()) / math.sqrt(k)
+    assert abs(full.mean() - fast.mean()) < 4 * se
+    # and the Poisson-limit formula, 1/(2n) per boundary, is the right scale (n′ = 200)
+    assert fast.mean() == pytest.approx(realizable_erm_error_limit(n_per), rel=0.05)
+    # a wrong width (the classic slip: positives on the full [0, 1]) is detected by this comparison
+    wrong = np.abs(realizable_offsets(np.full(k, n_per), 0.5, rng) * 2.0)
+    assert abs(full.mean() - wrong.mean()) > 4 * se
+
+
+def test_agnostic_window_erm_has_the_law_of_the_full_erm():
+    rng = np.random.default_rng(3)
+    k, n_per, eta = 6000, 300, 0.1
+    full = np.abs(_full_threshold_offsets(n_per, k, eta, rng))
+    fast, half = agnostic_offsets(np.full(k, n_per), eta, rng, window=16.0)
+    fast = np.abs(fast)
+    assert half == pytest.approx(16.0 / n_per)
+    se = math.hypot(full.std(), fast.std()) / math.sqrt(k)
+    assert abs(full.mean() - fast.mean()) < 4 * se
+    assert (full > half).mean() < 1e-3  # the window holds the full ERM
+
+
+def test_distance_matches_the_releasers_distance():
+    k = 11
+    ones = np.arange(k + 1)
+    counts = torch.from_numpy(np.stack([k - ones, ones], axis=1))
+    assert np.array_equal(distance_to_instability_np(ones, k), distance_to_instability(counts).numpy())
+
+
+def test_near_queries_cover_exactly_the_steps_below_the_cutoff():
+    rng = np.random.default_rng(4)
+    k = 101
+    offsets = np.sort(rng.normal(0.002, 0.01, k))
+    cutoff, m = 10.0, 200_000
+    nq = near_queries(offsets, m, cutoff, rng)
+    grid = np.linspace(-0.2, 0.2, 2_000_001)
+    ones = np.searchsorted(offsets, grid, side="right")
+    dist = distance_to_instability_np(ones, k)
+    near = dist < cutoff
+    step = grid[1] - grid[0]
+    assert nq.near_length == pytest.approx(near.sum() * step, rel=1e-3)
+    clean = (grid >= 0).astype(int)
+    wrong = (~near) & ((2 * ones > k).astype(int) != clean)
+    expected_far_wrong = m * wrong.sum() * step
+    assert abs(nq.far_wrong - expected_far_wrong) < 5 * math.sqrt(expected_far_wrong + 1)
+    assert nq.ones.shape[0] == pytest.approx(m * nq.near_length, rel=0.2)
+    assert (distance_to_instability_np(nq.ones, k) < cutoff).all()
+    # every drawn query's vote count is the teachers' vote at its position
+    assert np.array_equal(nq.ones, np.searchsorted(offsets, nq.offsets, side="right"))
+    assert np.array_equal(nq.clean, (nq.offsets >= 0).astype(np.int64))
+
+
+def test_near_queries_refuse_a_cutoff_that_reaches_unanimity():
+    with pytest.raises(ValueError, match="cutoff"):
+        near_queries(np.zeros(5), 100, 10.0, np.random.default_rng(0))
+
+
+def test_student_follows_the_released_labels_and_stays_within_the_sentinels():
+    rng = np.random.default_rng(5)
+    offsets = np.sort(rng.normal(0.0, 0.01, 301))
+    nq = near_queries(offsets, 100_000, 20.0, rng)
+    truth = nq.clean.copy()
+    t = student_offset(nq, truth, offsets, 100_000, rng)
+    assert nq.lo - 1e-3 <= t <= nq.hi + 1e-3
+    # perfect labels: the ERM cut separates the labelled points, so it lies between the largest 0 and smallest 1
+    zeros, ones = nq.offsets[truth == 0], nq.offsets[truth == 1]
+    if zeros.size and ones.size:
+        assert zeros.max() <= t <= ones.min()
+
+
+def test_shard_sizes_sum_to_n():
+    s = shard_sizes(10_000, 7, np.random.default_rng(0))
+    assert s.sum() == 10_000 and s.shape == (7,)
+
+
+def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
+    sys.path.insert(0, str(RECIPES))
+    import pac_rates
+
+    report = pac_rates.main(["--quick", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "pac_rates.json").read_text())
+    assert saved["slopes"] and {s["metric"] for s in saved["slopes"]} >= {"priv_disagree", "student_disagree"}
+    for s in report["slopes"]:
+        assert s["ci_low"] <= s["slope"] <= s["ci_high"] or math.isnan(s["ci_low"])
+        assert math.isfinite(s["bound_slope"])
+    usable = [s for s in saved["summary"] if s.get("usable")]
+    assert usable and all(s["priv_disagree_mean"] <= s["bound_T_over_m"] + 3 * 0.05 for s in usable)
+    for name in ("pac_rates_runs.csv", "pac_rates_summary.csv", "pac_rates_slopes.csv"):
+        assert (tmp_path / name).stat().st_size > 0
