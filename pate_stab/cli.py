@@ -333,8 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"{report['aggregator']} (direct, {report['neighbouring'].replace('_', '-')}): certified (ε, δ) = "
                 f"({report['epsilon']:.4g}, {report['delta']:.3g}); test accuracy {_fmt(report['test_accuracy'])}"
-                f"{' (replayed from the ledger)' if report['row']['reused'] else ''}; {report['row']['note']}"
+                f"{' (replayed from the ledger)' if report['row']['reused'] else ''}"
             )
+            print(report["row"]["note"])
             print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
             return 0
         _print_report(report)

@@ -108,6 +108,19 @@ __all__ = ["PRIVATE_COMPARE", "format_rows", "format_summary", "plot_rows", "run
            "total_cost", "total_cost_line"]  # fmt: skip
 
 PRIVATE_COMPARE = "private_compare.json"
+UNANSWERABLE_NOTE = (
+    "At this ε too few of the teachers agree for the releaser to answer, so more teachers or a larger ε is needed "
+    "(README: Before training: a plan)."
+)
+"""A row whose aggregator answers nothing at the run's k and ε (the k and ε it needs are the row's
+``teachers_needed`` and ``epsilon_needed``: computed from the configuration alone)."""
+NO_STUDENT_NOTE = "No query was answered, so this row has no student (README: Your own data)."
+"""A row whose release answered nothing (the run keeps no student for it)."""
+UNANSWERABLE_NO_STUDENT_NOTE = (
+    "At this ε too few of the teachers agree for the releaser to answer, so no query was answered and this row has "
+    "no student (README: Before training: a plan)."
+)
+"""Both of the above in one sentence."""
 STUDENTS_DIR = "students"  # each aggregator row's student (published: trained on released labels)
 
 
@@ -245,7 +258,7 @@ def _run_compare(
                 needed["teachers_needed"] = status.teachers_needed
                 if not status.answerable:
                     needed["epsilon_needed"] = status.epsilon_needed
-                    note = f"needs k≈{status.teachers_needed} at this ε, or ε≥{status.epsilon_needed:.3g} with k={k}"
+                    note = UNANSWERABLE_NOTE  # the k and ε it needs: teachers_needed, epsilon_needed
             row_name = f"{agg} ε={eps:g}" + (f" repeat {rep}" if repeats > 1 else "")
             t0, votes_before = time.perf_counter(), prep.votes.seconds if prep.votes is not None else 0.0
             release = release_labels(
@@ -272,7 +285,7 @@ def _run_compare(
                 accuracy: dict[str, Any] = {"student": None, "student_unlabelled_pool": None,
                                             "unlabelled_pool_size": None}  # fmt: skip
                 trained_on, selection = 0, None
-                note = (note + "; " if note else "") + "no query answered: no student"
+                note = NO_STUDENT_NOTE if not note else UNANSWERABLE_NO_STUDENT_NOTE
             else:
                 t0 = time.perf_counter()
                 student, targets = fit_student(prep, release, generator=student_gens[i],

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+from pate_stab.run.data_dependent import DATA_INDEPENDENT_NOTE
 from pate_stab.run.direct import DIRECT_LEARNERS, replace_one_equivalent
-from pate_stab.run.report import LABEL_ACCURACY_NOTE
 from pate_stab.run.run_folder import write_published
 
 __all__ = ["DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot_rows", "summarise_rows", "total_cost",
@@ -32,17 +32,22 @@ _COLUMNS = (  # (row key, header, format, width)
     ("label_acc", "label_acc", "{:>9.4f}", 9),
     ("student_acc", "student_acc", "{:>11.4f}", 11),
 )
+# the legend: one plain sentence per column that needs one, each with its README pointer
 _EPSILON_LEGEND = (
-    "ε: data-independent, enforced against the budget. The stability releasers' ε is data-independent by construction."
+    "ε is each release's certified privacy cost, which does not depend on the data and is enforced against the "
+    "budget (README: Privacy notes)."
 )
 _DD_LEGEND = (
-    "ε dd san: PATE's data-dependent ε after smooth-sensitivity sanitisation (private; the raw figure is not, and "
-    "stays in private_compare.json; '-' in a seeded run, whose sanitisation noise comes from the published seed: "
-    "kept in private_compare.json too)."
+    "ε dd san: PATE's data-dependent ε after sanitisation, shown only where secure noise makes it publishable, "
+    "while the raw figure stays in private_compare.json (README: Privacy notes)."
 )
-TABLE_LEGEND = " ".join((_EPSILON_LEGEND, _DD_LEGEND, LABEL_ACCURACY_NOTE + "."))
+_LABEL_ACC_LEGEND = (
+    "The label_acc column is the label accuracy, the released labels checked against the public pool's true labels "
+    "that are read for this measurement only (README: Privacy notes)."
+)
+TABLE_LEGEND = "\n".join((_EPSILON_LEGEND, _DD_LEGEND, _LABEL_ACC_LEGEND))
 """The legend of a table that shows every column (:func:`format_rows` keeps the sentences of the columns it shows)."""
-DD_ROW_NOTE = "no sanitised data-dependent ε for this aggregator's noise (README: Privacy notes)"
+DD_ROW_NOTE = "This aggregator's noise has no sanitised data-dependent ε to publish (README: Privacy notes)."
 """A row's data-dependent note in the text table, in one plain sentence (``compare.json`` keeps the full note)."""
 _ALWAYS = ("aggregator", "target_epsilon", "epsilon")
 
@@ -89,17 +94,18 @@ def total_cost_line(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | N
     """One line for a table or a plot: the total of :func:`total_cost`."""
     t = total_cost(rows, run_neighbouring=run_neighbouring)
     if "replace_one" in t:
-        parts = "; ".join(
-            f"{rel}: Σε = {v['epsilon']:.4g}, Σδ = {v['delta']:.2g} ({v['releases']} releases)"
+        parts = ", ".join(
+            f"{rel.replace('_', '-')} Σε = {v['epsilon']:.4g} and Σδ = {v['delta']:.2g} ({v['releases']} releases)"
             for rel, v in t["by_relation"].items()
         )
         return (
-            f"total privacy cost of these {t['releases']} releases (basic composition): {parts}; all as replace-one: "
-            f"Σε = {t['replace_one']['epsilon']:.4g}, Σδ = {t['replace_one']['delta']:.2g}"
+            f"The total privacy cost of these {t['releases']} releases by basic composition is {parts}, or "
+            f"Σε = {t['replace_one']['epsilon']:.4g} and Σδ = {t['replace_one']['delta']:.2g} all as replace-one "
+            "(README: Privacy notes)."
         )
     return (
-        f"total privacy cost of these {t['releases']} releases: Σε = {t['epsilon']:.4g}, Σδ = {t['delta']:.2g} "
-        "(basic composition)"
+        f"The total privacy cost of these {t['releases']} releases is Σε = {t['epsilon']:.4g} and "
+        f"Σδ = {t['delta']:.2g} by basic composition (README: Privacy notes)."
     )
 
 
@@ -120,15 +126,14 @@ def format_rows(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None 
             cells.append(" " * (width - 1) + "-" if v is None else fmt.format(v))
         note = r.get("note") or ""
         dd_note = r.get("data_dependent_note") or ""
-        if not note and dd_note and dd_note != "data-independent by construction" and "epsilon_dd_sanitised" in shown:
+        if not note and dd_note and dd_note != DATA_INDEPENDENT_NOTE and "epsilon_dd_sanitised" in shown:
             note = DD_ROW_NOTE if r.get("epsilon_dd_sanitised") is None else ""
         lines.append(" ".join(cells) + ("  " + note if note else ""))
-    legend = [_EPSILON_LEGEND]
+    lines.append(_EPSILON_LEGEND)
     if "epsilon_dd_sanitised" in shown:
-        legend.append(_DD_LEGEND)
+        lines.append(_DD_LEGEND)
     if "label_acc" in shown:
-        legend.append(LABEL_ACCURACY_NOTE + ".")
-    lines.append(" ".join(legend))
+        lines.append(_LABEL_ACC_LEGEND)
     lines.append(total_cost_line(rows, run_neighbouring=run_neighbouring))
     if any(r.get("noise") == "seeded" for r in rows):
         lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
@@ -179,7 +184,10 @@ def format_summary(summary: Sequence[dict[str, Any]]) -> str:
             f"{r['aggregator']:<16} {r['target_epsilon']:>6.2f} {r['repeats']:>2}  {cell(r, 'answered', 1):<26} "
             f"{cell(r, 'student_acc', 4):<32} {cell(r, 'student_acc_unlabelled_pool', 4):<32}"
         )
-    lines.append("mean ± sample sd [min, max] over repeated releases (same teachers, fresh noise and selection)")
+    lines.append(
+        "Each cell is the mean ± sample sd [min, max] over repeated releases with the same teachers and fresh noise "
+        "and selection (README: Before training: a plan)."
+    )
     return "\n".join(lines)
 
 

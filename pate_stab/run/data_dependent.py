@@ -73,9 +73,32 @@ _NOT_SANITISED = "raw only, not sanitised"
 _SANITISED_DETAIL = ("sanitised_rdp", "sanitised_epsilon")
 _SANITISED_WITH = "sanitisation_noise"  # internal marker: where the sanitisation's noise came from
 SEEDED_SANITISATION_NOTE = (
-    "sanitised data-dependent ε withheld: its smooth-sensitivity noise was drawn from the run's published seed, "
-    "so the raw data-dependent ε (not differentially private) could be recovered from it; it is in the private "
-    "diagnostics. Use secure noise for published figures"
+    "The sanitised data-dependent ε is kept in the private files, because its noise came from the run's published "
+    "seed and would reveal the private figure, so use secure noise to publish it (README: Privacy notes)."
+)
+DATA_INDEPENDENT_NOTE = (
+    "This releaser's ε does not depend on the data, so it has no data-dependent ε (README: Privacy notes)."
+)
+"""The published notes on PATE's data-dependent ε: each one plain sentence with its README pointer
+(the technical reason, where it depends on the votes, stays in the private diagnostics)."""
+_ONE_TEACHER_NOTE = (
+    "PATE's data-dependent ε is not computed, because its analysis assumes one changed teacher per neighbour "
+    "(README: Privacy notes)."
+)
+_NOT_SANITISED_NOTE = (
+    "PATE's data-dependent ε could not be sanitised at these settings, so it stays in the private diagnostics with "
+    "the reason (README: Privacy notes)."
+)
+_LNMAX_NOTE = (
+    "PATE's data-dependent ε of LNMax stays private (raw only), because no smooth-sensitivity sanitisation of it "
+    "is derived (README: Privacy notes)."
+)
+_DISCRETE_LAPLACE_NOTE = (
+    "No data-dependent ε is derived for LNMax's secure (discrete Laplace) noise (README: Privacy notes)."
+)
+_DISCRETE_GAUSSIAN_NOTE = (
+    "PATE's data-dependent ε under secure (discrete Gaussian) noise stays private (raw only), because no "
+    "smooth-sensitivity sanitisation is derived for that noise (README: Privacy notes)."
 )
 
 
@@ -100,7 +123,7 @@ def split_data_dependent(figures: dict[str, Any]) -> tuple[dict[str, Any], dict[
         private["data_dependent_detail"] = {k: v for k, v in detail.items() if k in raw_detail}
     note = str(figures.get("data_dependent_note", ""))
     if note.startswith(_NOT_SANITISED):
-        public["data_dependent_note"] = "not sanitised at these settings (the reason is in the private diagnostics)"
+        public["data_dependent_note"] = _NOT_SANITISED_NOTE
         private["data_dependent_note"] = note
     if seeded:  # sanitised with the published seed: recoverable, so not a mechanism output
         private["epsilon_dd_sanitised"] = public["epsilon_dd_sanitised"]
@@ -146,10 +169,10 @@ def data_dependent_figures(
         "data_dependent_note": "",
     }
     if kind is None:
-        out["data_dependent_note"] = "data-independent by construction"
+        out["data_dependent_note"] = DATA_INDEPENDENT_NOTE
         return out
     if teachers_changed != 1:
-        out["data_dependent_note"] = "not computed: PATE's analysis assumes one changed teacher per neighbour"
+        out["data_dependent_note"] = _ONE_TEACHER_NOTE
         return out
     params = {k: float(summary[k]) for k in _PARAMETERS if k in summary}
     kwargs: dict[str, Any] = {"delta": delta, **params}
@@ -184,7 +207,7 @@ def data_dependent_figures(
         out["epsilon_rdp_data_independent"] = s.data_independent_epsilon
         out["data_dependent_detail"] = s.to_dict()
         if kind == "lnmax":
-            out["data_dependent_note"] = "raw only: no smooth-sensitivity analysis of LNMax"
+            out["data_dependent_note"] = _LNMAX_NOTE
     return out
 
 
@@ -199,15 +222,13 @@ def _secure_figures(out: dict[str, Any], kind: str, counts: torch.Tensor, kwargs
     discrete Laplace noise (LNMax), whose q bound is not derived here.
     """
     if kind == "lnmax":
-        out["data_dependent_note"] = "not computed: no data-dependent bound is derived for discrete Laplace noise"
+        out["data_dependent_note"] = _DISCRETE_LAPLACE_NOTE
         return out
     s = data_dependent_summary(counts.numpy(), aggregator_kind=kind, noise="discrete", **kwargs)  # type: ignore[arg-type]
     out["epsilon_dd_raw"] = s.data_dependent_epsilon
     out["epsilon_rdp_data_independent"] = s.data_independent_epsilon
     out["data_dependent_detail"] = s.to_dict()
-    out["data_dependent_note"] = (
-        "raw only: discrete Gaussian q bound (sub-Gaussian tails); no smooth-sensitivity sanitisation is derived for it"
-    )
+    out["data_dependent_note"] = _DISCRETE_GAUSSIAN_NOTE  # q bounded by the discrete Gaussian's sub-Gaussian tails
     return out
 
 

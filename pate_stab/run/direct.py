@@ -168,9 +168,12 @@ NOISE_KINDS = {
 """The kind of noise each family of direct learners draws (module docstring), by name prefix."""
 _NOISE_NOTES = {
     "output": "exact lattice Laplace noise",
-    "objective": "float l2-Laplace noise (no exact sampler)",
-    "dpsgd": "float Gaussian noise",
+    "objective": "floating-point l2-Laplace noise that has no exact sampler",
+    "dpsgd": "floating-point Gaussian noise",
 }
+_METHODS = {"output": "output perturbation", "objective": "objective perturbation", "dpsgd": "DP-SGD"}
+_RELATION_WORDS = {"add_remove": "one person's record is added or removed",
+                   "replace_one": "one person's record is replaced"}  # fmt: skip
 _DPSGD = DPSGDConfig()
 _RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}
 
@@ -283,11 +286,22 @@ def _noise_family(learner: str) -> str:
 def _noise_note(learner: str, meta: dict[str, Any]) -> str:
     """What the row's note says about its noise (a model recorded before ``noise_kind`` drew float noise)."""
     if "noise_kind" not in meta:
-        return "float noise (recorded before the exact samplers)"
+        return "floating-point noise (a model recorded before the exact samplers)"
     note = _NOISE_NOTES[_noise_family(learner)]
     if learner.startswith("dpsgd"):
-        note += ", Opacus secure_mode" if meta.get("secure_mode") else " (seeded run: no secure_mode)"
+        note += " in Opacus's secure mode" if meta.get("secure_mode") else " (a seeded run, without secure mode)"
     return note
+
+
+def direct_note(learner: str, meta: dict[str, Any]) -> str:
+    """A direct row's note: one plain sentence with its README pointer. It names the method, the
+    relation and the kind of noise; the parameters (σ, q, steps, clip, λ, R, ...) are the row's
+    ``settings`` (the spend's metadata: fixed by the configuration and public data alone)."""
+    on = " as a CNN on images" if learner == "dpsgd-cnn" else ""
+    return (
+        f"Trained directly on the private data by {_METHODS[_noise_family(learner)]}{on}, private when "
+        f"{_RELATION_WORDS[meta['neighbouring']]}, with {_noise_note(learner, meta)} (README: Privacy notes)."
+    )
 
 
 def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
@@ -533,15 +547,7 @@ def run_direct(
     # a head's ε holds under either relation (module docstring); DP-SGD's add/remove ε converts by group privacy
     held = "replace_one" if DIRECT_RELATIONS[learner] == "either" else relation
     eps_r1, delta_r1 = replace_one_equivalent(epsilon=result["epsilon"], delta=result["delta"], neighbouring=held)
-    if learner.startswith("dpsgd"):
-        on = "CNN on images, " if learner == "dpsgd-cnn" else ""
-        note = (f"direct, {_RELATION_NAMES[relation]}; {on}σ={meta['noise_multiplier']:.3g}, "
-                f"q={meta['sample_rate']:.3g}, {meta['steps']} steps, "
-                f"clip {meta['dpsgd']['max_grad_norm']:g}")  # fmt: skip
-    else:
-        note = (f"direct, {_RELATION_NAMES[relation]}; λ={meta['lam']:g}, "
-                f"||x|| clipped at R={meta['feature_bound']:.3g} (pool)")  # fmt: skip
-    note += f"; {_noise_note(learner, meta)}"
+    note = direct_note(learner, meta)
     return {
         "aggregator": learner,
         "kind": "direct",
@@ -569,18 +575,17 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
     # name only the columns the table shows (compare_table.format_rows leaves out empty ones)
     empty = ["label_acc"] if all(r.get("label_acc") is None for r in rows) else []
     dashes = " / ".join(c for c in ("seen", "answered", "label_acc") if c not in empty)
-    lines = [
-        f"direct rows: trained on the private split itself (no teachers, no queries: {dashes} are '-'); "
-        "student_acc is the model's own accuracy on the evaluation split.",
-        f"relations: releasers and convex heads {_RELATION_NAMES[run_neighbouring]} (the run's; the heads "
-        "calibrate on the public size N); DP-SGD add/remove (Poisson sampling). An add/remove (ε, δ) is "
-        "(2ε, (1 + e^ε)δ) under replace-one (group privacy); a replace-one ε implies no add/remove guarantee.",
+    lines = [  # one plain sentence each, with its README pointer
+        f"The direct rows are trained on the private split itself with no teachers or queries, so {dashes} are '-' "
+        "and student_acc is the model's own accuracy on the evaluation split (README: Privacy notes).",
+        f"The releasers and convex heads are private under the run's {_RELATION_NAMES[run_neighbouring]} relation and "
+        "DP-SGD under add/remove, which counts as (2ε, (1 + e^ε)δ) under replace-one (README: Privacy notes).",
     ]
     by_relation: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_relation.setdefault(r.get("neighbouring") or run_neighbouring, []).append(r)
     parts = [
-        f"{_RELATION_NAMES[rel]}: {len(rs)} rows, Σε = {math.fsum(r['epsilon'] for r in rs):.4g}, "
+        f"{len(rs)} {_RELATION_NAMES[rel]} rows with Σε = {math.fsum(r['epsilon'] for r in rs):.4g} and "
         f"Σδ = {math.fsum(r['delta'] for r in rs):.3g}"
         for rel, rs in sorted(by_relation.items())
     ]
@@ -593,8 +598,9 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
         for r in rows
     ]
     lines.append(
-        f"cumulative cost of all {len(rows)} rows (basic composition): {'; '.join(parts)}; all as replace-one: "
-        f"ε = {math.fsum(e for e, _ in conv):.4g}, δ = {math.fsum(d for _, d in conv):.3g}"
+        f"The cumulative cost of all {len(rows)} rows by basic composition is {', '.join(parts)}, or "
+        f"ε = {math.fsum(e for e, _ in conv):.4g} and δ = {math.fsum(d for _, d in conv):.3g} all as replace-one "
+        "(README: Privacy notes)."
     )
     best: dict[float, tuple[float, str]] = {}
     means: dict[tuple[float, str], list[float]] = {}

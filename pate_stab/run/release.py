@@ -81,6 +81,12 @@ class Release:
     partial: dict[str, Any] | None = None  # finish_from_ledger: the interrupted release (module docstring)
 
 
+PARTIAL_RELEASE_NOTE = (
+    "This release was finished from the labels its interrupted run had recorded, so the remaining queries were not "
+    "asked, nothing was spent or drawn again, and the certified (ε, δ) is that of the whole recorded spend "
+    "(README: Run the main job)."
+)
+"""The note of a release finished from the ledger (``partial_release``; ``finish_from_ledger``)."""
 FINISH_HINT = (
     "To finish the run from the outputs recorded so far without spending or drawing noise, rerun with "
     "--finish-from-ledger (finish_from_ledger: true): the unrecorded queries are then not asked and the report "
@@ -249,9 +255,7 @@ def release_labels(
             "interrupted": True,
             "recorded_calls": calls,
             "queries_released": offered,
-            "note": "the run that drew this release stopped before its end; these are the outputs its ledger spend "
-            "recorded (finish_from_ledger): the remaining queries were not asked. The certified (ε, δ) is the whole "
-            "spend's; nothing was spent or drawn when finishing",
+            "note": PARTIAL_RELEASE_NOTE,
         }
     selection: dict[str, Any] = {"strategy": strategy, "offered": offered, "rounds": selected.rounds}
     if strategy not in ("first", STEERED):

@@ -13,7 +13,7 @@ from pate_stab.cli import main
 from pate_stab.errors import BudgetExhaustedError, LedgerError
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_compare
-from pate_stab.run.data_dependent import SEEDED_SANITISATION_NOTE, data_dependent_figures
+from pate_stab.run.data_dependent import DATA_INDEPENDENT_NOTE, SEEDED_SANITISATION_NOTE, data_dependent_figures
 from pate_stab.run.release import recorded_spend_id, release_spend_id
 
 
@@ -49,7 +49,7 @@ def test_baseline_rows_show_both_epsilons_labelled(compared):
     assert private["lnmax"]["epsilon_dd_raw"] is not None and rows["lnmax"]["epsilon_dd_sanitised"] is None
     assert "raw only" in rows["lnmax"]["data_dependent_note"]
     assert private["stability"]["epsilon_dd_raw"] is None
-    assert rows["stability"]["data_dependent_note"] == "data-independent by construction"
+    assert rows["stability"]["data_dependent_note"] == DATA_INDEPENDENT_NOTE
     assert "enforced against the budget" in out["epsilon_columns"]["epsilon"]
     assert "NOT differentially private" in out["epsilon_columns"]["epsilon_dd_raw"]
     # a seeded run keeps the sanitised figure private too: the column is empty in every row, so not shown

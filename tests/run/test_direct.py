@@ -76,7 +76,7 @@ def test_relations_and_dpsgd_epsilon_is_the_accountants(prepared):
     assert (head["epsilon_replace_one"], head["delta_replace_one"]) == (2.0, 0.0)  # a head's ε holds under both
     assert head["settings"]["feature_bound_source"].startswith("public pool")
     legend = direct_legend([row, head], run_neighbouring="add_remove")
-    assert "add/remove: 2 rows" in legend
+    assert "2 add/remove rows" in legend
     assert f"ε = {row['epsilon_replace_one'] + 2.0:.4g}" in legend
 
 
@@ -153,9 +153,9 @@ def test_each_row_states_its_noise_and_output_heads_publish_lattice_points(prepa
             assert _finest_power_of_two(model["weight"]) >= 2.0**-30, name
             assert "exact lattice Laplace noise" in rows[name]["note"]
             assert rows[name]["settings"]["noise_kind"].startswith("exact")
-    assert "float l2-Laplace noise" in rows["objective-ovr"]["note"]
+    assert "floating-point l2-Laplace noise" in rows["objective-ovr"]["note"]
     assert rows["objective-ovr"]["settings"]["noise_kind"].startswith("floating point")
-    assert "float Gaussian noise, Opacus secure_mode" in rows["dpsgd-linear"]["note"]
+    assert "floating-point Gaussian noise in Opacus's secure mode" in rows["dpsgd-linear"]["note"]
     assert rows["dpsgd-linear"]["settings"]["secure_mode"] is True  # a secure run
 
 
