@@ -343,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             p = report["partial_release"]
             print(
                 f"PARTIAL release, finished from the ledger: {p['queries_released']} queries from "
-                f"{p['recorded_calls']} recorded call(s); the rest of the queries was not asked; nothing spent now"
+                f"{p['recorded_calls']} recorded call(s), with the rest of the queries not asked and nothing spent "
+                "now (README: Run the main job)."
             )
         if getattr(args, "export_votes", None) is not None:
             _export_votes(config, args.export_votes)

@@ -134,6 +134,9 @@ def test_finish_from_ledger_trains_on_exactly_the_recorded_labels_without_spendi
     assert main(["transfer", "--finish-from-ledger", "--checkpoints-dir", str(interrupted), "--run-name", "run"]) == 0
     printed = capsys.readouterr().out
     assert f"PARTIAL release, finished from the ledger: {len(recorded_labels)} queries from 2 recorded" in printed
+    from pate_stab.run.release import PARTIAL_RELEASE_NOTE
+
+    assert report["partial_release"]["note"] == PARTIAL_RELEASE_NOTE and "(README: Run the main job)." in printed
 
 
 def test_finish_from_ledger_with_nothing_recorded_is_refused(tmp_path: Path) -> None:
