@@ -259,20 +259,45 @@ def test_more_teachers_than_private_records_is_refused_before_anything_is_writte
     assert report["status"] == "complete" and report["num_teachers"] == 40
 
 
-def test_a_refusal_after_config_json_does_not_block_the_corrected_rerun(tmp_path: Path) -> None:
-    """DP-SGD on own data needs a public size: refused after the run folder holds config.json, with
-    nothing trained or spent; the rerun that sets it, in the same folder, runs."""
+def test_a_refusal_after_config_json_does_not_block_the_corrected_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal that comes after the run folder holds config.json, with nothing trained or spent
+    (here: the partition step refuses), leaves the folder open to the corrected configuration; once
+    something was spent the folder holds that configuration and another one is refused."""
+    import pate_stab.run.prepare as run_prepare
+
+    original = run_prepare.partition_indices
+
+    def refusing(keys: torch.Tensor, num_teachers: int, **kwargs: object) -> list[torch.Tensor]:
+        if num_teachers == 40:
+            raise ValueError("refused after config.json (test)")
+        return original(keys, num_teachers, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run_prepare, "partition_indices", refusing)
+    cfg = lifecycle_config(str(tmp_path), "late", num_teachers=40, query_selection="first")
+    with pytest.raises(ValueError, match="refused after config.json"):
+        run_transfer(cfg, data=lifecycle_data(400))
+    assert (cfg.run_dir / "config.json").is_file()  # written before the refusal
+    assert not (cfg.run_dir / "teachers").exists()
+    report = run_transfer(replace(cfg, num_teachers=30), data=lifecycle_data(400))
+    assert report["status"] == "complete" and report["num_teachers"] == 30
+    assert json.loads((cfg.run_dir / "config.json").read_text())["num_teachers"] == 30
+    with pytest.raises(ValueError, match="holds a run with another configuration"):
+        run_transfer(replace(cfg, num_teachers=20), data=lifecycle_data(400))
+
+
+def test_dpsgd_without_a_public_size_is_refused_before_config_json(tmp_path: Path) -> None:
+    """DP-SGD on own data needs a public size: a configuration-only refusal, before the run folder
+    holds anything; the rerun that sets it, in the same folder, runs."""
     cfg = lifecycle_config(str(tmp_path), "dpsgd", aggregator="dpsgd-linear", epsilon=2.0)
     with pytest.raises(ValueError, match="set private_size_hint"):
         run_transfer(cfg, data=lifecycle_data())
-    assert (cfg.run_dir / "config.json").is_file()  # written before the refusal
+    assert not (cfg.run_dir / "config.json").exists()
     with pytest.warns(UserWarning, match="may train badly"):
         report = run_transfer(replace(cfg, private_size_hint=10000), data=lifecycle_data())
     assert report["status"] == "complete" and report["kind"] == "direct"
     assert json.loads((cfg.run_dir / "config.json").read_text())["private_size_hint"] == 10000
-    # once something was spent the folder holds that configuration: another one is refused
-    with pytest.raises(ValueError, match="holds a run with another configuration"):
-        run_transfer(replace(cfg, private_size_hint=20000), data=lifecycle_data())
 
 
 def test_a_run_that_finds_no_folder_takes_the_lock_at_its_first_write(tmp_path: Path) -> None:

@@ -76,8 +76,8 @@ def test_compare_prints_each_rows_stages(tmp_path, capsys):
     assert main(args) == 0
     names = [n for n, _ in _stages(capsys.readouterr().out)]
     assert names[:4] == ["data", "plan", "partition", "teachers"]
-    assert names[4:] == ["votes (gnmax ε=8)", "release (gnmax ε=8)", "student (gnmax ε=8)",
-                         "data-dependent (gnmax ε=8)", "direct output-softmax ε=8", "report"]  # fmt: skip
+    assert names[4:] == ["votes (gnmax ε=8)", "release (gnmax ε=8)", "data-dependent (gnmax ε=8)",
+                         "student (gnmax ε=8)", "direct output-softmax ε=8", "report"]  # fmt: skip
     private = json.loads((tmp_path / "cmp" / "private_compare.json").read_text())
     assert "student (gnmax ε=8)" in private["wall_time_s"]
     assert "wall_time" not in (tmp_path / "cmp" / "compare.json").read_text()

@@ -186,8 +186,9 @@ def test_fixmatch_student_trains_on_the_pool_images_only(tmp_path, monkeypatch):
         return real(labelled_x, labels, unlabelled_x, **kwargs)
 
     monkeypatch.setattr(student_pkg, "train_fixmatch", spy)
+    # LNMax labels every query it is asked, so the student always has labels (a stability release may answer none)
     cfg = image_run(tmp_path, student_method="fixmatch", fixmatch_steps=15, query_selection="spread",
-                    selection_round_size=10)  # fmt: skip
+                    selection_round_size=10, aggregator="lnmax")  # fmt: skip
     report = run_transfer(cfg)
     assert report["student"]["method"] == "fixmatch" and seen["config"].steps == 15
     assert 0.0 <= report["student"]["test_accuracy"] <= 1.0
