@@ -146,11 +146,24 @@ def _lr_factor(step: int, total: int) -> float:
 
 
 class FixMatchModule(L.LightningModule):
-    """Wraps an injected network; one FixMatch step per batch; keeps the EMA copy and history."""
+    """Wraps an injected network; one FixMatch step per batch; keeps the EMA copy and history.
 
-    def __init__(self, network: nn.Module, *, config: FixMatchConfig, augment_seed: int) -> None:
+    The images live in the module, not in the batches: ``data`` = (labelled images, their labels,
+    unlabelled images) moves to the training device once, at the first step, and each batch is a
+    pair of index tensors (labelled, unlabelled) into it, so no image crosses between host and
+    device per step (only the B + μB indices do). The public pool is small next to a GPU's memory
+    (60,000 MNIST-size images in float32: 188 MB). The augmentations then run on the device, one
+    call per batch; their random numbers are still drawn on the CPU generator (a handful per
+    image, see :mod:`pate_stab.student.augment`), so a seed gives the same draws on any device.
+    """
+
+    def __init__(
+        self, network: nn.Module, *, config: FixMatchConfig, augment_seed: int, data: tuple[Tensor, Tensor, Tensor]
+    ) -> None:
         super().__init__()
         self.network = network
+        self._data = data  # a plain attribute: not in the state dict, moved by _data_on only
+        self._data_device: torch.device | None = None  # where _data_on last moved it
         self.config = config
         self.ema_network: nn.Module | None = None
         if config.ema > 0:
@@ -163,8 +176,17 @@ class FixMatchModule(L.LightningModule):
     def forward(self, x: Tensor) -> Tensor:
         return self.network(x)
 
-    def training_step(self, batch: tuple[Tensor, Tensor, Tensor], batch_idx: int) -> Tensor:
-        x_l, y_l, x_u = batch  # (B, C, H, W), (B,), (μB, C, H, W)
+    def _data_on(self, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+        """The images and labels on ``device``, moved there on the first call only."""
+        if self._data_device != device:
+            self._data = tuple(t.to(device) for t in self._data)  # type: ignore[assignment]
+            self._data_device = device
+        return self._data
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        i, j = batch  # (B,), (μB,) indices into the labelled and unlabelled images
+        all_x_l, all_y_l, all_x_u = self._data_on(self.device)
+        x_l, y_l, x_u = all_x_l[i], all_y_l[i], all_x_u[j]  # (B, C, H, W), (B,), (μB, C, H, W)
         cfg, g = self.config, self.augment_generator
         weak = {"generator": g, "max_shift": cfg.weak_shift, "hflip": cfg.hflip}
         loss_s = F.cross_entropy(self.network(weak_augment(x_l, **weak)), y_l)
@@ -210,21 +232,21 @@ class FixMatchModule(L.LightningModule):
 
 
 class _Batches(IterableDataset):
-    """Endless (x_l, y_l, x_u) batches: each set is read in successive random permutations
-    (every image once per pass; a pass shorter than a batch is repeated within it)."""
+    """Endless (labelled, unlabelled) index batches: each set is read in successive random
+    permutations (every image once per pass; a pass shorter than a batch is repeated within it).
+    The images stay in :class:`FixMatchModule`, which indexes them on its device."""
 
-    def __init__(self, x_l: Tensor, y_l: Tensor, x_u: Tensor, *, batch_size: int, mu: int, seed: int) -> None:
-        self.x_l, self.y_l, self.x_u = x_l, y_l, x_u
+    def __init__(self, n_labelled: int, n_unlabelled: int, *, batch_size: int, mu: int, seed: int) -> None:
+        self.n_labelled, self.n_unlabelled = n_labelled, n_unlabelled
         self.batch_size, self.mu, self.seed = batch_size, mu, seed
 
-    def __iter__(self) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         gen = torch.Generator()
         gen.manual_seed(self.seed)
-        labelled = _index_stream(self.x_l.shape[0], self.batch_size, gen)
-        unlabelled = _index_stream(self.x_u.shape[0], self.mu * self.batch_size, gen)
+        labelled = _index_stream(self.n_labelled, self.batch_size, gen)
+        unlabelled = _index_stream(self.n_unlabelled, self.mu * self.batch_size, gen)
         while True:
-            i, j = next(labelled), next(unlabelled)
-            yield self.x_l[i], self.y_l[i], self.x_u[j]
+            yield next(labelled), next(unlabelled)
 
 
 def _index_stream(n: int, size: int, generator: torch.Generator) -> Iterator[Tensor]:
@@ -332,10 +354,10 @@ def train_fixmatch(
     if x_l.shape[0] == 0:
         history = [{"step": 0, "trained": False, "reason": "no labelled images"}]
         return FixMatchStudent(spec, network, config, history)
-    module = FixMatchModule(network, config=config, augment_seed=augment_seed)
     if config.lambda_u == 0:
         x_u = x_u[:0]
-    batches = _Batches(x_l, y_l, x_u, batch_size=config.batch_size, mu=config.mu, seed=data_seed)
+    module = FixMatchModule(network, config=config, augment_seed=augment_seed, data=(x_l, y_l, x_u))
+    batches = _Batches(x_l.shape[0], x_u.shape[0], batch_size=config.batch_size, mu=config.mu, seed=data_seed)
     fit_module(module, DataLoader(batches, batch_size=None), accelerator=accelerator, progress_bar=progress_bar,
                max_steps=config.steps)  # fmt: skip
     predictor = module.ema_network if module.ema_network is not None else module.network

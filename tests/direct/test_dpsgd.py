@@ -254,3 +254,30 @@ def test_gaussian_noise_has_the_asked_standard_deviation(secure_mode):
     assert draws.shape == like.shape and not _variance_rejects(draws, 1.7)
     assert _variance_rejects(draws * math.sqrt(2), 1.7)
     assert _variance_rejects(draws * 0.97, 1.7)  # 3 % off the standard deviation is caught too
+
+
+def test_opacus_engine_moves_the_private_images_to_the_device_once_not_per_batch(monkeypatch):
+    """Every ``Tensor.to`` of an image-shaped tensor is recorded: the whole private set goes once,
+    no per-step batch follows (the device is the CPU here; the calls are the same on a GPU)."""
+    from torch import nn
+
+    from pate_stab.direct.opacus_engine import train_dpsgd_module
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(96, 1, 5, 7, generator=g), torch.randint(0, 2, (96,), generator=g)
+    moved: list[tuple[int, ...]] = []
+    to = torch.Tensor.to
+
+    def spy(self: torch.Tensor, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.dim() == 4 and tuple(self.shape[1:]) == (1, 5, 7):
+            moved.append(tuple(self.shape))
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", spy)
+    cfg = DPSGDConfig(expected_batch_size=16, epochs=2, lr=0.1, momentum=0.0, max_grad_norm=1.0)
+    out = train_dpsgd_module(
+        lambda: nn.Sequential(nn.Flatten(), nn.Linear(35, 2)), x, y, num_classes=2, epsilon=8.0, delta=1e-5,
+        generator=g, config=cfg, public_size=96, device="cpu",
+    )  # fmt: skip
+    assert out.steps == 12
+    assert moved == [(96, 1, 5, 7)]

@@ -241,3 +241,24 @@ def test_the_unlabelled_term_beats_the_labelled_images_alone(one_thread):
         accuracy[lambda_u] = s.accuracy(test_x, test_y)
     assert accuracy[1.0] > 0.97
     assert accuracy[1.0] > accuracy[0.0] + 0.02
+
+
+def test_images_move_to_the_device_once_not_per_batch(monkeypatch, one_thread):
+    """Every ``Tensor.to`` of an image-shaped tensor is recorded: the labelled and the unlabelled
+    images go to the device once each, whole, and no per-step batch of images follows (the device
+    is the CPU here; Lightning's per-batch transfer makes the same calls on a GPU)."""
+    x, y = torch.randn(10, 1, 8, 9), torch.randint(0, 2, (10,))
+    pool = torch.randn(30, 1, 8, 9)
+    moved: list[tuple[int, ...]] = []
+    to = torch.Tensor.to
+
+    def spy(self: torch.Tensor, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.dim() == 4 and tuple(self.shape[1:]) == (1, 8, 9):
+            moved.append(tuple(self.shape))
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", spy)
+    cfg = FixMatchConfig(steps=6, threshold=0.5, **TINY)  # two classes: every pseudo-label passes
+    student = train_fixmatch(x, y, pool, num_classes=2, config=cfg, generator=seeded_generator(0), accelerator="cpu")
+    assert student.history[-1]["step"] == 6 and student.history[-1]["mask_rate"] == 1.0
+    assert sorted(moved) == [(10, 1, 8, 9), (30, 1, 8, 9)]
