@@ -1,0 +1,36 @@
+"""The public API of ``pate_stab/__init__.py``: every name resolves to its defining object, lazily, and
+the docstring's example runs as written (a doctest)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import pate_stab
+
+
+def test_every_public_name_is_the_object_its_module_defines():
+    for name, module in pate_stab._LAZY.items():
+        assert getattr(pate_stab, name) is getattr(importlib.import_module(module), name), name
+        assert name in pate_stab.__all__ and name in dir(pate_stab)
+    assert callable(pate_stab.load_student)
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        pate_stab.nothing_here  # noqa: B018
+
+
+def test_importing_the_package_loads_no_training_stack():
+    code = "import sys, pate_stab; print(any(m.startswith(('lightning', 'pate_stab.run')) for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_the_docstring_example_runs():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        failures, tried = doctest.testmod(pate_stab, optionflags=doctest.ELLIPSIS, raise_on_error=False)
+    assert tried >= 10 and failures == 0
