@@ -46,18 +46,9 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pate_stab.errors import BudgetExhaustedError, LedgerError, PateStabError
-
-if TYPE_CHECKING:  # pragma: no cover - the names below are loaded lazily at run time
-    from pate_stab.aggregation.registry import make_releaser
-    from pate_stab.privacy.calibration import calibrate
-    from pate_stab.privacy.ledger import PrivacyLedger
-    from pate_stab.run.api import compare_arrays, transfer_arrays
-    from pate_stab.run.config import TransferConfig
-    from pate_stab.run.plan import plan_run
-    from pate_stab.run.transfer import run_transfer
 
 __all__ = [
     "BudgetExhaustedError",
