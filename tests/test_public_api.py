@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import logging
 import subprocess
 import sys
 import warnings
@@ -30,7 +31,17 @@ def test_importing_the_package_loads_no_training_stack():
 
 
 def test_the_docstring_example_runs():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        failures, tried = doctest.testmod(pate_stab, optionflags=doctest.ELLIPSIS, raise_on_error=False)
+    from pate_stab.run.progress import STAGE_LOGGER, _StdoutLines
+
+    # the library prints no stage lines; the command line turns them on for its process, which an
+    # earlier test in this one may have done
+    logger = logging.getLogger(STAGE_LOGGER)
+    saved = logger.handlers[:]
+    logger.handlers = [h for h in saved if not isinstance(h, _StdoutLines)]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            failures, tried = doctest.testmod(pate_stab, optionflags=doctest.ELLIPSIS, raise_on_error=False)
+    finally:
+        logger.handlers = saved
     assert tried >= 10 and failures == 0
