@@ -35,6 +35,21 @@ def _ledger(prep, budget=100.0):
                        neighbouring=prep.config.neighbouring)  # fmt: skip
 
 
+def _neighbour_rows(prepared, tmp_path, **kwargs):
+    """``run_direct`` on D (2,990 private records) and D minus its last record, each in its own run
+    folder and ledger: the two rows and the two folders."""
+    rows, dirs = [], []
+    for n in (2990, 2989):
+        task = dataclasses.replace(prepared.task, private_x=prepared.task.private_x[:n],
+                                   private_y=prepared.task.private_y[:n])  # fmt: skip
+        prep = dataclasses.replace(prepared, task=task, run_dir=tmp_path / str(n))
+        prep.run_dir.mkdir()
+        with _ledger(prep) as ledger:
+            rows.append(run_direct(prep, ledger, **kwargs))
+        dirs.append(prep.run_dir)
+    return rows, dirs
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     return prepare(_config(tmp_path_factory.mktemp("direct")), check_budget=False)
@@ -114,15 +129,7 @@ def test_convex_heads_calibrate_on_the_public_size_not_the_private_count(prepare
         return original(x, *args, lam=lam, **kwargs)
 
     monkeypatch.setattr(direct, name, spy)
-    rows, dirs = [], []
-    for n in (2990, 2989):
-        task = dataclasses.replace(prepared.task, private_x=prepared.task.private_x[:n],
-                                   private_y=prepared.task.private_y[:n])  # fmt: skip
-        prep = dataclasses.replace(prepared, task=task, run_dir=tmp_path / str(n))
-        prep.run_dir.mkdir()
-        with _ledger(prep) as ledger:
-            rows.append(run_direct(prep, ledger, learner=learner, epsilon=2.0))
-        dirs.append(prep.run_dir)
+    rows, dirs = _neighbour_rows(prepared, tmp_path, learner=learner, epsilon=2.0)
     assert seen and all(v == pytest.approx(HEAD_LAMBDA * 3000, rel=1e-12) for v in seen)
     assert rows[0]["settings"]["public_size"] == 3000 and rows[0]["neighbouring"] == "add_remove"
     assert rows[0]["settings"] == rows[1]["settings"] and spend_lines(dirs[0]) == spend_lines(dirs[1])
@@ -311,15 +318,7 @@ def _mentions(text: str, number: int) -> bool:
 def test_dpsgd_linear_on_neighbours_publishes_the_same_settings_and_never_the_private_size(prepared, tmp_path):
     """Add/remove: on D (2,990 records) and D minus one record the spend (q, steps, σ, ledger lines) is the same,
     computed from the synthetic task's public size num_private = 3,000; neither count appears in a published file."""
-    rows, dirs = [], []
-    for n in (2990, 2989):
-        task = dataclasses.replace(prepared.task, private_x=prepared.task.private_x[:n],
-                                   private_y=prepared.task.private_y[:n])  # fmt: skip
-        prep = dataclasses.replace(prepared, task=task, run_dir=tmp_path / str(n))
-        prep.run_dir.mkdir()
-        with _ledger(prep) as ledger:
-            rows.append(run_direct(prep, ledger, learner="dpsgd-linear", epsilon=2.0, repeat=0, dpsgd=SMALL_DPSGD))
-        dirs.append(prep.run_dir)
+    rows, dirs = _neighbour_rows(prepared, tmp_path, learner="dpsgd-linear", epsilon=2.0, repeat=0, dpsgd=SMALL_DPSGD)
     a, b = rows
     keys = ("noise_multiplier", "sample_rate", "steps", "public_size")
     assert [a["settings"][k] for k in keys] == [b["settings"][k] for k in keys]
