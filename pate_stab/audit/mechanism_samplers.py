@@ -24,9 +24,9 @@ import torch
 from pate_stab.aggregation.votes import distance_to_instability, top_label, vote_histogram
 from pate_stab.audit.harness import Mechanism
 from pate_stab.erm.losses import HuberHingeLoss
-from pate_stab.erm.output_perturbation import l2_laplace_vectors, output_perturbation, output_perturbation_sensitivity
+from pate_stab.erm.output_perturbation import output_perturbation, output_perturbation_sensitivity
 from pate_stab.erm.solver import solve_erm
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise import l2_laplace_vectors, laplace
 from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_gaussian, discrete_laplace, snapping
 from pate_stab.privacy.sparse_vector import above_threshold_scan
 

@@ -39,7 +39,6 @@ from pate_stab.erm.objective_perturbation import (
 from pate_stab.erm.output_perturbation import (
     PrivateLinearModel,
     chaudhuri_output_perturbation,
-    l2_laplace_vectors,
     output_perturbation,
     output_perturbation_sensitivity,
     rls_out,
@@ -49,7 +48,6 @@ from pate_stab.erm.validation import (
     alpha_split,
     control_choice,
     data_split,
-    exponential_mechanism,
     random_choice,
     stability_constants_histogram,
     stability_constants_linear,
@@ -57,6 +55,8 @@ from pate_stab.erm.validation import (
     stability_validate,
     wu_private_tuning,
 )
+from pate_stab.privacy.exponential import exponential_mechanism
+from pate_stab.privacy.noise import l2_laplace_vectors
 
 __all__ = [
     "AccuracyFirstResult",
