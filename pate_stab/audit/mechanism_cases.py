@@ -41,11 +41,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from dp_accounting import dp_event
 
 from pate_stab._validation import check_int, check_probability
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
-from pate_stab.aggregation.pate_accounting import accountant_epsilon
 from pate_stab.audit.erm_cases import erm_mechanism_cases, erm_mutation_cases
 from pate_stab.audit.harness import MechanismCase, dp_test
 from pate_stab.audit.mechanism_samplers import (
@@ -69,6 +67,8 @@ from pate_stab.audit.mechanism_samplers import (
     _svt_query_scale,
     _votes_file_aggregator,
 )
+from pate_stab.privacy.accounting import accountant_epsilon
+from pate_stab.privacy.events import GaussianEvent
 from pate_stab.privacy.secure_noise import snapping_epsilon
 
 __all__ = ["AuditRow", "mechanism_cases", "mutation_cases", "audit_mechanisms"]
@@ -91,7 +91,7 @@ class AuditRow:
 def discrete_gaussian_claim(sigma: float, delta: float) -> float:
     """ε at δ of a sensitivity-1 integer query plus N_Z(0, σ²): the RDP accountant on
     ``GaussianDpEvent(σ)``, valid for the discrete Gaussian (CKS20 Prop 5)."""
-    return accountant_epsilon(dp_event.GaussianDpEvent(sigma), delta, "rdp")
+    return accountant_epsilon(GaussianEvent(sigma=sigma), delta=delta, accountant="rdp")
 
 
 def only_vote_for_a_class() -> tuple[torch.Tensor, torch.Tensor]:

@@ -108,6 +108,7 @@ from pate_stab.direct.dpsgd import (
     check_public_size,
     default_batch_size,
     dpsgd_epsilon,
+    dpsgd_event,
     dpsgd_noise_multiplier,
     dpsgd_schedule,
     train_dpsgd_linear,
@@ -118,7 +119,7 @@ from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.discrete_noise import RandomSource, SeededRandomSource, SystemRandomSource
-from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
+from pate_stab.privacy.events import PureDpEvent, SelfComposedEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
@@ -376,15 +377,17 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
         spent = dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=prep.config.delta)
         meta.update({"dpsgd": dpsgd.to_dict(), "noise_multiplier": sigma, "sample_rate": q, "steps": steps,
                      "accountant": "opacus RDPAccountant"})  # fmt: skip
-        event = ApproxDpEvent(spent, prep.config.delta, reason="DP-SGD, Opacus RDP accountant (add/remove)")
-        return spent, prep.config.delta, event, meta
+        # the sampled-Gaussian steps themselves; the charge is Opacus's RDP ε, which the ledger checks they imply
+        return spent, prep.config.delta, dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps), meta
     bound, _ = _head_inputs(prep)
     meta.update({"lam": HEAD_LAMBDA, "loss": "logistic", "feature_bound": bound,
                  "feature_bound_source": f"public pool, {NORM_QUANTILE} quantile of row norms; rows clipped",
                  "classes": c, "public_size": dpsgd_public_size(prep.config),
                  "public_size_source": public_size_source(prep.config),
                  "objective": "(1/N) Σ loss + (λ/2)||w||², N the public size"})  # fmt: skip
-    return epsilon, 0.0, PureDpEvent(epsilon), meta
+    # softmax: one ε-DP head; one-vs-rest: C binary heads at ε/C each on the same records, composed
+    event = PureDpEvent(epsilon) if learner.endswith("softmax") else SelfComposedEvent(PureDpEvent(epsilon / c), c)
+    return epsilon, 0.0, event, meta
 
 
 def _train(
