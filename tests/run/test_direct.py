@@ -95,6 +95,26 @@ def test_relations_and_dpsgd_epsilon_is_the_accountants(prepared):
     assert f"ε = {row['epsilon_replace_one'] + 2.0:.4g}" in legend
 
 
+def test_each_direct_spend_records_what_it_did_as_an_event(prepared):
+    """DP-SGD records its sampled-Gaussian steps, the heads their pure-DP heads (one-vs-rest: C at ε/C)."""
+    from pate_stab.privacy.accounting import implies_guarantee
+    from pate_stab.privacy.events import PureDpEvent, SampledGaussianEvent, SelfComposedEvent
+
+    with _ledger(prepared) as ledger:
+        rows = {n: run_direct(prepared, ledger, learner=n, epsilon=2.0, repeat=12, dpsgd=SMALL_DPSGD)
+                for n in ("dpsgd-linear", "output-softmax", "output-ovr")}  # fmt: skip
+        events = {n: ledger.entry(r["spend_id"]).event for n, r in rows.items()}
+    s = rows["dpsgd-linear"]["settings"]
+    assert events["dpsgd-linear"] == SampledGaussianEvent(
+        noise_multiplier=s["noise_multiplier"], sampling_rate=s["sample_rate"], steps=s["steps"]
+    )
+    dpsgd = rows["dpsgd-linear"]
+    assert implies_guarantee(events["dpsgd-linear"], epsilon=dpsgd["epsilon"], delta=prepared.config.delta)
+    assert events["output-softmax"] == PureDpEvent(2.0)
+    c = prepared.task.num_classes
+    assert events["output-ovr"] == SelfComposedEvent(PureDpEvent(2.0 / c), c)
+
+
 def test_a_replace_one_run_counts_dpsgd_by_group_privacy_and_the_heads_as_they_are(prepared, tmp_path):
     """One relation per ledger: in a replace-one run the heads spend under replace-one and DP-SGD's add/remove
     (ε, δ) is counted as (2ε, (1 + e^ε)δ); the total is a replace-one guarantee."""
