@@ -18,8 +18,9 @@ with 400 teachers and 300 queries; needs ``--data-dir``'s ``adult/`` folder) and
 direct rows at two ε: every kind of spend the ledger records).
 Besides the reports, each run's ledger (``ledger.jsonl``) is compared spend by spend — id,
 mechanism, certified (ε, δ), relation, metadata and released outputs — with the recorded privacy
-*event* left out of the comparison and listed apart (``event changes``, not a failure): a change
-of accounting vocabulary must leave every certified (ε, δ) as it was.
+*event* (and the integrity chain's hashes, which cover it) left out of the comparison and listed
+apart (``event changes``, not a failure): a change of accounting vocabulary must leave every
+certified (ε, δ) as it was.
 ``diff`` prints each difference as ``case/file: json.path: a != b`` and exits 1 if there is any.
 The published files hold only mechanism outputs and what is computed from them and public data;
 the private files of a run folder are not read.
@@ -113,12 +114,19 @@ def _json_diffs(a: Any, b: Any, where: str = "") -> list[str]:
 
 
 def _ledger(path: Path) -> tuple[list[Any], list[Any]]:
-    """A ledger's lines without wall times, and the events recorded in it (apart)."""
+    """A ledger's lines without wall times, and the events recorded in it (apart).
+
+    The integrity chain (``sha256`` of each line, ``prev`` of the line before) hashes the lines'
+    events too, so it is left out with them; every other field of every line is compared.
+    """
     lines, events = [], []
     for line in path.read_text().splitlines():
         record = json.loads(line)
-        if isinstance(record, dict) and "event" in record:
-            events.append([record.get("spend_id"), record.pop("event")])
+        if isinstance(record, dict):
+            if "event" in record:
+                events.append([record.get("spend_id"), record.pop("event")])
+            record.pop("sha256", None)
+            record.pop("prev", None)
         lines.append(_normalise(record, []))
     return lines, events
 
