@@ -16,7 +16,7 @@ minus the training mean row, and the test AUC of the **non-private** logistic fi
 Adult columns under min-max and z-score scaling and writes ``cv2013_adult_direction.{txt,json}``.
 Not private (the paper protocol reads ranges and labels of all rows); a diagnosis, not a release.
 
-    python recipes/repro_chaudhuri_vinterbo2013.py --dataset Adult --diagnose direction --repeats 10 \
+    python recipes/repro/chaudhuri_vinterbo2013.py --dataset Adult --diagnose direction --repeats 10 \
         --step-cache docs/results/repro/cv2013_adult_step.json --out docs/results/repro
 """
 
@@ -24,18 +24,14 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling recipes
-
-from erm_chaudhuri_vinterbo import auc  # noqa: E402
-
-from pate_stab.erm import solve_erm  # noqa: E402
-from pate_stab.rng import seeded_generator  # noqa: E402
+from pate_stab.erm import solve_erm
+from pate_stab.repro.cv2013 import auc, load_adult_paper
+from pate_stab.rng import seeded_generator
 
 SCALINGS = ("minmax", "zscore")
 
@@ -46,7 +42,7 @@ def direction_auc(
     """Per CV round: AUC of x.s (s = sum of y_i x_i over the training folds), cos(s, -mean row), fits' AUCs.
 
     ``x`` (n, d), ``y`` in {-1, 1}; the folds come from ``torch.randperm(n, generator=generator)``
-    as in ``erm_chaudhuri_vinterbo.run_dataset``.
+    as in :func:`pate_stab.repro.cv2013.run_dataset`.
     """
     if x.ndim != 2 or y.shape != (x.shape[0],):
         raise ValueError(f"x must be (n, d) and y (n,), got {tuple(x.shape)} and {tuple(y.shape)}")
@@ -90,8 +86,6 @@ def diagnose_direction(
     data_root: Path, *, step_cache: Path | None, seeds: list[int], thetas: list[float], out: Path
 ) -> dict:
     """Both scalings of the paper protocol's Adult columns, one 10-fold CV per seed; writes the txt / json."""
-    from repro_chaudhuri_vinterbo2013 import load_adult_paper  # here: that recipe imports this module
-
     t0 = time.time()
     result: dict = {"seeds": seeds, "thetas": thetas, "scalings": {}}
     for scaling in SCALINGS:

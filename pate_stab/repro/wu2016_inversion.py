@@ -1,6 +1,6 @@
 """Wu et al. 2016, Sec. 5 on the IWPC warfarin table: MSE vs epsilon for data-independent,
 privately tuned and oracle output perturbation (rls-out), objective perturbation and non-private
-regression; model-inversion (VKORC1) accuracy vs epsilon.
+regression; model-inversion (VKORC1) accuracy vs epsilon (:func:`run_inversion`).
 
 Protocol (reduced): random 80/20 train/test splits (``--repeats``); features and dose scaled with
 fixed public ranges (see pate_stab.data.tabular.load_warfarin_iwpc); MSE on the scaled dose
@@ -15,17 +15,16 @@ y in [-1, 1] (multiply by 70^2 for (mg/week)^2). rls-out uses Wu et al.'s printe
 * Inversion: Fredrikson et al.'s attack with the training marginal of VKORC1 and the non-private
   model's training residual standard deviation.
 
-    python recipes/erm_wu_warfarin.py --repeats 5
+    python recipes/repro/wu2016.py --inversion --repeats 5 --out checkpoints/wu2016_inversion
 
 Protocol run: the private one (public ranges, nothing read from the data), 5 repeats by default;
 each repeat prints its wall time as it ends. The paper's own protocol (data-read scaling) beside this one, and
-the measured causes of the differences to the paper's Fig. 1-2: ``recipes/repro_wu2016.py`` and
-docs/results/repro/README.md.
+the measured causes of the differences to the paper's Fig. 1-2: ``recipes/repro/wu2016.py`` without
+``--inversion``, and docs/results/repro/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -49,29 +48,26 @@ EPSILONS = [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]
 METHODS = ["NonPrivate", "DataIndependent", "Tuned", "Oracle", "ObjectivePert"]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--constant", default="paper", choices=["paper", "tight"])
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="checkpoints/erm_wu_warfarin")
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    out = Path(args.out)
+def run_inversion(data_dir: Path, out: Path, *, repeats: int = 5, constant: str = "paper", seed: int = 0) -> dict:
+    """The Sec. 5 protocol on the warfarin table in ``data_dir``; writes results.csv, report.json and a figure.
+
+    ``constant``: rls-out's noise constant, ``"paper"`` (12R + 8, as printed) or ``"tight"``.
+    Returns the summary (method/epsilon -> mean MSE, mean inversion accuracy, runs, Oracle's parameters).
+    """
     out.mkdir(parents=True, exist_ok=True)
-    data = load_warfarin_iwpc(Path(args.data) / "warfarin")
+    config = {"data": str(data_dir), "repeats": repeats, "constant": constant, "seed": seed, "out": str(out)}
+    data = load_warfarin_iwpc(data_dir)
     x, y, vk = data["x"], data["y"], data["vkorc1"]
     cols = data["vkorc1_columns"].tolist()
     enc = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64) / 3.0  # same scaling
-    gen = seeded_generator(args.seed)
+    gen = seeded_generator(seed)
     n_all, d = x.shape
     oracle_grid = [(r, lam) for r in (0.25, 0.5, 1.0, 2.0) for lam in torch.linspace(0.001, 0.5, 10).tolist()]
     tuned_grid = [(r, 0.002 * 2**j) for r in (0.25, 0.5, 1.0) for j in range(8)]
     rows: list[dict] = []
     oracle_rows: list[dict] = []
     t0 = time.time()
-    for rep in range(args.repeats):
+    for rep in range(repeats):
         perm = torch.randperm(n_all, generator=gen)
         ntr = int(0.8 * n_all)
         tr, te = perm[:ntr], perm[ntr:]
@@ -92,7 +88,7 @@ def main() -> None:
             }
 
         def rls(r, lam, xs, ys, eps, g):
-            return rls_out(xs, ys, epsilon=eps, lam=lam, radius=r, generator=g, constant=args.constant).weights
+            return rls_out(xs, ys, epsilon=eps, lam=lam, radius=r, generator=g, constant=constant).weights
 
         def rls_projected(r, lam, xs, ys, eps, g):
             # Post-processing: project the noisy model onto ||w|| <= R, so that the validation
@@ -139,7 +135,7 @@ def main() -> None:
     majority = float(torch.bincount(vk).max()) / len(vk)
     (out / "report.json").write_text(
         json.dumps(
-            {"config": vars(args), "n": n_all, "d": d, "majority_vkorc1_rate": majority, "summary": summary}, indent=1
+            {"config": config, "n": n_all, "d": d, "majority_vkorc1_rate": majority, "summary": summary}, indent=1
         )
     )
     import matplotlib
@@ -160,8 +156,4 @@ def main() -> None:
     axes[1].legend()
     fig.tight_layout()
     fig.savefig(out / "wu_fig1_fig5.png", dpi=120)
-    print(json.dumps(summary, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    return summary

@@ -6,7 +6,7 @@ same m queries (stability releaser: paper and tight calibration with cutoff T; L
 Confident-GNMax: data-independent accounting) and run on the same votes. Writes a CSV under
 ``checkpoints/<run>/`` and prints the table.
 
-    python recipes/aggregator_table.py [--queries 1000] [--max-unstable 10] [--run aggregator_table]
+    python recipes/bench/aggregator_table.py [--queries 1000] [--max-unstable 10] [--run aggregator_table]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Python loop of the same algorithm (argmax, sensitivity-1 distance, sparse vector
 noise from Python's ``random``) is timed on a prefix and its rate extrapolated. Both run in this
 process, one after the other, and the ratio of their rates is printed.
 
-    python recipes/benchmark_releaser.py [--queries 1000000] [--loop-queries 50000]
+    python recipes/bench/benchmark_releaser.py [--queries 1000000] [--loop-queries 50000]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ stability releaser runs the integer sparse vector query by query. Each is calibr
 ``--repeats`` runs, with random bits from the OS (``os.urandom``, read in one batch per round of
 draws). The seeded float releases are timed beside them for reference.
 
-    python recipes/benchmark_secure_noise.py [--queries 1000] [--classes 10] [--epsilon 3] [--repeats 5]
+    python recipes/bench/benchmark_secure_noise.py [--queries 1000] [--classes 10] [--epsilon 3] [--repeats 5]
 """
 
 from __future__ import annotations

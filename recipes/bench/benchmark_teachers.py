@@ -20,7 +20,7 @@ while most of the sequential mode's are too small for PyTorch to split (elementw
 are parallelised from 32,768 elements), so extra threads mostly add synchronisation to it.
 
 Part 1b (``--part cnn``): k = 250 of PATE's MNIST CNN teachers (two 5×5 convolutions, 64 and
-128 filters; fully connected 384 and 192, as ``recipes/mnist_gpu.yaml``), on the GPU: wall time
+128 filters; fully connected 384 and 192, as ``recipes/configs/mnist_gpu.yaml``), on the GPU: wall time
 to train all of them in the vectorised mode (the issue's goal: under 2 minutes) and its ratio to
 the sequential mode, with peak GPU memory and the teachers' accuracies. Without a GPU it stops
 with a message, unless ``--accelerator cpu`` is given (a CPU run at PATE's widths takes hours;
@@ -33,10 +33,10 @@ public pool only — at k in {1000, 2000}: mean teacher accuracy and plurality-v
 
 Usage (from the project root)::
 
-    python recipes/benchmark_teachers.py --part speed --epochs 2
-    python recipes/benchmark_teachers.py --part speed --epochs 2 --threads 1 2
-    python recipes/benchmark_teachers.py --part cnn          # needs a GPU
-    python recipes/benchmark_teachers.py --part heads
+    python recipes/bench/benchmark_teachers.py --part speed --epochs 2
+    python recipes/bench/benchmark_teachers.py --part speed --epochs 2 --threads 1 2
+    python recipes/bench/benchmark_teachers.py --part cnn          # needs a GPU
+    python recipes/bench/benchmark_teachers.py --part heads
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from pate_stab.teachers import (
     train_teachers,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _accuracies(votes: torch.Tensor, labels: torch.Tensor, num_classes: int) -> tuple[float, float]:

@@ -10,8 +10,8 @@ the printed load averages; the minimum epoch time is the least disturbed.
 
 Usage (from the project root)::
 
-    python recipes/cnn_teacher_cost.py 16 32 8 128
-    python recipes/cnn_teacher_cost.py 64 128 4 128
+    python recipes/bench/cnn_teacher_cost.py 16 32 8 128
+    python recipes/bench/cnn_teacher_cost.py 64 128 4 128
 """
 
 from __future__ import annotations

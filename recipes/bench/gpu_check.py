@@ -5,11 +5,11 @@ reaches its cap is reported as such, with what it finished):
 
 1. versions (Python, torch, torchvision, lightning, opacus, CUDA) and the device's name;
 2. the fast tests whose outcome depends on the accelerator (``pytest -m "accelerator or gpu"``);
-3. the MNIST stability GPU transfer at ε = 3 (``recipes/mnist_stab_gpu.yaml``) end to end, with
+3. the MNIST stability GPU transfer at ε = 3 (``recipes/configs/mnist_stab_gpu.yaml``) end to end, with
    its stage lines (``stage <name>: <s> s on <device>``, parsed into the table);
 4. 250 of PATE's CNN teachers, vectorised, against a few sequential ones whose time is scaled
-   linearly to 250 (``recipes/benchmark_teachers.py --part cnn``; marked as an extrapolation);
-5. the FixMatch GPU preset's steps per second on Fashion-MNIST (``recipes/fixmatch_augment.py``,
+   linearly to 250 (``recipes/bench/benchmark_teachers.py --part cnn``; marked as an extrapolation);
+5. the FixMatch GPU preset's steps per second on Fashion-MNIST (``recipes/diagnostics/fixmatch_augment.py``,
    fewer steps than the preset's 20,000), with the full preset's time extrapolated (marked);
 6. the DP-SGD CNN on Fashion-MNIST at ε = 3 (``pate-stab compare --direct dpsgd-cnn``).
 
@@ -24,8 +24,8 @@ folder by default, removed at the end).
 
 Usage (from the project root)::
 
-    python recipes/gpu_check.py                      # on a GPU machine: about 8 minutes
-    python recipes/gpu_check.py --smoke              # anywhere: under 2 minutes on the CPU
+    python recipes/bench/gpu_check.py                      # on a GPU machine: about 8 minutes
+    python recipes/bench/gpu_check.py --smoke              # anywhere: under 2 minutes on the CPU
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
 STAGE = re.compile(r"^stage (.+): (\d+\.\d) s on (.+)$")
 
@@ -162,7 +162,7 @@ def part_tests(args: argparse.Namespace, cap: float) -> dict[str, Any]:
 
 
 def part_transfer(args: argparse.Namespace, cap: float, data: dict[str, Path] | None) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "pate_stab.cli", "transfer", "--config", "recipes/mnist_stab_gpu.yaml",
+    cmd = [sys.executable, "-m", "pate_stab.cli", "transfer", "--config", "recipes/configs/mnist_stab_gpu.yaml",
            "--checkpoints-dir", str(args.workdir / "runs"), "--run-name", "gpu_check_mnist", "--epsilon", "3",
            "--no-progress"]  # fmt: skip
     if args.smoke:
@@ -183,7 +183,7 @@ def part_transfer(args: argparse.Namespace, cap: float, data: dict[str, Path] | 
 
 
 def part_teachers(args: argparse.Namespace, cap: float, data: dict[str, Path] | None) -> dict[str, Any]:
-    cmd = [sys.executable, "recipes/benchmark_teachers.py", "--part", "cnn", "--sequential-teachers", "4"]
+    cmd = [sys.executable, "recipes/bench/benchmark_teachers.py", "--part", "cnn", "--sequential-teachers", "4"]
     if args.smoke:
         assert data is not None
         cmd += ["--accelerator", "cpu", "--k", "6", "--epochs", "1", "--channels", "2", "4", "--hidden", "8",
@@ -204,7 +204,7 @@ def part_teachers(args: argparse.Namespace, cap: float, data: dict[str, Path] | 
 
 def part_fixmatch(args: argparse.Namespace, cap: float, data: dict[str, Path] | None) -> dict[str, Any]:
     steps = 4 if args.smoke else FIXMATCH_TIMED_STEPS
-    cmd = [sys.executable, "recipes/fixmatch_augment.py", "--dataset", "fashion_mnist", "--labels", "1000",
+    cmd = [sys.executable, "recipes/diagnostics/fixmatch_augment.py", "--dataset", "fashion_mnist", "--labels", "1000",
            "--augment", "clothes", "--steps", str(steps)]  # fmt: skip
     if args.smoke:
         assert data is not None
@@ -226,7 +226,7 @@ def part_fixmatch(args: argparse.Namespace, cap: float, data: dict[str, Path] | 
 
 def part_dpsgd(args: argparse.Namespace, cap: float, data: dict[str, Path] | None) -> dict[str, Any]:
     run_dir = args.workdir / "runs" / "gpu_check_dpsgd"
-    cmd = [sys.executable, "-m", "pate_stab.cli", "compare", "--config", "recipes/fashion_mnist_stab_gpu.yaml",
+    cmd = [sys.executable, "-m", "pate_stab.cli", "compare", "--config", "recipes/configs/fashion_mnist_stab_gpu.yaml",
            "--checkpoints-dir", str(run_dir.parent), "--run-name", run_dir.name, "--aggregators", "--direct",
            "dpsgd-cnn", "--epsilons", "3", "--repeats", "1", "--no-progress"]  # fmt: skip
     if args.smoke:

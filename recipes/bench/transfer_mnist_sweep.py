@@ -1,13 +1,13 @@
 """MNIST, heads on public PCA features: every aggregator on the same votes for several k and ε.
 
-For each k, one set of k logistic heads is trained (recipes/mnist_quick.yaml settings) and its
+For each k, one set of k logistic heads is trained (recipes/configs/mnist_quick.yaml settings) and its
 votes on the m public queries are released by the stability releaser (tight calibration) and by
 LNMax, GNMax and Confident-GNMax at each target ε (δ = 1e-5); a student is trained on each
 release. Prints one table per k; each run folder holds compare.json / compare.txt / compare.png.
 
 Usage (from the project root)::
 
-    python recipes/transfer_mnist_sweep.py --k 1000 2000 --epsilons 2 4 8 16
+    python recipes/bench/transfer_mnist_sweep.py --k 1000 2000 --epsilons 2 4 8 16
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import yaml
 
 from pate_stab.run import TransferConfig, run_compare
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path, default=ROOT / "recipes" / "mnist_quick.yaml")
+    parser.add_argument("--config", type=Path, default=ROOT / "recipes" / "configs" / "mnist_quick.yaml")
     parser.add_argument("--k", type=int, nargs="+", default=[1000, 2000])
     parser.add_argument("--epsilons", type=float, nargs="+", default=[2.0, 4.0, 8.0, 16.0])
     parser.add_argument("--checkpoints-dir", default="checkpoints")

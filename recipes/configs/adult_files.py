@@ -1,8 +1,8 @@
 """UCI Adult through the generic CSV path, beside the dedicated loader, on the same split and settings.
 
-``recipes/adult.yaml`` reads Adult with :func:`pate_stab.data.load_adult` (the shipped schema
-``pate_stab/data/schemas/adult.json``, from ``adult.names``); ``recipes/adult_files.yaml`` reads
-the same rows as ``dataset: files`` with the public schema ``recipes/adult_schema.json`` (the
+``recipes/configs/adult.yaml`` reads Adult with :func:`pate_stab.data.load_adult` (the shipped schema
+``pate_stab/data/schemas/adult.json``, from ``adult.names``); ``recipes/configs/adult_files.yaml`` reads
+the same rows as ``dataset: files`` with the public schema ``recipes/configs/adult_schema.json`` (the
 shipped one, for header-less files). This script writes the public pool and the evaluation set
 (the two halves of ``adult.test``, as the dedicated loader splits it) into ``--split-dir`` (a
 git-ignored folder under ``checkpoints/``; the data stays out of the repository), then runs
@@ -10,8 +10,9 @@ git-ignored folder under ``checkpoints/``; the data stays out of the repository)
 
 Usage (from the project root)::
 
-    python recipes/adult_files.py                 # split, then both compares (minutes on 2 cores)
-    python recipes/adult_files.py --split-only    # then: pate-stab compare --config recipes/adult_files.yaml
+    python recipes/configs/adult_files.py                 # split, then both compares (minutes on 2 cores)
+    python recipes/configs/adult_files.py --split-only
+    pate-stab compare --config recipes/configs/adult_files.yaml  # after --split-only
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import yaml
 
 from pate_stab.run import TransferConfig, run_compare
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "recipes" / "configs"
 
 
 def split_test(data_dir: Path, out: Path) -> tuple[Path, Path]:
@@ -62,9 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, override in (
         ("adult", {"data_dir": str(args.data_dir)}),
         ("adult_files", {"private": str(args.data_dir / "adult.data"), "public": str(pool),
-                         "evaluation": str(evaluation), "schema": str(ROOT / "recipes" / "adult_schema.json")}),
+                         "evaluation": str(evaluation), "schema": str(CONFIGS / "adult_schema.json")}),
     ):  # fmt: skip
-        config, extra = load_recipe(ROOT / "recipes" / f"{name}.yaml", **override)
+        config, extra = load_recipe(CONFIGS / f"{name}.yaml", **override)
         out = run_compare(config, epsilons=args.epsilons or extra["epsilons"], aggregators=args.aggregators, repeats=1)
         results[name] = out
         teachers = out["private"]["teachers"]  # private diagnostics (private_compare.json), printed here only

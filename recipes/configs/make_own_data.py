@@ -1,7 +1,7 @@
 """Write two small generated data sets in the layouts of README "Your own data": a patient table
 (CSV with a public schema, string patient ids) and a folder of 16 × 16 grey images.
 
-    python recipes/make_own_data.py --out mydata [--rows 4000 1000 1000] [--images 1500 300 300]
+    python recipes/configs/make_own_data.py --out mydata [--rows 4000 1000 1000] [--images 1500 300 300]
 
 ``mydata/table/``: ``private.csv`` (with ``outcome`` and ``patient_id``), ``pool.csv`` (no label, no
 id), ``eval.csv`` (labelled), ``new.csv`` (10 unlabelled rows to predict) and ``schema.json``.

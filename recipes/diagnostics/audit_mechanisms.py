@@ -4,7 +4,7 @@ Prints a table (claimed ε, samples used, Clopper–Pearson lower bound on the p
 level α) and writes it as CSV. Correct mechanisms must show ``violates = False``; the broken
 variants ``True``.
 
-    python recipes/audit_mechanisms.py --num-samples 200000 --alpha 1e-6 --out checkpoints/audit_mechanisms
+    python recipes/diagnostics/audit_mechanisms.py --num-samples 200000 --alpha 1e-6 --out checkpoints/audit_mechanisms
 """
 
 from __future__ import annotations

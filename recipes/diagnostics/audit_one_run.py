@@ -20,7 +20,7 @@ the stability releaser (seeded and secure noise) and LNMax at their calibrations
 claims: the plurality vote without noise, LNMax with 1/1000 of its noise. Each row reports the
 bound at 95 % next to the claim and the largest ε the guesses could certify at all.
 
-    python recipes/audit_one_run.py --canaries 1000 --epsilons 1 4 16 --out checkpoints/audit_one_run
+    python recipes/diagnostics/audit_one_run.py --canaries 1000 --epsilons 1 4 16 --out checkpoints/audit_one_run
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ rows from that table (first block: one row per release), the direct rows from th
 ``compare.json``, and writes ``<out>.txt`` (per-release rows, the mean ± sd summary and the
 direct-row legend with the cumulative cost), ``<out>.json`` and ``<out>.png``.
 
-    python recipes/direct_beside_aggregators.py --direct-run checkpoints/fashion_mnist_stab_direct \
+    python recipes/diagnostics/direct_beside_aggregators.py --direct-run checkpoints/fashion_mnist_stab_direct \
         --aggregator-table docs/results/fashion_mnist_stab_compare.txt --out docs/results/fashion_mnist_stab_direct
 """
 

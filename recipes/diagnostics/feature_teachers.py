@@ -24,8 +24,8 @@ labels); no recipe of the main job uses them.
 
 Usage (from the project root)::
 
-    nice -n 10 python recipes/feature_teachers.py            # pca, scattering, ssl; k = 250, 1000, 2000
-    nice -n 10 python recipes/feature_teachers.py --features ssl --ssl-epochs 60 --heads propagate
+    nice -n 10 python recipes/diagnostics/feature_teachers.py            # pca, scattering, ssl; k = 250, 1000, 2000
+    nice -n 10 python recipes/diagnostics/feature_teachers.py --features ssl --ssl-epochs 60 --heads propagate
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from pate_stab.teachers import (
     train_teachers,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _digest(options: dict[str, Any]) -> str:

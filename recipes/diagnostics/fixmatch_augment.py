@@ -10,7 +10,7 @@ settings fixed in advance; they must never choose one.
 
 Usage (from the project root)::
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. python recipes/fixmatch_augment.py --dataset fashion_mnist \\
+    OMP_NUM_THREADS=1 PYTHONPATH=. python recipes/diagnostics/fixmatch_augment.py --dataset fashion_mnist \\
         --labels 1000 --augment digits clothes --threads 1
 """
 

@@ -21,8 +21,8 @@ FixMatch's final mask rate (share of unlabelled images with a pseudo-label) was 
 
 Usage (from the project root)::
 
-    python recipes/fixmatch_student.py --labels 250 --preset cpu --threads 1
-    python recipes/fixmatch_student.py --labels 250 --preset gpu --accelerator gpu
+    python recipes/diagnostics/fixmatch_student.py --labels 250 --preset cpu --threads 1
+    python recipes/diagnostics/fixmatch_student.py --labels 250 --preset gpu --accelerator gpu
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ Only student settings may be overridden (the keys a rerun may change, see
 
 Usage (from the project root)::
 
-    python recipes/refit_students.py --run-dir checkpoints/mnist_cnn_cpu \\
+    python recipes/diagnostics/refit_students.py --run-dir checkpoints/mnist_cnn_cpu \\
         --aggregators confident-gnmax --epsilons 3 --set pseudo_label_rounds=1
-    python recipes/refit_students.py --run-dir checkpoints/mnist_stab --aggregators stability \\
+    python recipes/diagnostics/refit_students.py --run-dir checkpoints/mnist_stab --aggregators stability \\
         --epsilons 2 3 --repeats 3 --set student_method=fixmatch --out refit_fixmatch.json
 
 ``--repeats R`` refits the releases of ``pate-stab compare --repeats R`` (repeat r's spend id ends

@@ -8,11 +8,11 @@ differs between checkouts; timings differ between runs).
 
 Usage (from a checkout; ``--repo`` picks the checkout whose package runs)::
 
-    python recipes/report_diff.py run --repo /tmp/wt-base --out /tmp/reports-base
-    python recipes/report_diff.py run --out /tmp/reports-new
-    python recipes/report_diff.py diff /tmp/reports-base /tmp/reports-new
+    python recipes/diagnostics/report_diff.py run --repo /tmp/wt-base --out /tmp/reports-base
+    python recipes/diagnostics/report_diff.py run --out /tmp/reports-new
+    python recipes/diagnostics/report_diff.py diff /tmp/reports-base /tmp/reports-new
 
-Cases: ``synthetic`` (the default config: nothing to download) and ``adult`` (recipes/adult.yaml
+Cases: ``synthetic`` (the default config: nothing to download) and ``adult`` (recipes/configs/adult.yaml
 with 400 teachers and 300 queries; needs ``--data-dir``'s ``adult/`` folder).
 ``diff`` prints each difference as ``case/file: json.path: a != b`` and exits 1 if there is any.
 The published files hold only mechanism outputs and what is computed from them and public data;
@@ -32,16 +32,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[2]
 COMPARED = ("report.json", "compare.json", "compare.txt")
 # keys of wall-clock durations or instants; every other key is compared
 TIME_KEY = re.compile(r"(^|_)(seconds|secs|wall|elapsed|duration|time|times|timestamp|timings?)($|_)")
 
 
-def cases(data_dir: Path) -> dict[str, dict[str, list[str]]]:
-    """Each case's ``transfer`` and ``compare`` arguments (after the subcommand)."""
+# The Adult config's path in a checkout: recipes/configs/ since recipes/ was sorted, recipes/ before.
+ADULT_CONFIGS = ("recipes/configs/adult.yaml", "recipes/adult.yaml")
+
+
+def adult_config(repo: Path) -> str:
+    """The Adult config of the checkout ``repo`` (the newer layout first)."""
+    for name in ADULT_CONFIGS:
+        if (repo / name).is_file():
+            return name
+    raise SystemExit(f"{repo} holds none of {ADULT_CONFIGS}")
+
+
+def cases(data_dir: Path, repo: Path = HERE) -> dict[str, dict[str, list[str]]]:
+    """Each case's ``transfer`` and ``compare`` arguments (after the subcommand) for the checkout ``repo``."""
     adult = [
-        "--config", "recipes/adult.yaml", "--data-dir", str(data_dir / "adult"), "--num-teachers", "400",
+        "--config", adult_config(repo), "--data-dir", str(data_dir / "adult"), "--num-teachers", "400",
         "--num-queries", "300",
     ]  # fmt: skip
     return {
@@ -52,7 +64,7 @@ def cases(data_dir: Path) -> dict[str, dict[str, list[str]]]:
 
 def run(repo: Path, out: Path, names: list[str], data_dir: Path) -> None:
     """Run every case's transfer and compare from ``repo`` into ``out/<case>/<command>/``."""
-    table = cases(data_dir)
+    table = cases(data_dir, repo)
     unknown = [n for n in names if n not in table]
     if unknown:
         raise SystemExit(f"unknown case(s) {unknown}; known: {sorted(table)}")
@@ -105,8 +117,9 @@ def diff(a: Path, b: Path) -> list[str]:
     for case in sorted({p.name for p in a.iterdir() if p.is_dir()} | {p.name for p in b.iterdir() if p.is_dir()}):
         for command in ("transfer", "compare"):
             da, db = a / case / command, b / case / command
-            roots_a = [(str(da.resolve()), "<run>"), (str(da), "<run>"), (str(HERE), "<repo>")]
-            roots_b = [(str(db.resolve()), "<run>"), (str(db), "<run>"), (str(HERE), "<repo>")]
+            configs = [(name, "<adult config>") for name in ADULT_CONFIGS]
+            roots_a = [(str(da.resolve()), "<run>"), (str(da), "<run>"), (str(HERE), "<repo>"), *configs]
+            roots_b = [(str(db.resolve()), "<run>"), (str(db), "<run>"), (str(HERE), "<repo>"), *configs]
             for file in COMPARED:
                 fa, fb = da / file, db / file
                 if not fa.exists() and not fb.exists():

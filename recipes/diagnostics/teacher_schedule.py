@@ -5,7 +5,7 @@ logistic teachers (12 records each), evaluated on 2,000 MNIST test images (evalu
 schedule is not chosen on these labels). Prints, for each schedule, the optimiser steps each
 teacher made, its final training loss (mean over teachers) and the accuracies.
 
-    OMP_NUM_THREADS=1 python recipes/teacher_schedule.py --data-dir ../shared/data/mnist \
+    OMP_NUM_THREADS=1 python recipes/diagnostics/teacher_schedule.py --data-dir ../shared/data/mnist \
         --schedule default --schedule epochs=10,batch_size=32,lr=0.001
 """
 

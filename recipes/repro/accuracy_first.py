@@ -2,11 +2,11 @@
 
 One run (wire-able into the ``pate-stab`` CLI)::
 
-    python recipes/accuracy_first.py run --dataset warfarin --alpha 0.05 --data-root ../shared/data
+    python recipes/repro/accuracy_first.py run --dataset warfarin --alpha 0.05 --data-root ../shared/data
 
 Figure 1 shape (average ex-post privacy loss vs α for Noise Reduction, Doubling and Theory)::
 
-    python recipes/accuracy_first.py figure --data-root ../shared/data --trials 20
+    python recipes/repro/accuracy_first.py figure --data-root ../shared/data --trials 20
 
 The paper's protocol (App. B.1: 80 trials for ridge, 40 for KDD-99) beside the private one, with
 the commands and wall times (ridge on three data sets 627 s, KDD 178 s, one thread):
@@ -80,7 +80,7 @@ from pate_stab.erm.accuracy_first import (
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
 from pate_stab.rng import seeded_generator
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 _F64 = torch.float64
 DATASETS = ("warfarin", "warfarin-paper", "twitter-standin", "kdd")
 

@@ -1,20 +1,21 @@
 """Chaudhuri & Vinterbo 2013, Fig. 1 (Magic and Adult): the paper's protocol beside the private one.
 
-Every protocol runs :func:`erm_chaudhuri_vinterbo.run_dataset` (Stability, alphaSplit, dataSplit,
+Every protocol runs :func:`pate_stab.repro.cv2013.run_dataset` (Stability, alphaSplit, dataSplit,
 Random, Control; Theta, delta = 0.01, the ramp-loss score, alpha1 = alpha2 = alpha/2 as in their
 Sec. 5) on ``--repeats`` x 10-fold CV (the paper: 10 x 10, fold i the test set, fold i + 1 the
 validation set, the other 8 the training set; a fresh random permutation per repeat;
 ``--rounds`` < 10 runs the first rounds of each repeat only).
 
-* ``private`` (what ``recipes/erm_chaudhuri_vinterbo.py`` runs): Magic's ten columns mapped to
+* ``private`` (:func:`~pate_stab.repro.cv2013.load_unit_ball`): Magic's ten columns mapped to
   [0, 1] with the a-priori ranges :data:`~pate_stab.data.bounds.MAGIC_BOUNDS`, rows divided by
   sqrt(10); Adult's published schema (105 columns once the "?" rows and slots are gone), rows
-  divided by sqrt(14).
+  divided by sqrt(14). ``--protocols private --rounds 3`` is the quick private-only run (Magic
+  about 2 s per CV round on one thread, Adult longer).
 * ``paper`` -- **not private: as in the paper** ("data sets were scaled such that covariate
   vectors were constrained to the unit ball", Sec. 5): each column min-max scaled with the range
   of the data, every row divided by the largest row norm of the data. Adult: R's treatment coding
   of the 45,222 complete rows of both files (96 columns) and the paper's stepwise selection
-  (:func:`load_adult_paper`: R's ``step`` on a binomial glm, each coded column a term, AIC;
+  (:func:`~pate_stab.repro.cv2013.load_adult_paper`: R's ``step`` on a binomial glm, each coded column a term, AIC;
   66 columns kept; ``--step-cache`` keeps the selection, which takes about 6 minutes).
 * ``paper-zscore`` (Adult and Magic) -- **a hypothesis about the paper's scaling**, which names no column
   scaling: the same 66 columns centred and divided by their s.d. (R's ``scale()``), rows divided
@@ -29,20 +30,20 @@ still alpha-DP, since a rate has sensitivity 1/m <= 1). Rows ``alphaSplit-rate``
 MSE is the mean of (sigmoid(w.x) - 1[y = 1])^2 on the test fold (probability scale, as the
 paper's Fig. 1b axis 0.18-0.24 implies).
 
-    python recipes/repro_chaudhuri_vinterbo2013.py --repeats 10 --rate-variants --out checkpoints/repro_cv2013
+    python recipes/repro/chaudhuri_vinterbo2013.py --repeats 10 --rate-variants --out checkpoints/repro_cv2013
 
 runs Magic at the paper's 10 x 10 on both protocols (94 s on one thread, docs/results/repro/).
 Adult is about 40 times slower per CV round (about 2 minutes per round of one protocol on a
 shared core; the paper's 100 rounds would take hours), so the recorded Adult runs are one
 10-fold CV (10 rounds) per protocol, e.g.
 
-    python recipes/repro_chaudhuri_vinterbo2013.py --dataset Adult --protocols paper --rounds 10 \
+    python recipes/repro/chaudhuri_vinterbo2013.py --dataset Adult --protocols paper --rounds 10 \
         --step-cache docs/results/repro/cv2013_adult_step.json --out checkpoints/repro_cv2013_adult_paper
 
 (wall times in docs/results/repro/README.md); ``--seed 1`` ... ``--seed 9`` runs and a ``--from-csv`` of the
 concatenated results.csv files make the paper's 10 x 10 (docs/results/repro/cv2013_adult_10x10.txt).
 ``--diagnose direction`` (Adult) measures why
-Random trails Control under min-max scaling (``recipes/cv2013_direction.py``).
+Random trails Control under min-max scaling (:mod:`pate_stab.repro.cv2013_direction`).
 """
 
 from __future__ import annotations
@@ -51,163 +52,26 @@ import argparse
 import csv
 import json
 import math
-import sys
 import time
-import warnings
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling recipe erm_chaudhuri_vinterbo
-
-from erm_chaudhuri_vinterbo import ALPHAS, METHODS, THETA, load_unit_ball, record_row, run_dataset  # noqa: E402
-from glm_step import independent_columns, step_aic  # noqa: E402
-
-from pate_stab.data.bounds import bounds_from_data, scale_to_bounds  # noqa: E402
-from pate_stab.erm import alpha_split, data_split, objective_perturbation  # noqa: E402
-from pate_stab.rng import seeded_generator  # noqa: E402
+from pate_stab.erm import alpha_split, data_split, objective_perturbation
+from pate_stab.repro.cv2013 import (
+    ALPHAS,
+    METHODS,
+    THETA,
+    load_adult_paper,
+    load_magic_paper,
+    load_unit_ball,
+    record_row,
+    run_dataset,
+)
+from pate_stab.repro.cv2013_direction import diagnose_direction
+from pate_stab.rng import seeded_generator
 
 RATE_METHODS = ["alphaSplit-rate", "dataSplit-rate"]
-
-
-def load_magic_paper(data_root: Path, scaling: str = "minmax") -> tuple[torch.Tensor, torch.Tensor]:
-    """MAGIC scaled as in the paper: not private (ranges and the largest norm read from the data).
-
-    ``scaling="zscore"``: the z-score hypothesis of :func:`unit_ball_from_data`, the same one as
-    the Adult ``paper-zscore`` protocol, so that one protocol runs on both data sets.
-    """
-    rows, labels = [], []
-    with open(data_root / "magic" / "magic04.data", encoding="utf-8") as f:
-        for line in f:
-            parts = line.strip().split(",")
-            if len(parts) != 11:
-                continue
-            rows.append([float(v) for v in parts[:10]])
-            labels.append(1.0 if parts[10] == "g" else -1.0)
-    x = torch.tensor(rows, dtype=torch.float64)
-    return unit_ball_from_data(x, scaling), torch.tensor(labels, dtype=torch.float64)
-
-
-ADULT_COLUMNS = (
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
-)  # fmt: skip
-ADULT_NUMERIC = {"age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"}
-
-
-def adult_design(
-    data_root: Path, files: tuple[str, ...] = ("adult.data", "adult.test")
-) -> tuple[torch.Tensor, torch.Tensor, list[list[int]], list[str]]:
-    """Adult as R's ``glm(income ~ ., binomial)`` codes it: not private (levels read from the data).
-
-    Rows of ``files`` without a "?" (both files: 45,222; ``adult.data``: 30,162); numeric columns as they are;
-    each categorical column a factor with its levels sorted (R's default) and treatment coding
-    (the first level the baseline, one 0/1 column per other level). Returns the predictor
-    columns (no intercept), the 0/1 labels (income > 50K), the columns of each of the 14 terms
-    and the column names.
-    """
-    rows = []
-    for name in files:
-        with open(data_root / "adult" / name, encoding="utf-8") as f:
-            for line in f:
-                parts = [v.strip() for v in line.strip().rstrip(".").split(",")]
-                if len(parts) == 15 and "?" not in parts:
-                    rows.append(parts)
-    cols: list[torch.Tensor] = []
-    names: list[str] = []
-    terms: list[list[int]] = []
-    for j, col in enumerate(ADULT_COLUMNS):
-        values = [r[j] for r in rows]
-        start = len(names)
-        if col in ADULT_NUMERIC:
-            cols.append(torch.tensor([float(v) for v in values], dtype=torch.float64))
-            names.append(col)
-        else:
-            for level in sorted(set(values))[1:]:
-                cols.append(torch.tensor([v == level for v in values], dtype=torch.float64))
-                names.append(f"{col}={level}")
-        terms.append(list(range(start, len(names))))
-    y = torch.tensor([r[14].startswith(">50K") for r in rows], dtype=torch.float64)
-    return torch.stack(cols, dim=1), y, terms, names
-
-
-def load_adult_paper(
-    data_root: Path,
-    *,
-    per_column: bool = True,
-    screen: int | None = 10,
-    cache: Path | None = None,
-    files: tuple[str, ...] = ("adult.data", "adult.test"),
-    scaling: str = "minmax",
-) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """Adult with the paper's predictors and scaling: **not private: as in the paper**.
-
-    Sec. 5: "98 predictors (14 original including categorical variables that needed to be
-    recoded) ... we selected 52 predictors using the step procedure for a model computed by glm
-    with family binomial and logit link function". Here: R's ``step`` (:func:`glm_step.step_aic`,
-    AIC, both directions) on ``glm(binomial, logit)`` over all rows, each recoded column its own
-    term (``per_column``, the reading under which "98 predictors" become "52"; with the 14
-    variables as terms nothing is dropped), then each column min-max scaled with the data's
-    range and every row divided by the largest row norm (unit ball). A column aliased in the
-    selected model (education-num beside all education dummies) is dropped as glm drops it.
-    ``screen`` (per column only): exact refits of the 10 best moves by their one-step (Wald /
-    score) AIC change per step, not of all ~95 (:func:`glm_step.step_aic`; R refits all).
-    ``cache`` (a JSON file) keeps the selection: the step takes minutes.
-    """
-    x, y01, terms, names = adult_design(data_root, files)
-    if per_column:
-        terms = [[c] for c in range(x.shape[1])]
-    info: dict = {}
-    if cache is not None and cache.exists():
-        info = json.loads(cache.read_text())
-        if info.get("per_column") != per_column or info.get("files", ["adult.data", "adult.test"]) != list(files):
-            raise ValueError(
-                f"{cache} holds a selection for other settings: {info.get('per_column')=}, {info.get('files')=}"
-            )
-        cols = [names.index(c) for c in info["selected_columns"]]
-    else:
-        t0 = time.time()
-        screen = screen if per_column else None
-        kept_terms, trace = step_aic(x, y01, terms, screen=screen)
-        cols = [c for t in kept_terms for c in terms[t]]
-        design = torch.cat([torch.ones(x.shape[0], 1, dtype=torch.float64), x[:, cols]], dim=1)
-        cols = [cols[k - 1] for k in independent_columns(design) if k > 0]
-        label = [names[t[0]] if per_column else ADULT_COLUMNS[i] for i, t in enumerate(terms)]
-        info = {
-            "per_column": per_column,
-            "screen": screen,
-            "files": list(files),
-            "rows": x.shape[0],
-            "encoded_predictors": x.shape[1],
-            "selected_predictors": len(cols),
-            "selected_columns": [names[c] for c in cols],
-            "dropped_terms": [label[t] for t in range(len(terms)) if t not in kept_terms],
-            "step_trace": [{"step": s["step"], "aic": s["aic"], "terms": len(s["terms"])} for s in trace],
-            "step_seconds": time.time() - t0,
-        }
-        if cache is not None:
-            cache.write_text(json.dumps(info, indent=1))
-    return unit_ball_from_data(x[:, cols], scaling), y01 * 2 - 1, info
-
-
-def unit_ball_from_data(x: torch.Tensor, scaling: str) -> torch.Tensor:
-    """Columns scaled with the data's statistics, rows divided by the largest row norm: not private.
-
-    ``minmax``: each column to [0, 1] by its range. ``zscore`` (**a hypothesis about the
-    paper's "scaled such that covariate vectors were constrained to the unit ball"**, which
-    names no column scaling): each column centred at its mean and divided by its s.d. (R's
-    ``scale()``), so the heavily regularised model sum_i y_i x_i is no longer pulled towards
-    minus the mean row by the 3 : 1 class imbalance.
-    """
-    if scaling == "minmax":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            x = scale_to_bounds(x, bounds=bounds_from_data(x))
-    elif scaling == "zscore":
-        x = (x - x.mean(dim=0)) / x.std(dim=0).clamp_min(1e-12)
-    else:
-        raise ValueError(f"scaling must be 'minmax' or 'zscore', got {scaling!r}")
-    return x / float(torch.linalg.vector_norm(x, dim=1).max())
 
 
 def rate_variants(
@@ -237,7 +101,7 @@ def rate_variants(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2].parent / "shared" / "data"))
     ap.add_argument("--repeats", type=int, default=1, help="repetitions of 10-fold CV (the paper: 10)")
     ap.add_argument("--rounds", type=int, default=10, help="CV rounds per repetition (10 = all folds)")
     ap.add_argument("--dataset", choices=["Magic", "Adult"], default="Magic")
@@ -248,16 +112,14 @@ def main() -> None:
     ap.add_argument("--rate-variants", action="store_true", help="add alphaSplit-rate / dataSplit-rate (paper)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--from-csv", type=Path, default=None, help="summarise this results.csv instead of running")
-    ap.add_argument("--diagnose", choices=["direction"], default=None, help="Adult: cv2013_direction.py instead")
+    ap.add_argument("--diagnose", choices=["direction"], default=None, help="Adult: the direction diagnosis instead")
     ap.add_argument("--out", default="checkpoints/repro_cv2013")
     args = ap.parse_args()
     args.max_rows = None
     torch.set_num_threads(1)
-    if args.diagnose == "direction":  # Random vs Control under min-max vs z-score (cv2013_direction.py)
+    if args.diagnose == "direction":  # Random vs Control under min-max vs z-score (pate_stab.repro.cv2013_direction)
         if args.dataset != "Adult":
             raise ValueError("--diagnose direction is implemented for Adult only")
-        from cv2013_direction import diagnose_direction
-
         seeds = list(range(args.seed, args.seed + args.repeats))
         diagnose_direction(Path(args.data), step_cache=args.step_cache, seeds=seeds, thetas=THETA, out=Path(args.out))
         return

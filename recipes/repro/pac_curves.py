@@ -32,8 +32,8 @@ rounded up to 1/integer; reports the fraction of released scores within 8α√(2
 Outputs under ``checkpoints/<run>/``: hard_runs.csv (every run), hard_summary.csv (mean/std over
 seeds), slopes.csv, usability.csv, soft.csv, report.json and one PNG per class and setting.
 
-    python recipes/pac_curves.py                 # default sweep (a few minutes on 2 cores)
-    python recipes/pac_curves.py --smoke         # seconds
+    python recipes/repro/pac_curves.py                 # default sweep (a few minutes on 2 cores)
+    python recipes/repro/pac_curves.py --smoke         # seconds
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ from pate_stab.theory.pac import (
     tight_calibration,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 THRESHOLD, LOW, HIGH = 0.5, 0.25, 0.75  # targets of make_threshold / make_interval defaults
 
 

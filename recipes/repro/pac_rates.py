@@ -1,6 +1,6 @@
 """BTT18 §4 PAC rates over ≥ 2.5 decades of n, with bootstrap intervals on the slopes.
 
-Successor of ``recipes/pac_curves.py``'s hard-label part for the 1-D classes (thresholds V = 1,
+Successor of ``recipes/repro/pac_curves.py``'s hard-label part for the 1-D classes (thresholds V = 1,
 intervals V = 2), realizable and agnostic (label noise η), paper calibration (Alg 4 line 1).
 Per class, setting and n (geometric grid):
 
@@ -23,8 +23,8 @@ Per class, setting and n (geometric grid):
 Outputs under ``--out``: pac_rates_runs.csv, pac_rates_summary.csv, pac_rates_slopes.csv,
 pac_rates.json, pac_rates.png.
 
-    python recipes/pac_rates.py --out docs/results/repro      # full run (see README for the time)
-    python recipes/pac_rates.py --quick --out /tmp/pac        # CI: seconds
+    python recipes/repro/pac_rates.py --out docs/results/repro      # full run (see README for the time)
+    python recipes/repro/pac_rates.py --quick --out /tmp/pac        # CI: seconds
 """
 
 from __future__ import annotations

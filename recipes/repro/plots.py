@@ -2,23 +2,23 @@
 
 Reads only the files in ``docs/results/repro/`` that the reproduction recipes wrote (no rerun):
 
-* ``cv2013_magic.json`` / ``cv2013_adult.json`` (``recipes/repro_chaudhuri_vinterbo2013.py``) ->
+* ``cv2013_magic.json`` / ``cv2013_adult.json`` (``recipes/repro/chaudhuri_vinterbo2013.py``) ->
   ``cv2013_fig1.png``: Chaudhuri & Vinterbo 2013 Fig. 1, (a) AUC and (b) MSE against alpha, one
   facet per data set (Adult, Magic), the five methods, error bars the 95 % interval of the mean
   (the paper: bootstrap; here mean ± 1.96 s.e. from the recorded summary), alpha on a log axis
   with the paper's ticks 0.3 ... 5.0. The paper's protocol (its scaling) is drawn solid; the
   hypothesis rows (``alphaSplit-rate``, ``dataSplit-rate``) dashed. ``cv2013_adult.json`` also
   gives ``cv2013_fig1_adult_protocols.png``: the Adult facet under each recorded scaling.
-* ``ligett2017_ridge.json`` / ``ligett2017_kdd.json`` (``recipes/accuracy_first.py figure``) ->
+* ``ligett2017_ridge.json`` / ``ligett2017_kdd.json`` (``recipes/repro/accuracy_first.py figure``) ->
   ``ligett2017_fig1.png``: Ligett et al. 2017 Fig. 1, ex-post privacy loss epsilon against the
   input alpha; left ridge (Twitter; here the stand-in), right logistic (KDD-99); top Noise
   Reduction against the theory approach, bottom against Doubling (the layout of their caption).
   The e^eps values the paper prints in Sec. 4 are marked with crosses.
-* ``wu2016_warfarin.json`` (``recipes/repro_wu2016.py``) -> ``wu2016_fig1.png`` (MSE against
+* ``wu2016_warfarin.json`` (``recipes/repro/wu2016.py``) -> ``wu2016_fig1.png`` (MSE against
   epsilon: non-private, Tuned R1, Oracle, Data-Independent; one panel per scaling protocol) and
   ``wu2016_fig2.png`` (Data-Independent against Oracle with the paper's 0.1 gap drawn above
   Oracle). Mean ± s.d. over the recorded splits.
-* ``btt18_summary.csv`` (``recipes/pac_curves.py``) -> ``btt18_rates.png``: BTT18 has no
+* ``btt18_summary.csv`` (``recipes/repro/pac_curves.py``) -> ``btt18_rates.png``: BTT18 has no
   experiment figure; this is the log-log error of h_priv and of the student against n, one panel
   per class and setting, with the theorem's exponent drawn as a reference line through the
   first measured point.
@@ -26,7 +26,7 @@ Reads only the files in ``docs/results/repro/`` that the reproduction recipes wr
 The text extractions of the papers do not give the axis scales; the log axes here (alpha,
 epsilon, MSE of Wu et al. Fig. 1 which spans four decades) are chosen, not read.
 
-    python recipes/repro_plots.py
+    python recipes/repro/plots.py
 
 takes a few seconds.
 """
@@ -45,7 +45,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1] / "docs" / "results" / "repro"
+ROOT = Path(__file__).resolve().parents[2] / "docs" / "results" / "repro"
 CV_ALPHAS = [0.3, 0.5, 1.0, 2.0, 3.0, 5.0]
 CV_METHODS = ["Stability", "alphaSplit", "dataSplit", "Random", "Control"]
 CV_COLORS = {"Stability": "C0", "alphaSplit": "C1", "dataSplit": "C2", "Random": "C3", "Control": "C4"}

@@ -3,7 +3,7 @@ decomposition that explains the gap between them and the paper's text.
 
 Protocols (``--protocols``):
 
-* ``private`` -- what ``recipes/erm_wu_warfarin.py`` runs: :func:`load_warfarin_iwpc` with public
+* ``private`` -- the protocol of ``--inversion``: :func:`load_warfarin_iwpc` with public
   ranges, rows divided by 3 (||x|| <= 1 without reading the data), y = min(dose, 140)/70 - 1.
 * ``private-centered`` -- the private protocol with the dose centred at a public constant,
   y = (min(dose, 140) - 35) / 105 in [-1/3, 1]: 35 mg/week is the usual 5 mg/day starting dose,
@@ -45,9 +45,17 @@ over the data's dose range, multiply by (range/2)^2). The paper does not say in 
 MSE axis is (Sec. 5.3 quotes MSE 1.82 for Oracle at eps = 0.2, which is larger than the variance
 of a dose scaled to [-1, 1]).
 
-    python recipes/repro_wu2016.py --repeats 20 --out checkpoints/repro_wu2016
+    python recipes/repro/wu2016.py --repeats 20 --out checkpoints/repro_wu2016
 
 takes about 4 minutes on one thread (20 repeats, four protocols).
+
+``--inversion`` runs Wu et al.'s Sec. 5 instead, on the private protocol
+(:func:`pate_stab.repro.wu2016_inversion.run_inversion`): MSE of non-private regression,
+data-independent, privately tuned (Alg 5) and oracle rls-out and objective perturbation, and the
+model-inversion (VKORC1) accuracy of each, at six epsilons; ``--constant tight`` uses the tight
+rls-out noise constant instead of the printed 12R + 8:
+
+    python recipes/repro/wu2016.py --inversion --repeats 5 --out checkpoints/wu2016_inversion
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ from pate_stab.data.bounds import bounds_from_data, scale_to_bounds
 from pate_stab.data.tabular import load_warfarin_iwpc
 from pate_stab.erm import rls_out, solve_erm, wu_private_tuning
 from pate_stab.privacy.noise import exponential, l2_laplace_vector
+from pate_stab.repro.wu2016_inversion import run_inversion
 from pate_stab.rng import seeded_generator
 
 EPSILONS = [0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0]
@@ -199,13 +208,29 @@ def run(protocol: str, args: argparse.Namespace) -> dict[str, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2].parent / "shared" / "data"))
+    ap.add_argument("--repeats", type=int, default=None, help="random 80/20 splits (default 20; --inversion: 5)")
     ap.add_argument("--protocols", nargs="+", choices=PROTOCOLS, default=list(PROTOCOLS))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="checkpoints/repro_wu2016")
+    ap.add_argument("--inversion", action="store_true", help="Sec. 5 with model inversion (private protocol)")
+    ap.add_argument("--constant", default="paper", choices=["paper", "tight"], help="--inversion: rls-out's constant")
+    ap.add_argument("--out", default=None, help="default checkpoints/repro_wu2016 (--inversion: .../wu2016_inversion)")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.inversion:
+        summary = run_inversion(
+            Path(args.data) / "warfarin",
+            Path(args.out or "checkpoints/wu2016_inversion"),
+            repeats=5 if args.repeats is None else args.repeats,
+            constant=args.constant,
+            seed=args.seed,
+        )
+        print(json.dumps(summary, indent=1))
+        return
+    if args.repeats is None:
+        args.repeats = 20
+    if args.out is None:
+        args.out = "checkpoints/repro_wu2016"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
