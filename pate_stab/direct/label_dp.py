@@ -1,4 +1,4 @@
-"""Direct label-DP learners: LP-1ST and LP-2ST (Ghazi et al. 2021) on feature vectors.
+"""Direct label-DP learners: LP-1ST and LP-2ST (Ghazi et al. 2021), ALIBI (Malek et al. 2021) on feature vectors.
 
 Source: Ghazi, Golowich, Kumar, Manurangsi & Zhang 2021, "Deep Learning with Label Differential
 Privacy" (NeurIPS). Both learners randomise every private label **once** with RRWithPrior
