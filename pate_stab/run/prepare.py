@@ -37,7 +37,7 @@ from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
 from pate_stab.run.plan import RunPlan, plan_for_config
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
-from pate_stab.run.progress import accelerator_device, report_stage
+from pate_stab.run.progress import accelerator_device, compute_device, report_stage
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
 from pate_stab.teachers import (
     ModelSpec,
@@ -154,11 +154,12 @@ class Prepared:
 
 
 def pool_graph(prep: Prepared) -> PoolGraph:
-    """The public pool's kNN graph (public features only): the propagation teachers' own graph, or
-    one built with the run's ``graph_*`` settings on the pool's (flattened) inputs, once per run."""
+    """The public pool's kNN graph (public features only) on the CPU, where the query selection and
+    the spread student use it: the propagation teachers' own graph (a copy if it is on a GPU), or one
+    built with the run's ``graph_*`` settings on the pool's (flattened) inputs, once per run."""
     if prep.graph is None:
         if isinstance(prep.teachers, PropagationTeachers):
-            prep.graph = prep.teachers.graph
+            prep.graph = prep.teachers.graph.to("cpu")
         else:
             c = prep.config
             prep.graph = PoolGraph(
@@ -290,7 +291,9 @@ def prepare(
 
     t0 = time.perf_counter()
     task = load_task(config, generator=gens["data"], data=data)
-    report_stage(timings, "data", time.perf_counter() - t0, "cpu", devices)
+    pca_device = compute_device(config.accelerator) if config.features == "pca" else "cpu"
+    data_device = "cpu" if pca_device == "cpu" else f"cpu, {pca_device} (pca)"
+    report_stage(timings, "data", time.perf_counter() - t0, data_device, devices)
     t0 = time.perf_counter()
     if on_plan is not None:
         on_plan(plan_for_config(config, num_private=int(task.private_x.shape[0]), num_classes=task.num_classes))
@@ -327,8 +330,8 @@ def prepare(
     if config.features in EXTRACTED_FEATURES and with_features:
         t0 = time.perf_counter()
         task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
-        # scattering on the run's GPU where it has one; the SSL encoder and the PCA on the CPU; a cache
-        # hit only reads the file
+        # on the run's GPU where it has one (scattering, the SSL encoder and its projection; the
+        # scattering coefficients' projection on the CPU); a cache hit only reads the file
         device = "cpu (cached)" if resumed_features else features_device(config)
         report_stage(timings, "features", time.perf_counter() - t0, device, devices)
 
@@ -344,6 +347,7 @@ def prepare(
     report_stage(timings, "partition", time.perf_counter() - t0, "cpu", devices)
 
     t0 = time.perf_counter()
+    device = compute_device(config.accelerator)  # the graph's and the votes' device
     if config.teacher_model == "propagate":
         graph = PropagationSpec(
             num_neighbors=config.graph_neighbors,
@@ -356,11 +360,13 @@ def prepare(
             shape = tuple(task.public_x.shape)
             raise ValueError(f"propagate teachers need feature vectors, got inputs of shape {shape}")
         # nothing is trained: the graph (public features only) and the private affinities are rebuilt
+        # on the run's GPU where it has one: the features move there once and the graph stays there
         teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
-            task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph
-        )
-        report_stage(timings, "teachers", time.perf_counter() - t0, "cpu", devices)  # a sparse kernel on the CPU
-        votes = PoolVotes(teachers, task.public_x, task.num_classes)
+            task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
+            device=device,
+        )  # fmt: skip
+        report_stage(timings, "teachers", time.perf_counter() - t0, device, devices)
+        votes = PoolVotes(teachers, task.public_x, task.num_classes, device=device)
         return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features, devices=devices)
     in_shape = tuple(task.private_x.shape[1:])
     spec = ModelSpec(
@@ -395,7 +401,8 @@ def prepare(
             accelerator=config.accelerator,
             progress_bar=config.progress,
         )
-    device = "cpu (reloaded)" if resumed else accelerator_device(config.accelerator)
-    report_stage(timings, "teachers", time.perf_counter() - t0, device, devices)
-    votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress)
+    trained_on = "cpu (reloaded)" if resumed else accelerator_device(config.accelerator)
+    report_stage(timings, "teachers", time.perf_counter() - t0, trained_on, devices)
+    # the votes on the run's GPU where it has one: the pool moves there once, the weights on the first request
+    votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress, device=device)
     return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens, resumed_features, devices=devices)
