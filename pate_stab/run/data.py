@@ -202,8 +202,10 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         feature_map["standardized_on"] = "public pool"
         preprocess.append({"op": "standardize", "mean": mean, "std": std, "fitted_on": "public pool"})
     if config.features == "pca":
-        # on the run's GPU where it has one: each split moves there once, its features come back once
-        device = compute_device(config.accelerator)
+        # images: on the run's GPU where it has one (each split moves there once, its features come back
+        # once; the content keys then read the images as loaded, pate_stab.run.prepare.partition_keys);
+        # other inputs on the CPU, where the content keys read the features
+        device = compute_device(config.accelerator) if px.dim() in (3, 4) else "cpu"
         px, ux, ex = (t.to(device) for t in (px, ux, ex))
         feats = PublicFeatures.fit(ux, dim=config.pca_dim, whiten=config.whiten)  # public pool only
         px, ux, ex = (_rows(lambda t: feats.transform(t).cpu(), t) for t in (px, ux, ex))

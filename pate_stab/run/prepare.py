@@ -96,10 +96,18 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
     return {"teachers_needed_for_unanimous_answer": status.teachers_needed}
 
 
-def partition_keys(task: Task, partition_key: str, *, dataset: str = "the data") -> RecordKeys:
+def partition_keys(
+    task: Task, partition_key: str, *, dataset: str = "the data", features_device: str = "cpu"
+) -> RecordKeys:
     """The record keys the run's partition hashes (DESIGN.md fact 1).
 
-    ``"content"``: each private record's bytes (features and label). ``"record_id"``: the ids
+    ``"content"``: each private record's bytes (features and label). Features computed on a GPU
+    (``features_device`` other than the CPU) may differ in their last bits with the other records of
+    their batch (cuBLAS and cuFFT choose their kernels by the batch's shape, and removing one record
+    changes the shape of a batch): a key read from them could move other records to other shards
+    when one record is removed, breaking the one-shard argument. There the key is the record as
+    loaded (``task.private_images``), a function of the record alone; on the CPU it stays the
+    features. ``"record_id"``: the ids
     supplied with the data (``task.private_ids``), which a neighbouring data set keeps for every
     other record and a replacement keeps for the replaced one; never row numbers, which removing
     one record would shift for every later record (and so move every shard).
@@ -111,6 +119,10 @@ def partition_keys(task: Task, partition_key: str, *, dataset: str = "the data")
     """
     n = task.private_x.shape[0]
     if partition_key == "content":
+        if features_device != "cpu":
+            if task.private_images is None:
+                raise ValueError("content keys of features computed on a GPU need the private records as loaded")
+            return record_keys_from_tensors(task.private_images, task.private_y)
         return record_keys_from_tensors(task.private_x, task.private_y)
     if partition_key != "record_id":
         raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {partition_key!r}")
@@ -291,7 +303,8 @@ def prepare(
 
     t0 = time.perf_counter()
     task = load_task(config, generator=gens["data"], data=data)
-    pca_device = compute_device(config.accelerator) if config.features == "pca" else "cpu"
+    pca_on_device = config.features == "pca" and task.private_images is not None  # images (pate_stab.run.data)
+    pca_device = compute_device(config.accelerator) if pca_on_device else "cpu"
     data_device = "cpu" if pca_device == "cpu" else f"cpu, {pca_device} (pca)"
     report_stage(timings, "data", time.perf_counter() - t0, data_device, devices)
     t0 = time.perf_counter()
@@ -342,7 +355,11 @@ def prepare(
         return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features, devices=devices)
 
     t0 = time.perf_counter()
-    keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key)
+    # the device of the features the content keys would read (the public PCA of images, scattering, SSL)
+    computed_on = compute_device(config.accelerator) if task.private_images is not None and (
+        config.features == "pca" or (config.features in EXTRACTED_FEATURES and with_features)) else "cpu"  # fmt: skip
+    keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key,
+                                                                    features_device=computed_on)  # fmt: skip
     shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
     report_stage(timings, "partition", time.perf_counter() - t0, "cpu", devices)
 

@@ -11,6 +11,7 @@ import torch
 import pate_stab.run.data as run_data
 import pate_stab.run.features as run_features
 from pate_stab.run.prepare import prepare
+from pate_stab.teachers import PoolVotes, PropagationTeachers
 from tests.device_moves import fake_cuda_moves
 from tests.run.test_features_stage import fake_splits, small
 
@@ -23,12 +24,26 @@ def _prepared(tmp_path, name: str, accelerator: str, **kw):
     return prep, [prep.votes.histograms(i) for i in REQUESTS]
 
 
+def _cpu_histograms(prep) -> list[torch.Tensor]:
+    """The votes of CPU propagation teachers on the same features and shards as ``prep``'s teachers
+    (a GPU run's content keys read the images, a CPU run's the features: their partitions differ)."""
+    task, teachers = prep.task, prep.teachers
+    shard_of = teachers.shard_of.cpu()
+    shards = [torch.nonzero(shard_of == j).flatten() for j in range(teachers.num_teachers)]
+    cpu = PropagationTeachers(task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes,
+                              spec=teachers.spec)  # fmt: skip
+    votes = PoolVotes(cpu, task.public_x, task.num_classes)
+    return [votes.histograms(i) for i in REQUESTS]
+
+
 def test_pca_graph_and_votes_run_on_the_runs_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(run_data, "_raw_splits", fake_splits)
-    cpu, cpu_hist = _prepared(tmp_path, "cpu", "cpu", features="pca", pca_dim=10)
+    cpu, _ = _prepared(tmp_path, "cpu", "cpu", features="pca", pca_dim=10)
     assert cpu.devices["teachers"] == "cpu" and cpu.votes is not None and cpu.votes.device == "cpu"
     moves = fake_cuda_moves(monkeypatch)
     gpu, gpu_hist = _prepared(tmp_path, "gpu", "gpu", features="pca", pca_dim=10)
+    monkeypatch.undo()
+    cpu_hist = _cpu_histograms(gpu)
     # the PCA: every split's images once (private, public, evaluation)
     assert sorted(moves.with_trailing((1, 8, 8))) == [(150, 1, 8, 8), (200, 1, 8, 8), (1500, 1, 8, 8)]
     # the graph (public), the private affinities, the pool for the votes: whole, once each; no request's rows
@@ -54,10 +69,12 @@ def test_ssl_features_run_on_the_runs_gpu(tmp_path, monkeypatch):
 
     monkeypatch.setattr(run_features, "make_features", make)
     kw = dict(features="ssl", ssl_epochs=1, pca_dim=4)
-    cpu, cpu_hist = _prepared(tmp_path, "cpu", "cpu", **kw)
+    cpu, _ = _prepared(tmp_path, "cpu", "cpu", **kw)
     moves = fake_cuda_moves(monkeypatch)
     gpu, gpu_hist = _prepared(tmp_path, "gpu", "gpu", **kw)
     assert made == ["cpu", "cuda"]
+    monkeypatch.undo()
+    cpu_hist = _cpu_histograms(gpu)
     images = moves.with_trailing((1, 8, 8))
     # public: once for training and the projection, once more for its features; private, evaluation once
     assert sorted(images) == [(150, 1, 8, 8), (200, 1, 8, 8), (200, 1, 8, 8), (1500, 1, 8, 8)]
@@ -68,3 +85,29 @@ def test_ssl_features_run_on_the_runs_gpu(tmp_path, monkeypatch):
         assert torch.equal(getattr(gpu.task, split), getattr(cpu.task, split)), split
     for a, b in zip(cpu_hist, gpu_hist, strict=True):
         assert torch.equal(a, b)
+
+
+def test_content_keys_of_gpu_features_read_the_records_as_loaded(tmp_path, monkeypatch):
+    """Features computed on a GPU may differ in their last bits with the other records of their
+    batch, so content keys there hash each private image as loaded (and its label), never the
+    features; on the CPU the keys read the features, as before."""
+    import pate_stab.run.prepare as run_prepare
+    from pate_stab.teachers import record_keys_from_tensors
+
+    monkeypatch.setattr(run_data, "_raw_splits", fake_splits)
+    hashed: list[object] = []
+    real_partition = run_prepare.partition_indices
+
+    def partition_indices(keys, *args, **kwargs):
+        hashed.append(keys)
+        return real_partition(keys, *args, **kwargs)
+
+    monkeypatch.setattr(run_prepare, "partition_indices", partition_indices)
+    cpu = prepare(small(tmp_path, "cpu", accelerator="cpu", features="pca", pca_dim=10))
+    moves = fake_cuda_moves(monkeypatch)
+    gpu = prepare(small(tmp_path, "gpu", accelerator="gpu", features="pca", pca_dim=10))
+    assert moves.shapes  # the PCA ran on the (stand-in) GPU
+    assert gpu.task.private_images is not None
+    assert hashed[0] == record_keys_from_tensors(cpu.task.private_x, cpu.task.private_y)  # the features
+    assert hashed[1] == record_keys_from_tensors(gpu.task.private_images, gpu.task.private_y)  # as loaded
+    assert hashed[1] != record_keys_from_tensors(gpu.task.private_x, gpu.task.private_y)
