@@ -104,8 +104,8 @@ class ScatteringFeatures:
         standardize, pca_dim, whiten: the :class:`PublicProjection`; with ``standardize=False``
             and ``pca_dim=None`` the extractor needs no data at all.
         batch_size, progress: passed to :func:`scattering2d`.
-        device: where the transform runs (``"cuda"`` on a GPU): the images move there once, the
-            coefficients come back to the CPU once (the public projection runs on the CPU).
+        device: where the transform and the public projection run (``"cuda"`` on a GPU): the images
+            move there once, the projected features come back to the CPU once.
     """
 
     name = "scattering"
@@ -134,30 +134,35 @@ class ScatteringFeatures:
     def needs_fit(self) -> bool:
         return self.projection.standardize or self.projection.pca_dim is not None
 
-    def scatter(self, x: Tensor) -> Tensor:
-        """The data-independent part: (n, C, H, W) → (n, C·K·h·w) scattering coefficients."""
+    def _scatter(self, x: Tensor) -> Tensor:
+        """The coefficients on ``device``."""
         x = check_images("x", x, shape=self.image_shape)
         if self._filters is None or self.image_shape != tuple(x.shape[1:]):
             self._filters = scattering_filters(tuple(x.shape[-2:]), J=self.J, L=self.L)
         # the whole set moves to the device once; scattering2d batches there, on the images' device
         s = scattering2d(x.to(self.device), filters=self._filters, batch_size=self.batch_size, progress=self.progress)
-        return s.flatten(1).cpu()
+        return s.flatten(1)
+
+    def scatter(self, x: Tensor) -> Tensor:
+        """The data-independent part: (n, C, H, W) → (n, C·K·h·w) scattering coefficients (on the CPU)."""
+        return self._scatter(x).cpu()
 
     def fit(self, public_x: Tensor) -> ScatteringFeatures:
         x = check_images("public_x", public_x)
         self.image_shape = tuple(x.shape[1:])
         self.num_public = x.shape[0]
         if self.needs_fit:
-            self.projection.fit(self.scatter(x))
+            self.projection.fit(self._scatter(x))  # on the device, where the coefficients are
         return self
 
     def transform(self, x: Tensor) -> Tensor:
-        s = self.scatter(x)
+        """(n, …) images → (n, d) features on the CPU (computed on ``device``)."""
+        s = self._scatter(x)
         if not self.needs_fit:
-            return s
+            return s.cpu()
         if not self.projection.fitted:
             raise NotFittedError("ScatteringFeatures.transform called before fit")
-        return self.projection.transform(s)
+        return self.projection.transform(s).cpu()
 
     def state_dict(self) -> dict[str, Any]:
         return {

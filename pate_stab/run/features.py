@@ -111,9 +111,8 @@ def block_scale(public: Tensor, name: str) -> float:
 
 
 def scattering_device(config: TransferConfig) -> str:
-    """Where the scattering transform runs: a GPU when the run's accelerator resolves to CUDA,
-    the CPU otherwise (:func:`~pate_stab.run.progress.compute_device`; its public projection runs
-    on the CPU)."""
+    """Where the scattering transform and its public projection run: a GPU when the run's
+    accelerator resolves to CUDA, the CPU otherwise (:func:`~pate_stab.run.progress.compute_device`)."""
     return compute_device(config.accelerator)
 
 

@@ -343,8 +343,8 @@ def prepare(
     if config.features in EXTRACTED_FEATURES and with_features:
         t0 = time.perf_counter()
         task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
-        # on the run's GPU where it has one (scattering, the SSL encoder and its projection; the
-        # scattering coefficients' projection on the CPU); a cache hit only reads the file
+        # on the run's GPU where it has one (scattering, the SSL encoder, their public projections); a
+        # cache hit only reads the file
         device = "cpu (cached)" if resumed_features else features_device(config)
         report_stage(timings, "features", time.perf_counter() - t0, device, devices)
 
