@@ -681,6 +681,7 @@ def wu_verdicts(repro: Path) -> list[Verdict]:
 # Bassily, Thakkar & Thakurta 2018 (Cor 4.1, Thm 4.3, 4.4, 4.6, 4.7): recipes/pac_rates.py
 # ---------------------------------------------------------------------------------------------
 
+_BTT_V = {"threshold": 1, "interval": 2, "halfspace": 3}
 BTT_METRICS = {
     "priv_disagree": "h_priv (Alg 4)",
     "student_disagree": "student (Alg 5)",
@@ -697,7 +698,10 @@ def btt_verdicts_from(report: Mapping[str, Any]) -> list[Verdict]:
         cname, setting = group
         pts = sorted((s for s in summary if (s["class"], s["setting"]) == group), key=lambda s: s["n"])
         gamma = 0.0 if setting == "realizable" else noise
-        label = f"{cname}, {setting}; n = {pts[0]['n']:.2g} … {pts[-1]['n']:.2g}, {pts[0]['seeds']} seeds"
+        seeds = sorted({int(p["seeds"]) for p in pts})
+        seed_text = f"{seeds[0]} seeds" if len(seeds) == 1 else f"{seeds[-1]} … {seeds[0]} seeds per n"
+        span = f"n = {pts[0]['n']:.2g} … {pts[-1]['n']:.2g}"
+        label = f"{cname} (V = {_BTT_V.get(cname, '?')}), {setting}; {span}, {seed_text}"
         # Cor 4.1 (ii): misclassification ≤ T/m; with random label noise γ the misclassification is
         # γ + (1 − 2γ)·disagreement, and the recipe records T/m − 3γ.
         flags, parts = [], []
@@ -749,7 +753,14 @@ def btt_verdicts_from(report: Mapping[str, Any]) -> list[Verdict]:
                     f"({'inside' if agrees[0] else 'excluded'}); bound's own slope {bnd:+.3f} "
                     f"({'inside' if agrees[1] else 'excluded'})"
                     + f"; k/n (Alg 4's k) falls as n^{kn_slope:+.3f}"
-                    + (f"; ≥ {events} h_priv error events per point" if metric == "priv_disagree" else ""),
+                    + (f"; ≥ {events} h_priv error events per point" if metric == "priv_disagree" else "")
+                    + (
+                        f"; student labels not separable in {sum(p['student_nonseparable_runs'] for p in pts)} runs,"
+                        f" unseen queries not checked in {sum(p['student_unverified_runs'] for p in pts)} runs"
+                        f" (of {sum(int(p['seeds']) for p in pts)})"
+                        if metric == "student_disagree" and "student_nonseparable_runs" in pts[0]
+                        else ""
+                    ),
                 )
             )
     return out
