@@ -173,6 +173,9 @@ def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
     report = pac_rates.main(["--quick", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "pac_rates.json").read_text())
     assert saved["slopes"] and {s["metric"] for s in saved["slopes"]} >= {"priv_disagree", "student_disagree"}
+    assert {(s["class"], s["setting"]) for s in saved["slopes"]} >= {("halfspace", "realizable")}
+    hs = [s for s in saved["summary"] if s["class"] == "halfspace"]
+    assert hs and all("student_nonseparable_runs" in s and s["nonprivate_disagree_mean"] > 0 for s in hs)
     for s in report["slopes"]:
         assert s["ci_low"] <= s["slope"] <= s["ci_high"] or math.isnan(s["ci_low"])
         assert math.isfinite(s["bound_slope"])
