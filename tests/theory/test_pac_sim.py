@@ -287,3 +287,18 @@ def test_halfspace_student_separates_clean_labels_and_is_checked():
         flipped[np.argmax(hq.v)] = 0
         flipped[np.argmin(hq.v)] = 1
         assert not halfspace_student(hq, flipped)[2]
+
+
+def test_pac_rates_refuses_a_seed_list_that_does_not_match_the_grid(tmp_path, capsys):
+    sys.path.insert(0, str(RECIPES))
+    import pac_rates
+
+    with pytest.raises(SystemExit):
+        pac_rates.main(
+            ["--classes", "halfspace", "--halfspace-points", "3", "--halfspace-seeds", "4", "2", "--out", str(tmp_path)]
+        )
+    assert "--halfspace-seeds" in capsys.readouterr().err
+    assert not (tmp_path / "pac_rates.json").exists()
+    with pytest.raises(SystemExit):
+        pac_rates.main(["--classes", "ellipse", "--out", str(tmp_path)])
+    assert "unknown" in capsys.readouterr().err
