@@ -302,3 +302,17 @@ def test_pac_rates_refuses_a_seed_list_that_does_not_match_the_grid(tmp_path, ca
     with pytest.raises(SystemExit):
         pac_rates.main(["--classes", "ellipse", "--out", str(tmp_path)])
     assert "unknown" in capsys.readouterr().err
+
+
+def test_pac_rates_jobs_change_nothing_but_time(tmp_path):
+    sys.path.insert(0, str(RECIPES))
+    import pac_rates
+
+    common = ["--classes", "threshold", "halfspace", "--settings", "realizable", "--bootstrap", "50"]
+    common += ["--realizable-n", "1e6", "2e6", "--realizable-points", "2", "--realizable-seeds", "3"]
+    common += ["--halfspace-n", "1e6", "2e6", "--halfspace-points", "2", "--halfspace-seeds", "2"]
+    one = pac_rates.main([*common, "--out", str(tmp_path / "a")])
+    two = pac_rates.main([*common, "--jobs", "2", "--stem", "two", "--out", str(tmp_path / "b")])
+    strip = lambda rep: [{k: v for k, v in s.items() if k != "seconds"} for s in rep["summary"]]  # noqa: E731
+    assert strip(one) == strip(two) and one["slopes"] == two["slopes"]
+    assert (tmp_path / "b" / "two.json").exists() and (tmp_path / "b" / "two_summary.csv").exists()
