@@ -1,8 +1,11 @@
 """BTT18 §4 PAC rates over ≥ 2.5 decades of n, with bootstrap intervals on the slopes.
 
 Successor of ``recipes/pac_curves.py``'s hard-label part for the 1-D classes (thresholds V = 1,
-intervals V = 2), realizable and agnostic (label noise η), paper calibration (Alg 4 line 1).
-Per class, setting and n (geometric grid):
+intervals V = 2), realizable and agnostic (label noise η), and halfspaces in R² (V = 3),
+realizable only (the agnostic 0–1 ERM of a halfspace has no window that can be checked, see
+:mod:`pate_stab.theory.pac_sim`), paper calibration (Alg 4 line 1). Per class, setting and n
+(geometric grid; halfspaces with more seeds at small n, ``--halfspace-seeds``, where a seed
+holds about one error event):
 
 1. m = scale·(n/V)^{4/3} (realizable) or scale·(n/V)^{4/5} (agnostic) queries (Thm 4.3 / 4.4);
    T and k from the fixed point of :func:`pate_stab.theory.pac.prescribed_num_teachers`.
@@ -20,10 +23,12 @@ Per class, setting and n (geometric grid):
    √(m log(m/β)/2)) at the fixed point's α (realizable), minus the 3γ the target's own error
    contributes (agnostic: the excess the theorem's rate describes).
 
-Outputs under ``--out``: pac_rates_runs.csv, pac_rates_summary.csv, pac_rates_slopes.csv,
-pac_rates.json, pac_rates.png.
+Outputs under ``--out``: <stem>_runs.csv, <stem>_summary.csv, <stem>_slopes.csv, <stem>.json,
+<stem>.png (``--stem``, default pac_rates). ``--jobs`` runs a point's seeds in worker processes
+(each run seeds its own generator, so the outputs do not depend on it).
 
-    python recipes/pac_rates.py --out docs/results/repro      # full run (see README for the time)
+    python recipes/pac_rates.py --classes threshold interval --out docs/results/repro   # 1-D classes
+    python recipes/pac_rates.py --classes halfspace --stem pac_rates_halfspace --out docs/results/repro
     python recipes/pac_rates.py --quick --out /tmp/pac        # CI: seconds
 """
 

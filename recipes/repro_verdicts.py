@@ -790,9 +790,11 @@ def btt_soft_verdicts_from(soft: Mapping[str, Any]) -> list[Verdict]:
 
 def btt_verdicts(repro: Path) -> list[Verdict]:
     out: list[Verdict] = []
-    path = repro / "pac_rates.json"
-    if path.exists():
-        out += btt_verdicts_from(json.loads(path.read_text()))
+    # the 1-D classes and the halfspaces are two runs of recipes/pac_rates.py (--stem pac_rates_halfspace)
+    for name in ("pac_rates.json", "pac_rates_halfspace.json"):
+        path = repro / name
+        if path.exists():
+            out += btt_verdicts_from(json.loads(path.read_text()))
     soft = repro / "btt18_soft_boundary.json"
     if soft.exists():
         out += btt_soft_verdicts_from(json.loads(soft.read_text())["soft"])
