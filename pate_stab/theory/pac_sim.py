@@ -1,4 +1,4 @@
-"""Fast exact simulation of BTT18 §4's releaser and learners for 1-D classes (thresholds, intervals).
+"""Fast exact simulation of BTT18 §4's releaser and learners: 1-D classes, realizable halfspaces in R².
 
 The PAC curves of Thm 4.3 / 4.4 / 4.6 / 4.7 need n over several decades (10⁶ … 10⁹) and m up to
 10⁶ queries; drawing every point is out of reach on a CPU. For 1-D classes with x uniform on
@@ -302,6 +302,11 @@ def student_offset(
 # (:func:`_window_binds`). A shard that fails gets the points of a 4× wider window added (the
 # annulus points drawn conditionally on lying outside the old window, so the shard's sample
 # keeps its law) and is solved again, up to the whole square (W = ½), where nothing is outside.
+#
+# Agnostic halfspaces are not simulated: under label noise the 0–1 ERM can be moved by points
+# outside any window (no certificate like the one above exists), and the exact 0–1 ERM of a
+# shard in R² (an angular sweep, O(p² log p) for p points) at the 10⁵–10⁶ shards Alg 4 line 1
+# prescribes is beyond this CPU simulation.
 
 
 def line_disagreement(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
