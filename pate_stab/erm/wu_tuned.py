@@ -25,9 +25,12 @@ Utility sensitivity (``utility``):
 
 from __future__ import annotations
 
+import math
+from functools import partial
+
 import torch
 
-from pate_stab._validation import check_epsilon, check_generator
+from pate_stab._validation import check_epsilon, check_generator, check_real
 from pate_stab.erm.contract import check_features, check_labels
 from pate_stab.erm.output_perturbation import rls_out
 from pate_stab.erm.validation import wu_private_tuning
@@ -46,9 +49,15 @@ def wu_tuned_grid(radii: str) -> list[tuple[float, float]]:
 
 
 def _rls_out_projected(
-    r: float, lam: float, xs: torch.Tensor, ys: torch.Tensor, eps: float, g: torch.Generator
+    r: float, lam: float, xs: torch.Tensor, ys: torch.Tensor, eps: float, g: torch.Generator, *, rate: float = 1.0
 ) -> torch.Tensor:
-    """rls-out (printed constant) on one chunk, projected onto ‖w‖ <= R (post-processing)."""
+    """rls-out (printed constant) on one chunk, projected onto ‖w‖ <= R (post-processing).
+
+    ``rate`` < 1 trains on a uniform subset of ⌈rate·|chunk|⌉ records of the chunk (Fig. 7).
+    """
+    if rate < 1.0:
+        keep = torch.randperm(xs.shape[0], generator=g, device=g.device).cpu()[: max(1, math.ceil(rate * xs.shape[0]))]
+        xs, ys = xs[keep], ys[keep]
     w = rls_out(xs, ys, epsilon=eps, lam=lam, radius=r, generator=g, constant="paper").weights
     norm = float(torch.linalg.vector_norm(w))
     return w * min(1.0, r / norm) if norm > 0 else w
@@ -63,6 +72,7 @@ def wu_tuned_output_perturbation(
     radii: str = "R1",
     utility: str = "exact",
     grid: list[tuple[float, float]] | None = None,
+    chunk_rate: float = 1.0,
 ) -> tuple[tuple[float, float], torch.Tensor]:
     """ε-DP Tuned Output Perturbation (Wu et al. 2016, Alg 5 over rls-out; module docstring).
 
@@ -73,12 +83,15 @@ def wu_tuned_output_perturbation(
         radii: ``"R1"`` or ``"R2"`` (Sec. 4.2).
         utility: ``"exact"`` or ``"printed"`` utility sensitivity.
         grid: the (R, λ) pairs; default :func:`wu_tuned_grid` (``radii``).
+        chunk_rate: each model trains on a uniform subset of this share of its chunk (Fig. 7's
+            rate r; 1 = the whole chunk). A subset of the chunk: the privacy argument is unchanged.
 
     Returns:
         ((R, λ) of the chosen model, its weights).
     """
     eps = check_epsilon(epsilon)
     check_generator(generator)
+    rate = check_real("chunk_rate", chunk_rate, low=0.0, high=1.0, low_inclusive=False)
     x = check_features(x)
     y = check_labels(y, task="regression", n=x.shape[0])
     params = list(grid) if grid is not None else wu_tuned_grid(radii)
@@ -97,6 +110,12 @@ def wu_tuned_output_perturbation(
             )
         sensitivity = r_max**2
     i, w = wu_private_tuning(
-        params, _rls_out_projected, x, y, epsilon=eps, generator=generator, utility_sensitivity=sensitivity
+        params,
+        partial(_rls_out_projected, rate=rate),
+        x,
+        y,
+        epsilon=eps,
+        generator=generator,
+        utility_sensitivity=sensitivity,
     )
     return params[i], w

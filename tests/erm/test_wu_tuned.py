@@ -38,6 +38,22 @@ def test_released_model_lies_in_its_ball(radii: str) -> None:
     assert float(torch.linalg.vector_norm(w)) <= r * (1 + 1e-12)
 
 
+def test_chunk_rate_trains_each_model_on_a_subset_of_its_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pate_stab.erm.wu_tuned as wt
+
+    sizes: list[int] = []
+    real = wt.rls_out
+
+    def spy(x, y, **kw):  # noqa: ANN001, ANN003, ANN202
+        sizes.append(int(x.shape[0]))
+        return real(x, y, **kw)
+
+    monkeypatch.setattr(wt, "rls_out", spy)
+    x, y = _data(250)  # 25 chunks of 10
+    wu_tuned_output_perturbation(x, y, epsilon=1.0, generator=seeded_generator(0), chunk_rate=0.3)
+    assert sizes == [3] * 24
+
+
 def test_printed_sensitivity_refused_on_a_small_validation_chunk_before_training() -> None:
     # 24 models + S': |S'| = 2 < (2 + 1)²/2² = 2.25 for R2, so R² = 4 does not bound (R + 1)²/|S'|.
     x, y = _data(50)
@@ -55,6 +71,8 @@ def test_bad_arguments_are_refused() -> None:
     x, y = _data(50)
     with pytest.raises(ValueError, match="utility"):
         wu_tuned_output_perturbation(x, y, epsilon=1.0, generator=seeded_generator(0), utility="sum")
+    with pytest.raises(ValueError, match="chunk_rate"):
+        wu_tuned_output_perturbation(x, y, epsilon=1.0, generator=seeded_generator(0), chunk_rate=0.0)
     with pytest.raises(ValueError, match="unit"):
         wu_tuned_output_perturbation(3 * x + 1, y, epsilon=1.0, generator=seeded_generator(0))
 
