@@ -383,7 +383,9 @@ def plot(summary: list[dict[str, Any]], path: Path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("accuracy target α (excess empirical risk)")
         ax.set_ylabel("average ex-post privacy loss ε")
-        ax.set_title(titles.get(dataset, dataset))
+        unions = {s.get("union_bound", True) for s in summary if s["dataset"] == dataset}
+        suffix = "" if unions == {True} else "\nunion bound over T dropped for NR and Doubling (post hoc)"
+        ax.set_title(titles.get(dataset, dataset) + suffix, fontsize=9)
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
