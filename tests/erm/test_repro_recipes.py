@@ -6,23 +6,20 @@ import csv
 import json
 import math
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from pate_stab.erm.accuracy_first import iat_epsilon
 from pate_stab.erm.accuracy_problems import RidgeProblem
+from pate_stab.repro import cv2013_direction
+from pate_stab.repro.cv2013 import ALPHAS, METHODS, unit_ball_from_data
 from pate_stab.rng import seeded_generator
+from tests._recipes import load_recipe
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-sys.path.insert(0, str(RECIPES))
-
-import accuracy_first as af_recipe  # noqa: E402
-import cv2013_direction  # noqa: E402
-import repro_chaudhuri_vinterbo2013 as cv2013  # noqa: E402
-import repro_wu2016  # noqa: E402
-from erm_chaudhuri_vinterbo import ALPHAS, METHODS  # noqa: E402
+af_recipe = load_recipe("repro/accuracy_first.py")
+cv2013 = load_recipe("repro/chaudhuri_vinterbo2013.py")
+repro_wu2016 = load_recipe("repro/wu2016.py")
 
 
 def test_twitter_standin_has_the_papers_shape_and_l1_contract():
@@ -150,7 +147,7 @@ def test_direction_auc_centring_changes_the_ranking():
     x, y = _nonnegative_imbalanced()
     out = {}
     for scaling in ("minmax", "zscore"):
-        xs = cv2013.unit_ball_from_data(x, scaling)
+        xs = unit_ball_from_data(x, scaling)
         rows = cv2013_direction.direction_auc(xs, y, generator=seeded_generator(1), thetas=[1.0])
         out[scaling] = cv2013_direction.summarise(rows)
         assert out[scaling]["rounds"] == 10

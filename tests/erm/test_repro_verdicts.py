@@ -1,19 +1,16 @@
-"""recipes/repro_verdicts.py: the predicates on small fixtures, and the README's table is its output."""
+"""recipes/repro/verdicts.py: the predicates on small fixtures, and the README's table is its output."""
 
 from __future__ import annotations
 
 import json
 import math
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-sys.path.insert(0, str(RECIPES))
+from tests._recipes import load_recipe
 
-import repro_verdicts as rv  # noqa: E402
+rv = load_recipe("repro/verdicts.py")
 
 
 def _summary(prefix: str, table: dict[str, list[tuple[float, float]]], metric: str = "auc") -> dict:
@@ -116,7 +113,7 @@ def test_ligett_printed_numbers_compare_in_epsilon():
 
 def test_readme_table_is_the_scripts_output():
     text = rv.README.read_text()
-    assert rv.readme_block(text) == rv.generate(), "run: python recipes/repro_verdicts.py --write"
+    assert rv.readme_block(text) == rv.generate(), "run: python recipes/repro/verdicts.py --write"
 
 
 def test_check_mode_flags_a_hand_edited_table(tmp_path):
