@@ -69,7 +69,7 @@ class TransferConfig:
     """Everything a transfer run needs; a recipe YAML holds these keys.
 
     Defaults describe a small synthetic task; see ``recipes/configs/*.yaml`` for data sets. How the
-    defaults were chosen (DESIGN.md fact 10; README, "How the settings were chosen"): ``graph_*``
+    defaults were chosen (DESIGN.md fact 10; docs/settings.md, "How the settings were chosen"): ``graph_*``
     in advance from Iscen et al. 2019 (comment below); the privacy settings (ε, δ, T, m,
     calibration, relation) state the problem and tune nothing; ``dd_order`` / ``dd_sigma`` are
     fixed before any vote; the teacher, selection, student and FixMatch defaults were set for the

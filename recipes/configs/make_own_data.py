@@ -1,4 +1,4 @@
-"""Write two small generated data sets in the layouts of README "Your own data": a patient table
+"""Write two small generated data sets in the layouts of "Your own data" (README.md, docs/own_data.md): a patient table
 (CSV with a public schema, string patient ids) and a folder of 16 × 16 grey images.
 
     python recipes/configs/make_own_data.py --out mydata [--rows 4000 1000 1000] [--images 1500 300 300]

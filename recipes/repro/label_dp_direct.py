@@ -8,7 +8,8 @@ folder), and runs each label-DP learner at each ε as a direct row of one ledger
 digested, a rerun replays). Prints accuracy on the evaluation split beside Ghazi et al.'s CNN figures
 and writes ``label_dp_direct.json`` in the run folder.
 
-    python recipes/repro/label_dp_direct.py --config recipes/configs/fashion_mnist_stab.yaml --run-name label_dp_fashion_mnist
+    python recipes/repro/label_dp_direct.py --config recipes/configs/fashion_mnist_stab.yaml \\
+        --run-name label_dp_fashion_mnist
     python recipes/repro/label_dp_direct.py --config recipes/configs/mnist_stab.yaml --run-name label_dp_mnist
 
 The anchors are Ghazi et al. 2021 (NeurIPS), LP-2ST on CNNs (ResNet-style) trained on the raw images:
