@@ -101,13 +101,15 @@ def partition_keys(
 ) -> RecordKeys:
     """The record keys the run's partition hashes (DESIGN.md fact 1).
 
-    ``"content"``: each private record's bytes (features and label). Features computed on a GPU
-    (``features_device`` other than the CPU) may differ in their last bits with the other records of
-    their batch (cuBLAS and cuFFT choose their kernels by the batch's shape, and removing one record
-    changes the shape of a batch): a key read from them could move other records to other shards
-    when one record is removed, breaking the one-shard argument. There the key is the record as
-    loaded (``task.private_images``), a function of the record alone; on the CPU it stays the
-    features. ``"record_id"``: the ids
+    ``"content"``: each private record's bytes and label, read from the record as loaded
+    (``task.private_images``) wherever the task keeps it, so that a record's key is a function of
+    the record alone. Features computed in batches may differ in their last bits with the other
+    records of their batch and with the machine (cuBLAS and cuFFT choose kernels by the batch's
+    shape; CPU kernels by the thread count and instruction set): a key read from them could move
+    other records to other shards when one record is removed, breaking the one-shard argument, and
+    gives another partition on another machine. Data without loaded images (tables, arrays) are keyed
+    on their features, which are a per-record map computed on the CPU; features computed on a GPU
+    (``features_device`` other than the CPU) without the records as loaded are refused. ``"record_id"``: the ids
     supplied with the data (``task.private_ids``), which a neighbouring data set keeps for every
     other record and a replacement keeps for the replaced one; never row numbers, which removing
     one record would shift for every later record (and so move every shard).
@@ -119,10 +121,10 @@ def partition_keys(
     """
     n = task.private_x.shape[0]
     if partition_key == "content":
-        if features_device != "cpu":
-            if task.private_images is None:
-                raise ValueError("content keys of features computed on a GPU need the private records as loaded")
+        if task.private_images is not None:  # the records as loaded, on every device
             return record_keys_from_tensors(task.private_images, task.private_y)
+        if features_device != "cpu":
+            raise ValueError("content keys of features computed on a GPU need the private records as loaded")
         return record_keys_from_tensors(task.private_x, task.private_y)
     if partition_key != "record_id":
         raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {partition_key!r}")
