@@ -159,8 +159,8 @@ def ligett_figure(root: Path) -> Path:
     kdd = json.loads((root / "ligett2017_kdd.json").read_text())["summary"]
     fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
     columns = [
-        ("twitter-standin", ridge, "ridge, Twitter: SYNTHETIC STAND-IN (n = 1e5, p = 77)"),
-        ("kdd", kdd, "logistic, KDD-99"),
+        ("twitter-standin", ridge, "ridge, Twitter: SYNTHETIC STAND-IN (n = 1e5, p = 77; dotted: no union bound)"),
+        ("kdd", kdd, "logistic, KDD-99 (public caps; dotted: paper's normalisation)"),
     ]
     for col, (dataset, summary, title) in enumerate(columns):
         for row, other in enumerate(("theory", "doubling")):
@@ -176,6 +176,17 @@ def ligett_figure(root: Path) -> Path:
                     label = f"paper, Sec. 4 ({method.replace('_', ' ')})"
                     color = ax.lines[-1].get_color()
                     ax.plot(list(printed), [math.log(v) for v in printed.values()], "x", ms=9, color=color, label=label)
+            extra = {
+                "twitter-standin": ("ligett2017_ridge_nounion.json", "union bound dropped for both, post hoc"),
+                "kdd": ("ligett2017_kdd_paper.json", "paper's normalisation, not private"),
+            }[dataset]
+            if (root / extra[0]).exists():
+                more = json.loads((root / extra[0]).read_text())["summary"]
+                for method, style in (("noise_reduction", "o:"), (other, "s:")):
+                    rows = sorted((r for r in more if r["method"] == method), key=lambda r: r["alpha"])
+                    ax.plot([r["alpha"] for r in rows], [r["mean_epsilon"] for r in rows], style, alpha=0.7,
+                            label={"noise_reduction": "Noise Reduction", "theory": "theory approach",
+                                   "doubling": "Doubling"}[method] + f" ({extra[1]})")  # fmt: skip
             ax.set_title(f"({'abcd'[2 * row + col]}) {title}: NR vs {other}", fontsize=9)
             ax.set_xlabel("input alpha (excess error guarantee)")
             ax.set_ylabel("ex-post privacy loss epsilon")
@@ -234,6 +245,54 @@ def wu_figures(root: Path) -> list[Path]:
     return outs
 
 
+def wu_added_figure(root: Path) -> list[Path]:
+    """Wu et al. 2016 Fig. 1 with the Functional Mechanism and Tuned R2, and Fig. 7 (``wu2016_added.json``)."""
+    path = root / "wu2016_added.json"
+    if not path.exists():
+        return []
+    rec = json.loads(path.read_text())
+    eps = rec["epsilons"]
+    protocols = [p for p in ("paper", "paper-centered", "private", "private-centered") if p in rec["results"]]
+    has7 = bool(rec.get("fig7"))
+    fig, axes = plt.subplots(1, len(protocols) + has7, figsize=(4.2 * (len(protocols) + has7), 4), squeeze=False)
+    for ax, protocol in zip(axes[0], protocols, strict=False):
+        res = rec["results"][protocol]
+        for method in ("NonPrivate", "FM", "Oracle", "DataIndependent", "Tuned-R2", "Tuned-R2-exact", "Oracle-expnorm"):
+            mean, sd = _wu_series(res, method, eps)
+            ls = ":" if method.endswith("expnorm") else "-"
+            label = method + (" (post hoc, not DP)" if method.endswith("expnorm") else "")
+            ax.errorbar(eps, mean, yerr=sd, marker="o", markersize=4, capsize=2, ls=ls, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(eps, [str(e) for e in eps])
+        ax.minorticks_off()
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel("test MSE (protocol's dose scale)")
+        ax.set_title(f"{protocol}: FM vs output perturbation", fontsize=9)
+        ax.legend(fontsize=6)
+    if has7:
+        f7 = rec["fig7"]
+        ax = axes[0][-1]
+        for utility, rows in f7["summary"].items():
+            rates = sorted(rows, key=float)
+            ax.errorbar([float(r) for r in rates], [rows[r]["mean"] for r in rates],
+                        yerr=[1.96 * rows[r]["se"] for r in rates], marker="o", capsize=2,
+                        label=f"Tuned R1, {utility} Δu")  # fmt: skip
+        ax.set_xlabel("chunk rate r")
+        ax.set_ylabel("test MSE (scaled dose)")
+        ax.set_title(f"Fig. 7 ({f7['protocol']}, eps_p = {f7['epsilon']}); paper: 5.05 -> 2.9, no unit", fontsize=9)
+        ax.legend(fontsize=7)
+    return [
+        _save(
+            fig,
+            root / "wu2016_fig1_fm.png",
+            "Wu et al. 2016: Functional Mechanism and Tuned R2 beside Oracle / Data-Independent; Fig. 7",
+            bottom=0.0,
+            top=0.93,
+        )
+    ]
+
+
 def btt18_figure(root: Path) -> Path:
     """BTT18 rates: h_priv and student error against n (log-log) beside the theorems' exponents."""
     with open(root / "btt18_summary.csv", newline="") as f:
@@ -277,7 +336,14 @@ def main() -> None:
     ap.add_argument("--root", default=str(ROOT), help="folder with the recorded outputs; the PNGs go there too")
     args = ap.parse_args()
     root = Path(args.root)
-    for out in [cv_figure(root), cv_adult_protocols(root), ligett_figure(root), *wu_figures(root), btt18_figure(root)]:
+    for out in [
+        cv_figure(root),
+        cv_adult_protocols(root),
+        ligett_figure(root),
+        *wu_figures(root),
+        *wu_added_figure(root),
+        btt18_figure(root),
+    ]:
         if out is not None:
             print(out)
 
