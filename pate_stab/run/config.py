@@ -1,6 +1,6 @@
 """The main job's configuration: every setting of a transfer run, checked on construction.
 
-A recipe YAML holds these keys (``pate-stab transfer --config recipes/mnist_quick.yaml``); the
+A recipe YAML holds these keys (``pate-stab transfer --config recipes/configs/mnist_quick.yaml``); the
 command line's flags override them. :data:`STUDENT_FIELDS` are the settings a rerun of a finished
 run folder may change (the student is post-processing); any other change is refused
 (:func:`pate_stab.run.prepare.prepare`).
@@ -25,6 +25,7 @@ from pate_stab.run.config_names import (
     FEATURE_DATASETS,
     FEATURES,
     IMAGE_DIRECT_LEARNERS,
+    LABEL_DIRECT_LEARNERS,
     NOT_IDENTITY,
     OWN_DATA_FIELDS,
     PARTITION_KEYS,
@@ -47,6 +48,7 @@ __all__ = [
     "FEATURES",
     "FEATURE_DATASETS",
     "IMAGE_DIRECT_LEARNERS",
+    "LABEL_DIRECT_LEARNERS",
     "NOT_IDENTITY",
     "OWN_DATA_FIELDS",
     "PARTITION_KEYS",
@@ -66,8 +68,8 @@ __all__ = [
 class TransferConfig:
     """Everything a transfer run needs; a recipe YAML holds these keys.
 
-    Defaults describe a small synthetic task; see ``recipes/*.yaml`` for data sets. How the
-    defaults were chosen (DESIGN.md fact 10; README, "How the settings were chosen"): ``graph_*``
+    Defaults describe a small synthetic task; see ``recipes/configs/*.yaml`` for data sets. How the
+    defaults were chosen (DESIGN.md fact 10; docs/settings.md, "How the settings were chosen"): ``graph_*``
     in advance from Iscen et al. 2019 (comment below); the privacy settings (ε, δ, T, m,
     calibration, relation) state the problem and tune nothing; ``dd_order`` / ``dd_sigma`` are
     fixed before any vote; the teacher, selection, student and FixMatch defaults were set for the

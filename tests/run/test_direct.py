@@ -13,6 +13,7 @@ from pate_stab.cli import main
 from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run import TransferConfig
+from pate_stab.run.config import LABEL_DIRECT_LEARNERS
 from pate_stab.run.direct import DIRECT_LEARNERS, HEAD_LAMBDA, direct_legend, replace_one_equivalent, run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import release_spend_id
@@ -55,7 +56,8 @@ def prepared(tmp_path_factory):
     return prepare(_config(tmp_path_factory.mktemp("direct")), check_budget=False)
 
 
-@pytest.mark.parametrize("learner", [n for n in DIRECT_LEARNERS if n != "dpsgd-cnn"])  # the CNN: test_direct_cnn.py
+# the CNN: test_direct_cnn.py; the label-DP learners (label privacy only): test_direct_label_dp.py
+@pytest.mark.parametrize("learner", [n for n in DIRECT_LEARNERS if n != "dpsgd-cnn" and n not in LABEL_DIRECT_LEARNERS])
 def test_each_learner_is_charged_once_and_replays_its_model(prepared, learner):
     with _ledger(prepared) as ledger:
         before = ledger.spent()[0]
