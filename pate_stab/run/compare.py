@@ -98,8 +98,10 @@ from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import (
     FewLabelsWarning,
     fit_student,
+    release_device,
     released_label_warnings,
     student_accuracies,
+    student_device,
     teacher_accuracies,
 )
 from pate_stab.run.student_file import save_student
@@ -248,7 +250,7 @@ def _run_compare(
         )
     rows: list[dict[str, Any]] = []
     private_rows: list[dict[str, Any]] = []
-    devices, student_device = prep.devices, accelerator_device(config.accelerator)
+    devices, direct_device = prep.devices, accelerator_device(config.accelerator)
     try:
         for i, (eps, agg, rep) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
             note = ""
@@ -274,7 +276,7 @@ def _run_compare(
                 report_stage(
                     prep.timings, f"votes ({row_name})", prep.votes.seconds - votes_before, prep.votes.device, devices
                 )
-            report_stage(prep.timings, f"release ({row_name})", time.perf_counter() - t0, "cpu", devices)
+            report_stage(prep.timings, f"release ({row_name})", time.perf_counter() - t0, release_device(prep), devices)
             acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
             s = release.summary
             t0 = time.perf_counter()
@@ -292,7 +294,9 @@ def _run_compare(
                 t0 = time.perf_counter()
                 student, targets = fit_student(prep, release, generator=student_gens[i],
                                                bottom_generator=bottom_gens[i])  # fmt: skip
-                report_stage(prep.timings, f"student ({row_name})", time.perf_counter() - t0, student_device, devices)
+                report_stage(
+                    prep.timings, f"student ({row_name})", time.perf_counter() - t0, student_device(prep), devices
+                )
                 student_file = f"{STUDENTS_DIR}/{student_name(agg, eps, rep)}"
                 (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
                 save_student(prep.run_dir / student_file, student, prep.task, config)
@@ -335,7 +339,7 @@ def _run_compare(
         for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.progress):
             t0 = time.perf_counter()
             rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep))
-            device = student_device if learner in IMAGE_DIRECT_LEARNERS else "cpu"
+            device = direct_device if learner in IMAGE_DIRECT_LEARNERS else "cpu"
             name = f"direct {learner} ε={eps:g}" + (f" repeat {rep}" if repeats > 1 else "")
             report_stage(prep.timings, name, time.perf_counter() - t0, device, devices)
         t_report = time.perf_counter()

@@ -164,22 +164,28 @@ class Prepared:
     generators: dict[str, torch.Generator]
     resumed_features: bool | None = None  # scattering / ssl (/ both): read from the run folder's cache
     graph: PoolGraph | None = None  # the public pool's kNN graph, built on first use (pool_graph)
+    graph_device: str = "cpu"  # where pool_graph put it (the run's compute device once it is built)
+    selection_device: str | None = None  # where the last release's query selector computed (None: no selector)
     devices: dict[str, str] = field(default_factory=dict)  # each timed stage's device (private diagnostics)
 
 
 def pool_graph(prep: Prepared) -> PoolGraph:
-    """The public pool's kNN graph (public features only) on the CPU, where the query selection and
-    the spread student use it: the propagation teachers' own graph (a copy if it is on a GPU), or one
-    built with the run's ``graph_*`` settings on the pool's (flattened) inputs, once per run."""
+    """The public pool's kNN graph (public features only) on the run's compute device
+    (:func:`~pate_stab.run.progress.compute_device`), where the query selection and the spread student
+    spread labels over it: the propagation teachers' own graph (built there), or one built there once per
+    run with the run's ``graph_*`` settings on the pool's (flattened) inputs, which move there once, whole.
+    :attr:`Prepared.graph_device` names that device for the stage lines."""
     if prep.graph is None:
+        device = compute_device(prep.config.accelerator)
         if isinstance(prep.teachers, PropagationTeachers):
-            prep.graph = prep.teachers.graph.to("cpu")
+            prep.graph = prep.teachers.graph  # built on the run's compute device (prepare)
         else:
             c = prep.config
             prep.graph = PoolGraph(
                 num_neighbors=c.graph_neighbors, power=c.graph_power, alpha=c.graph_alpha, steps=c.graph_steps,
                 pca_dim=c.graph_pca_dim,
-            ).fit(prep.task.public_x.flatten(1).float())  # fmt: skip
+            ).fit(prep.task.public_x.flatten(1).float().to(device))  # fmt: skip
+        prep.graph_device = device
     return prep.graph
 
 

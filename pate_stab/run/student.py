@@ -31,6 +31,7 @@ from torch import Tensor
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.prepare import Prepared, pool_graph
+from pate_stab.run.progress import accelerator_device
 from pate_stab.run.selection import ConfidenceFn, SpreadFn, answered_mask
 from pate_stab.run.student_base import ReleasedLabels, spread_pseudo_labels, student_spec
 from pate_stab.run.student_select import select_student_settings, selection_generator
@@ -45,11 +46,13 @@ __all__ = [
     "ReleasedLabels",
     "check_labels_released",
     "fit_student",
+    "release_device",
     "released_label_warnings",
     "selector_confidence",
     "selector_spread",
     "spread_pseudo_labels",
     "student_accuracies",
+    "student_device",
     "student_config",
     "student_inputs",
     "student_spec",
@@ -152,6 +155,7 @@ def selector_confidence(prep: Prepared, generator: torch.Generator) -> Confidenc
             accelerator=config.accelerator,
             progress_bar=False,
         )
+        prep.selection_device = accelerator_device(config.accelerator)
         return model.predict_proba(task.public_x[candidates])  # (n_candidates, C)
 
     return confidence
@@ -165,17 +169,38 @@ def selector_spread(prep: Prepared) -> SpreadFn:
     Post-processing: public features and released outputs only.
     """
     config, c = prep.config, prep.task.num_classes
-    adjacency = pool_graph(prep).adjacency
+    adjacency = pool_graph(prep).adjacency  # on the run's compute device, moved there once
     assert adjacency is not None
 
     def spread(index: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
         answered = answered_mask(labels)
         hard = (labels >= 0.5).long() if labels.is_floating_point() else labels.long()
         classes = torch.where(answered, hard, torch.full_like(hard, c))  # ⊥ → class C
-        return spread_labels(adjacency, index, classes, num_classes=c + 1, alpha=config.graph_alpha,
-                             steps=config.graph_steps)  # fmt: skip
+        # spread where the graph is (the round's seeds move there); the selection reads the shares on the CPU
+        proba, mass = spread_labels(adjacency, index, classes, num_classes=c + 1, alpha=config.graph_alpha,
+                                    steps=config.graph_steps)  # fmt: skip
+        prep.selection_device = prep.graph_device
+        return proba.cpu(), mass.cpu()
 
     return spread
+
+
+def release_device(prep: Prepared) -> str:
+    """The device(s) of the release that just ended, for its stage line: the releaser computes on the
+    CPU; a query selector that ran (spread over the pool graph, or the student-confidence model) is
+    named with its device when that is not the CPU. Reading it clears the record for the next release."""
+    used, prep.selection_device = prep.selection_device, None
+    return "cpu" if used in (None, "cpu") else f"cpu, {used} (selection)"
+
+
+def student_device(prep: Prepared) -> str:
+    """The device(s) of the student stage, for its stage line: the student trains on the run's
+    accelerator; a spread student's label spreading computes where the pool graph is, named too when
+    that differs (e.g. the CPU under an MPS accelerator, whose kernels the graph lacks)."""
+    train = accelerator_device(prep.config.accelerator)
+    if prep.config.student_method == "spread" and prep.graph is not None and prep.graph_device != train:
+        return f"{train}, {prep.graph_device} (spread)"
+    return train
 
 
 def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTargets, generator: torch.Generator) -> Any:

@@ -74,7 +74,8 @@ def spread_pseudo_labels(
     bottom_rows = torch.eye(c + 1)[c].expand(bottoms.numel(), -1)  # ⊥: class C
     rows = torch.cat([torch.cat([rows, torch.zeros(rows.shape[0], 1)], 1), bottom_rows])
     seeds_all = torch.cat([seeds, bottoms])
-    scores = spread_scores(adjacency, seeds_all, rows, alpha=config.graph_alpha, steps=config.graph_steps)
+    # spread where the graph is (the seed rows move there); the (n, C + 1) scores come back once
+    scores = spread_scores(adjacency, seeds_all, rows, alpha=config.graph_alpha, steps=config.graph_steps).cpu()
     mass = scores.sum(1)
     share = scores[:, :c] / mass.clamp(min=1e-30).unsqueeze(1)  # (n, C): real classes' shares of all mass
     confidence, guess = share.max(1)

@@ -83,8 +83,10 @@ from pate_stab.run.student import (
     FewLabelsWarning,
     check_labels_released,
     fit_student,
+    release_device,
     released_label_warnings,
     student_accuracies,
+    student_device,
     teacher_accuracies,
 )
 from pate_stab.run.student_file import PublishedStudent, save_student
@@ -321,7 +323,7 @@ def _transfer_result(
             )
         # the votes are computed as the release asks for them: their time is part of the release's
         report_stage(prep.timings, "votes", prep.votes.seconds, prep.votes.device, prep.devices)
-        report_stage(prep.timings, "release", time.perf_counter() - t0, "cpu", prep.devices)
+        report_stage(prep.timings, "release", time.perf_counter() - t0, release_device(prep), prep.devices)
         if config.stop_after == "release":
             report["status"] = "released"
             return report
@@ -334,8 +336,7 @@ def _transfer_result(
             prep, release, generator=prep.generators["student"], bottom_generator=prep.generators["bottom"]
         )
         published = save_student(prep.run_dir / "student.pt", student, prep.task, config)
-        report_stage(prep.timings, "student", time.perf_counter() - t0, accelerator_device(config.accelerator),
-                     prep.devices)  # fmt: skip
+        report_stage(prep.timings, "student", time.perf_counter() - t0, student_device(prep), prep.devices)
         report = evaluate_and_report(
             prep, ledger, release, student, targets, start=start, rounds=rounds, rounds_private=rounds_private
         )  # 4.

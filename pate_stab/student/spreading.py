@@ -14,6 +14,9 @@ Two users, both post-processing of the release (inputs: public features, release
   answered and not those near earlier ⊥;
 - the ``"spread"`` student (:func:`pate_stab.run.student.fit_student`) spreads the answered
   labels to the whole pool and trains the student on the confident part.
+
+The spreading computes where the graph is (the run's GPU when it has one): only the seeds' rows
+move there; callers bring the (n, C) result back to the CPU once if they need it there.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def spread_scores(adjacency: Tensor, seeds: Tensor, targets: Tensor, *, alpha: f
         steps: T ≥ 0.
 
     Returns:
-        (n, C) float32 nonnegative scores.
+        (n, C) float32 nonnegative scores, on the device of ``adjacency``.
     """
     alpha = check_real("alpha", alpha, low=0.0, high=1.0, high_inclusive=False)
     steps = check_int("steps", steps, minimum=0)
@@ -52,8 +55,9 @@ def spread_scores(adjacency: Tensor, seeds: Tensor, targets: Tensor, *, alpha: f
         raise ValueError("seeds must not repeat")
     if bool((targets < 0).any()):
         raise ValueError("targets must be nonnegative")
-    y = torch.zeros(n, targets.shape[1])
-    y[seeds] = targets
+    # on the graph's device: the small seed rows move there (the graph stays where it is)
+    y = torch.zeros(n, targets.shape[1], device=adjacency.device)
+    y[seeds.to(adjacency.device)] = targets.to(adjacency.device)
     f = y.clone()
     for _ in range(steps):
         f = alpha * (adjacency @ f) + y
@@ -87,7 +91,7 @@ def spread_labels(
 
     Returns:
         ``(proba, mass)``: (n, C) rows of F normalised to sum 1 (uniform where the mass is 0) and
-        (n,) the rows' total mass.
+        (n,) the rows' total mass, on the device of ``adjacency``.
     """
     c = check_int("num_classes", num_classes, minimum=2)
     f = spread_scores(adjacency, seeds, label_rows(labels, c), alpha=alpha, steps=steps)

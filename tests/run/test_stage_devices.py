@@ -113,3 +113,69 @@ def test_content_keys_of_gpu_features_read_the_records_as_loaded(tmp_path, monke
         assert keys == record_keys_from_tensors(task.private_images, task.private_y)  # as loaded
         assert keys != record_keys_from_tensors(task.private_x, task.private_y)  # not the features
     assert hashed[0] == hashed[1]  # one partition whichever device computed the features
+
+
+def _spread_outputs(prep) -> list[torch.Tensor]:
+    """The spread selector's shares and mass after two rounds of released outputs (answered and ⊥),
+    and the spread student's pseudo-labels."""
+    from pate_stab.run.student import selector_spread, spread_pseudo_labels
+    from pate_stab.student import StudentTargets
+
+    spread = selector_spread(prep)
+    first, second = torch.arange(0, 40, 4), torch.arange(0, 80, 4)
+    labels = torch.tensor([0, 1, -1, 1, 0, -1, 0, 1, 1, 0])
+    out = [*spread(first, labels), *spread(second, torch.cat([labels, labels.flip(0)]))]
+    answered = torch.tensor([0, 1, 3, 4, 6, 7, 8, 9])
+    targets = StudentTargets(torch.arange(answered.numel()), labels[answered], soft=False, num_bottom=0)
+    out += [*spread_pseudo_labels(prep, first[answered], targets, first[labels < 0], threshold=0.5)]
+    return out
+
+
+def test_spread_graph_moves_once_and_spreading_runs_on_the_runs_gpu(tmp_path, monkeypatch):
+    """The "spread" query selection and the spread student spread labels over the pool graph on the
+    run's GPU: a run without propagation teachers builds the graph there from the pool's inputs, which
+    move once, whole; each round's seeds are small; the shares come back to the CPU equal to the CPU
+    run's bit for bit. The release and student stage lines name the devices used."""
+    from dataclasses import replace
+
+    import pate_stab.run.student_base as student_base
+    import pate_stab.student.spreading as spreading
+    from pate_stab.run.prepare import pool_graph
+    from pate_stab.run.student import release_device, student_device
+
+    monkeypatch.setattr(run_data, "_raw_splits", fake_splits)
+    kw = dict(features="pca", pca_dim=10, query_selection="spread", student_method="spread")
+    cpu = replace(prepare(small(tmp_path, "cpu", accelerator="cpu", **kw)), teachers=None, votes=None)
+    cpu_out = _spread_outputs(cpu)
+    assert cpu.graph_device == "cpu" and release_device(cpu) == "cpu" and student_device(cpu) == "cpu"
+    # under an MPS accelerator the graph stays on the CPU (no sparse kernels there): both named
+    mps = replace(cpu, config=replace(cpu.config, accelerator="mps"))
+    assert student_device(mps) == "mps, cpu (spread)"
+
+    moves = fake_cuda_moves(monkeypatch)
+    gpu_prop = prepare(small(tmp_path, "gpu", accelerator="gpu", **kw))
+    gpu = replace(gpu_prop, teachers=None, votes=None)  # as a run with vectorised teachers
+    before = len(moves.shapes)
+    used: list[torch.Tensor] = []
+    real_scores = spreading.spread_scores
+
+    def spread_scores(adjacency, *args, **kwargs):
+        used.append(adjacency)
+        return real_scores(adjacency, *args, **kwargs)
+
+    monkeypatch.setattr(spreading, "spread_scores", spread_scores)
+    monkeypatch.setattr(student_base, "spread_scores", spread_scores)
+    gpu_out = _spread_outputs(gpu)
+    assert moves.shapes[before:] == [(200, 10)]  # the pool's inputs, once, whole; nothing per round
+    assert gpu.graph is not None and gpu.graph_device == "cuda"
+    assert len(used) == 3 and all(a is gpu.graph.adjacency for a in used)  # every spread on the device graph
+    assert release_device(gpu) == "cpu, cuda (selection)" and release_device(gpu) == "cpu"  # read once
+    assert student_device(gpu) == "cuda"
+    # propagation teachers: their graph, already on the device, is used as it is (no move)
+    before = len(moves.shapes)
+    assert isinstance(gpu_prop.teachers, PropagationTeachers)
+    assert pool_graph(gpu_prop) is gpu_prop.teachers.graph and gpu_prop.graph_device == "cuda"
+    assert moves.shapes[before:] == []
+    monkeypatch.undo()
+    for a, b in zip(cpu_out, gpu_out, strict=True):
+        assert a.device.type == "cpu" and torch.equal(a, b)
