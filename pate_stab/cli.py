@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "privacy against anyone who knows the seed)")  # fmt: skip
     rel.add_argument("--gamma", type=float, default=0.1, help="stability-soft: the discretisation γ")
     rel.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
-    rel.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"))
+    rel.add_argument("--neighbouring", default=None, choices=("add_remove", "replace_one"),
+                     help="the relation (default: add_remove; replace_one under --privacy-unit label)")  # fmt: skip
+    rel.add_argument("--privacy-unit", default="record", choices=("record", "label"),
+                     help="record (default) or label: one changed label moves at most --teachers-changed teachers' "
+                     "votes (label differential privacy; docs/label_privacy.md)")  # fmt: skip
     rel.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
                      help="teachers one neighbouring data set changes (2: replace-one over content keys)")  # fmt: skip
     rel.add_argument("--seed", type=int, default=0, help="noise seed (seeded mode only)")
@@ -205,7 +209,7 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
             layout=args.layout, num_classes=args.num_classes, num_queries=args.num_queries,
             max_unstable=args.max_unstable, calibration=args.calibration, noise=args.noise, gamma=args.gamma,
             confident_threshold=args.confident_threshold, neighbouring=args.neighbouring,
-            teachers_changed=args.teachers_changed, seed=args.seed, public_inputs=args.public_inputs,
+            teachers_changed=args.teachers_changed, privacy_unit=args.privacy_unit, seed=args.seed, public_inputs=args.public_inputs,
             query_selection=args.query_selection, allow_unanswerable=args.allow_unanswerable, progress=progress,
             budget_epsilon=args.budget_epsilon, budget_delta=args.budget_delta,
         )  # fmt: skip

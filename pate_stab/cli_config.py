@@ -91,6 +91,13 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ),
     ("--neighbouring", "neighbouring", str, "add_remove (default) or replace_one: the guarantee's relation"),
     ("--partition-key", "partition_key", str, "content (default) or record_id (ids supplied with the data)"),
+    (
+        "--privacy-unit",
+        "privacy_unit",
+        str,
+        "record (default: a record's inputs and label) or label (label differential privacy; docs/label_privacy.md)",
+    ),
+    ("--label-queries", "label_queries", str, "label privacy: pool (default), private or both (docs/label_privacy.md)"),
     ("--query-selection", "query_selection", str, "first (pool order), student-confidence or spread (selection.py)"),
     ("--selection-round-size", "selection_round_size", int, "student-confidence / spread: first and smallest round"),
     ("--selection-coverage", "selection_coverage", float, "spread: share of a round for uncovered confident points"),

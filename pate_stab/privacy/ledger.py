@@ -33,6 +33,14 @@ under replace-one by group privacy
 guarantee implies no add/remove guarantee, so the mechanism must state its add/remove (ε, δ)
 (spend with ``relation="add_remove"``) or run under a replace-one ledger.
 
+One privacy unit per ledger (DESIGN.md fact 13): the header states it (``privacy_unit``:
+``"record"``, the default, or ``"label"``; a header without it was written for record privacy), and a
+spend may state its own (``unit``). A label ledger's relation is replace-one (a neighbour changes one
+record's label: a replacement that keeps the inputs), so a record spend in it is counted as a record
+spend in a replace-one ledger is: as it is under replace-one, by group privacy under add/remove.
+A label spend in a record ledger is refused: label differential privacy protects the labels only
+and implies nothing for a record's inputs.
+
 Budget rule: the spent total is the *basic composition* of the recorded spends, (Σ ε_i, Σ δ_i)
 (Dwork & Roth 2014, Thm 3.16). It is valid for any adaptive sequence of (ε_i, δ_i)-DP
 mechanisms, whatever they are, so the ledger never needs to trust an event description to stay
@@ -70,6 +78,7 @@ from pate_stab.privacy.ledger_file import LedgerFile
 from pate_stab.privacy.ledger_format import (
     DEFAULT_NEIGHBOURING,
     NEIGHBOURING_RELATIONS,
+    PRIVACY_UNITS,
     LedgerEntry,
     _json_value,
     anchor_path,
@@ -84,6 +93,7 @@ from pate_stab.privacy.private_files import run_private_key
 __all__ = [
     "DEFAULT_NEIGHBOURING",
     "NEIGHBOURING_RELATIONS",
+    "PRIVACY_UNITS",
     "LedgerEntry",
     "PrivacyLedger",
     "anchor_path",
@@ -106,7 +116,9 @@ class PrivacyLedger(LedgerFile):
         neighbouring: the neighbouring relation the recorded guarantees hold under:
             ``"add_remove"`` (default: what releases over content-keyed shards guarantee,
             DESIGN.md fact 1) or ``"replace_one"`` (only where it is true: record-id partition
-            keys, or calibrations that cover two changed teachers).
+            keys, or calibrations that cover two changed teachers, and every label ledger).
+        privacy_unit: what one neighbour changes (:data:`PRIVACY_UNITS`): ``"record"`` (default) or
+            ``"label"`` (label differential privacy; ``neighbouring`` must be ``"replace_one"``).
         mac_key: optional secret (≥ 16 bytes) for HMAC-SHA256 line digests, so that deliberate
             edits are detected by whoever holds the key (module docstring, "Integrity"). Never
             stored in the file.
@@ -132,6 +144,7 @@ class PrivacyLedger(LedgerFile):
         budget_delta: float,
         run_id: str | None = None,
         neighbouring: str = DEFAULT_NEIGHBOURING,
+        privacy_unit: str = "record",
         mac_key: bytes | None = None,
         timestamps: bool = True,
         lower_budget: str | None = None,
@@ -151,7 +164,15 @@ class PrivacyLedger(LedgerFile):
             raise TypeError("run_id must be a non-empty str or None")
         if mac_key is not None and (not isinstance(mac_key, bytes) or len(mac_key) < 16):
             raise TypeError("mac_key must be bytes of length >= 16 (or None for a plain SHA-256 chain)")
+        if privacy_unit not in PRIVACY_UNITS:
+            raise ValueError(f"privacy_unit must be one of {PRIVACY_UNITS}, got {privacy_unit!r}")
+        if privacy_unit == "label" and neighbouring != "replace_one":
+            raise ValueError(
+                "a label-privacy ledger counts neighbours that differ in one record's label, a replacement: open it "
+                f"with neighbouring='replace_one', got {neighbouring!r}"
+            )
         self._neighbouring = neighbouring
+        self._privacy_unit = privacy_unit
         self._requested_run_id = run_id
         self._mac_key = mac_key
         self._digest_field = "sha256" if mac_key is None else "hmac"
@@ -175,6 +196,7 @@ class PrivacyLedger(LedgerFile):
         check_event: bool = True,
         output: Any = None,
         relation: str | None = None,
+        unit: str | None = None,
     ) -> LedgerEntry:
         """Record a spend of (``epsilon``, ``delta``) durably, then return its entry.
 
@@ -199,6 +221,9 @@ class PrivacyLedger(LedgerFile):
             relation: the neighbouring relation (``epsilon``, ``delta``) holds under (None: the
                 ledger's). An add/remove spend in a replace-one ledger is counted by group privacy
                 (:meth:`cost`); a replace-one spend in an add/remove ledger is refused.
+            unit: the privacy unit (``epsilon``, ``delta``) holds for (None: the ledger's). A record
+                spend in a label ledger is counted under ``relation`` as in any replace-one ledger;
+                a label spend in a record ledger is refused (:meth:`cost`).
 
         Raises:
             BudgetExhaustedError: the spend would exceed the budget; nothing was written.
@@ -216,7 +241,8 @@ class PrivacyLedger(LedgerFile):
         if not isinstance(mechanism, str):
             raise TypeError("mechanism must be a str")
         relation = self._neighbouring if relation is None else relation
-        counted_eps, counted_delta = self.cost(epsilon=epsilon, delta=delta, relation=relation)
+        unit = self._privacy_unit if unit is None else unit
+        counted_eps, counted_delta = self.cost(epsilon=epsilon, delta=delta, relation=relation, unit=unit)
         if event is not None and not isinstance(event, PrivacyEvent):
             raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
         meta = _json_value("metadata", dict(metadata or {}))
@@ -242,8 +268,9 @@ class PrivacyLedger(LedgerFile):
                 same = (
                     recorded.declared or (recorded.epsilon, recorded.delta),
                     recorded.relation or self._neighbouring,
+                    recorded.unit or self._privacy_unit,
                     recorded.mechanism,
-                ) == ((epsilon, delta), relation, mechanism)
+                ) == ((epsilon, delta), relation, unit, mechanism)
                 rec_event = None if recorded.event is None else recorded.event.to_dict()
                 if not same or rec_event != event_dict:
                     raise ValueError(
@@ -275,6 +302,8 @@ class PrivacyLedger(LedgerFile):
                 "event": event_dict,
                 "metadata": meta,
             }
+            if unit != self._privacy_unit:
+                record["unit"] = unit
             if relation != self._neighbouring:
                 record["declared"] = {"epsilon": epsilon, "delta": delta}
             if self._timestamps:
@@ -284,18 +313,35 @@ class PrivacyLedger(LedgerFile):
             self._append(record)
             return self._spends[spend_id]
 
-    def cost(self, *, epsilon: float, delta: float, relation: str | None = None) -> tuple[float, float]:
-        """What a spend of (ε, δ) under ``relation`` (None: the ledger's) counts in this ledger.
+    def cost(
+        self, *, epsilon: float, delta: float, relation: str | None = None, unit: str | None = None
+    ) -> tuple[float, float]:
+        """What a spend of (ε, δ) under ``relation`` and ``unit`` (None: the ledger's) counts in this ledger.
 
         Unchanged under the ledger's own relation; (2ε, (1 + e^ε) δ) for an add/remove spend in a
         replace-one ledger (group privacy, :func:`~pate_stab.privacy.ledger_format.replace_one_cost`).
+        A record spend in a label ledger (whose relation is replace-one) is counted the same way:
+        changing one label replaces one record, so a record guarantee under replace-one holds as it
+        is, and one under add/remove by group privacy over the removal and the addition.
 
         Raises:
-            ValueError: an unknown relation, or a replace-one spend in an add/remove ledger (a
-                replace-one guarantee implies no add/remove one).
+            ValueError: an unknown relation or unit, a replace-one spend in an add/remove ledger (a
+                replace-one guarantee implies no add/remove one), or a label spend in a record
+                ledger (a label guarantee implies no record one).
         """
         epsilon = check_nonnegative("epsilon", epsilon)
         delta = check_delta(delta, allow_zero=True)
+        unit = self._privacy_unit if unit is None else unit
+        if unit not in PRIVACY_UNITS:
+            raise ValueError(f"unit must be one of {PRIVACY_UNITS}, got {unit!r}")
+        if unit == "label" and self._privacy_unit == "record":
+            raise ValueError(
+                f"ledger {self._path} counts record-privacy spends, and this spend's guarantee is label privacy, "
+                "which protects only the labels and implies nothing for a record's inputs: run it under "
+                "privacy_unit='label' (a new run folder), where record-privacy spends are counted too"
+            )
+        if unit == "label" and relation not in (None, "replace_one"):
+            raise ValueError(f"a label-privacy guarantee holds under replace_one (one label changed), got {relation!r}")
         relation = self._neighbouring if relation is None else relation
         if relation not in NEIGHBOURING_RELATIONS:
             raise ValueError(f"relation must be one of {NEIGHBOURING_RELATIONS}, got {relation!r}")
@@ -311,15 +357,21 @@ class PrivacyLedger(LedgerFile):
         )
 
     def check_budget(
-        self, *, epsilon: float, delta: float, spend_id: str | None = None, relation: str | None = None
+        self,
+        *,
+        epsilon: float,
+        delta: float,
+        spend_id: str | None = None,
+        relation: str | None = None,
+        unit: str | None = None,
     ) -> None:
         """Raise :class:`BudgetExhaustedError` now if a spend of (ε, δ) would not fit.
 
         For refusing before any noise is drawn; :meth:`spend` checks again under the lock. A
         ``spend_id`` that is already recorded fits (its retry spends nothing). ``relation``: as
-        in :meth:`spend`.
+        in :meth:`spend`; ``unit`` likewise.
         """
-        epsilon, delta = self.cost(epsilon=epsilon, delta=delta, relation=relation)
+        epsilon, delta = self.cost(epsilon=epsilon, delta=delta, relation=relation, unit=unit)
         with self._locked(exclusive=False):
             self._sync()
             if spend_id is not None and spend_id in self._spends:

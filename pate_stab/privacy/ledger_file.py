@@ -62,6 +62,7 @@ from pate_stab.privacy.ledger_format import (
     BUDGET_RULE,
     FORMAT,
     NEIGHBOURING_RELATIONS,
+    PRIVACY_UNITS,
     VERSION,
     LedgerEntry,
     _canonical,
@@ -119,6 +120,7 @@ class LedgerFile:
     _lower_budget: str | None
     _timestamps: bool
     _neighbouring: str
+    _privacy_unit: str
     _requested_run_id: str | None
     _mac_key: bytes | None
     _digest_field: str
@@ -170,6 +172,7 @@ class LedgerFile:
                     "budget_epsilon": self._budget[0],
                     "budget_delta": self._budget[1],
                     "neighbouring": self._neighbouring,
+                    "privacy_unit": self._privacy_unit,
                     "integrity": "sha256" if self._mac_key is None else "hmac-sha256",
                     "accounting": "basic composition of the recorded (epsilon, delta)",
                     "budget_rule": BUDGET_RULE,
@@ -377,6 +380,12 @@ class LedgerFile:
                 f"{where}: the ledger records neighbouring={header.get('neighbouring')!r}, "
                 f"opened with {self._neighbouring!r}"
             )
+        unit = header.get("privacy_unit", "record")  # headers written before units: record privacy
+        if unit != self._privacy_unit:
+            raise LedgerError(
+                f"{where}: the ledger records privacy_unit={unit!r}, opened with {self._privacy_unit!r} (one unit per "
+                "ledger: a run under the other unit needs a new run folder)"
+            )
         if self._requested_run_id is not None and header.get("run_id") != self._requested_run_id:
             raise LedgerError(
                 f"{where}: the ledger belongs to run {header.get('run_id')!r}, not {self._requested_run_id!r}"
@@ -408,6 +417,11 @@ class LedgerFile:
             raise LedgerError(f"{where}: spend_id {spend_id!r} recorded twice")
         event = None if record["event"] is None else event_from_dict(record["event"])
         relation = record.get("relation")
+        unit = record.get("unit")
+        if unit is not None and unit not in PRIVACY_UNITS:
+            raise LedgerError(f"{where}: unknown privacy unit {unit!r}")
+        if unit == "label" and self._privacy_unit != "label":
+            raise LedgerError(f"{where}: a label-privacy spend in a record-privacy ledger")
         declared = None
         if relation is not None and relation not in NEIGHBOURING_RELATIONS:
             raise LedgerError(f"{where}: unknown relation {relation!r}")
@@ -435,6 +449,7 @@ class LedgerFile:
             ex_post=event if isinstance(event, ExPostEvent) else None,
             relation=relation,
             declared=declared,
+            unit=unit,
         )
         eps, delta = self._totals([entry])
         if not self._within_budget(eps, delta):
@@ -514,6 +529,7 @@ class LedgerFile:
             "path": str(self._path),
             "run_id": self.run_id,
             "neighbouring": self._neighbouring,
+            "privacy_unit": self._privacy_unit,
             "integrity": "sha256" if self._mac_key is None else "hmac-sha256",
             "budget": {"epsilon": self._budget[0], "delta": self._budget[1]},
             "spent_basic_composition": {"epsilon": eps, "delta": delta},
@@ -532,6 +548,10 @@ class LedgerFile:
     @property
     def neighbouring(self) -> str:
         return self._neighbouring
+
+    @property
+    def privacy_unit(self) -> str:
+        return self._privacy_unit
 
     @property
     def run_id(self) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_NEIGHBOURING",
     "FORMAT",
     "NEIGHBOURING_RELATIONS",
+    "PRIVACY_UNITS",
     "VERSION",
     "LedgerEntry",
     "anchor_path",
@@ -51,6 +52,13 @@ NEIGHBOURING_RELATIONS = ("add_remove", "replace_one")
 DEFAULT_NEIGHBOURING = "add_remove"
 """What the library's releases guarantee by default: content-keyed shards move one teacher per
 added or removed record (DESIGN.md fact 1); replace-one needs record-id keys or group privacy."""
+PRIVACY_UNITS = ("record", "label")
+"""What a neighbouring data set changes (DESIGN.md fact 13): ``"record"``, one record's inputs and
+label (added, removed or replaced, by the relation); ``"label"``, one record's label only, its
+inputs being public (label differential privacy, Chaudhuri & Hsu 2011; Ghazi et al. 2021). A label
+change replaces one record by another with the same inputs, so a label ledger's relation is
+replace-one. A record guarantee implies a label guarantee (replace-one: the same (ε, δ); add/remove:
+by group privacy, :func:`replace_one_cost`); a label guarantee implies no record guarantee."""
 _RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
 BUDGET_RULE = "cap"
 """The header's ``budget_rule``: the budget is the user's cap, which a ``budget`` record may only lower."""
@@ -101,6 +109,8 @@ class LedgerEntry:
             ledger's, in lines written before spends stated it).
         declared: the spend's own (ε, δ) under ``relation`` where it differs from what is counted
             (an add/remove spend in a replace-one ledger, :func:`replace_one_cost`), else None.
+        unit: the privacy unit of the spend's own guarantee (:data:`PRIVACY_UNITS`; None: the
+            ledger's). A label ledger may hold record spends; a record ledger holds no label spend.
         replayed: True when ``spend`` returned this earlier record instead of spending.
     """
 
@@ -118,6 +128,7 @@ class LedgerEntry:
     ex_post: ExPostEvent | None = None
     relation: str | None = None
     declared: tuple[float, float] | None = None
+    unit: str | None = None
     replayed: bool = field(default=False, compare=False)
 
 

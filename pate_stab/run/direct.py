@@ -125,6 +125,7 @@ from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend
+from pate_stab.run.units import best_per_epsilon, learner_unit, row_unit
 
 __all__ = [
     "DIRECT_LEARNERS",
@@ -214,9 +215,10 @@ def direct_planned_spend(config: Any, learner: str, epsilon: float, repeat: int 
     """What a direct learner's spend will cost, before anything is trained: DP-SGD's target (ε, δ)
     under add/remove (its accountant's ε is at most the target), a head's (ε, 0) under the run's relation."""
     spend_id = release_spend_id(config.run_name, learner, epsilon, repeat)
+    unit = learner_unit(learner)
     if learner.startswith("dpsgd"):
-        return PlannedSpend(spend_id, float(epsilon), float(config.delta), "add_remove")
-    return PlannedSpend(spend_id, float(epsilon), 0.0)
+        return PlannedSpend(spend_id, float(epsilon), float(config.delta), "add_remove", unit)
+    return PlannedSpend(spend_id, float(epsilon), 0.0, unit=unit)
 
 
 def _relation(prep: Prepared, learner: str) -> str:
@@ -521,7 +523,7 @@ def run_direct(
         if learner.startswith("dpsgd"):
             meta["secure_mode"] = prep.config.releaser_noise == "secure"
         ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta,
-                     relation=meta["neighbouring"])  # fmt: skip
+                     relation=meta["neighbouring"], unit=learner_unit(learner))  # fmt: skip
         model = _train(prep, learner, epsilon, generator, dpsgd, meta, _exact_source(prep, spend_id))
         folder.mkdir(parents=True, exist_ok=True)
         name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
@@ -556,6 +558,9 @@ def run_direct(
         "epsilon": result["epsilon"],
         "delta": result["delta"],
         "neighbouring": relation,
+        # the unit the run ranks the row under (its ledger's), and the unit of the learner's own guarantee
+        "privacy_unit": getattr(prep.config, "privacy_unit", "record"),
+        "guarantee_unit": learner_unit(learner),
         "epsilon_replace_one": eps_r1,
         "delta_replace_one": delta_r1,
         "seen": None,
@@ -602,20 +607,14 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
         f"ε = {math.fsum(e for e, _ in conv):.4g} and δ = {math.fsum(d for _, d in conv):.3g} all as replace-one "
         "(README: Privacy notes)."
     )
-    best: dict[float, tuple[float, str]] = {}
-    means: dict[tuple[float, str], list[float]] = {}
-    for r in rows:
-        if r.get("student_acc") is not None:
-            means.setdefault((r["target_epsilon"], r["aggregator"]), []).append(float(r["student_acc"]))
-    for (eps, name), values in means.items():
-        mean = math.fsum(values) / len(values)
-        if eps not in best or mean > best[eps][0]:
-            best[eps] = (mean, name)
-    lines.append(
-        "best mean accuracy per ε: "
-        + ", ".join(
-            f"ε={eps:g}: {name} {acc:.4f}{' (direct)' if name in DIRECT_LEARNERS else ''}"
-            for eps, (acc, name) in sorted(best.items())
+    # each privacy unit ranked apart, its unit shown (pate_stab.run.units)
+    for unit in sorted({row_unit(r) for r in rows}):
+        best = best_per_epsilon([r for r in rows if row_unit(r) == unit])
+        lines.append(
+            f"best mean accuracy per ε ({unit} privacy): "
+            + ", ".join(
+                f"ε={eps:g}: {name} {acc:.4f}{' (direct)' if name in DIRECT_LEARNERS else ''}"
+                for eps, (acc, name) in sorted(best.items())
+            )
         )
-    )
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,8 @@ from pate_stab.teachers.partition import RecordKeys
 
 __all__ = [
     "BudgetTooSmallError",
+    "label_query_task",
+    "query_pool_size",
     "Prepared",
     "check_answerable",
     "check_teachers_fit",
@@ -96,10 +98,45 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
     return {"teachers_needed_for_unanimous_answer": status.teachers_needed}
 
 
-def partition_keys(task: Task, partition_key: str, *, dataset: str = "the data") -> RecordKeys:
+def query_pool_size(config: TransferConfig, task: Task) -> int:
+    """How many inputs the releaser may be asked about: the public pool, or under label privacy
+    the private inputs, or both (``label_queries``)."""
+    n_private, n_public = int(task.private_x.shape[0]), int(task.public_x.shape[0])
+    return {"pool": n_public, "private": n_private, "both": n_private + n_public}[config.label_queries]
+
+
+def label_query_task(task: Task, label_queries: str) -> Task:
+    """Under label privacy, the task whose query pool is ``label_queries``' inputs.
+
+    ``"pool"``: unchanged. ``"private"``: the private inputs; ``"both"``: the private inputs, then
+    the public pool. The inputs are public under label privacy, so every later stage (selection,
+    votes, the student and its unlabelled data) treats them as the pool. Their labels are not:
+    the new pool carries none (``public_y`` None: no published label accuracy), and its true
+    labels are kept in ``pool_labels_private`` for private diagnostics only.
+    """
+    if label_queries == "pool":
+        return task
+    if label_queries not in ("private", "both"):
+        raise ValueError(f"label_queries must be pool, private or both, got {label_queries!r}")
+    both = label_queries == "both"
+    pool_x = torch.cat([task.private_x, task.public_x]) if both else task.private_x
+    images = None
+    if task.private_images is not None and task.public_images is not None:
+        images = torch.cat([task.private_images, task.public_images]) if both else task.private_images
+    truth = None
+    if not both or task.public_y is not None:
+        truth = torch.cat([task.private_y, task.public_y]) if both and task.public_y is not None else task.private_y
+    return replace(task, public_x=pool_x, public_y=None, public_images=images, pool_labels_private=truth)
+
+
+def partition_keys(
+    task: Task, partition_key: str, *, dataset: str = "the data", privacy_unit: str = "record"
+) -> RecordKeys:
     """The record keys the run's partition hashes (DESIGN.md fact 1).
 
-    ``"content"``: each private record's bytes (features and label). ``"record_id"``: the ids
+    ``"content"``: each private record's bytes (features and label; under label privacy the
+    features only, so that a changed label keeps its record's shard and moves one teacher:
+    DESIGN.md fact 13). ``"record_id"``: the ids
     supplied with the data (``task.private_ids``), which a neighbouring data set keeps for every
     other record and a replacement keeps for the replaced one; never row numbers, which removing
     one record would shift for every later record (and so move every shard).
@@ -111,6 +148,8 @@ def partition_keys(task: Task, partition_key: str, *, dataset: str = "the data")
     """
     n = task.private_x.shape[0]
     if partition_key == "content":
+        if privacy_unit == "label":
+            return record_keys_from_tensors(task.private_x)
         return record_keys_from_tensors(task.private_x, task.private_y)
     if partition_key != "record_id":
         raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {partition_key!r}")
@@ -157,7 +196,9 @@ def pool_graph(prep: Prepared) -> PoolGraph:
     """The public pool's kNN graph (public features only): the propagation teachers' own graph, or
     one built with the run's ``graph_*`` settings on the pool's (flattened) inputs, once per run."""
     if prep.graph is None:
-        if isinstance(prep.teachers, PropagationTeachers):
+        # the teachers' graph is the pool's only where its nodes are the pool (label privacy's graph
+        # also holds the private inputs; with label_queries "both" they are the pool)
+        if isinstance(prep.teachers, PropagationTeachers) and prep.teachers.graph_nodes == prep.task.public_x.shape[0]:
             prep.graph = prep.teachers.graph
         else:
             c = prep.config
@@ -307,8 +348,14 @@ def prepare(
         check_teachers_fit(config.num_teachers, int(task.private_x.shape[0]))
     if check_budget:
         check_answerable(config, task.num_classes)
-    if config.num_queries > task.public_x.shape[0]:
-        raise ValueError(f"num_queries={config.num_queries} exceeds the public pool ({task.public_x.shape[0]} inputs)")
+    pool_size = query_pool_size(config, task)
+    if config.num_queries > pool_size:
+        what = (
+            "the public pool"
+            if config.label_queries == "pool"
+            else f"the queries (label_queries: {config.label_queries})"
+        )
+        raise ValueError(f"num_queries={config.num_queries} exceeds {what} ({pool_size} inputs)")
     _check_run_dir(config, run_dir)
     # the data are part of the run's identity; their MAC stays in a private file (pate_stab.run.private)
     # (a pool without labels stands as an empty label tensor; ids supplied with the data are part of it)
@@ -332,6 +379,12 @@ def prepare(
         device = "cpu (cached)" if resumed_features else features_device(config)
         report_stage(timings, "features", time.perf_counter() - t0, device, devices)
 
+    graph_nodes = None
+    if config.privacy_unit == "label":
+        # label privacy: every input is public. The propagation graph spans the private and public
+        # inputs; the queries may be the private inputs themselves (label_queries)
+        graph_nodes = torch.cat([task.private_x, task.public_x]) if task.private_x.dim() == 2 else None
+        task = label_query_task(task, config.label_queries)
     if before_teachers is not None:
         before_teachers(Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features))
     if not with_teachers:
@@ -339,7 +392,8 @@ def prepare(
         return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features, devices=devices)
 
     t0 = time.perf_counter()
-    keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key)
+    keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key,
+                                                                    privacy_unit=config.privacy_unit)  # fmt: skip
     shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
     report_stage(timings, "partition", time.perf_counter() - t0, "cpu", devices)
 
@@ -356,9 +410,15 @@ def prepare(
             shape = tuple(task.public_x.shape)
             raise ValueError(f"propagate teachers need feature vectors, got inputs of shape {shape}")
         # nothing is trained: the graph (public features only) and the private affinities are rebuilt
-        teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
-            task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph
-        )
+        if graph_nodes is None:  # record privacy: the graph sees the public pool only
+            teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
+                task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph
+            )
+        else:
+            teachers = PropagationTeachers(
+                graph_nodes, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
+                fitted_on="the private and public inputs (label privacy: inputs are public)",
+            )  # fmt: skip
         report_stage(timings, "teachers", time.perf_counter() - t0, "cpu", devices)  # a sparse kernel on the CPU
         votes = PoolVotes(teachers, task.public_x, task.num_classes)
         return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features, devices=devices)

@@ -115,6 +115,7 @@ def _refit(
         budget_delta=budget[1],
         run_id=config.run_name,
         neighbouring=header.get("neighbouring", "replace_one"),
+        privacy_unit=header.get("privacy_unit", "record"),
         timestamps=False,
     ) as ledger:
         recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}

@@ -177,6 +177,9 @@ def evaluate_and_report(
         report["partial_release"] = release.partial
     if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
         diagnostics["rounds_teachers"] = rounds_private
+    if task.pool_labels_private is not None:  # label privacy, queries over private inputs: private labels
+        answered, everything = label_accuracy(release, task.pool_labels_private[release.index])
+        diagnostics["label_accuracy_private"] = {"answered": answered, "all_queries": everything}
     diagnostics["stage_device"] = dict(prep.devices)
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
     write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
@@ -206,7 +209,7 @@ def _planned_spends(config: TransferConfig, ledger: PrivacyLedger | None) -> lis
 
 
 def _budget_args(config: TransferConfig) -> dict[str, Any]:
-    return {"run_name": config.run_name, "neighbouring": config.neighbouring,
+    return {"run_name": config.run_name, "neighbouring": config.neighbouring, "privacy_unit": config.privacy_unit,
             "spends": lambda ledger: _planned_spends(config, ledger), "cap_epsilon": config.budget_epsilon,
             "cap_delta": config.budget_delta, "default_cap": (config.epsilon, config.delta),
             "how": f"use a lower ε, or a new run folder (not {config.run_name!r}: a new ledger, a new use of the data "

@@ -57,6 +57,9 @@ class PropagationTeachers:
         num_classes: C.
         spec: graph settings.
         chunk: queries per propagation batch.
+        fitted_on: what ``public_features`` are, for the ensemble's ``config``. Under label privacy
+            (DESIGN.md fact 13) the graph's nodes are the private and public inputs: every input is
+            public there, and teacher j's votes still depend on shard j's labels only.
     """
 
     def __init__(
@@ -69,6 +72,7 @@ class PropagationTeachers:
         num_classes: int,
         spec: PropagationSpec | None = None,
         chunk: int = 1024,
+        fitted_on: str = "public pool features",
     ) -> None:
         self.spec = spec or PropagationSpec()
         self._num_classes = check_int("num_classes", num_classes, minimum=2)
@@ -91,7 +95,8 @@ class PropagationTeachers:
         ).fit(public_features)  # public features only
         # (n, n_p) sparse: each row depends on its own record only
         self.private_affinities = to_sparse_csr(self.graph.affinities(private_features))
-        self.config: dict[str, Any] = {"graph": s.to_dict(), "fitted_on": "public pool features"}
+        self.graph_nodes = int(public_features.shape[0])
+        self.config: dict[str, Any] = {"graph": s.to_dict(), "fitted_on": fitted_on}
 
     @property
     def num_teachers(self) -> int:
