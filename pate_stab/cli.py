@@ -209,7 +209,8 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
             layout=args.layout, num_classes=args.num_classes, num_queries=args.num_queries,
             max_unstable=args.max_unstable, calibration=args.calibration, noise=args.noise, gamma=args.gamma,
             confident_threshold=args.confident_threshold, neighbouring=args.neighbouring,
-            teachers_changed=args.teachers_changed, privacy_unit=args.privacy_unit, seed=args.seed, public_inputs=args.public_inputs,
+            teachers_changed=args.teachers_changed, privacy_unit=args.privacy_unit, seed=args.seed,
+            public_inputs=args.public_inputs,
             query_selection=args.query_selection, allow_unanswerable=args.allow_unanswerable, progress=progress,
             budget_epsilon=args.budget_epsilon, budget_delta=args.budget_delta,
         )  # fmt: skip
