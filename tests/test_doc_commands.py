@@ -132,7 +132,7 @@ def test_doc_config_exists_and_loads(name):
 
 
 def test_every_recipe_config_loads():
-    for path in sorted((ROOT / "recipes").glob("*.yaml")):
+    for path in sorted((ROOT / "recipes").rglob("*.yaml")):
         _load_config(path)
 
 
