@@ -152,3 +152,42 @@ def test_a_compare_that_would_rank_a_label_learner_under_record_privacy_is_refus
     with pytest.raises(MixedUnitsError, match="privacy_unit: label"):
         run_compare(config, epsilons=[1.0], aggregators=["gnmax"], direct=["output-softmax"])
     assert not (tmp_path / "mix").exists()  # refused before anything was read, trained or written
+
+
+def test_the_api_and_the_command_line_take_the_unit(tmp_path):
+    from pate_stab import transfer_arrays
+    from pate_stab.cli import build_parser
+
+    x, y = make_gaussian_mixture(900, num_classes=C, dim=5, separation=3.0, generator=torch.Generator().manual_seed(0))
+    result = transfer_arrays(
+        (x[:600], y[:600]), x[600:800], (x[800:], y[800:]), classes=C, privacy_unit="label", label_queries="both",
+        run_name="api", checkpoints_dir=str(tmp_path), num_teachers=20, num_queries=300, aggregator="gnmax",
+        epsilon=8.0, student_epochs=2, accelerator="cpu", releaser_noise="seeded",
+    )  # fmt: skip
+    assert result.report["privacy"]["privacy_unit"] == "label" and result.report["queries"]["seen"] == 300
+    args = build_parser().parse_args(["transfer", "--privacy-unit", "label", "--label-queries", "private"])
+    assert (args.privacy_unit, args.label_queries) == ("label", "private")
+    args = build_parser().parse_args(["release", "--votes", "v.npy", "--aggregator", "gnmax", "--epsilon", "1",
+                                      "--privacy-unit", "label"])  # fmt: skip
+    assert args.privacy_unit == "label" and args.neighbouring is None
+
+
+def test_release_votes_states_the_unit_and_keeps_one_unit_per_folder(tmp_path):
+    import numpy as np
+
+    from pate_stab.errors import LedgerError
+    from pate_stab.run.release_votes import VotesError, release_votes
+
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 10, 50)
+    np.save(tmp_path / "votes.npy", np.where(rng.random((300, 50)) < 0.9, truth, rng.integers(0, 10, (300, 50))))
+    common = {"aggregator": "gnmax", "epsilon": 8.0, "delta": 1e-5, "num_classes": 10}
+    report = release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", privacy_unit="label", **common)
+    assert report["privacy"]["privacy_unit"] == "label" and report["privacy"]["neighbouring"] == "replace_one"
+    assert report["ledger"]["privacy_unit"] == "label"
+    with pytest.raises(VotesError, match="neighbouring must be 'replace_one'"):
+        release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "x", privacy_unit="label",
+                      neighbouring="add_remove", **common)  # fmt: skip
+    with pytest.raises(LedgerError, match="privacy_unit='label'"):  # the folder's ledger is a label ledger
+        release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", neighbouring="replace_one",
+                      **{**common, "epsilon": 4.0})  # fmt: skip
