@@ -1,9 +1,9 @@
 """The ``pate-stab`` command line: demo, transfer, compare, predict, release, plan, calibrate.
 
     pate-stab demo                                   # synthetic task, no data, under a minute
-    pate-stab transfer --config recipes/mnist_quick.yaml [--epsilon 4 ...]
-    pate-stab compare --config recipes/mnist_quick.yaml --epsilons 2 4 8
-    pate-stab compare --config recipes/mnist_quick.yaml --query-selection student-confidence
+    pate-stab transfer --config recipes/configs/mnist_quick.yaml [--epsilon 4 ...]
+    pate-stab compare --config recipes/configs/mnist_quick.yaml --epsilons 2 4 8
+    pate-stab compare --config recipes/configs/mnist_quick.yaml --query-selection student-confidence
     pate-stab release --votes votes.npy --num-classes 10 --aggregator gnmax --epsilon 8 [--public-inputs x.npy]
     pate-stab plan --num-private 1200 --num-classes 10 --num-queries 450 --epsilon 8 [--num-teachers 150]
     pate-stab calibrate --epsilon 8 --delta 1e-5 --num-queries 300 --max-unstable 10

@@ -111,7 +111,7 @@ def test_recipes_parse():
 
     from pate_stab.run import TransferConfig
 
-    recipes = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+    recipes = sorted((Path(__file__).resolve().parents[1] / "recipes" / "configs").glob("*.yaml"))
     assert {p.stem for p in recipes} >= {"mnist_quick", "mnist_gpu", "fashion_mnist_quick", "svhn_gpu",
                                          "cifar10_gpu", "adult"}  # fmt: skip
     for path in recipes:

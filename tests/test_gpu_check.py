@@ -1,4 +1,4 @@
-"""``recipes/gpu_check.py --smoke``: every part of the GPU check runs on the CPU on tiny data and
+"""``recipes/bench/gpu_check.py --smoke``: every part of the GPU check runs on the CPU on tiny data and
 fills its row of the table and the JSON file (the path a GPU session takes, scaled down)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ def test_gpu_check_smoke_fills_every_row(tmp_path):
     out = tmp_path / "gpu_check_smoke.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}  # fmt: skip
-    done = subprocess.run([sys.executable, "recipes/gpu_check.py", "--smoke", "--out", str(out)], cwd=ROOT, env=env,
+    script = "recipes/bench/gpu_check.py"
+    done = subprocess.run([sys.executable, script, "--smoke", "--out", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     record = json.loads(out.read_text())

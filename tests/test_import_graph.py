@@ -228,3 +228,16 @@ def test_lightning_only_where_training_happens() -> None:
         if name.split(".")[0] in LIGHTNING_PACKAGES
     ]
     assert not bad, "Lightning imported outside teachers/student/run/features/audit/cli:\n" + "\n".join(bad)
+
+
+def test_nothing_in_the_library_imports_the_reproductions() -> None:
+    """pate_stab.repro (paper protocols, some not private) is a leaf: only its own modules import it."""
+    graph = _graph()
+    bad = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in graph.items()
+        if not (module == "pate_stab.repro" or module.startswith("pate_stab.repro."))
+        for target, line in targets.items()
+        if target == "pate_stab.repro" or target.startswith("pate_stab.repro.")
+    ]
+    assert not bad, "the library reaches into pate_stab.repro:\n" + "\n".join(bad)

@@ -10,6 +10,18 @@ Every case runs the package's own computation, vectorised over runs:
 * the softmax head's output perturbation (C = 3, d = 1): the exact minimiser of each neighbour,
   computed once, plus the library's noise at the scale the public function reports, seen through
   its projection on the line joining the two minimisers;
+* the Functional Mechanism (Zhang et al. 2012, as Wu et al. 2016 use it): the library's noisy
+  coefficients (:func:`~pate_stab.erm.functional_mechanism.functional_mechanism_samples`), seen
+  through the linear coefficient, the only one the pair moves (by 4 = Δ/2: Zhang et al.'s Δ is
+  loose by the triangle inequality's factor 2, so noise for 2ε is not refutable on any pair; the
+  mutation calibrates to one coefficient's change, 2, i.e. noise for 4ε);
+* Tuned Output Perturbation's selection (Wu et al. 2016, Alg 5 step 3) given the chunk models
+  (they do not depend on S'): the library's utilities and utility sensitivity, and the
+  exponential mechanism, on validation chunks S' = {(1, 1)} vs {(1, −1)} with one model at
+  w = +2 and nine at w = −2 (R2's largest radius), where every utility moves by 8 against the
+  bound (2 + 1)² = 9. The rls-out chunk models are the rls-out case above; the chunks are
+  disjoint, so the two compose in parallel. The mutation uses the printed Δu = R² = 4 on
+  this |S'| = 1, which :func:`~pate_stab.erm.wu_tuned.wu_tuned_output_perturbation` refuses;
 * objective perturbation in one dimension: the released w solves F_D'(w) + b/n = 0, which is
   increasing in w, so it is found by bisection for every noise draw b, with the noise scale and
   regularisation the public function reports.
@@ -30,12 +42,18 @@ from pate_stab.audit.harness import Mechanism, MechanismCase
 from pate_stab.erm.accuracy_first import covariance_hypotheses
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
 from pate_stab.erm.density import private_histogram_samples
+from pate_stab.erm.functional_mechanism import functional_mechanism_samples, linear_regression_coefficients
 from pate_stab.erm.losses import Loss, get_loss
 from pate_stab.erm.multinomial import softmax_output_perturbation, solve_softmax_erm
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import l2_laplace_vectors, rls_out
 from pate_stab.erm.solver import solve_erm
-from pate_stab.erm.validation import exponential_mechanism_samples, stability_select_samples
+from pate_stab.erm.validation import (
+    exponential_mechanism_samples,
+    stability_select_samples,
+    wu_tuning_utilities,
+    wu_utility_sensitivity,
+)
 from pate_stab.privacy.noise import laplace
 
 __all__ = [
@@ -128,6 +146,47 @@ def _rls_out(*, epsilon: float, lam: float, radius: float, n: int, scale_factor:
 
     def mech(key: str, num: int, gen: torch.Generator) -> torch.Tensor:
         return (theta[key] + l2_laplace_vectors(scale, 1, num_samples=num, generator=gen))[:, 0]
+
+    return mech
+
+
+# --------------------------------------------------------------------------- Wu et al. 2016: FM and Tuned
+
+
+def _functional_mechanism(*, epsilon: float, n: int, noise_sensitivity: float | None = None) -> Mechanism:
+    """Functional Mechanism on 1-D neighbours (one target flipped); the linear coefficient.
+
+    ``noise_sensitivity`` None: the library's sampler (Δ = 2(1 + d)² = 8). A number: the same
+    coefficients plus Lap(noise_sensitivity/ε) (a mis-calibrated variant).
+    """
+    x, y, y_flip = _pairs(n)
+    data = {"D": y, "D'": y_flip}
+
+    def mech(key: str, num: int, gen: torch.Generator) -> torch.Tensor:
+        if noise_sensitivity is None:
+            out = functional_mechanism_samples(x, data[key], epsilon=epsilon, num_samples=num, generator=gen)
+        else:
+            coef = linear_regression_coefficients(x, data[key])
+            out = coef + laplace(noise_sensitivity / epsilon, (num, coef.numel()), generator=gen)
+        return out[:, 1]
+
+    return mech
+
+
+def _wu_tuned_selection(*, epsilon: float, printed_radius: float | None = None, others: int = 9) -> Mechanism:
+    """Alg 5 step 3 on fixed chunk models: one at w = +2, ``others`` at w = −2; S' of one record.
+
+    ``printed_radius`` None: the library's sensitivity (max ‖w_i‖ + 1)²/|S'| = 9. A number R:
+    the printed Δu = R² (wrong when |S'| < (R + 1)²/R²).
+    """
+    models = [torch.tensor([2.0], dtype=_F64)] + [torch.tensor([-2.0], dtype=_F64)] * others
+    xv = torch.ones((1, 1), dtype=_F64)
+    vals = {"D": torch.ones(1, dtype=_F64), "D'": -torch.ones(1, dtype=_F64)}
+    sens = wu_utility_sensitivity(models, 1) if printed_radius is None else printed_radius**2
+
+    def mech(key: str, num: int, gen: torch.Generator) -> torch.Tensor:
+        u = wu_tuning_utilities(models, xv, vals[key])
+        return exponential_mechanism_samples(u, epsilon=epsilon, sensitivity=sens, num_samples=num, generator=gen)
 
     return mech
 
@@ -283,6 +342,16 @@ def erm_mechanism_cases() -> list[MechanismCase]:
             f"{replace} (target flipped)",
         ),
         _dataset_case(
+            "Functional Mechanism (Zhang et al. 2012 / Wu 2016, d=1, n=20)",
+            _functional_mechanism(epsilon=1.0, n=20),
+            f"{replace} (target flipped)",
+        ),
+        _dataset_case(
+            "Tuned selection (Wu Alg 5 step 3, R2 models ±2, |S'|=1)",
+            _wu_tuned_selection(epsilon=1.0),
+            f"{replace} (the validation record's target flipped)",
+        ),
+        _dataset_case(
             "covariance perturbation (Ligett Thm 3.1, p=1)",
             _covariance_perturbation(epsilon=1.0, n=20, lam=1.0),
             f"{replace} (target flipped)",
@@ -339,6 +408,16 @@ def erm_mutation_cases() -> list[MechanismCase]:
             "rls-out, noise scale ρ/(λnε) (one-sided sensitivity)",
             _rls_out(epsilon=1.0, lam=100.0, radius=0.05, n=20, scale_factor=0.5),
             "replace one record (target flipped)",
+        ),
+        _dataset_case(
+            "Functional Mechanism, Lap(2/ε): one coefficient's change, not 2(1 + d)²",
+            _functional_mechanism(epsilon=1.0, n=20, noise_sensitivity=2.0),
+            "replace one record (target flipped)",
+        ),
+        _dataset_case(
+            "Tuned selection, printed Δu = R² = 4 on |S'| = 1 (true bound 9)",
+            _wu_tuned_selection(epsilon=1.0, printed_radius=2.0),
+            "replace one record (the validation record's target flipped)",
         ),
         _dataset_case(
             "covariance perturbation, per-entry sensitivity 1 not 4",

@@ -15,7 +15,8 @@ Every mechanism of the package that releases something computed from private dat
 statistical test (``dp_test`` unless said otherwise):
 
 * privacy: Laplace mechanism, sparse vector (T = 1, 2), stability test (BTT18 Alg 2), discrete
-  Laplace, discrete Gaussian, snapping, integer sparse vector — :func:`mechanism_cases`; noise reduction
+  Laplace, discrete Gaussian, snapping, integer sparse vector, randomised response with a prior
+  (Ghazi et al. 2021, Alg 2; label DP) — :func:`mechanism_cases`; noise reduction
   (``tests/privacy/test_noise_reduction.py``); InteractiveAboveThreshold's ex-post loss
   (``tests/erm/test_accuracy_first.py``, per output cell); Gaussian / l2-Laplace noise laws (KS).
 * aggregation: hard and soft releasers in both noise modes at real calibrations
@@ -58,6 +59,7 @@ from pate_stab.audit.mechanism_samplers import (
     _laplace_scale,
     _noisy_max,
     _output_perturbation,
+    _rr_with_prior,
     _secure_aggregator,
     _secure_discrete_gaussian,
     _secure_discrete_laplace,
@@ -256,8 +258,36 @@ def mechanism_cases() -> list[MechanismCase]:
             relation="each query value moves by 1",
             sample_factor=0.5,
         ),
+        MechanismCase(
+            "RR-with-prior (Ghazi et al. Alg 2, ε=1, k*=2), both labels in the set",
+            _rr_with_prior(RR_PRIOR, 1.0),
+            0,
+            1,
+            1.0,
+            relation="one example's label replaced (label DP)",
+        ),
+        MechanismCase(
+            "RR-with-prior (ε=1, k*=2), one label outside the set",
+            _rr_with_prior(RR_PRIOR, 1.0),
+            0,
+            4,
+            1.0,
+            relation="one example's label replaced (label DP)",
+        ),
+        MechanismCase(
+            "randomised response, C=10 (LP-1ST's, ε=1)",
+            _rr_with_prior([0.1] * 10, 1.0),
+            0,
+            1,
+            1.0,
+            relation="one example's label replaced (label DP)",
+        ),
         *erm_mechanism_cases(),
     ]
+
+
+RR_PRIOR = [0.5, 0.3, 0.1, 0.05, 0.05]
+"""The prior of the RR-with-prior cases: at ε = 1, k* = 2 and the set is {0, 1}."""
 
 
 # --------------------------------------------------------------------------- broken variants
@@ -275,6 +305,8 @@ def mutation_cases() -> list[MechanismCase]:
     * Laplace noise of scale ε instead of 1/ε (float sampler, exact integer sampler, and the
       stability test of BTT18 Alg 2).
     * the exact discrete Gaussian with σ/2 under the claim of σ (RDP accounting, CKS20).
+    * RR-with-prior (Ghazi et al. 2021, Alg 2) keeping the true label with the probability of 2ε, and
+      with a top-k set that takes in the true label when the prior leaves it out.
     * GNMax on a votes file with C read from the votes (largest label + 1) instead of declared: one
       teacher's only vote for class 9 makes 9 an output on one neighbour and never on the other.
     * the ERM, selection and density mechanisms with one constant wrong
@@ -337,6 +369,22 @@ def mutation_cases() -> list[MechanismCase]:
             discrete_gaussian_claim(1.5, 1e-5),
             delta=1e-5,
             relation="integer counting query 0 vs 1",
+        ),
+        MechanismCase(
+            "RR-with-prior keeps y with e^2ε's probability (claim ε=1)",
+            _rr_with_prior(RR_PRIOR, 1.0, keep_epsilon=2.0),
+            0,
+            1,
+            1.0,
+            relation="one example's label replaced (label DP)",
+        ),
+        MechanismCase(
+            "RR-with-prior, top-k set that reads the true label (ε=1)",
+            _rr_with_prior(RR_PRIOR, 1.0, label_in_set=True),
+            0,
+            4,
+            1.0,
+            relation="one example's label replaced (label DP)",
         ),
         *erm_mutation_cases(),
     ]

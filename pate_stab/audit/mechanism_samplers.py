@@ -27,6 +27,7 @@ from pate_stab.erm.losses import HuberHingeLoss
 from pate_stab.erm.output_perturbation import l2_laplace_vectors, output_perturbation, output_perturbation_sensitivity
 from pate_stab.erm.solver import solve_erm
 from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.randomized_response import rr_optimal_k, rr_top_k
 from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_gaussian, discrete_laplace, snapping
 from pate_stab.privacy.sparse_vector import above_threshold_scan
 
@@ -161,6 +162,28 @@ def _secure_sparse_vector(noise_scale: int, threshold: int) -> Mechanism:
         fails = noisy <= level[:, None]
         first = torch.where(fails.any(1), fails.to(torch.int8).argmax(1), torch.tensor(m))
         return first  # the output pattern is determined by the first ⊥
+
+    return mech
+
+
+def _rr_with_prior(
+    prior: Any, epsilon: float, *, keep_epsilon: float | None = None, label_in_set: bool = False
+) -> Mechanism:
+    """RRWithPrior (Ghazi et al. 2021, Alg 2) on one label with a fixed prior, exact draws from a
+    source seeded from ``gen``; the input is the true label. Broken variants: ``keep_epsilon``, the
+    keep probability of that ε instead of ``epsilon`` (k* still chosen at ``epsilon``); ``label_in_set``,
+    a set that reads the label (a label outside the top-k* takes the set's last place, so it is kept)."""
+    p = torch.as_tensor(prior, dtype=torch.float64)[None, :]
+    k, order = rr_optimal_k(p, epsilon)
+
+    def mech(label: int, n: int, gen: torch.Generator) -> torch.Tensor:
+        src = SeededRandomSource(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        row = order[0].clone()
+        if label_in_set and label not in row[: int(k)].tolist():
+            row[row == label] = row[int(k) - 1].clone()
+            row[int(k) - 1] = label
+        labels = torch.full((n,), int(label), dtype=torch.int64)
+        return rr_top_k(labels, row.expand(n, -1), k.expand(n), keep_epsilon or epsilon, source=src)
 
     return mech
 

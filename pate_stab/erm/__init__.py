@@ -1,7 +1,8 @@
 """pate_stab.erm: private convex ERM heads, private hyper-parameter validation, density, inversion.
 
 Papers: Chaudhuri, Monteleoni & Sarwate 2011; Chaudhuri & Vinterbo 2013 (stability-based
-validation, Alg 1-5); Wu et al. 2016 (output perturbation and private regression, Alg 1-5);
+validation, Alg 1-5); Wu et al. 2016 (output perturbation and private regression, Alg 1-5; the Functional Mechanism
+of Zhang et al. 2012 they compare with);
 Ligett et al. 2017 (accuracy-first ERM: CovNR, OutputNR, doubling, Alg 3-5).
 """
 
@@ -20,6 +21,7 @@ from pate_stab.erm.density import (
     private_histogram,
     private_histogram_density,
 )
+from pate_stab.erm.functional_mechanism import FunctionalMechanismModel, functional_mechanism
 from pate_stab.erm.heads import PrivateLinearHead
 from pate_stab.erm.inversion import inversion_accuracy, invert_attribute
 from pate_stab.erm.losses import (
@@ -57,6 +59,7 @@ from pate_stab.erm.validation import (
     stability_validate,
     wu_private_tuning,
 )
+from pate_stab.erm.wu_tuned import wu_tuned_output_perturbation
 
 __all__ = [
     "AccuracyFirstResult",
@@ -106,4 +109,7 @@ __all__ = [
     "stability_select",
     "stability_validate",
     "wu_private_tuning",
+    "wu_tuned_output_perturbation",
+    "functional_mechanism",
+    "FunctionalMechanismModel",
 ]

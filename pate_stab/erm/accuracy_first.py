@@ -25,6 +25,14 @@ Accuracy (Thm 3.2/3.4): with ε_0 as above IAT is (α/2)-accurate with probabili
 (Thm A.1: α_IAT = 8Δ log(2T/γ)/ε_0), so a released θ_t has f_t >= −α/2 − α/2, i.e. excess risk
 <= α; θ* has excess risk 0.
 
+Union bound over the levels (``union_bound``). The paper's accuracy proofs union-bound the
+failure probability γ over the T tests for both searches: Thm A.1 sets NR's ε_0 with
+log(2T/γ), Thm A.2 sets Doubling's per-test noise with log(T/γ). Both searches take the same
+``union_bound`` flag: True (the default, the theorems as printed) or False (log(2/γ) and
+log(1/γ), i.e. T = 1 in both formulas). The flag changes only the test noise and the
+accuracy guarantee (without it, each single test fails with probability γ, not the whole
+search); the ex-post loss is computed from the noise actually used, so privacy holds either way.
+
 Baselines: :func:`doubling_method` (Alg 4, Thm A.2: fresh hypotheses at ε_1·2^{i−1} and a
 Laplace test Lap(α/(2 log(T/γ))) each) and :func:`theory_method` (run once at the ε that the
 utility bound of Thm 3.1 / Thm 3.3 maps to expected excess risk α).
@@ -183,6 +191,12 @@ def _check_common(
     return alpha, gamma, check_increasing_epsilons(epsilons)
 
 
+def _check_flag(union_bound: Any) -> bool:
+    if not isinstance(union_bound, bool):
+        raise TypeError(f"union_bound must be a bool, got {type(union_bound).__name__}")
+    return union_bound
+
+
 # --------------------------------------------------------------------------- noise reduction
 
 
@@ -198,10 +212,11 @@ def _nr_search(
     ledger: PrivacyLedger | None,
     spend_id: str | None,
     mechanism: str,
+    union_bound: bool,
 ) -> AccuracyFirstResult:
     t_count = int(epsilons.numel())
     delta_q = problem.query_sensitivity
-    eps0 = iat_epsilon(sensitivity=delta_q, num_levels=t_count, alpha=alpha, gamma=gamma)
+    eps0 = iat_epsilon(sensitivity=delta_q, num_levels=t_count if union_bound else 1, alpha=alpha, gamma=gamma)
     eps_ante = eps0 + float(epsilons[-1]) if on_exhaustion == "refuse" else math.inf
     description = f"Ligett et al. 2017 {mechanism}: E((t, θ_t)) = ε0 + ε_t with ε0 = {eps0:.6g}; " + (
         "E(⊥) = ε0 + ε_T (only ⊥ released)" if on_exhaustion == "refuse" else "E((⊥, θ*)) = ∞"
@@ -215,6 +230,7 @@ def _nr_search(
         "num_levels": t_count,
         "epsilon_min": float(epsilons[0]),
         "epsilon_max": float(epsilons[-1]),
+        "union_bound": union_bound,
     }
     for start in range(0, t_count, _CHUNK):
         stop = min(start + _CHUNK, t_count)
@@ -252,6 +268,7 @@ def cov_nr(
     on_exhaustion: str = "optimum",
     ledger: PrivacyLedger | None = None,
     spend_id: str | None = None,
+    union_bound: bool = True,
 ) -> AccuracyFirstResult:
     """CovNR (Ligett et al. 2017, Alg 3; Thm 3.2): covariance perturbation with noise reduction.
 
@@ -264,6 +281,8 @@ def cov_nr(
         on_exhaustion: "optimum" (the paper: release θ*, E = ∞) or "refuse" (release ⊥ only).
         ledger, spend_id: charge ε_0 + ε_T ex ante before anything is released and record the
             realised ex-post loss ε_0 + ε_t (needs "refuse").
+        union_bound: ε_0 with log(2T/γ) (True, Thm A.1) or log(2/γ) (False); see the module
+            docstring.
 
     Returns:
         :class:`AccuracyFirstResult`.
@@ -291,6 +310,7 @@ def cov_nr(
         ledger=ledger,
         spend_id=spend_id,
         mechanism="CovNR",
+        union_bound=_check_flag(union_bound),
     )
 
 
@@ -304,6 +324,7 @@ def output_nr(
     on_exhaustion: str = "optimum",
     ledger: PrivacyLedger | None = None,
     spend_id: str | None = None,
+    union_bound: bool = True,
 ) -> AccuracyFirstResult:
     """OutputNR (Ligett et al. 2017, Alg 5; Thm 3.4): output perturbation with noise reduction.
 
@@ -332,6 +353,7 @@ def output_nr(
         ledger=ledger,
         spend_id=spend_id,
         mechanism="OutputNR",
+        union_bound=_check_flag(union_bound),
     )
 
 
@@ -348,6 +370,7 @@ def doubling_method(
     on_exhaustion: str = "optimum",
     ledger: PrivacyLedger | None = None,
     spend_id: str | None = None,
+    union_bound: bool = True,
 ) -> AccuracyFirstResult:
     """DoublingMethod (Ligett et al. 2017, Alg 4; Thm A.2).
 
@@ -355,11 +378,12 @@ def doubling_method(
     projected onto C for logistic) is tested by f_i + Lap(α/(2 log(T/γ))) >= −α/2, each test
     being (2Δ log(T/γ)/α)-DP. Stopping at k costs E(k) = Σ_{i<=k} (ε_i + 2Δ log(T/γ)/α), which is
     2kΔ log(T/γ)/α + (2^k − 1)ε_1 for the doubling list ε_i = 2^{i−1}ε_1 (:func:`doubling_levels`).
+    With ``union_bound=False`` log(T/γ) becomes log(1/γ) (see the module docstring).
     """
     alpha, gamma, eps = _check_common(alpha, gamma, generator, on_exhaustion, epsilons)
     t_count = int(eps.numel())
     delta_q = problem.query_sensitivity
-    log_term = math.log(t_count / gamma)
+    log_term = math.log((t_count if _check_flag(union_bound) else 1) / gamma)
     noise_scale = alpha / (2.0 * log_term)
     eps_test = delta_q / noise_scale
     eps_ante = t_count * eps_test + float(eps.sum()) if on_exhaustion == "refuse" else math.inf
@@ -376,6 +400,7 @@ def doubling_method(
         "epsilon_min": float(eps[0]),
         "epsilon_max": float(eps[-1]),
         "epsilon_per_test": eps_test,
+        "union_bound": union_bound,
     }
     spent_hyp = 0.0
     for i in range(t_count):

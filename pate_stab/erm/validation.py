@@ -371,10 +371,25 @@ def wu_private_tuning(
     chunks = torch.tensor_split(perm, k + 1)
     val = chunks[-1]
     models = [train(r, lam, x[c], y[c], eps, gen) for (r, lam), c in zip(params, chunks[:-1], strict=True)]
-    xv, yv = x[val].to(_DTYPE), y[val].to(_DTYPE)
-    losses = [float(((xv @ w.to(xv.device)) - yv).pow(2).mean()) for w in models]
+    utilities = wu_tuning_utilities(models, x[val], y[val])
     if utility_sensitivity is None:
-        wmax = max(float(torch.linalg.vector_norm(w)) for w in models)
-        utility_sensitivity = (wmax + 1.0) ** 2 / val.numel()
-    i = exponential_mechanism([-v for v in losses], epsilon=eps, sensitivity=utility_sensitivity, generator=gen)
+        utility_sensitivity = wu_utility_sensitivity(models, int(val.numel()))
+    i = exponential_mechanism(utilities, epsilon=eps, sensitivity=utility_sensitivity, generator=gen)
     return i, models[i]
+
+
+def wu_tuning_utilities(models: Sequence[torch.Tensor], xv: torch.Tensor, yv: torch.Tensor) -> torch.Tensor:
+    """Alg 5's utilities u(w_i) = −L_{S'}(w_i): minus each model's mean squared error on (xv, yv)."""
+    xv, yv = xv.to(_DTYPE), yv.to(_DTYPE)
+    return torch.tensor([-float(((xv @ w.to(xv.device)) - yv).pow(2).mean()) for w in models], dtype=_DTYPE)
+
+
+def wu_utility_sensitivity(models: Sequence[torch.Tensor], val_size: int) -> float:
+    """(max_i ‖w_i‖ + 1)² / |S'|: how far one replaced record of S' (‖x‖ <= 1, |y| <= 1) moves u(w_i).
+
+    Each squared error lies in [0, (‖w_i‖ + 1)²], and the mean over |S'| records changes in one
+    term (see :func:`wu_private_tuning`).
+    """
+    val_size = check_int("val_size", val_size, minimum=1)
+    wmax = max(float(torch.linalg.vector_norm(w)) for w in models)
+    return (wmax + 1.0) ** 2 / val_size

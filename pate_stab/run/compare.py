@@ -188,8 +188,8 @@ def _run_compare(
         )
     start = time.perf_counter()
     direct = check_direct_learners(list(direct), dataset=config.dataset)
-    check_learner_units(config.privacy_unit, direct)  # a label-private learner in a record run: refused here
     check_direct_config(config, direct)  # DP-SGD's N and batch size: before any data are read or teachers trained
+    check_learner_units(config.privacy_unit, direct)  # a label-private learner in a record run: refused here
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
     direct_plan = [(float(e), d, r) for r in range(repeats) for e in epsilons for d in direct]

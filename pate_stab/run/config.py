@@ -1,6 +1,6 @@
 """The main job's configuration: every setting of a transfer run, checked on construction.
 
-A recipe YAML holds these keys (``pate-stab transfer --config recipes/mnist_quick.yaml``); the
+A recipe YAML holds these keys (``pate-stab transfer --config recipes/configs/mnist_quick.yaml``); the
 command line's flags override them. :data:`STUDENT_FIELDS` are the settings a rerun of a finished
 run folder may change (the student is post-processing); any other change is refused
 (:func:`pate_stab.run.prepare.prepare`).
@@ -25,6 +25,7 @@ from pate_stab.run.config_names import (
     FEATURE_DATASETS,
     FEATURES,
     IMAGE_DIRECT_LEARNERS,
+    LABEL_DIRECT_LEARNERS,
     LABEL_QUERIES,
     NOT_IDENTITY,
     OWN_DATA_FIELDS,
@@ -49,6 +50,7 @@ __all__ = [
     "FEATURES",
     "FEATURE_DATASETS",
     "IMAGE_DIRECT_LEARNERS",
+    "LABEL_DIRECT_LEARNERS",
     "LABEL_QUERIES",
     "NOT_IDENTITY",
     "OWN_DATA_FIELDS",
@@ -70,8 +72,8 @@ __all__ = [
 class TransferConfig:
     """Everything a transfer run needs; a recipe YAML holds these keys.
 
-    Defaults describe a small synthetic task; see ``recipes/*.yaml`` for data sets. How the
-    defaults were chosen (DESIGN.md fact 10; README, "How the settings were chosen"): ``graph_*``
+    Defaults describe a small synthetic task; see ``recipes/configs/*.yaml`` for data sets. How the
+    defaults were chosen (DESIGN.md fact 10; docs/settings.md, "How the settings were chosen"): ``graph_*``
     in advance from Iscen et al. 2019 (comment below); the privacy settings (ε, δ, T, m,
     calibration, relation) state the problem and tune nothing; ``dd_order`` / ``dd_sigma`` are
     fixed before any vote; the teacher, selection, student and FixMatch defaults were set for the
@@ -116,7 +118,7 @@ class TransferConfig:
     partition_key: Literal["content", "record_id"] = "content"
     # the privacy unit (DESIGN.md fact 13; docs/label_privacy.md): "record" (a record's inputs and label) or
     # "label" (label differential privacy: the private inputs are public, one changed label is the neighbour).
-    # Under "label" the relation is replace-one of a label (``neighbouring`` is set to replace_one), content
+    # Under "label" the relation is replace-one of a label (``neighbouring: replace_one``, required), content
     # keys hash the inputs only (a changed label keeps its shard: one teacher moves), the features and the
     # propagation teachers' graph are fitted on the private and public inputs, and ``label_queries`` may ask
     # about the private inputs. Part of the run's identity and of its ledger's relation.
@@ -374,8 +376,12 @@ class TransferConfig:
                     "protects: use privacy_unit: label (the inputs are then public) or label_queries: pool"
                 )
             return
-        # one changed label replaces one record by one with the same inputs: the relation is replace-one
-        object.__setattr__(self, "neighbouring", "replace_one")
+        if self.neighbouring != "replace_one":
+            # one changed label replaces one record by one with the same inputs; a label cannot be added or removed
+            raise ValueError(
+                "privacy_unit: label protects one changed label, a replacement that keeps the record's inputs: set "
+                f"neighbouring: replace_one (--neighbouring replace_one), got neighbouring={self.neighbouring!r}"
+            )
         if self.threat_model != "public-pool":
             raise ValueError(
                 "privacy_unit: label keeps every private input and asks about them itself (label_queries); the "

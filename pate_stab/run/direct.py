@@ -30,6 +30,13 @@ Learners (:data:`DIRECT_LEARNERS`):
   accountant and relation as ``dpsgd-linear``. Image data only: feature-only data are refused
   before any spend. It uses no feature stage, so a run that only trains it computes none
   (:func:`pate_stab.run.prepare.prepare`'s ``with_features``).
+* ``rr-lp1st`` / ``rr-lp2st``: Ghazi et al. 2021's LP-1ST and LP-2ST (:mod:`pate_stab.direct.label_dp`):
+  every private label randomised once by RRWithPrior (their Alg 2; uniform prior, or in LP-2ST's second
+  half the prior of a model trained on the first half's randomised labels), then a softmax layer on the
+  run's features standardised with the public pool's statistics. **ε-label-DP**: private when one
+  example's *label* is replaced; the inputs are not protected. Valid only when the run's privacy unit
+  is ``label`` (inputs public), under the replace-one relation; any other run refuses them before any
+  spend (:func:`check_direct_config`). Their spend records ``privacy_unit: label``.
 
 Hyper-parameters are fixed in advance (never chosen on evaluation or pool labels): the heads'
 λ = :data:`HEAD_LAMBDA`, chosen before any run so that the objective-perturbation budget keeps
@@ -112,6 +119,13 @@ from pate_stab.direct.dpsgd import (
     dpsgd_schedule,
     train_dpsgd_linear,
 )
+from pate_stab.direct.label_dp import (
+    LABEL_DP_LEARNERS,
+    LABEL_DP_MAX_ITER,
+    LABEL_DP_WEIGHT_DECAY,
+    train_lp_1st,
+    train_lp_2st,
+)
 from pate_stab.direct.opacus_engine import engine_schedule
 from pate_stab.erm.multinomial import check_class_labels, softmax_objective_perturbation, softmax_output_perturbation
 from pate_stab.erm.objective_perturbation import objective_perturbation
@@ -120,7 +134,8 @@ from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.discrete_noise import RandomSource, SeededRandomSource, SystemRandomSource
 from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
 from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS, TransferConfig
+from pate_stab.privacy.randomized_response import rr_event
+from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS, LABEL_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_spend_id
@@ -136,9 +151,11 @@ __all__ = [
     "check_direct_config",
     "check_direct_inputs",
     "check_direct_learners",
+    "check_label_learners",
     "direct_legend",
     "direct_planned_spend",
     "dpsgd_settings",
+    "privacy_unit",
     "replace_one_equivalent",
     "run_direct",
 ]
@@ -150,10 +167,15 @@ DIRECT_LEARNERS = {
     "output-ovr": "one-vs-rest logistic heads, output perturbation, ε/C per class",
     "dpsgd-linear": "DP-SGD, linear softmax layer (Abadi et al. 2016; Tramèr & Boneh 2021 settings; Opacus accountant)",
     "dpsgd-cnn": "DP-SGD, Tramèr & Boneh 2021's tanh CNN on the raw images (their settings; Opacus engine)",
+    **LABEL_DP_LEARNERS,
 }
 """The direct private learners a run offers (the names of :data:`pate_stab.run.config.DIRECT_LEARNER_NAMES`)."""
-DIRECT_RELATIONS = {name: ("add_remove" if name.startswith("dpsgd") else "either") for name in DIRECT_LEARNERS}
-"""The neighbouring relation each learner's guarantee holds under ("either": the run's; module docstring)."""
+DIRECT_RELATIONS = {
+    name: "add_remove" if name.startswith("dpsgd") else "replace_one" if name in LABEL_DIRECT_LEARNERS else "either"
+    for name in DIRECT_LEARNERS
+}
+"""The neighbouring relation each learner's guarantee holds under ("either": the run's; the label-DP
+learners: one example's label replaced; module docstring)."""
 HEAD_LAMBDA = 1e-3
 """λ of the convex heads, fixed in advance (module docstring)."""
 NORM_QUANTILE = 0.99
@@ -165,16 +187,21 @@ NOISE_KINDS = {
     "no exact sampler of it is implemented)",
     "dpsgd": "floating point: Gaussian from a torch generator, Opacus secure_mode noise in secure runs (no exact "
     "sampler; torchcsprng is not used)",
+    "rr": "exact: rational keep probabilities below e^ε/(e^ε + k − 1) and uniform integer draws by rejection "
+    "(pate_stab.privacy.randomized_response)",
 }
 """The kind of noise each family of direct learners draws (module docstring), by name prefix."""
 _NOISE_NOTES = {
     "output": "exact lattice Laplace noise",
     "objective": "floating-point l2-Laplace noise that has no exact sampler",
     "dpsgd": "floating-point Gaussian noise",
+    "rr": "exact randomised response",
 }
-_METHODS = {"output": "output perturbation", "objective": "objective perturbation", "dpsgd": "DP-SGD"}
+_METHODS = {"output": "output perturbation", "objective": "objective perturbation", "dpsgd": "DP-SGD",
+            "rr": "randomised response with a prior (Ghazi et al. 2021)"}  # fmt: skip
 _RELATION_WORDS = {"add_remove": "one person's record is added or removed",
-                   "replace_one": "one person's record is replaced"}  # fmt: skip
+                   "replace_one": "one person's record is replaced",
+                   "label": "one example's label is replaced (its input public)"}  # fmt: skip
 _DPSGD = DPSGDConfig()
 _RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}
 
@@ -218,6 +245,8 @@ def direct_planned_spend(config: Any, learner: str, epsilon: float, repeat: int 
     unit = learner_unit(learner)
     if learner.startswith("dpsgd"):
         return PlannedSpend(spend_id, float(epsilon), float(config.delta), "add_remove", unit)
+    if learner in LABEL_DIRECT_LEARNERS:
+        return PlannedSpend(spend_id, float(epsilon), 0.0, DIRECT_RELATIONS[learner], unit)
     return PlannedSpend(spend_id, float(epsilon), 0.0, unit=unit)
 
 
@@ -259,13 +288,46 @@ def dpsgd_settings(config: TransferConfig, learner: str) -> DPSGDConfig:
 def check_direct_config(config: TransferConfig, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
     """What the configuration alone decides, checked before any data are read or teachers trained:
     the public size N of DP-SGD and the heads (own data need ``private_size_hint``), DP-SGD's
-    expected batch size B ≤ N; a GPU asked of ``dpsgd-cnn`` where there is none."""
+    expected batch size B ≤ N; a GPU asked of ``dpsgd-cnn`` where there is none; a label-DP learner
+    (:data:`~pate_stab.run.config.LABEL_DIRECT_LEARNERS`) in a run whose privacy unit is not ``label``
+    or whose relation is not replace-one."""
+    check_label_learners(config, learners)
     for learner in (n for n in learners if n.startswith("dpsgd")):
         check_public_size(dpsgd_public_size(config), dpsgd or dpsgd_settings(config, learner))
     if any(not n.startswith("dpsgd") for n in learners):
         dpsgd_public_size(config)  # the heads' N (module docstring): own data need private_size_hint
     if any(n in IMAGE_DIRECT_LEARNERS for n in learners):
         cnn.resolve_device(config.accelerator)
+
+
+def privacy_unit(config: TransferConfig) -> str:
+    """The run's privacy unit: ``record`` (a record's input and label) or ``label`` (inputs public)."""
+    return str(getattr(config, "privacy_unit", "record"))
+
+
+def check_label_learners(config: TransferConfig, learners: Sequence[str]) -> None:
+    """Refuse the label-DP learners where their guarantee is not the run's, before anything is spent.
+
+    They protect labels only (ε-label-DP, one example's label replaced): a record-privacy run would
+    publish a model whose inputs are unprotected, and an add/remove ledger cannot count a replace-one
+    spend (DESIGN.md facts 12, 13).
+    """
+    label_only = [n for n in learners if n in LABEL_DIRECT_LEARNERS]
+    if not label_only:
+        return
+    names = ", ".join(label_only)
+    if privacy_unit(config) != "label":
+        raise ValueError(
+            f"{names} {'is' if len(label_only) == 1 else 'are'} label-DP only (randomised response protects the "
+            f"labels, not the inputs); this run's privacy unit is {privacy_unit(config)!r}. Set privacy_unit: label "
+            "where the private inputs are public, or leave these learners out"
+        )
+    if config.neighbouring != "replace_one":
+        raise ValueError(
+            f"{names}: ε-label-DP holds when one example's label is replaced (Ghazi et al. 2021, Def 1); this run's "
+            f"ledger counts neighbouring={config.neighbouring!r}, which cannot count a replace-one spend. Set "
+            "neighbouring: replace_one"
+        )
 
 
 def _seed(prep: Prepared, spend_id: str) -> int:
@@ -300,9 +362,10 @@ def direct_note(learner: str, meta: dict[str, Any]) -> str:
     relation and the kind of noise; the parameters (σ, q, steps, clip, λ, R, ...) are the row's
     ``settings`` (the spend's metadata: fixed by the configuration and public data alone)."""
     on = " as a CNN on images" if learner == "dpsgd-cnn" else ""
+    words = _RELATION_WORDS["label" if meta.get("privacy_unit") == "label" else meta["neighbouring"]]
     return (
         f"Trained directly on the private data by {_METHODS[_noise_family(learner)]}{on}, private when "
-        f"{_RELATION_WORDS[meta['neighbouring']]}, with {_noise_note(learner, meta)} (README: Privacy notes)."
+        f"{words}, with {_noise_note(learner, meta)} (README: Privacy notes)."
     )
 
 
@@ -380,6 +443,17 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
                      "accountant": "opacus RDPAccountant"})  # fmt: skip
         event = ApproxDpEvent(spent, prep.config.delta, reason="DP-SGD, Opacus RDP accountant (add/remove)")
         return spent, prep.config.delta, event, meta
+    if learner in LABEL_DIRECT_LEARNERS:
+        meta.update({"privacy_unit": "label",
+                     "relation": "one example's label replaced; inputs public (Ghazi et al. 2021, Def 1)",
+                     "randomiser": "RRWithPrior (Ghazi et al. 2021, Alg 2), each label once",
+                     "prior": "uniform (C-ary randomised response)" if learner == "rr-lp1st" else
+                     "half 1: uniform; half 2: the half-1 model's prediction, corrected for the RR channel",
+                     "stages": 1 if learner == "rr-lp1st" else 2, "classes": c,
+                     "model": "linear softmax, full-batch L-BFGS", "weight_decay": LABEL_DP_WEIGHT_DECAY,
+                     "max_iter": LABEL_DP_MAX_ITER,
+                     "features": "standardised with public-pool statistics"})  # fmt: skip
+        return epsilon, 0.0, rr_event(epsilon), meta
     bound, _ = _head_inputs(prep)
     meta.update({"lam": HEAD_LAMBDA, "loss": "logistic", "feature_bound": bound,
                  "feature_bound_source": f"public pool, {NORM_QUANTILE} quantile of row norms; rows clipped",
@@ -413,6 +487,16 @@ def _train(
         if ran != planned:  # the ledger recorded what was planned
             raise RuntimeError(f"DP-SGD ran at (σ, q, steps) = {ran}, the spend recorded {planned}")
         return cnn.cnn_state(trained, task.num_classes)
+    if learner in LABEL_DIRECT_LEARNERS:
+        mean, std = _pool_standardiser(prep)
+        common: dict[str, Any] = {"num_classes": task.num_classes, "epsilon": epsilon, "mean": mean, "std": std,
+                                  "source": source}  # fmt: skip
+        if learner == "rr-lp1st":
+            trained = train_lp_1st(task.private_x, task.private_y, **common)
+        else:  # the halves from the run's generator: independent of the labels
+            trained = train_lp_2st(task.private_x, task.private_y, generator=generator, **common)
+        return {"kind": "linear", "weight": trained.weight, "bias": trained.bias, "mean": mean, "std": std,
+                "epsilon": epsilon}  # fmt: skip
     if learner == "dpsgd-linear":
         mean, std = _pool_standardiser(prep)
         model = train_dpsgd_linear((task.private_x.float() - mean) / std, task.private_y,
@@ -558,8 +642,8 @@ def run_direct(
         "epsilon": result["epsilon"],
         "delta": result["delta"],
         "neighbouring": relation,
-        # the unit the run ranks the row under (its ledger's), and the unit of the learner's own guarantee
-        "privacy_unit": getattr(prep.config, "privacy_unit", "record"),
+        # the unit the run ranks the row under, and the unit of the learner's own guarantee (pate_stab.run.units)
+        "privacy_unit": meta.get("privacy_unit", privacy_unit(prep.config)),
         "guarantee_unit": learner_unit(learner),
         "epsilon_replace_one": eps_r1,
         "delta_replace_one": delta_r1,
@@ -586,6 +670,12 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
         f"The releasers and convex heads are private under the run's {_RELATION_NAMES[run_neighbouring]} relation and "
         "DP-SGD under add/remove, which counts as (2ε, (1 + e^ε)δ) under replace-one (README: Privacy notes).",
     ]
+    if any(r.get("privacy_unit") == "label" for r in rows if r.get("aggregator") in LABEL_DIRECT_LEARNERS):
+        lines.append(
+            f"The {', '.join(n for n in LABEL_DIRECT_LEARNERS if any(r.get('aggregator') == n for r in rows))} rows "
+            "are label-DP only: private when one example's label is replaced, their inputs public "
+            "(docs/label_dp_learners.md)."
+        )
     by_relation: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_relation.setdefault(r.get("neighbouring") or run_neighbouring, []).append(r)

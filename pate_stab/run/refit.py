@@ -5,7 +5,7 @@ costs no privacy. :func:`refit_students` reads a run folder written by a transfe
 replays the releases recorded in its ledger (it refuses any (aggregator, ε, repeat) that was not
 recorded: it never spends), reloads the teachers (never retrains them) and trains one student per
 release with the overridden settings (:data:`~pate_stab.run.config.STUDENT_FIELDS` only).
-``recipes/refit_students.py`` is its command line.
+``recipes/diagnostics/refit_students.py`` is its command line.
 
 The rows may be published (DESIGN.md fact 8): released counts, the certified (ε, δ) of each
 replayed release, students' accuracies and label accuracy (the released labels against the public

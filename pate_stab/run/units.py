@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pate_stab.privacy.ledger import PRIVACY_UNITS
+from pate_stab.run.config_names import LABEL_DIRECT_LEARNERS
 
 __all__ = [
     "LABEL_PRIVATE_LEARNERS",
@@ -32,9 +33,9 @@ __all__ = [
     "row_unit",
 ]
 
-LABEL_PRIVATE_LEARNERS: set[str] = set()
-"""Direct learners whose guarantee is label differential privacy only (RR-with-prior, LP-1ST, LP-2ST,
-ALIBI: their modules register their names here). Every other direct learner is record-private."""
+LABEL_PRIVATE_LEARNERS: set[str] = set(LABEL_DIRECT_LEARNERS)
+"""Direct learners whose guarantee is label differential privacy only (RR-with-prior LP-1ST and LP-2ST,
+:data:`pate_stab.run.config_names.LABEL_DIRECT_LEARNERS`). Every other direct learner is record-private."""
 
 
 class MixedUnitsError(ValueError):

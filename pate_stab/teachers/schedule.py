@@ -47,7 +47,7 @@ DEFAULT_MIN_STEPS = 300
 """Optimiser steps every teacher makes in the default schedule, whatever its shard size.
 
 Fixed on a public task, by the training loss only (no evaluation or pool labels): logistic
-teachers on 12 MNIST records each (``recipes/teacher_schedule.py``, Adam at 1e-3, B = 32) reach a
+teachers on 12 MNIST records each (``recipes/diagnostics/teacher_schedule.py``, Adam at 1e-3, B = 32) reach a
 mean training loss of 1.39 after 10 steps, 0.068 after 100 and 0.013 after 300 (under 1 % of the
 initial ln 10 = 2.30), and 0.002 after 1,000: 300 steps is where the loss has converged to within
 1 % of its start, at a third of the cost of 1,000."""

@@ -163,7 +163,7 @@ def test_headerless_files_comments_spellings_and_undeclared_columns(tmp_path):
 def test_adult_recipe_schema_is_the_shipped_schema_for_headerless_files():
     from pathlib import Path
 
-    recipe = TabularSchema.from_file(Path(__file__).resolve().parents[2] / "recipes" / "adult_schema.json")
+    recipe = TabularSchema.from_file(Path(__file__).resolve().parents[2] / "recipes" / "configs" / "adult_schema.json")
     shipped = adult_schema()
     assert recipe.columns == shipped.columns and recipe.classes == shipped.classes
     assert recipe.label_aliases == shipped.label_aliases and recipe.comment == shipped.comment == "|"

@@ -441,3 +441,30 @@ def test_ledger_records_ex_ante_and_ex_post(ridge: RidgeProblem, tmp_path: Path)
         )
     assert (tmp_path / "ledger.jsonl").read_bytes() == before
     ledger.close()
+
+
+def test_union_bound_flag_sets_both_tests_the_same_way(ridge: RidgeProblem) -> None:
+    """Both searches union-bound γ over their T tests by default (Thm A.1 / A.2), and drop it together."""
+    alpha, gamma = 0.05, 0.1
+    top = 4 * theory_epsilon(ridge, alpha=alpha)
+    nr_levels = geometric_levels(top / 200, top, 50)
+    db_levels = doubling_levels(top / 200, top)
+    t_d = db_levels.numel()
+    delta_q = ridge.query_sensitivity
+    for union_bound, nr_log, db_log in (
+        (True, math.log(2 * 50 / gamma), math.log(t_d / gamma)),
+        (False, math.log(2 / gamma), math.log(1 / gamma)),
+    ):
+        nr = cov_nr(
+            ridge, alpha=alpha, epsilons=nr_levels, gamma=gamma, generator=seeded_generator(0), union_bound=union_bound
+        )
+        assert nr.epsilon_test == pytest.approx(16 * delta_q * nr_log / alpha)
+        assert nr.details["union_bound"] is union_bound
+        db = doubling_method(
+            ridge, alpha=alpha, epsilons=db_levels, gamma=gamma, generator=seeded_generator(0), union_bound=union_bound
+        )
+        assert db.index is not None
+        assert db.details["epsilon_per_test"] == pytest.approx(2 * delta_q * db_log / alpha)
+        assert db.epsilon_test == pytest.approx(db.index * 2 * delta_q * db_log / alpha)
+    with pytest.raises(TypeError, match="union_bound"):
+        cov_nr(ridge, alpha=alpha, epsilons=nr_levels, gamma=gamma, generator=seeded_generator(0), union_bound="no")

@@ -1,19 +1,14 @@
-"""recipes/glm_step.py: R's glm (binomial, logit) and step (AIC) used for Chaudhuri & Vinterbo's Adult predictors."""
+"""pate_stab/repro/glm_step.py: R's glm (binomial, logit) and step (AIC) for Chaudhuri & Vinterbo's Adult predictors."""
 
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from pate_stab.repro.glm_step import fit_logistic, independent_columns, step_aic
 from pate_stab.rng import seeded_generator
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipes"))
-
-from glm_step import fit_logistic, independent_columns, step_aic  # noqa: E402
 
 
 def _data(n: int = 4000, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[list[int]]]:
@@ -92,7 +87,7 @@ def test_screened_step_matches_the_exhaustive_one_on_one_column_terms():
 
 
 def test_adult_design_is_rs_treatment_coding(shared_data):
-    from repro_chaudhuri_vinterbo2013 import adult_design
+    from pate_stab.repro.cv2013 import adult_design
 
     x, y, terms, names = adult_design(shared_data, files=("adult.data",))
     assert x.shape == (30162, 96) and len(terms) == 14  # complete rows of adult.data
@@ -104,7 +99,7 @@ def test_adult_design_is_rs_treatment_coding(shared_data):
 
 
 def test_unit_ball_scalings_from_the_data():
-    from repro_chaudhuri_vinterbo2013 import unit_ball_from_data
+    from pate_stab.repro.cv2013 import unit_ball_from_data
 
     gen = seeded_generator(4)
     x = torch.rand(500, 6, generator=gen, dtype=torch.float64) * torch.tensor([1, 10, 100, 1e3, 1e4, 1e5]) + 3.0

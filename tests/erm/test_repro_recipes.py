@@ -6,23 +6,20 @@ import csv
 import json
 import math
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from pate_stab.erm.accuracy_first import iat_epsilon
 from pate_stab.erm.accuracy_problems import RidgeProblem
+from pate_stab.repro import cv2013_direction
+from pate_stab.repro.cv2013 import ALPHAS, METHODS, unit_ball_from_data
 from pate_stab.rng import seeded_generator
+from tests._recipes import load_recipe
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-sys.path.insert(0, str(RECIPES))
-
-import accuracy_first as af_recipe  # noqa: E402
-import cv2013_direction  # noqa: E402
-import repro_chaudhuri_vinterbo2013 as cv2013  # noqa: E402
-import repro_wu2016  # noqa: E402
-from erm_chaudhuri_vinterbo import ALPHAS, METHODS  # noqa: E402
+af_recipe = load_recipe("repro/accuracy_first.py")
+cv2013 = load_recipe("repro/chaudhuri_vinterbo2013.py")
+repro_wu2016 = load_recipe("repro/wu2016.py")
 
 
 def test_twitter_standin_has_the_papers_shape_and_l1_contract():
@@ -80,6 +77,31 @@ def test_wu_paper_protocols_scale_to_the_unit_ball(shared_data):
         repro_wu2016.load("nope", shared_data / "warfarin")
 
 
+def test_kdd_paper_normalisation_is_the_papers(tmp_path):
+    """App. B.1: text columns dropped, log(1 + x) on the first three attributes, rows / max ℓ1 norm."""
+    import gzip
+
+    def record(duration, src, dst, count, label):
+        vals = [duration, "tcp", "http", "SF", src, dst] + [0] * 16 + [count] + [0] * 18
+        return ",".join(str(v) for v in vals) + f",{label}\n"
+
+    (tmp_path / "kddcup99").mkdir()
+    with gzip.open(tmp_path / "kddcup99" / "kddcup.data_10_percent.gz", "wt") as f:
+        f.write(record(0, 181, 5450, 8, "normal."))
+        f.write(record(2, 0, 0, 511, "smurf."))
+    x, y = af_recipe.load_kdd_paper(tmp_path, num_rows=10)
+    raw = torch.tensor(
+        [
+            [0.0, math.log1p(181), math.log1p(5450)] + [0.0] * 16 + [8.0] + [0.0] * 18,
+            [math.log1p(2), 0.0, 0.0] + [0.0] * 16 + [511.0] + [0.0] * 18,
+        ],
+        dtype=torch.float64,
+    )
+    assert x.shape == (2, 38)
+    assert torch.allclose(x, raw / raw.abs().sum(dim=1).max())
+    assert y.tolist() == [-1.0, 1.0]
+
+
 @pytest.mark.parametrize(("alpha", "expected"), [(0.05, 2.198), (0.075, 1.465)])
 def test_iat_cost_without_the_union_bound_over_levels(alpha, expected):
     # The figure the note compares with the paper's e^ε ≈ 10.0 / 4.65: ε_0 with T = 1 (log(2/γ)).
@@ -125,7 +147,7 @@ def test_direction_auc_centring_changes_the_ranking():
     x, y = _nonnegative_imbalanced()
     out = {}
     for scaling in ("minmax", "zscore"):
-        xs = cv2013.unit_ball_from_data(x, scaling)
+        xs = unit_ball_from_data(x, scaling)
         rows = cv2013_direction.direction_auc(xs, y, generator=seeded_generator(1), thetas=[1.0])
         out[scaling] = cv2013_direction.summarise(rows)
         assert out[scaling]["rounds"] == 10

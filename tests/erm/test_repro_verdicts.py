@@ -1,19 +1,16 @@
-"""recipes/repro_verdicts.py: the predicates on small fixtures, and the README's table is its output."""
+"""recipes/repro/verdicts.py: the predicates on small fixtures, and the README's table is its output."""
 
 from __future__ import annotations
 
 import json
 import math
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-sys.path.insert(0, str(RECIPES))
+from tests._recipes import load_recipe
 
-import repro_verdicts as rv  # noqa: E402
+rv = load_recipe("repro/verdicts.py")
 
 
 def _summary(prefix: str, table: dict[str, list[tuple[float, float]]], metric: str = "auc") -> dict:
@@ -116,7 +113,7 @@ def test_ligett_printed_numbers_compare_in_epsilon():
 
 def test_readme_table_is_the_scripts_output():
     text = rv.README.read_text()
-    assert rv.readme_block(text) == rv.generate(), "run: python recipes/repro_verdicts.py --write"
+    assert rv.readme_block(text) == rv.generate(), "run: python recipes/repro/verdicts.py --write"
 
 
 def test_check_mode_flags_a_hand_edited_table(tmp_path):
@@ -230,3 +227,59 @@ def test_soft_label_row_fails_when_a_released_bin_misses():
         ],
     }
     assert [r.verdict for r in rv.btt_soft_verdicts_from(soft)] == ["yes", "partly"]
+
+
+def test_ligett_table_keeps_the_union_bound_runs_apart():
+    rows = [
+        {"dataset": "d", "method": "noise_reduction", "alpha": 0.05, "mean_epsilon": 1.0},
+        {"dataset": "d", "method": "noise_reduction", "alpha": 0.05, "mean_epsilon": 0.5, "union_bound": False},
+        {"dataset": "d", "method": "noise_reduction", "alpha": 0.1, "mean_epsilon": 0.7, "union_bound": True},
+    ]
+    t = rv.ligett_table(rows)
+    assert t["d"]["noise_reduction"][0.05]["mean_epsilon"] == 1.0  # recorded before the flag: union bound
+    assert t["d"]["noise_reduction"][0.1]["mean_epsilon"] == 0.7
+    assert t["d/no-union"]["noise_reduction"][0.05]["mean_epsilon"] == 0.5
+
+
+def _wu_added(fm: float, oracle: float, fig7: tuple[float, float], fig7_se: float = 0.01) -> dict:
+    eps = [0.1, 0.2, 0.3, 5.0]
+    summary = {}
+    for e in eps:
+        for m, v in {
+            "NonPrivate": 0.03,
+            "DataIndependent": 0.05,
+            "Oracle": oracle,
+            "FM": fm if e < 5.0 else 0.05,
+            "Tuned-R2": 0.05,
+            "Tuned-R2-exact": 0.5,
+            "Tuned-R2-expnorm": 0.05,
+            "DI-expnorm": 0.04,
+            "Oracle-expnorm": 0.035,
+        }.items():
+            summary[f"{m}/{e}"] = {"mean": v, "se": 0.001}
+    return {
+        "epsilons": eps,
+        "config": {"repeats": 10},
+        "results": {"private": {"summary": summary, "to_mg2_per_week2": 4900.0, "to_mg2_per_day2": 100.0}},
+        "fig7": {
+            "protocol": "private",
+            "repeats": 30,
+            "to_mg2_per_week2": 4900.0,
+            "to_mg2_per_day2": 100.0,
+            "summary": {"exact": {"0.1": {"mean": fig7[0], "se": fig7_se}, "0.9": {"mean": fig7[1], "se": fig7_se}}},
+        },
+    }
+
+
+def test_wu_added_rows_read_the_printed_ratios_unit_free():
+    rows = rv.wu_added_verdicts(_wu_added(fm=1.24, oracle=0.1, fig7=(0.505, 0.29)))
+    v = [r.verdict for r in rows]
+    assert v[0] == "yes" and "ratio 12.40 vs printed 12.4" in rows[0].numbers  # 1.24/0.1 = 22.57/1.82
+    assert v[1] == "partly"  # FM ≥ 2 × every output perturbation method below ε = 5, not at ε = 5
+    assert v[2] == "yes"  # FM far from non-private below ε = 5, within 2× at ε = 5
+    assert [r.verdict for r in rows if "ε = 0.3" in r.claim] == ["yes", "no", "yes"]
+    assert rows[-1].verdict == "yes" and "ratio 1.74" in rows[-1].numbers
+    # FM only 3× Oracle: the printed ratio is missed; Fig. 7 flat: the drop is missed.
+    rows = rv.wu_added_verdicts(_wu_added(fm=0.3, oracle=0.1, fig7=(0.3, 0.29)))
+    assert rows[0].verdict == "no" and rows[1].verdict == "no"
+    assert rows[-1].verdict == "no"

@@ -228,7 +228,7 @@ def test_gpu_recipes_list_the_cnn_and_cpu_recipes_do_not():
 
     from pate_stab.run.direct import check_direct_learners
 
-    root = Path(__file__).resolve().parents[2] / "recipes"
+    root = Path(__file__).resolve().parents[2] / "recipes" / "configs"
     for stem, listed in (("mnist_stab_gpu", True), ("fashion_mnist_stab_gpu", True), ("mnist_stab", False),
                          ("fashion_mnist_stab", False)):  # fmt: skip
         data = yaml.safe_load((root / f"{stem}.yaml").read_text())

@@ -52,7 +52,8 @@ def _change_private_label(index: int):
 )
 def test_one_changed_label(tmp_path, monkeypatch, teacher_model, label_queries, aggregator):
     config = TransferConfig(
-        run_name="lnb", checkpoints_dir=str(tmp_path), privacy_unit="label", label_queries=label_queries,
+        run_name="lnb", checkpoints_dir=str(tmp_path), privacy_unit="label", neighbouring="replace_one",
+        label_queries=label_queries,
         teacher_model=teacher_model, num_teachers=60, num_private=600, num_public=200, num_eval=200, separation=2.0,
         num_queries={"pool": 200, "private": 600, "both": 700}[label_queries], aggregator=aggregator, epsilon=20.0,
         max_unstable=5, teacher_epochs=2, teacher_lr=0.1, graph_neighbors=8, graph_power=1.0, student_epochs=2,

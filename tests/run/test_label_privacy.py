@@ -86,17 +86,19 @@ def test_a_changed_private_input_may_move_many_teachers():
 
 
 def test_the_configuration_states_the_unit_and_refuses_private_queries_under_record_privacy():
-    config = TransferConfig(privacy_unit="label", label_queries="both")
+    config = TransferConfig(privacy_unit="label", neighbouring="replace_one", label_queries="both")
     assert config.neighbouring == "replace_one" and config.teachers_changed == 1
     relation = config.privacy_relation()
     assert relation["privacy_unit"] == "label" and relation["label_queries"] == "both"
     assert TransferConfig().privacy_relation()["privacy_unit"] == "record"
     with pytest.raises(ValueError, match="record privacy protects"):
         TransferConfig(label_queries="private")
+    with pytest.raises(ValueError, match="set neighbouring: replace_one"):  # a label is replaced, never added
+        TransferConfig(privacy_unit="label")
     with pytest.raises(ValueError, match="privacy_unit must be one of"):
         TransferConfig(privacy_unit="person")
     with pytest.raises(ValueError, match="label_queries must be one of"):
-        TransferConfig(privacy_unit="label", label_queries="all")
+        TransferConfig(privacy_unit="label", neighbouring="replace_one", label_queries="all")
 
 
 def test_queries_over_the_private_inputs_keep_their_labels_private():
@@ -112,7 +114,8 @@ def test_queries_over_the_private_inputs_keep_their_labels_private():
 
 def test_a_label_run_asks_about_private_inputs_and_states_its_unit(tmp_path):
     config = TransferConfig(
-        run_name="lab", checkpoints_dir=str(tmp_path), privacy_unit="label", label_queries="private",
+        run_name="lab", checkpoints_dir=str(tmp_path), privacy_unit="label", neighbouring="replace_one",
+        label_queries="private",
         teacher_model="propagate", num_private=600, num_public=100, num_eval=200, num_teachers=30, num_queries=500,
         aggregator="gnmax", epsilon=8.0, student_epochs=2, accelerator="cpu", releaser_noise="seeded",
     )  # fmt: skip
@@ -160,12 +163,15 @@ def test_the_api_and_the_command_line_take_the_unit(tmp_path):
 
     x, y = make_gaussian_mixture(900, num_classes=C, dim=5, separation=3.0, generator=torch.Generator().manual_seed(0))
     result = transfer_arrays(
-        (x[:600], y[:600]), x[600:800], (x[800:], y[800:]), classes=C, privacy_unit="label", label_queries="both",
+        (x[:600], y[:600]), x[600:800], (x[800:], y[800:]), classes=C, privacy_unit="label", neighbouring="replace_one",
+        label_queries="both",
         run_name="api", checkpoints_dir=str(tmp_path), num_teachers=20, num_queries=300, aggregator="gnmax",
         epsilon=8.0, student_epochs=2, accelerator="cpu", releaser_noise="seeded",
     )  # fmt: skip
     assert result.report["privacy"]["privacy_unit"] == "label" and result.report["queries"]["seen"] == 300
-    args = build_parser().parse_args(["transfer", "--privacy-unit", "label", "--label-queries", "private"])
+    args = build_parser().parse_args(
+        ["transfer", "--privacy-unit", "label", "--neighbouring", "replace_one", "--label-queries", "private"]
+    )
     assert (args.privacy_unit, args.label_queries) == ("label", "private")
     args = build_parser().parse_args(["release", "--votes", "v.npy", "--aggregator", "gnmax", "--epsilon", "1",
                                       "--privacy-unit", "label"])  # fmt: skip

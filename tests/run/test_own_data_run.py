@@ -21,7 +21,7 @@ from pate_stab.rng import seeded_generator
 from pate_stab.run import TransferConfig, compare_arrays, refit_students, run_compare, run_transfer, transfer_arrays
 
 PIL = pytest.importorskip("PIL.Image")
-SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "refit_students.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "diagnostics" / "refit_students.py"
 SMALL = dict(num_teachers=100, num_queries=30, max_unstable=3, epsilon=8.0, teacher_epochs=5, teacher_lr=0.05,
              student_epochs=10, accelerator="cpu", progress=False)  # fmt: skip
 FLAGS = ["--num-teachers", "100", "--num-queries", "30", "--max-unstable", "3", "--epsilon", "8",

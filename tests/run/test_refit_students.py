@@ -1,4 +1,4 @@
-"""recipes/refit_students.py: new students on recorded releases, never a new spend."""
+"""recipes/diagnostics/refit_students.py: new students on recorded releases, never a new spend."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_transfer
 
-SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "refit_students.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "diagnostics" / "refit_students.py"
 
 
 @pytest.fixture(scope="module")

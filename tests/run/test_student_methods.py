@@ -19,7 +19,7 @@ from pate_stab.run.compare import run_compare, summarise_rows
 from pate_stab.run.prepare import pool_graph, prepare
 from pate_stab.student.spreading import spread_labels
 
-REFIT = Path(__file__).resolve().parents[2] / "recipes" / "refit_students.py"
+REFIT = Path(__file__).resolve().parents[2] / "recipes" / "diagnostics" / "refit_students.py"
 
 
 def small(tmp_path, name: str = "run", **kw) -> TransferConfig:
@@ -150,7 +150,7 @@ def test_compare_repeats_are_separate_spends_and_summarised(tmp_path):
     # a rerun with the same repeats replays every release: no new spend
     again = run_compare(cfg, epsilons=[8.0], aggregators=["stability", "gnmax"], repeats=3)
     assert [r["reused"] for r in again["rows"]] == [True] * 6
-    # recipes/refit_students.py refits the students of every repeat, spending nothing
+    # recipes/diagnostics/refit_students.py refits the students of every repeat, spending nothing
     before = (cfg.run_dir / "ledger.jsonl").read_text()
     spec = importlib.util.spec_from_file_location("refit_students", REFIT)
     module = importlib.util.module_from_spec(spec)

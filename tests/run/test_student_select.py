@@ -27,7 +27,7 @@ from pate_stab.run.refit import refit_students
 from pate_stab.run.student import fit_student
 from pate_stab.run.student_select import STUDENT_LRS, best_setting, settings_grid
 
-REFIT = Path(__file__).resolve().parents[2] / "recipes" / "refit_students.py"
+REFIT = Path(__file__).resolve().parents[2] / "recipes" / "diagnostics" / "refit_students.py"
 
 
 @dataclass

@@ -24,7 +24,7 @@ from pate_stab.student import (
     weak_augment,
 )
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "configs"
 # the strong chain with every random transform at its identity: only the flip can move a pixel
 STRONG_IDENTITY = {
     "max_rotation": 0.0, "scale": (1.0, 1.0), "max_shear": 0.0, "max_shift": 0.0, "contrast": (1.0, 1.0),

@@ -1,4 +1,4 @@
-"""recipes/benchmark_teachers.py: the CNN part runs end to end (tiny smoke size on the CPU)."""
+"""recipes/bench/benchmark_teachers.py: the CNN part runs end to end (tiny smoke size on the CPU)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "benchmark_teachers.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "bench" / "benchmark_teachers.py"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -208,7 +208,7 @@ def test_logistic_erm_separates_and_matches_single_fits():
 
 
 def test_recipe_smoke(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("pac_curves", ROOT / "recipes" / "pac_curves.py")
+    spec = importlib.util.spec_from_file_location("pac_curves", ROOT / "recipes" / "repro" / "pac_curves.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     monkeypatch.setattr(mod, "ROOT", tmp_path)

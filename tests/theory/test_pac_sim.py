@@ -1,11 +1,9 @@
-"""The fast exact PAC simulation (pate_stab.theory.pac_sim), the bootstrap slope, recipes/pac_rates.py --quick."""
+"""The fast exact PAC simulation (pate_stab.theory.pac_sim), the bootstrap slope, recipes/repro/pac_rates.py --quick."""
 
 from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,8 +22,7 @@ from pate_stab.theory.pac_sim import (
     shard_sizes,
     student_offset,
 )
-
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+from tests._recipes import load_recipe
 
 
 def _synthetic(slope: float, ns: np.ndarray, seeds: int, rel_noise: float, rng: np.random.Generator) -> list:
@@ -161,8 +158,7 @@ def test_shard_sizes_sum_to_n():
 
 
 def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
-    sys.path.insert(0, str(RECIPES))
-    import pac_rates
+    pac_rates = load_recipe("repro/pac_rates.py")
 
     report = pac_rates.main(["--quick", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "pac_rates.json").read_text())

@@ -1,0 +1,18 @@
+"""Paper reproductions' protocols: what the entry scripts under ``recipes/repro/`` and the tests share.
+
+* :mod:`pate_stab.repro.cv2013` -- Chaudhuri & Vinterbo 2013, Fig. 1: the cross-validation loop,
+  the private data protocol (public bounds) and the paper's (ranges and predictors read from the
+  data: **not private**, as in the paper).
+* :mod:`pate_stab.repro.glm_step` -- R's ``glm`` (binomial, logit) and ``step`` (AIC), which the
+  paper used to choose Adult's predictors.
+* :mod:`pate_stab.repro.cv2013_direction` -- why Random trails Control on Adult under min-max scaling.
+* :mod:`pate_stab.repro.wu2016_inversion` -- Wu et al. 2016, Sec. 5: output and objective
+  perturbation on the warfarin table and the model-inversion attack on each model.
+
+This package sits at the top of the import order beside ``run`` and ``audit``: it imports
+``data``, ``erm`` and ``rng``, and no module of the library imports it. Its paper protocols read
+statistics of every row and are no release path; results and verdicts are in
+``docs/results/repro/README.md``.
+"""
+
+__all__ = ["cv2013", "cv2013_direction", "glm_step", "wu2016_inversion"]

@@ -1,0 +1,367 @@
+"""BTT18 §4 PAC rates over ≥ 2.5 decades of n, with bootstrap intervals on the slopes.
+
+Successor of ``recipes/repro/pac_curves.py``'s hard-label part for the 1-D classes (thresholds V = 1,
+intervals V = 2), realizable and agnostic (label noise η), paper calibration (Alg 4 line 1).
+Per class, setting and n (geometric grid):
+
+1. m = scale·(n/V)^{4/3} (realizable) or scale·(n/V)^{4/5} (agnostic) queries (Thm 4.3 / 4.4);
+   T and k from the fixed point of :func:`pate_stab.theory.pac.prescribed_num_teachers`.
+2. Each seed: teachers, near queries, release (the package's :class:`StabilityReleaser`),
+   student, non-private ERM on all n — simulated exactly by :mod:`pate_stab.theory.pac_sim`
+   (only the queries within the releaser's noise reach of instability are drawn; the far ones
+   are counted; everything float64).
+3. Metrics per seed: h_priv's disagreement with the target (⊥ and queries after a halt count ½,
+   a random label), its error events (wrong + ⊥ + unanswered), the student's and the
+   non-private ERM's disagreement, the mean teacher's.
+4. Slopes of log(mean over seeds) on log n with 95 % percentile bootstrap intervals over seeds
+   (:func:`pate_stab.theory.pac.bootstrap_loglog_slope`), beside two references: the theorem's
+   exponent (−2/3 realizable, −2/5 agnostic) and the slope, over the same grid, of the bound's
+   own expression at the run's (k, m, T, ε): Cor 4.1 (ii)'s T/m with T = 3((γ + α)m +
+   √(m log(m/β)/2)) at the fixed point's α (realizable), minus the 3γ the target's own error
+   contributes (agnostic: the excess the theorem's rate describes).
+
+Outputs under ``--out``: pac_rates_runs.csv, pac_rates_summary.csv, pac_rates_slopes.csv,
+pac_rates.json, pac_rates.png.
+
+    python recipes/repro/pac_rates.py --out docs/results/repro      # full run (see README for the time)
+    python recipes/repro/pac_rates.py --quick --out /tmp/pac        # CI: seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pate_stab.aggregation.releaser import StabilityReleaser
+from pate_stab.privacy.calibration import calibrate, threshold_for_leak
+from pate_stab.rng import seeded_generator
+from pate_stab.theory import corollary_max_unstable
+from pate_stab.theory.pac import (
+    AGNOSTIC_ERROR_EXPONENT,
+    REALIZABLE_ERROR_EXPONENT,
+    balanced_num_queries,
+    bootstrap_loglog_slope,
+    prescribed_num_teachers,
+)
+from pate_stab.theory.pac_sim import (
+    agnostic_offsets,
+    near_queries,
+    realizable_erm_error_limit,
+    realizable_offsets,
+    shard_sizes,
+    student_offset,
+)
+
+# class -> (V, boundaries as fractions of the domain on the label-0 side)
+CLASSES = {"threshold": (1, (0.5,)), "interval": (2, (0.25, 0.25))}
+FAR_FAIL = 1e-9  # total probability that some far query would not be answered with its majority
+
+
+@lru_cache(maxsize=256)
+def _cal(epsilon: float, delta: float, m: int, t: int):
+    return calibrate(epsilon=epsilon, delta=delta, num_queries=m, max_unstable=t, mode="paper")
+
+
+def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: int) -> dict:
+    """One seed at one n: h_priv, student, non-private ERM, teachers (see the module docstring)."""
+    v, bounds = CLASSES[cname]
+    rng = np.random.default_rng([args.seed, seed, n, 0 if realizable else 1, v])
+    k = setting.num_teachers
+    eta = 0.0 if realizable else args.noise
+    t0 = time.perf_counter()
+    cal = _cal(args.epsilon, args.delta, m, setting.max_unstable)
+    cutoff = cal.threshold + threshold_for_leak(probability=FAR_FAIL / m, noise_scale=cal.noise_scale)
+    sizes = shard_sizes(n, k, rng)
+    per_boundary = []
+    for below in bounds:
+        if realizable:
+            off = realizable_offsets(sizes, below, rng)
+        else:
+            off, _ = agnostic_offsets(sizes, eta, rng, window=args.window)
+        per_boundary.append((off, near_queries(off, m, cutoff, rng)))
+    # one stream: the near queries of every boundary in a uniformly random order
+    counts_list, owner = [], []
+    for i, (_, nq) in enumerate(per_boundary):
+        counts_list.append(np.stack([k - nq.ones, nq.ones], axis=1))
+        owner.append(np.full(nq.ones.shape[0], i))
+    counts = np.concatenate(counts_list) if counts_list else np.zeros((0, 2), dtype=np.int64)
+    who = np.concatenate(owner)
+    perm = rng.permutation(counts.shape[0])
+    counts, who = counts[perm], who[perm]
+    rel = StabilityReleaser(cal, noise="seeded", generator=seeded_generator(int(rng.integers(2**62))), num_teachers=k)
+    labels = rel.release(torch.from_numpy(counts.astype(np.int64))).labels.numpy() if counts.shape[0] else np.empty(0)
+    clean = np.concatenate([nq.clean for _, nq in per_boundary])[perm] if counts.shape[0] else np.empty(0)
+    answered = labels >= 0
+    wrong_near = int((answered & (labels != clean)).sum())
+    bottom = int((~answered).sum())
+    far_wrong = sum(nq.far_wrong for _, nq in per_boundary)
+    unanswered_far = 0
+    if rel.halted and counts.shape[0]:
+        # queries after the halt are unanswered: place the near queries in the m-long stream
+        pos = np.sort(rng.random(counts.shape[0])) * m
+        last = int(np.nonzero(answered)[0].max()) if answered.any() else -1
+        p_halt = pos[last] if last >= 0 else 0.0
+        after = int(m - p_halt) - (counts.shape[0] - last - 1)
+        unanswered_far = max(after, 0)
+        far_wrong = int(rng.binomial(far_wrong, p_halt / m)) if far_wrong else 0
+    priv = (wrong_near + far_wrong + 0.5 * (bottom + unanswered_far)) / m
+    # student per boundary (labels of that boundary's near queries, in their own order)
+    student = 0.0
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.shape[0])
+    lab_orig = labels[inv] if counts.shape[0] else np.empty(0, dtype=np.int64)
+    start = 0
+    for off, nq in per_boundary:
+        cnt = nq.ones.shape[0]
+        student += abs(student_offset(nq, lab_orig[start : start + cnt].astype(np.int64), off, m, rng))
+        start += cnt
+    teacher = float(sum(np.mean(np.abs(np.clip(o, -1.0, 1.0))) for o, _ in per_boundary))
+    # non-private ERM on all n points (k = 1), float64
+    one = np.array([n])
+    if realizable:
+        nonpriv = float(sum(abs(realizable_offsets(one, b, rng)[0]) for b in bounds))
+    else:
+        nonpriv = float(sum(abs(agnostic_offsets(one, eta, rng, window=args.window_np)[0][0]) for _ in bounds))
+    return {
+        "priv_disagree": priv,
+        "priv_error_events": wrong_near + far_wrong + bottom + unanswered_far,
+        "priv_wrong": wrong_near + far_wrong,
+        "bottom": bottom,
+        "near_queries": int(counts.shape[0]),
+        "halted": bool(rel.halted),
+        "student_disagree": student,
+        "teacher_disagree": teacher,
+        "nonprivate_disagree": nonpriv,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def bound_excess(setting, m: int, realizable: bool, noise: float, beta: float) -> float:
+    """Cor 4.1 (ii): T/m with the unrounded T at the fixed point's α; minus 3γ when agnostic."""
+    t = corollary_max_unstable(num_queries=m, alpha=setting.teacher_alpha, beta=beta, best_error=noise)
+    return t / m - (0.0 if realizable else 3.0 * noise)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("checkpoints/pac_rates"))
+    ap.add_argument("--quick", action="store_true", help="CI mode: 2 classes × 2 settings, 3 n, 4 seeds (seconds)")
+    ap.add_argument("--classes", nargs="+", default=list(CLASSES))
+    ap.add_argument("--settings", nargs="+", default=["realizable", "agnostic"])
+    ap.add_argument("--realizable-n", type=float, nargs=2, default=[1e6, 1e9], help="n range (geometric)")
+    ap.add_argument("--agnostic-n", type=float, nargs=2, default=[1e7, 10**9.5])
+    ap.add_argument("--realizable-points", type=int, default=7)
+    ap.add_argument("--agnostic-points", type=int, default=5)
+    ap.add_argument("--realizable-query-scale", type=float, default=5e-6)
+    ap.add_argument("--agnostic-query-scale", type=float, default=5e-3)
+    ap.add_argument("--noise", type=float, default=0.05)
+    ap.add_argument("--window", type=float, default=10.0, help="agnostic teachers: expected points per side")
+    ap.add_argument("--window-np", type=float, default=4000.0, help="agnostic non-private ERM window")
+    ap.add_argument("--realizable-seeds", type=int, default=48)
+    ap.add_argument("--agnostic-seeds", type=int, default=24)
+    ap.add_argument("--bootstrap", type=int, default=2000)
+    ap.add_argument("--epsilon", type=float, default=3.0)
+    ap.add_argument("--delta", type=float, default=1e-5)
+    ap.add_argument("--beta", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.realizable_n, args.realizable_points, args.realizable_seeds = [1e6, 1e7], 3, 6
+        args.agnostic_n, args.agnostic_points, args.agnostic_seeds = [1e7, 3e7], 2, 2
+        args.bootstrap = 200
+    torch.set_num_threads(1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    rows: list[dict] = []
+    summary: list[dict] = []
+    for cname in args.classes:
+        v, bounds = CLASSES[cname]
+        for setting_name in args.settings:
+            realizable = setting_name == "realizable"
+            lo, hi = args.realizable_n if realizable else args.agnostic_n
+            scale = args.realizable_query_scale if realizable else args.agnostic_query_scale
+            points = args.realizable_points if realizable else args.agnostic_points
+            seeds = args.realizable_seeds if realizable else args.agnostic_seeds
+            for n in np.unique(np.round(np.geomspace(lo, hi, points)).astype(np.int64)).tolist():
+                m = max(100, round(balanced_num_queries(num_samples=n, vc_dim=v, realizable=realizable, scale=scale)))
+                st = prescribed_num_teachers(
+                    num_samples=n,
+                    num_queries=m,
+                    vc_dim=v,
+                    realizable=realizable,
+                    best_error=0.0 if realizable else args.noise,
+                    epsilon=args.epsilon,
+                    delta=args.delta,
+                    beta=args.beta,
+                    mode="paper",
+                    round_up_ratio=1.25,
+                )
+                head = {"class": cname, "setting": setting_name, "n": n, "m": m, "k": st.num_teachers}
+                if not st.feasible:
+                    print(f"{cname} {setting_name} n={n}: unusable ({st.reason})", flush=True)
+                    summary.append({**head, "T": st.max_unstable, "usable": False, "reason": st.reason})
+                    continue
+                t0 = time.perf_counter()
+                runs = [one_run(cname, realizable, n, m, st, args, s) for s in range(seeds)]
+                for s, r in enumerate(runs):
+                    rows.append({**head, "T": st.max_unstable, "seed": s, **r})
+                agg = {
+                    **head,
+                    "T": st.max_unstable,
+                    "usable": True,
+                    "shard_size": n / st.num_teachers,
+                    "teacher_alpha": st.teacher_alpha,
+                    "bound_T_over_m": bound_excess(st, m, realizable, args.noise, args.beta),
+                    "seeds": len(runs),
+                    "priv_error_events_total": int(sum(r["priv_error_events"] for r in runs)),
+                    "priv_wrong_total": int(sum(r["priv_wrong"] for r in runs)),
+                    "bottom_total": int(sum(r["bottom"] for r in runs)),
+                    "halted_runs": int(sum(r["halted"] for r in runs)),
+                    "nonprivate_limit": realizable_erm_error_limit(n, len(bounds)) if realizable else math.nan,
+                    "seconds": time.perf_counter() - t0,
+                }
+                for key in ("priv_disagree", "student_disagree", "nonprivate_disagree", "teacher_disagree"):
+                    vals = np.array([r[key] for r in runs])
+                    agg[f"{key}_mean"] = float(vals.mean())
+                    agg[f"{key}_se"] = float(vals.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else 0.0
+                summary.append(agg)
+                print(
+                    f"{cname:9s} {setting_name:10s} n={n:.2e} m={m} k={st.num_teachers} T={st.max_unstable} "
+                    f"priv={agg['priv_disagree_mean']:.3g} events={agg['priv_error_events_total']} "
+                    f"student={agg['student_disagree_mean']:.3g} nonpriv={agg['nonprivate_disagree_mean']:.3g} "
+                    f"bound={agg['bound_T_over_m']:.3g} ({agg['seconds']:.1f}s)",
+                    flush=True,
+                )
+    slopes = fit_slopes(rows, summary, args)
+    total = time.perf_counter() - started
+    report = {
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "seconds": total,
+        "summary": summary,
+        "slopes": slopes,
+    }
+    (args.out / "pac_rates.json").write_text(json.dumps(report, indent=1))
+    _csv(args.out / "pac_rates_runs.csv", rows)
+    _csv(args.out / "pac_rates_summary.csv", summary)
+    _csv(args.out / "pac_rates_slopes.csv", slopes)
+    try:
+        plot(args.out / "pac_rates.png", summary, slopes)
+    except Exception as exc:  # the numbers are in the CSV / JSON
+        print(f"plot failed: {exc}")
+    for s in slopes:
+        print(
+            f"slope {s['class']:9s} {s['setting']:10s} {s['metric']:20s} {s['slope']:+.3f} "
+            f"[{s['ci_low']:+.3f}, {s['ci_high']:+.3f}] theorem {s['theorem_exponent']:+.3f} "
+            f"bound {s['bound_slope']:+.3f} decades {s['decades']:.2f}"
+        )
+    print(f"total {total:.0f}s -> {args.out}")
+    return report
+
+
+def fit_slopes(rows: list[dict], summary: list[dict], args) -> list[dict]:
+    out = []
+    for cname in args.classes:
+        for setting_name in args.settings:
+            realizable = setting_name == "realizable"
+            pts = [s for s in summary if s["class"] == cname and s["setting"] == setting_name and s.get("usable")]
+            if len(pts) < 2:
+                continue
+            ns = np.array([p["n"] for p in pts], dtype=float)
+            bound_slope = float(np.polyfit(np.log(ns), np.log([p["bound_T_over_m"] for p in pts]), 1)[0])
+            expo = REALIZABLE_ERROR_EXPONENT if realizable else AGNOSTIC_ERROR_EXPONENT
+            for metric in ("priv_disagree", "student_disagree", "nonprivate_disagree", "teacher_disagree"):
+                per = [
+                    np.array(
+                        [r[metric] for r in rows if (r["class"], r["setting"], r["n"]) == (cname, setting_name, p["n"])]
+                    )
+                    for p in pts
+                ]
+                fit = bootstrap_loglog_slope(ns, per, reps=args.bootstrap, seed=args.seed)
+                ref = -1.0 if metric == "nonprivate_disagree" and realizable else expo
+                out.append(
+                    {
+                        "class": cname,
+                        "setting": setting_name,
+                        "metric": metric,
+                        "points": len(pts),
+                        "decades": float(np.log10(ns.max() / ns.min())),
+                        "slope": fit.slope,
+                        "ci_low": fit.low,
+                        "ci_high": fit.high,
+                        "theorem_exponent": ref,
+                        "bound_slope": bound_slope,
+                        "excludes_theorem": not (fit.low <= ref <= fit.high),
+                        "excludes_bound": not (fit.low <= bound_slope <= fit.high),
+                        "min_error_events_per_point": min(p["priv_error_events_total"] for p in pts)
+                        if metric == "priv_disagree"
+                        else None,
+                    }
+                )
+    return out
+
+
+def _csv(path: Path, rows: list[dict]) -> None:
+    fields: list[str] = []
+    for r in rows:
+        fields += [f for f in r if f not in fields]
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def plot(path: Path, summary: list[dict], slopes: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted({(s["class"], s["setting"]) for s in summary if s.get("usable")})
+    fig, axes = plt.subplots(1, max(len(groups), 1), figsize=(4.2 * max(len(groups), 1), 4.0), squeeze=False)
+    for ax, (cname, setting) in zip(axes[0], groups, strict=False):
+        pts = sorted(
+            (s for s in summary if s["class"] == cname and s["setting"] == setting and s.get("usable")),
+            key=lambda s: s["n"],
+        )
+        ns = np.array([p["n"] for p in pts], dtype=float)
+        for metric, style in (("priv_disagree", "o-"), ("student_disagree", "s--"), ("nonprivate_disagree", "^:")):
+            mu = np.array([p[f"{metric}_mean"] for p in pts])
+            se = np.array([p[f"{metric}_se"] for p in pts])
+            sl = next(x for x in slopes if (x["class"], x["setting"], x["metric"]) == (cname, setting, metric))
+            ax.errorbar(
+                ns,
+                mu,
+                yerr=1.96 * se,
+                fmt=style,
+                ms=4,
+                capsize=2,
+                label=f"{metric.split('_')[0]} {sl['slope']:+.2f} [{sl['ci_low']:+.2f},{sl['ci_high']:+.2f}]",
+            )
+        ax.plot(
+            ns,
+            [p["bound_T_over_m"] for p in pts],
+            "k-",
+            lw=0.8,
+            label="Cor 4.1 bound T/m" + ("" if setting == "realizable" else " − 3γ"),
+        )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{cname}, {setting}")
+        ax.set_xlabel("n")
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("disagreement with the target")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
