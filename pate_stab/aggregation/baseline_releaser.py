@@ -21,8 +21,10 @@ class BaselineReleaser:
     The same surface as the stability releasers (``release`` → :class:`ReleaseResult`,
     ``halted``, ``queries_seen``, ``summary``), and the same spend rules
     (:class:`~pate_stab.aggregation.base.LedgerRelease`): the aggregator's data-independent
-    (ε, δ) for ``num_queries`` queries is spent with the first call's labels in one durable
-    ledger line; later calls' labels are recorded before they leave; a releaser built again
+    (ε, δ) for ``num_queries`` queries is spent, with its event (the per-query event composed
+    ``num_queries`` times, :meth:`~pate_stab.aggregation.pate_aggregator.PateAggregator.event`),
+    with the first call's labels in one durable ledger line; later calls' labels are recorded before
+    they leave; a releaser built again
     under a recorded spend id replays the recorded labels and never draws again.
 
     Args:
@@ -64,7 +66,7 @@ class BaselineReleaser:
             mechanism=aggregator.name,
             epsilon=aggregator.certified_epsilon,
             delta=aggregator.certified_delta,
-            event=None,
+            event=aggregator.event(),  # what the run does; the ledger checks it implies (ε, δ)
             metadata={k: v for k, v in aggregator.summary().items() if k not in counters},
             num_queries=aggregator.num_queries,
         )

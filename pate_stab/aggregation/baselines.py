@@ -1,11 +1,14 @@
 """PATE's aggregators on vote histograms: LNMax, GNMax and Confident-GNMax.
 
 Each aggregator answers queries from a vote histogram ``(m, C)`` and is certified for a fixed
-number of queries ``num_queries`` by *data-independent* accounting in dp-accounting: the
-aggregator describes one query as a ``DpEvent``, the whole run as that event self-composed
-``num_queries`` times, and a fresh accountant (PLD by default, or RDP) turns it into ε at the
-target δ. No ε is summed by hand; :meth:`calibrate` searches the noise scale with
-``dp_accounting.mechanism_calibration.calibrate_dp_mechanism``.
+number of queries ``num_queries`` by *data-independent* accounting: the aggregator describes one
+query as an event of :mod:`pate_stab.privacy.events` (``LaplaceEvent``, ``GaussianEvent``,
+``DiscreteLaplaceEvent``, ``DiscreteGaussianEvent``, ``ZCdpEvent``), the whole run as that event
+self-composed ``num_queries`` times (``SelfComposedEvent``, recorded with the ledger spend), and
+a fresh dp-accounting accountant (PLD by default, or RDP) turns it into ε at the target δ
+(:func:`pate_stab.privacy.accounting.accountant_epsilon`). No ε is summed by hand; :meth:`calibrate`
+searches the noise scale (:func:`pate_stab.privacy.accounting.calibrate_scale`, which hands the
+bracket to ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism``).
 
 Sensitivity (DESIGN.md facts 1–2). With a record-keyed partition, adding or removing one record
 changes one shard, hence one teacher's vote (so does replacing one record when the keys are
@@ -58,12 +61,22 @@ from __future__ import annotations
 from typing import Unpack
 
 import torch
-from dp_accounting import dp_event
 
 from pate_stab._validation import check_positive, check_real
 from pate_stab.aggregation.base import ABSTAIN
-from pate_stab.aggregation.pate_accounting import SQRT2, calibrate_scale, zcdp_guess
+from pate_stab.aggregation.pate_accounting import SQRT2
 from pate_stab.aggregation.pate_aggregator import AggregatorOptions, PateAggregator, fraction_text, noisy_argmax
+from pate_stab.privacy.accounting import calibrate_scale, zcdp_guess
+from pate_stab.privacy.events import (
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    SelfComposedEvent,
+    ZCdpEvent,
+)
 from pate_stab.privacy.noise import gaussian, laplace
 from pate_stab.privacy.secure_noise import (
     check_noise,
@@ -74,6 +87,15 @@ from pate_stab.privacy.secure_noise import (
 )
 
 __all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
+
+
+def gaussian_event(sigma: float, sensitivity: float, noise: str) -> PrivacyEvent:
+    """N(0, σ²) on counts of ℓ2 sensitivity Δ: the continuous Gaussian (seeded noise) or the discrete
+    Gaussian N_Z (secure noise, RDP accounting only; module docstring). Either is accounted as
+    dp-accounting's ``GaussianDpEvent(σ/Δ)``."""
+    if noise == "secure":
+        return DiscreteGaussianEvent(sigma=sigma, sensitivity=sensitivity)
+    return GaussianEvent(sigma=sigma, sensitivity=sensitivity)
 
 
 # --------------------------------------------------------------------------- LNMax
@@ -118,16 +140,16 @@ class LNMax(PateAggregator):
         return ("rdp",)
 
     @staticmethod
-    def secure_event(noise_scale: float, *, teachers_changed: int, accountant: str) -> dp_event.DpEvent:
+    def secure_event(noise_scale: float, *, teachers_changed: int, accountant: str) -> PrivacyEvent:
         """One secure LNMax query (module docstring): exact DLap losses (PLD, one changed teacher), else zCDP.
 
-        Example: b = 2, one teacher, PLD → two ``DiscreteLaplaceDpEvent(0.5, 1)`` composed.
+        Example: b = 2, one teacher, PLD → two ``DiscreteLaplaceEvent(0.5, 1)`` composed.
         """
         a = exact_laplace_parameter(noise_scale)
         if accountant == "pld" and teachers_changed == 1:
-            return dp_event.ComposedDpEvent([dp_event.DiscreteLaplaceDpEvent(float(a), 1)] * 2)
+            return ComposedEvent((DiscreteLaplaceEvent(float(a), 1),) * 2)
         pure = 2 * teachers_changed * a  # ℓ1 change 2g, ratio bound e^{a|j|} per count: pure (2g·a)-DP
-        return dp_event.ZCDpEvent(rho=float(pure * pure / 2))  # Bun & Steinke 2016, Prop 3.3
+        return ZCdpEvent(rho=float(pure * pure / 2))  # Bun & Steinke 2016, Prop 3.3
 
     @classmethod
     def calibrate(
@@ -154,7 +176,7 @@ class LNMax(PateAggregator):
         guess = zcdp_guess(epsilon=c.epsilon, delta=c.delta, rho_times_scale_sq=2.0 * c.num_queries)
         if c.noise == "secure":
             scale = calibrate_scale(
-                lambda b: dp_event.SelfComposedDpEvent(
+                lambda b: SelfComposedEvent(
                     cls.secure_event(b, teachers_changed=g, accountant=accountant_name), c.num_queries
                 ),
                 epsilon=c.epsilon,
@@ -164,7 +186,7 @@ class LNMax(PateAggregator):
             )
             return cls(noise_scale=scale, **c.options())
         scale = calibrate_scale(
-            lambda b: dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(b / 2.0), c.num_queries),
+            lambda b: SelfComposedEvent(LaplaceEvent(noise_scale=b, sensitivity=2.0), c.num_queries),
             epsilon=c.epsilon,
             delta=c.delta,
             guess=guess,
@@ -180,19 +202,19 @@ class LNMax(PateAggregator):
             return float(2 * self.teachers_changed * self.noise_parameter)
         return 2.0 * self.teachers_changed / self.noise_scale
 
-    def per_query_event(self) -> dp_event.DpEvent:
+    def per_query_event(self) -> PrivacyEvent:
         if self.noise == "secure":
             g, accountant = self.teachers_changed, self.accountant
             return self.secure_event(self.noise_scale, teachers_changed=g, accountant=accountant)
-        return dp_event.LaplaceDpEvent(noise_multiplier=self.noise_scale / (2.0 * self.teachers_changed))
+        return LaplaceEvent(noise_scale=self.noise_scale, sensitivity=2.0 * self.teachers_changed)
 
-    def _rdp_bound_event(self) -> dp_event.DpEvent:
+    def _rdp_bound_event(self) -> PrivacyEvent:
         if self.noise == "secure":  # the zCDP of the pure-DP bound: an RDP bound of the exact losses
-            return dp_event.SelfComposedDpEvent(
+            return SelfComposedEvent(
                 self.secure_event(self.noise_scale, teachers_changed=self.teachers_changed, accountant="rdp"),
                 self.num_queries,
             )
-        return self.dp_event()
+        return self.event()
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if generator is None:  # secure: exact DLap(1/a) on the integer counts
@@ -260,7 +282,7 @@ class GNMax(PateAggregator):
         # per query ρ = (√2)²/(2σ²) = 1/σ²
         guess = zcdp_guess(epsilon=c.epsilon, delta=c.delta, rho_times_scale_sq=float(c.num_queries))
         sigma = calibrate_scale(
-            lambda s: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(s / SQRT2), c.num_queries),
+            lambda s: SelfComposedEvent(gaussian_event(s, SQRT2, c.noise), c.num_queries),
             epsilon=c.epsilon,
             delta=c.delta,
             guess=guess,
@@ -268,8 +290,8 @@ class GNMax(PateAggregator):
         )
         return cls(sigma=c.teachers_changed * sigma, **c.options())
 
-    def per_query_event(self) -> dp_event.DpEvent:
-        return dp_event.GaussianDpEvent(noise_multiplier=self.sigma / (SQRT2 * self.teachers_changed))
+    def per_query_event(self) -> PrivacyEvent:
+        return gaussian_event(self.sigma, SQRT2 * self.teachers_changed, self.noise)
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         if generator is None:  # secure: exact N_Z(0, σ'²) on the integer counts
@@ -351,13 +373,9 @@ class ConfidentGNMax(PateAggregator):
         threshold = check_real("threshold", threshold)
         sigma_ratio = check_positive("sigma_ratio", sigma_ratio)
 
-        def event(s2: float) -> dp_event.DpEvent:
-            return dp_event.SelfComposedDpEvent(
-                dp_event.ComposedDpEvent(
-                    [dp_event.GaussianDpEvent(sigma_ratio * s2), dp_event.GaussianDpEvent(s2 / SQRT2)]
-                ),
-                c.num_queries,
-            )
+        def event(s2: float) -> PrivacyEvent:
+            check, answer = gaussian_event(sigma_ratio * s2, 1.0, c.noise), gaussian_event(s2, SQRT2, c.noise)
+            return SelfComposedEvent(ComposedEvent((check, answer)), c.num_queries)
 
         # per query ρ = 1/(2σ1²) + 1/σ2² = (1/(2r²) + 1)/σ2²
         rho_unit = c.num_queries * (1.0 / (2.0 * sigma_ratio**2) + 1.0)
@@ -366,11 +384,10 @@ class ConfidentGNMax(PateAggregator):
         g = c.teachers_changed
         return cls(threshold=threshold, sigma1=g * sigma_ratio * sigma2, sigma2=g * sigma2, **c.options())
 
-    def per_query_event(self) -> dp_event.DpEvent:
+    def per_query_event(self) -> PrivacyEvent:
         g = self.teachers_changed
-        return dp_event.ComposedDpEvent(
-            [dp_event.GaussianDpEvent(self.sigma1 / g), dp_event.GaussianDpEvent(self.sigma2 / (SQRT2 * g))]
-        )
+        check = gaussian_event(self.sigma1, g, self.noise)  # the largest count moves by g
+        return ComposedEvent((check, gaussian_event(self.sigma2, SQRT2 * g, self.noise)))
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         m = counts.shape[0]

@@ -15,19 +15,13 @@ from fractions import Fraction
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 import torch
-from dp_accounting import dp_event
 
 from pate_stab._validation import check_delta, check_epsilon, check_generator, check_int, check_tensor
 from pate_stab.aggregation.base import ABSTAIN, check_teachers_changed
-from pate_stab.aggregation.pate_accounting import (
-    ROWS_PER_CHUNK,
-    AccountantName,
-    accountant_epsilon,
-    check_accountant,
-    check_pld_feasible,
-    check_vote_counts,
-)
+from pate_stab.aggregation.pate_accounting import ROWS_PER_CHUNK, check_accountant, check_vote_counts
 from pate_stab.errors import BudgetExhaustedError
+from pate_stab.privacy.accounting import AccountantName, accountant_epsilon, check_pld_feasible
+from pate_stab.privacy.events import PrivacyEvent, SelfComposedEvent
 from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING, RandomSource, SystemRandomSource, check_noise
 
 __all__ = ["AggregatorOptions", "PateAggregator"]
@@ -92,18 +86,24 @@ class PateAggregator:
         self.accountant = self._accountant(accountant)
         self.queries_seen = 0
         self.answered = 0
-        check_pld_feasible(self._rdp_bound_event(), self.delta, self.accountant)
-        self._certified_epsilon = accountant_epsilon(self.dp_event(), self.delta, self.accountant)
+        check_pld_feasible(self._rdp_bound_event(), delta=self.delta, accountant=self.accountant)
+        self._certified_epsilon = accountant_epsilon(self.event(), delta=self.delta, accountant=self.accountant)
 
     def _accountant(self, accountant: AccountantName | None) -> str:
         """The accountant: the one asked for (checked against the noise), or the noise's default."""
         allowed = self.accountants(self.noise, self.teachers_changed)
         if accountant is None:
             return allowed[0]
+        return self._allowed_accountant(accountant, self.noise, self.teachers_changed)
+
+    @classmethod
+    def _allowed_accountant(cls, accountant: Any, noise: str, teachers_changed: int) -> str:
+        """``accountant`` if this noise allows it (:meth:`accountants`), else a ValueError naming those it allows."""
         name = check_accountant(accountant)
+        allowed = cls.accountants(noise, teachers_changed)
         if name not in allowed:
             raise ValueError(
-                f"{self.name} with noise={self.noise!r} and teachers_changed={self.teachers_changed} is accounted "
+                f"{cls.name} with noise={noise!r} and teachers_changed={teachers_changed} is accounted "
                 f"with {' or '.join(repr(a) for a in allowed)}, not {name!r} (the continuous mechanism's loss "
                 "distribution does not bound the discrete noise's)"
             )
@@ -129,12 +129,15 @@ class PateAggregator:
         g = check_teachers_changed(options.get("teachers_changed", 1))
         mode = check_noise(options.get("noise", "secure"))
         accountant = options.get("accountant")
-        accountant_name = cls.accountants(mode, g)[0] if accountant is None else check_accountant(accountant)
+        # an accountant the noise does not allow is refused here, before any calibration
+        accountant_name = (
+            cls.accountants(mode, g)[0] if accountant is None else cls._allowed_accountant(accountant, mode, g)
+        )
         return _Calibrating(epsilon, delta, num_queries, g, mode, accountant_name, options.get("source"))
 
-    def _rdp_bound_event(self) -> dp_event.DpEvent:
+    def _rdp_bound_event(self) -> PrivacyEvent:
         """An event the RDP accountant supports whose RDP bounds the run's (for the PLD feasibility check)."""
-        return self.dp_event()
+        return self.event()
 
     def _generator(self, generator: torch.Generator | None) -> torch.Generator | None:
         if self.noise == "seeded":
@@ -153,7 +156,8 @@ class PateAggregator:
         raise NotImplementedError
 
     # --- to be provided by each aggregator
-    def per_query_event(self) -> dp_event.DpEvent:
+    def per_query_event(self) -> PrivacyEvent:
+        """What one query does, in :mod:`pate_stab.privacy.events`' vocabulary."""
         raise NotImplementedError
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -163,9 +167,13 @@ class PateAggregator:
         raise NotImplementedError
 
     # --- accounting
-    def dp_event(self) -> dp_event.DpEvent:
-        """The whole run: the per-query event composed ``num_queries`` times (data-independent)."""
-        return dp_event.SelfComposedDpEvent(self.per_query_event(), self.num_queries)
+    def event(self) -> SelfComposedEvent:
+        """The whole run: the per-query event composed ``num_queries`` times (data-independent).
+
+        This is what the aggregator's ledger spend records; the ledger checks that it implies the
+        certified (ε, δ) (:func:`pate_stab.privacy.accounting.implies_guarantee`).
+        """
+        return SelfComposedEvent(self.per_query_event(), self.num_queries)
 
     @property
     def certified_epsilon(self) -> float:
@@ -179,7 +187,7 @@ class PateAggregator:
     def single_query_epsilon(self, delta: float) -> float:
         """ε of one query at the given δ ∈ (0, 1), from the same accountant."""
         delta = check_delta(delta)
-        return accountant_epsilon(self.per_query_event(), delta, self.accountant)
+        return accountant_epsilon(self.per_query_event(), delta=delta, accountant=self.accountant)
 
     # --- release
     def release(self, counts: Any, *, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -26,7 +26,8 @@ again under a recorded spend id replays them and never draws again
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypedDict, TypeVar, Unpack
+from fractions import Fraction
+from typing import Any, TypedDict, Unpack
 
 import torch
 
@@ -47,15 +48,13 @@ from pate_stab.privacy.secure_noise import (
     NOISE_MODES,
     SEEDED_NOISE_WARNING,
     RandomSource,
-    SecureSparseVector,
     exact_scale_at_least,
     secure_threshold_for_leak,
 )
+from pate_stab.privacy.sparse_vector import SparseVector
 from pate_stab.privacy.stability import OnlineQueryRelease
 
 __all__ = ["ABSTAIN", "NOISE_MODES", "ReleaseResult", "StabilityReleaser", "releaser_event", "secure_sparse_vector"]
-
-_SeededSparseVector = TypeVar("_SeededSparseVector")
 
 
 def releaser_event(calibration: Calibration) -> PrivacyEvent:
@@ -98,14 +97,13 @@ def check_noise_mode(noise: Any, generator: torch.Generator | None) -> str:
     return str(noise)
 
 
-def secure_sparse_vector(calibration: Calibration, *, source: RandomSource | None = None) -> SecureSparseVector:
-    """The integer sparse vector a releaser runs in secure mode, within ``calibration``'s certificate.
+def secure_parameters(calibration: Calibration) -> tuple[int, Any]:
+    """The integer threshold and exact scale a releaser's sparse vector uses in secure mode.
 
     * Noise: exact discrete Laplace, DLap(λ') on thresholds and DLap(2λ') on distances, with
       λ' >= λ the calibration's scale rounded up to an exact rational
       (:func:`~pate_stab.privacy.secure_noise.exact_scale_at_least`): each segment is
       (2/λ')-DP with 2/λ' <= 2/λ, so the certified ε holds.
-    * Cutoff: ``calibration.num_segments`` failed tests (T for hard labels, 2T for soft labels).
     * Threshold: the smallest integer w whose exact leak P[DLap(2λ') − DLap(λ') > w] (DESIGN
       fact 3 for integer noise) is at most ``calibration.leak_per_test``, the leak of the float
       threshold. So the calibration's certified δ = δ_sv + num_tests · leak_per_test, which the
@@ -113,17 +111,28 @@ def secure_sparse_vector(calibration: Calibration, *, source: RandomSource | Non
     """
     noise_scale = exact_scale_at_least(calibration.noise_scale)
     _, leak = calibration_leak(calibration)  # the float threshold's leak, recomputed from (λ, w)
-    threshold = secure_threshold_for_leak(probability=leak, noise_scale=noise_scale)
-    return SecureSparseVector(
-        threshold=threshold, noise_scale=noise_scale, max_unstable=calibration.num_segments, source=source
-    )
+    return secure_threshold_for_leak(probability=leak, noise_scale=noise_scale), noise_scale
 
 
-def noise_summary(svt: SecureSparseVector | None) -> dict[str, Any]:
+def secure_sparse_vector(calibration: Calibration, *, source: RandomSource | None = None) -> SparseVector:
+    """The sparse vector a releaser runs in secure mode, within ``calibration``'s certificate.
+
+    :class:`~pate_stab.privacy.sparse_vector.SparseVector` with secure noise at
+    :func:`secure_parameters` and a cutoff of ``calibration.num_segments`` failed tests (T for
+    hard labels, 2T for soft labels).
+    """
+    threshold, noise_scale = secure_parameters(calibration)
+    return SparseVector(
+        threshold=threshold, noise_scale=noise_scale, max_unstable=calibration.num_segments, noise="secure",
+        source=source,
+    )  # fmt: skip
+
+
+def noise_summary(svt: SparseVector | OnlineQueryRelease) -> dict[str, Any]:
     """The noise fields of a releaser's summary and ledger spend (secure mode: what it really uses)."""
-    if svt is None:
+    if svt.noise == "seeded":
         return {"noise": "seeded", "noise_warning": SEEDED_NOISE_WARNING}
-    lam = svt.noise_scale
+    lam = Fraction(svt.noise_scale)  # secure noise: already an exact rational
     return {"noise": "secure", "threshold": svt.threshold, "noise_scale_exact": f"{lam.numerator}/{lam.denominator}"}
 
 
@@ -132,20 +141,22 @@ def releaser_noise(
     *,
     mechanism: str,
     soft_labels: bool,
-    seeded: Callable[..., _SeededSparseVector],
+    core: Callable[..., Any],
     noise: Any,
     generator: torch.Generator | None,
     source: RandomSource | None,
     ledger: PrivacyLedger | None,
     spend_id: str | None,
     teachers_changed: int = 1,
-) -> tuple[str, _SeededSparseVector | SecureSparseVector, LedgerRelease]:
+) -> tuple[str, Any, LedgerRelease]:
     """A releaser's noise mode, sparse vector and ledger spend (both releasers build them so).
 
     Checks that ``calibration`` is a :class:`Calibration` for the releaser's kind of labels and
-    builds the sparse vector with the calibration's scale, threshold and cutoff
-    (``num_segments``: T failed tests for hard labels, 2T for soft) — :func:`secure_sparse_vector`
-    in secure mode, the ``seeded`` class on ``generator`` otherwise — and the ``mechanism``'s
+    builds the sparse vector ``core`` (:class:`~pate_stab.privacy.sparse_vector.SparseVector` or
+    :class:`~pate_stab.privacy.stability.OnlineQueryRelease` around it) with the calibration's
+    scale, threshold and cutoff (``num_segments``: T failed tests for hard labels, 2T for soft) and
+    its noise source — secure at :func:`secure_parameters`, seeded on ``generator`` at the
+    calibration's float (λ, w) — and the ``mechanism``'s
     spend, whose metadata records the noise actually used and the teachers one neighbouring
     data set may change (``teachers_changed``).
     """
@@ -156,17 +167,14 @@ def releaser_noise(
     if soft_labels and not calibration.soft_labels:
         raise ValueError("this calibration is for hard labels; use calibrate(..., soft_labels=True)")
     mode = check_noise_mode(noise, generator)
-    svt: _SeededSparseVector | SecureSparseVector
     if mode == "secure":
-        svt = secure_sparse_vector(calibration, source=source)
+        threshold, noise_scale = secure_parameters(calibration)
+        svt = core(threshold=threshold, noise_scale=noise_scale, max_unstable=calibration.num_segments,
+                   noise="secure", source=source)  # fmt: skip
     else:
-        svt = seeded(
-            noise_scale=calibration.noise_scale,
-            threshold=calibration.threshold,
-            max_unstable=calibration.num_segments,
-            generator=check_generator(generator),
-        )
-    secure = svt if isinstance(svt, SecureSparseVector) else None
+        svt = core(threshold=calibration.threshold, noise_scale=calibration.noise_scale,
+                   max_unstable=calibration.num_segments, noise="seeded",
+                   generator=check_generator(generator))  # fmt: skip
     spend = LedgerRelease(
         ledger=ledger,
         spend_id=spend_id,
@@ -174,7 +182,7 @@ def releaser_noise(
         epsilon=calibration.certified_epsilon,
         delta=calibration.certified_delta,
         event=releaser_event(calibration),
-        metadata={"calibration": calibration.to_dict(), **noise_summary(secure), "teachers_changed": teachers_changed},
+        metadata={"calibration": calibration.to_dict(), **noise_summary(svt), "teachers_changed": teachers_changed},
         num_queries=calibration.num_queries,
     )
     return mode, svt, spend
@@ -195,14 +203,14 @@ class ReleaserOptions(TypedDict, total=False):
 class SparseVectorReleaser:
     """What both stability releasers share: the noise and ledger set-up, counters and replay.
 
-    A subclass names its ``mechanism``, whether it releases soft labels, the seeded sparse-vector
-    class it runs (``seeded``), and its counters (:meth:`_counters`); the set-up is
+    A subclass names its ``mechanism``, whether it releases soft labels, the sparse-vector class it
+    runs (``core``, in either noise mode), and its counters (:meth:`_counters`); the set-up is
     :func:`releaser_noise` and the spend :class:`~pate_stab.aggregation.base.LedgerRelease`.
     """
 
     mechanism = "stability"
     soft_labels = False
-    seeded: Callable[..., Any] = OnlineQueryRelease
+    core: Callable[..., Any] = OnlineQueryRelease
 
     def __init__(
         self,
@@ -219,7 +227,7 @@ class SparseVectorReleaser:
         self.teachers_changed = check_teachers_changed(teachers_changed)
         self.num_teachers = check_num_teachers(num_teachers)  # k; None: set by the first call
         self.noise, self._svt, self._spend = releaser_noise(
-            calibration, mechanism=self.mechanism, soft_labels=self.soft_labels, seeded=self.seeded, noise=noise,
+            calibration, mechanism=self.mechanism, soft_labels=self.soft_labels, core=self.core, noise=noise,
             generator=generator, source=source, ledger=ledger, spend_id=spend_id,
             teachers_changed=self.teachers_changed,
         )  # fmt: skip
@@ -280,7 +288,7 @@ class StabilityReleaser(SparseVectorReleaser):
 
     mechanism = "stability_hard"
     soft_labels = False
-    seeded = OnlineQueryRelease
+    core = OnlineQueryRelease
 
     def __init__(self, calibration: Calibration, **options: Unpack[ReleaserOptions]) -> None:
         super().__init__(calibration, **options)
@@ -332,12 +340,8 @@ class StabilityReleaser(SparseVectorReleaser):
             return ReleaseResult(torch.full((m,), ABSTAIN, dtype=torch.int64), torch.full((m,), -1, dtype=torch.int8))
 
         def draw() -> tuple[ReleaseResult, dict[str, Any]]:
-            dist = distance_to_instability(counts, group_size=self.teachers_changed)
-            if isinstance(self._oqr, SecureSparseVector):
-                status = self._oqr.process_many(dist)
-                labels = torch.where(status == 1, top_label(counts), torch.full((m,), ABSTAIN, dtype=torch.int64))
-            else:
-                labels, status = self._oqr.release(top_label(counts), dist.to(torch.float64))
+            dist = distance_to_instability(counts, group_size=self.teachers_changed)  # (m,) int64, both modes
+            labels, status = self._oqr.release(top_label(counts), dist)
             return ReleaseResult(labels, status), self._counters()
 
         return self._spend_run(counts, draw, query_ids)

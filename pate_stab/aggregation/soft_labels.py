@@ -75,7 +75,7 @@ class SoftLabelReleaser(SparseVectorReleaser):
 
     mechanism = "stability_soft"
     soft_labels = True
-    seeded = SparseVector
+    core = SparseVector
 
     def __init__(self, calibration: Calibration, *, gamma: float, **options: Unpack[ReleaserOptions]) -> None:
         super().__init__(calibration, **options)

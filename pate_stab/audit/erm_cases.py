@@ -46,15 +46,11 @@ from pate_stab.erm.functional_mechanism import functional_mechanism_samples, lin
 from pate_stab.erm.losses import Loss, get_loss
 from pate_stab.erm.multinomial import softmax_output_perturbation, solve_softmax_erm
 from pate_stab.erm.objective_perturbation import objective_perturbation
-from pate_stab.erm.output_perturbation import l2_laplace_vectors, rls_out
+from pate_stab.erm.output_perturbation import rls_out
 from pate_stab.erm.solver import solve_erm
-from pate_stab.erm.validation import (
-    exponential_mechanism_samples,
-    stability_select_samples,
-    wu_tuning_utilities,
-    wu_utility_sensitivity,
-)
-from pate_stab.privacy.noise import laplace
+from pate_stab.erm.validation import stability_select_samples, wu_tuning_utilities, wu_utility_sensitivity
+from pate_stab.privacy.exponential import exponential_mechanism_samples
+from pate_stab.privacy.noise import l2_laplace_vectors, laplace
 
 __all__ = [
     "objective_perturbation_1d",

@@ -16,7 +16,8 @@ statistical test (``dp_test`` unless said otherwise):
 
 * privacy: Laplace mechanism, sparse vector (T = 1, 2), stability test (BTT18 Alg 2), discrete
   Laplace, discrete Gaussian, snapping, integer sparse vector, randomised response with a prior
-  (Ghazi et al. 2021, Alg 2; label DP) — :func:`mechanism_cases`; noise reduction
+  (Ghazi et al. 2021, Alg 2; label DP), ALIBI's release (Malek et al. 2021) — :func:`mechanism_cases`;
+  noise reduction
   (``tests/privacy/test_noise_reduction.py``); InteractiveAboveThreshold's ex-post loss
   (``tests/erm/test_accuracy_first.py``, per output cell); Gaussian / l2-Laplace noise laws (KS).
 * aggregation: hard and soft releasers in both noise modes at real calibrations
@@ -42,15 +43,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from dp_accounting import dp_event
 
 from pate_stab._validation import check_int, check_probability
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
-from pate_stab.aggregation.pate_accounting import accountant_epsilon
 from pate_stab.audit.erm_cases import erm_mechanism_cases, erm_mutation_cases
 from pate_stab.audit.harness import MechanismCase, dp_test
 from pate_stab.audit.mechanism_samplers import (
     _aggregator,
+    _alibi,
+    _alibi_difference,
     _as_float,
     _class_count_from_votes,
     _discrete_laplace_scale,
@@ -71,6 +72,8 @@ from pate_stab.audit.mechanism_samplers import (
     _svt_query_scale,
     _votes_file_aggregator,
 )
+from pate_stab.privacy.accounting import accountant_epsilon
+from pate_stab.privacy.events import GaussianEvent
 from pate_stab.privacy.secure_noise import snapping_epsilon
 
 __all__ = ["AuditRow", "mechanism_cases", "mutation_cases", "audit_mechanisms"]
@@ -93,7 +96,7 @@ class AuditRow:
 def discrete_gaussian_claim(sigma: float, delta: float) -> float:
     """ε at δ of a sensitivity-1 integer query plus N_Z(0, σ²): the RDP accountant on
     ``GaussianDpEvent(σ)``, valid for the discrete Gaussian (CKS20 Prop 5)."""
-    return accountant_epsilon(dp_event.GaussianDpEvent(sigma), delta, "rdp")
+    return accountant_epsilon(GaussianEvent(sigma=sigma), delta=delta, accountant="rdp")
 
 
 def only_vote_for_a_class() -> tuple[torch.Tensor, torch.Tensor]:
@@ -282,6 +285,16 @@ def mechanism_cases() -> list[MechanismCase]:
             1.0,
             relation="one example's label replaced (label DP)",
         ),
+        MechanismCase(
+            "ALIBI release (Malek et al. 2021, exact discrete Laplace, ε=1, C=3)",
+            _alibi(1.0, 3),
+            0,
+            1,
+            1.0,
+            featurize=_alibi_difference,
+            relation="one example's label replaced (label DP)",
+            sample_factor=0.5,
+        ),
         *erm_mechanism_cases(),
     ]
 
@@ -306,7 +319,8 @@ def mutation_cases() -> list[MechanismCase]:
       stability test of BTT18 Alg 2).
     * the exact discrete Gaussian with σ/2 under the claim of σ (RDP accounting, CKS20).
     * RR-with-prior (Ghazi et al. 2021, Alg 2) keeping the true label with the probability of 2ε, and
-      with a top-k set that takes in the true label when the prior leaves it out.
+      with a top-k set that takes in the true label when the prior leaves it out; ALIBI with the noise
+      of sensitivity M (one coordinate) instead of 2M.
     * GNMax on a votes file with C read from the votes (largest label + 1) instead of declared: one
       teacher's only vote for class 9 makes 9 an output on one neighbour and never on the other.
     * the ERM, selection and density mechanisms with one constant wrong
@@ -385,6 +399,16 @@ def mutation_cases() -> list[MechanismCase]:
             4,
             1.0,
             relation="one example's label replaced (label DP)",
+        ),
+        MechanismCase(
+            "ALIBI noise for sensitivity M not 2M (claim ε=1)",
+            _alibi(1.0, 3, scale_epsilon=2.0),
+            0,
+            1,
+            1.0,
+            featurize=_alibi_difference,
+            relation="one example's label replaced (label DP)",
+            sample_factor=0.5,
         ),
         *erm_mutation_cases(),
     ]

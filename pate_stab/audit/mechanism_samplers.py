@@ -24,9 +24,10 @@ import torch
 from pate_stab.aggregation.votes import distance_to_instability, top_label, vote_histogram
 from pate_stab.audit.harness import Mechanism
 from pate_stab.erm.losses import HuberHingeLoss
-from pate_stab.erm.output_perturbation import l2_laplace_vectors, output_perturbation, output_perturbation_sensitivity
+from pate_stab.erm.output_perturbation import output_perturbation, output_perturbation_sensitivity
 from pate_stab.erm.solver import solve_erm
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.alibi import ALIBI_RESOLUTION, alibi_release
+from pate_stab.privacy.noise import l2_laplace_vectors, laplace
 from pate_stab.privacy.randomized_response import rr_optimal_k, rr_top_k
 from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_gaussian, discrete_laplace, snapping
 from pate_stab.privacy.sparse_vector import above_threshold_scan
@@ -186,6 +187,24 @@ def _rr_with_prior(
         return rr_top_k(labels, row.expand(n, -1), k.expand(n), keep_epsilon or epsilon, source=src)
 
     return mech
+
+
+def _alibi(epsilon: float, num_classes: int, *, scale_epsilon: float | None = None) -> Mechanism:
+    """ALIBI's release (Malek et al. 2021; :func:`~pate_stab.privacy.alibi.alibi_release`) of one label,
+    exact draws from a source seeded from ``gen``. Broken variant: ``scale_epsilon``, the noise scale
+    of that ε (e.g. 2ε: sensitivity M assumed instead of 2M)."""
+
+    def mech(label: int, n: int, gen: torch.Generator) -> torch.Tensor:
+        src = SeededRandomSource(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        return alibi_release(torch.full((n,), int(label)), num_classes, scale_epsilon or epsilon, source=src)
+
+    return mech
+
+
+def _alibi_difference(t: torch.Tensor) -> torch.Tensor:
+    """min(z_0 − M, −z_1) as a float: on the event {≥ 0} = {z_0 ≥ M, z_1 ≤ 0} the likelihood ratio of
+    labels 0 and 1 is e^{M/t}·e^{M/t} = e^{2M/t} exactly (both coordinates that a label change moves)."""
+    return torch.minimum(t[:, 0] - ALIBI_RESOLUTION, -t[:, 1]).to(torch.float64)
 
 
 def _as_float(t: torch.Tensor) -> torch.Tensor:

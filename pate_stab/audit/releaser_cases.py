@@ -8,9 +8,11 @@ noise handed in. They consume the noise in the releasers' own order — the s-th
 for the s-th sparse-vector segment, the j-th query value for the j-th test that runs — so that
 ``tests/audit/test_releaser_cases.py`` can replay the noise a real releaser drew and check that the
 outputs agree exactly, in both noise modes. The noise itself comes from the library's samplers:
-float64 Laplace (:func:`pate_stab.privacy.noise.laplace`, ``noise="seeded"``) or exact discrete
-Laplace (:func:`pate_stab.privacy.secure_noise.discrete_laplace` at the rounded-up rational
-scale the secure releasers use, ``noise="secure"``).
+the sparse vector's own two noise sources in bulk (:func:`pate_stab.privacy.sparse_vector.sparse_vector_noise`:
+float64 Laplace, ``noise="seeded"``, or exact discrete Laplace at the rounded-up rational scale
+the secure releasers use, ``noise="secure"``), and the hard releaser runs the sparse vector's own
+scan (:func:`pate_stab.privacy.sparse_vector.above_threshold_scan`), the core
+:class:`~pate_stab.privacy.sparse_vector.SparseVector` runs in both modes.
 """
 
 from __future__ import annotations
@@ -33,9 +35,7 @@ from pate_stab.aggregation.votes import (
 )
 from pate_stab.audit.harness import Mechanism, MechanismCase
 from pate_stab.privacy.calibration import calibrate, paper_threshold
-from pate_stab.privacy.noise import laplace
-from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_laplace, exact_scale_at_least
-from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, above_threshold_scan
+from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, above_threshold_scan, sparse_vector_noise
 
 __all__ = [
     "releaser_noise",
@@ -51,34 +51,9 @@ __all__ = [
 ]
 
 
-def releaser_noise(
-    noise: str,
-    *,
-    noise_scale: float,
-    threshold_shape: tuple[int, ...],
-    query_shape: tuple[int, ...],
-    generator: torch.Generator,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Threshold noise (scale λ) and query noise (scale 2λ) as a releaser in mode ``noise`` draws them.
-
-    ``"seeded"``: float64 Laplace from ``generator``. ``"secure"``: int64 discrete Laplace at
-    λ' = :func:`~pate_stab.privacy.secure_noise.exact_scale_at_least` (λ), from a seeded source
-    whose seed is drawn from ``generator`` (reproducible; the releaser itself reads the OS).
-    """
-    if noise == "seeded":
-        return (
-            laplace(noise_scale, threshold_shape, generator=generator),
-            laplace(2 * noise_scale, query_shape, generator=generator),
-        )
-    if noise != "secure":
-        raise ValueError(f"noise must be 'seeded' or 'secure', got {noise!r}")
-    lam = exact_scale_at_least(noise_scale)
-    src = SeededRandomSource(int(torch.randint(0, 2**62, (1,), generator=generator)))
-    n_t, n_q = torch.Size(threshold_shape).numel(), torch.Size(query_shape).numel()
-    return (
-        discrete_laplace(lam, n_t, source=src).reshape(threshold_shape),
-        discrete_laplace(2 * lam, n_q, source=src).reshape(query_shape),
-    )
+releaser_noise = sparse_vector_noise
+"""Threshold and query noise in bulk, as a releaser in mode ``noise`` draws them: the sparse vector's
+own noise sources (:func:`pate_stab.privacy.sparse_vector.sparse_vector_noise`)."""
 
 
 def soft_release_scan(

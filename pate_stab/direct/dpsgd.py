@@ -61,6 +61,7 @@ from pate_stab._validation import (
     check_real,
     check_tensor,
 )
+from pate_stab.privacy.events import SampledGaussianEvent
 
 __all__ = [
     "DPSGDConfig",
@@ -71,6 +72,7 @@ __all__ = [
     "default_batch_size",
     "clipped_noisy_gradient",
     "dpsgd_epsilon",
+    "dpsgd_event",
     "dpsgd_noise_multiplier",
     "dpsgd_schedule",
     "train_dpsgd_linear",
@@ -192,6 +194,19 @@ def dpsgd_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, de
     acc = RDPAccountant()
     acc.history = [(sigma, q, check_int("steps", steps, minimum=1))]
     return float(acc.get_epsilon(delta=check_delta(delta)))
+
+
+def dpsgd_event(*, noise_multiplier: float, sample_rate: float, steps: int) -> SampledGaussianEvent:
+    """What a DP-SGD run does, as its ledger spend records it: ``steps`` Poisson-sampled Gaussian steps.
+
+    The event of :mod:`pate_stab.privacy.events` (add/remove); the ε charged with it is
+    :func:`dpsgd_epsilon` (Opacus's RDP accountant), which the ledger checks the event implies.
+
+    Example:
+        >>> dpsgd_event(noise_multiplier=3.65, sample_rate=0.125, steps=293).to_dict()["type"]
+        'sampled_gaussian'
+    """
+    return SampledGaussianEvent(noise_multiplier=noise_multiplier, sampling_rate=sample_rate, steps=steps)
 
 
 def clipped_noisy_gradient(

@@ -1,4 +1,4 @@
-"""Direct label-DP learners: LP-1ST and LP-2ST (Ghazi et al. 2021) on feature vectors.
+"""Direct label-DP learners: LP-1ST and LP-2ST (Ghazi et al. 2021), ALIBI (Malek et al. 2021) on feature vectors.
 
 Source: Ghazi, Golowich, Kumar, Manurangsi & Zhang 2021, "Deep Learning with Label Differential
 Privacy" (NeurIPS). Both learners randomise every private label **once** with RRWithPrior
@@ -28,6 +28,11 @@ response with keep probability q. The prior is that estimate mapped back through
 public channel, P[y | x] = (P[ỹ | x] − r)/(q − r) with r = (1 − q)/(C − 1), clipped at 0 and
 renormalised: post-processing, with the same class order as the model's own prediction.
 
+* **ALIBI** (Malek et al. 2021, "Antipodes of Label Differential Privacy: PATE and ALIBI", NeurIPS,
+  Sec. 3): every label released once as its one-hot vector plus exact discrete Laplace noise
+  (:mod:`pate_stab.privacy.alibi`), the Bayesian posterior under the uniform prior as soft labels,
+  one model trained on them. The paper's iterative re-estimation of the prior is not implemented.
+
 Models: a linear softmax layer on the features standardised with the public pool's mean and
 standard deviation, trained by full-batch L-BFGS on the cross-entropy with the L2 weight
 :data:`LABEL_DP_WEIGHT_DECAY` (fixed in advance, never chosen on evaluation or pool labels).
@@ -41,6 +46,7 @@ import torch
 from torch import Tensor
 
 from pate_stab._validation import check_int, check_positive
+from pate_stab.privacy.alibi import alibi_posterior, alibi_release
 from pate_stab.privacy.discrete_noise import RandomSource
 from pate_stab.privacy.randomized_response import randomized_response, rr_keep_probability, rr_with_prior
 
@@ -52,6 +58,7 @@ __all__ = [
     "channel_corrected_prior",
     "fit_softmax",
     "train_lp_1st",
+    "train_alibi",
     "train_lp_2st",
 ]
 
@@ -59,6 +66,7 @@ LABEL_DP_LEARNERS = {
     "rr-lp1st": "LP-1ST: randomised response on every label, one model (Ghazi et al. 2021, Alg 2, uniform prior)",
     "rr-lp2st": "LP-2ST: RR on half the labels, then RR-with-prior from that model on the rest (Ghazi et al. 2021, "
     "Alg 2 and 3)",
+    "alibi": "ALIBI: discrete Laplace on the one-hot labels, a model on the Bayesian posterior (Malek et al. 2021)",
 }
 """The label-DP learners of this module (their names as ``compare --direct`` rows)."""
 LABEL_DP_WEIGHT_DECAY = 1e-4
@@ -98,13 +106,14 @@ def fit_softmax(
     max_iter: int = LABEL_DP_MAX_ITER,
 ) -> tuple[Tensor, Tensor]:
     """A linear softmax layer (weight (C, d), bias (C,)) fitted by full-batch L-BFGS on the mean
-    cross-entropy plus (weight_decay / 2)·||W||². Deterministic (starts at zero)."""
+    cross-entropy plus (weight_decay / 2)·||W||². ``labels``: class indices (n,), or soft labels
+    (n, C) (rows of probabilities). Deterministic (starts at zero)."""
     z = z.float()
     weight = torch.zeros(num_classes, z.shape[1], requires_grad=True)
     bias = torch.zeros(num_classes, requires_grad=True)
     opt = torch.optim.LBFGS([weight, bias], max_iter=max_iter, line_search_fn="strong_wolfe",
                             tolerance_grad=1e-6, tolerance_change=1e-9)  # fmt: skip
-    target = labels.to(torch.int64)
+    target = labels.to(torch.float32) if labels.dim() == 2 else labels.to(torch.int64)
 
     def closure() -> Tensor:
         opt.zero_grad()
@@ -186,3 +195,26 @@ def train_lp_2st(
     noisy[second] = rr_with_prior(labels[second], prior, epsilon, source=source)
     weight, bias = fit_softmax(z, noisy, num_classes)
     return LabelDPModel(weight, bias, mean, std, [first, second], noisy)
+
+
+def train_alibi(
+    x: Tensor,
+    labels: Tensor,
+    *,
+    num_classes: int,
+    epsilon: float,
+    mean: Tensor,
+    std: Tensor,
+    source: RandomSource | None = None,
+) -> LabelDPModel:
+    """ALIBI (Malek et al. 2021, Sec. 3) without its iterations: every label released once as
+    M·onehot + exact discrete Laplace (:func:`~pate_stab.privacy.alibi.alibi_release`), the posterior
+    under the uniform prior as soft labels, one softmax layer on them. ε-label-DP.
+
+    ``noisy_labels`` holds the posterior's argmax (the soft labels are what the layer is fitted on).
+    """
+    num_classes, epsilon = _check(x, labels, num_classes, epsilon)
+    released = alibi_release(labels, num_classes, epsilon, source=source)
+    soft = alibi_posterior(released, epsilon)
+    weight, bias = fit_softmax((x.float() - mean) / std, soft, num_classes)
+    return LabelDPModel(weight, bias, mean, std, [torch.arange(x.shape[0])], torch.argmax(soft, dim=1))

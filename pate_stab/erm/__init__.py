@@ -41,7 +41,6 @@ from pate_stab.erm.objective_perturbation import (
 from pate_stab.erm.output_perturbation import (
     PrivateLinearModel,
     chaudhuri_output_perturbation,
-    l2_laplace_vectors,
     output_perturbation,
     output_perturbation_sensitivity,
     rls_out,
@@ -51,7 +50,6 @@ from pate_stab.erm.validation import (
     alpha_split,
     control_choice,
     data_split,
-    exponential_mechanism,
     random_choice,
     stability_constants_histogram,
     stability_constants_linear,
@@ -60,6 +58,8 @@ from pate_stab.erm.validation import (
     wu_private_tuning,
 )
 from pate_stab.erm.wu_tuned import wu_tuned_output_perturbation
+from pate_stab.privacy.exponential import exponential_mechanism
+from pate_stab.privacy.noise import l2_laplace_vectors
 
 __all__ = [
     "AccuracyFirstResult",

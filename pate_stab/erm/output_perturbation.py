@@ -47,7 +47,6 @@ import torch
 
 from pate_stab._validation import (
     check_epsilon,
-    check_generator,
     check_int,
     check_positive,
 )
@@ -56,12 +55,11 @@ from pate_stab.erm.losses import Loss, SquaredLoss, get_loss
 from pate_stab.erm.solver import solve_erm
 from pate_stab.privacy.discrete_noise import RandomSource
 from pate_stab.privacy.lattice_noise import lattice_laplace
-from pate_stab.privacy.noise import exponential, l2_laplace_vector
+from pate_stab.privacy.noise import l2_laplace_vector
 
 __all__ = [
     "PrivateLinearModel",
     "output_perturbation_sensitivity",
-    "l2_laplace_vectors",
     "output_perturbation",
     "chaudhuri_output_perturbation",
     "rls_out",
@@ -124,30 +122,6 @@ def output_perturbation_sensitivity(
             raise ValueError("constant='wu_alg2' needs radius (the hypothesis-space bound R)")
         return 4.0 * (rho + lam * check_positive("radius", radius)) / (lam * n)
     raise ValueError(f"constant must be one of {_CONSTANTS}, got {constant!r}")
-
-
-def l2_laplace_vectors(scale: float, dim: int, *, num_samples: int, generator: torch.Generator) -> torch.Tensor:
-    """``num_samples`` independent vectors with density ∝ exp(-||b||_2 / scale), shape (num, dim).
-
-    The same construction as :func:`pate_stab.privacy.noise.l2_laplace_vector`, vectorised:
-    the norm is Gamma(dim, scale) (a sum of ``dim`` Exp(scale) draws) and the direction a
-    normalised standard Gaussian. ``num_samples=1`` calls that function itself.
-    """
-    scale = check_positive("scale", scale)
-    dim = check_int("dim", dim, minimum=1)
-    num_samples = check_int("num_samples", num_samples, minimum=1)
-    check_generator(generator)
-    if num_samples == 1:
-        return l2_laplace_vector(scale, dim, generator=generator).unsqueeze(0)
-    radius = exponential(scale, (num_samples, dim), generator=generator).sum(dim=1)
-    direction = torch.randn((num_samples, dim), generator=generator, dtype=_DTYPE, device=generator.device)
-    norm = torch.linalg.vector_norm(direction, dim=1)
-    # A zero direction has probability zero; redraw those rows so the direction is defined.
-    while bool((norm == 0).any()):
-        bad = norm == 0
-        direction[bad] = torch.randn((int(bad.sum()), dim), generator=generator, dtype=_DTYPE, device=generator.device)
-        norm = torch.linalg.vector_norm(direction, dim=1)
-    return direction * (radius / norm).unsqueeze(1)
 
 
 def output_perturbation(

@@ -29,6 +29,7 @@ from pate_stab._validation import (
     check_int,
     check_positive,
 )
+from pate_stab.privacy.exponential import exponential_mechanism
 from pate_stab.privacy.noise import exponential
 
 __all__ = [
@@ -37,8 +38,6 @@ __all__ = [
     "stability_select",
     "stability_select_samples",
     "stability_validate",
-    "exponential_mechanism",
-    "exponential_mechanism_samples",
     "alpha_split",
     "data_split",
     "random_choice",
@@ -195,50 +194,6 @@ def stability_validate(
     scores = [float(score(h)) for h in models]
     i = stability_select(scores, beta1=beta1, beta2=beta2, n=n, m=m, epsilon=epsilon_validation, generator=generator)
     return i, (train(thetas[i], generator) if retrain else models[i])
-
-
-def exponential_mechanism(
-    utilities: Sequence[float] | torch.Tensor,
-    *,
-    epsilon: float,
-    sensitivity: float,
-    generator: torch.Generator,
-) -> int:
-    """Sample i with probability ∝ exp(eps u_i / (2 sensitivity)) (McSherry & Talwar 2007).
-
-    Sampled exactly by the Gumbel-max trick. epsilon-DP when each u_i changes by at most
-    ``sensitivity`` between neighbours.
-    """
-    return int(
-        exponential_mechanism_samples(
-            utilities, epsilon=epsilon, sensitivity=sensitivity, num_samples=1, generator=generator
-        )[0]
-    )
-
-
-def exponential_mechanism_samples(
-    utilities: Sequence[float] | torch.Tensor,
-    *,
-    epsilon: float,
-    sensitivity: float,
-    num_samples: int,
-    generator: torch.Generator,
-) -> torch.Tensor:
-    """``num_samples`` independent draws of :func:`exponential_mechanism` (int64, shape (num_samples,)).
-
-    The vectorised form used by the statistical DP tests; one draw uses exactly the random
-    numbers :func:`exponential_mechanism` uses.
-    """
-    u = torch.as_tensor(utilities, dtype=_DTYPE).reshape(-1).cpu()
-    if u.numel() == 0 or not bool(torch.isfinite(u).all()):
-        raise ValueError("utilities must be a non-empty sequence of finite values")
-    eps = check_epsilon(epsilon)
-    sens = check_positive("sensitivity", sensitivity)
-    runs = check_int("num_samples", num_samples, minimum=1)
-    gen = check_generator(generator)
-    uniform = torch.rand((runs, u.numel()), generator=gen, dtype=_DTYPE, device=gen.device).cpu()
-    gumbel = -torch.log(-torch.log(uniform.clamp(min=1e-300)))
-    return torch.argmax(eps * u / (2.0 * sens) + gumbel, dim=1)
 
 
 TrainFn = Callable[[Any, torch.Tensor, torch.Tensor, float, torch.Generator], Any]

@@ -75,6 +75,10 @@ class PublicProjection:
             None keeps all features.
         whiten: divide each component by its public standard deviation.
         eps: added to standard deviations.
+
+    ``fit`` and ``transform`` compute on the device of their input (on a GPU: the statistics,
+    SVD and projection run there; fitted tensors are moved to the input's device when they are
+    elsewhere); :meth:`state_dict` gives CPU tensors.
     """
 
     def __init__(
@@ -129,7 +133,8 @@ class PublicProjection:
         if f.shape[1] != self.in_dim:
             raise ValueError(f"features have {f.shape[1]} columns, the projection was fitted on {self.in_dim}")
         if self.mean is not None and self.std is not None:
-            f = ((f.to(torch.float64) - self.mean) / (self.std + self.eps)).float()
+            mean, std = self.mean.to(f.device), self.std.to(f.device)
+            f = ((f.to(torch.float64) - mean) / (std + self.eps)).float()
         if self.pca is not None:
             f = self.pca.transform(f)
         return f.float()
@@ -141,8 +146,8 @@ class PublicProjection:
             "whiten": self.whiten,
             "eps": self.eps,
             "in_dim": self.in_dim,
-            "mean": self.mean,
-            "std": self.std,
+            "mean": None if self.mean is None else self.mean.cpu(),
+            "std": None if self.std is None else self.std.cpu(),
             "pca": None if self.pca is None else self.pca.state_dict(),
         }
 

@@ -104,8 +104,8 @@ class ScatteringFeatures:
         standardize, pca_dim, whiten: the :class:`PublicProjection`; with ``standardize=False``
             and ``pca_dim=None`` the extractor needs no data at all.
         batch_size, progress: passed to :func:`scattering2d`.
-        device: where the transform runs (``"cuda"`` on a GPU): the images move there once, the
-            coefficients come back to the CPU once (the public projection runs on the CPU).
+        device: where the transform and the public projection run (``"cuda"`` on a GPU): the images
+            move there once, the projected features come back to the CPU once.
     """
 
     name = "scattering"
@@ -134,30 +134,35 @@ class ScatteringFeatures:
     def needs_fit(self) -> bool:
         return self.projection.standardize or self.projection.pca_dim is not None
 
-    def scatter(self, x: Tensor) -> Tensor:
-        """The data-independent part: (n, C, H, W) → (n, C·K·h·w) scattering coefficients."""
+    def _scatter(self, x: Tensor) -> Tensor:
+        """The coefficients on ``device``."""
         x = check_images("x", x, shape=self.image_shape)
         if self._filters is None or self.image_shape != tuple(x.shape[1:]):
             self._filters = scattering_filters(tuple(x.shape[-2:]), J=self.J, L=self.L)
         # the whole set moves to the device once; scattering2d batches there, on the images' device
         s = scattering2d(x.to(self.device), filters=self._filters, batch_size=self.batch_size, progress=self.progress)
-        return s.flatten(1).cpu()
+        return s.flatten(1)
+
+    def scatter(self, x: Tensor) -> Tensor:
+        """The data-independent part: (n, C, H, W) → (n, C·K·h·w) scattering coefficients (on the CPU)."""
+        return self._scatter(x).cpu()
 
     def fit(self, public_x: Tensor) -> ScatteringFeatures:
         x = check_images("public_x", public_x)
         self.image_shape = tuple(x.shape[1:])
         self.num_public = x.shape[0]
         if self.needs_fit:
-            self.projection.fit(self.scatter(x))
+            self.projection.fit(self._scatter(x))  # on the device, where the coefficients are
         return self
 
     def transform(self, x: Tensor) -> Tensor:
-        s = self.scatter(x)
+        """(n, …) images → (n, d) features on the CPU (computed on ``device``)."""
+        s = self._scatter(x)
         if not self.needs_fit:
-            return s
+            return s.cpu()
         if not self.projection.fitted:
             raise NotFittedError("ScatteringFeatures.transform called before fit")
-        return self.projection.transform(s)
+        return self.projection.transform(s).cpu()
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -205,6 +210,9 @@ class SSLFeatures:
         checkpoint: per-epoch training checkpoint (resumed if present).
         standardize, pca_dim, whiten: the :class:`PublicProjection` of the embedding.
         progress: tqdm bars for training and encoding.
+        device: where the encoder trains and encodes and the projection is fitted and applied
+            (``"cuda"`` on a GPU): each set of images moves there once, its features come back to
+            the CPU once.
     """
 
     name = "ssl"
@@ -219,8 +227,10 @@ class SSLFeatures:
         pca_dim: int | None = None,
         whiten: bool = False,
         progress: bool = False,
+        device: str | torch.device = "cpu",
     ) -> None:
         self.config = config or SSLConfig()
+        self.device = torch.device(device)
         self.generator = generator
         self.checkpoint = checkpoint
         self.projection = PublicProjection(standardize=standardize, pca_dim=pca_dim, whiten=whiten)
@@ -236,29 +246,33 @@ class SSLFeatures:
         check_generator(self.generator)
         x = check_images("public_x", public_x)
         self.image_shape, self.num_public = tuple(x.shape[1:]), x.shape[0]
+        x = x.to(self.device)  # once: the encoder trains on it, then embeds it for the projection
         self.encoder, self.history = train_ssl_encoder(
-            x, self.config, generator=self.generator, checkpoint=self.checkpoint, progress=self.progress
-        )
+            x, self.config, generator=self.generator, checkpoint=self.checkpoint, progress=self.progress,
+            device=self.device,
+        )  # fmt: skip
         if self.projection.standardize or self.projection.pca_dim is not None:
             self.projection.fit(self.embed(x))
         return self
 
     def embed(self, x: Tensor) -> Tensor:
-        """The frozen encoder's embedding (n, embed_dim)."""
+        """The frozen encoder's embedding (n, embed_dim), on the encoder's device."""
         if self.encoder is None:
             raise NotFittedError("SSLFeatures used before fit (or load_state_dict)")
-        return encode(self.encoder, check_images("x", x, shape=self.image_shape), progress=self.progress)
+        x = check_images("x", x, shape=self.image_shape)
+        return encode(self.encoder, x, progress=self.progress, device=self.device)
 
     def transform(self, x: Tensor) -> Tensor:
+        """(n, …) images → (n, d) features on the CPU (computed on ``device``)."""
         h = self.embed(x)
-        return self.projection.transform(h) if self.projection.fitted else h
+        return (self.projection.transform(h) if self.projection.fitted else h).cpu()
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "config": self.config.to_dict(),
             "image_shape": self.image_shape,
             "num_public": self.num_public,
-            "encoder": None if self.encoder is None else self.encoder.state_dict(),
+            "encoder": None if self.encoder is None else {k: v.cpu() for k, v in self.encoder.state_dict().items()},
             "history": list(self.history),
             "projection": self.projection.state_dict(),
         }
@@ -270,7 +284,7 @@ class SSLFeatures:
         self.num_public, self.history = state["num_public"], list(state["history"])
         self.encoder = ConvEncoder(self.image_shape[0], width=self.config.width, embed_dim=self.config.embed_dim)
         self.encoder.load_state_dict(state["encoder"])
-        self.encoder.eval()
+        self.encoder.to(self.device).eval()
         self.projection.load_state_dict(state["projection"])
 
     @property

@@ -59,6 +59,10 @@ class PublicFeatures:
     ``transform(x) = ((flatten(x) − mean) @ components.T) / scale`` with ``scale`` the
     component standard deviations when whitening (else 1).
 
+    ``fit`` computes on the device of its input (a GPU: the SVD runs there) and keeps the fitted
+    tensors there; ``transform`` computes on the device of its input (the fitted tensors are
+    moved there if they are elsewhere); :meth:`state_dict` gives CPU tensors.
+
     Example::
 
         feats = PublicFeatures.fit(public_x, dim=50)
@@ -92,7 +96,7 @@ class PublicFeatures:
         _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
         dim = requested if isinstance(requested, int) else components_for_share(s, requested)
         std = s[:dim] / math.sqrt(max(x.shape[0] - 1, 1))
-        scale = std + eps if whiten else torch.ones(dim, dtype=torch.float64)
+        scale = std + eps if whiten else torch.ones(dim, dtype=torch.float64, device=x.device)
         return cls(
             mean=mean.float(),
             components=vh[:dim].float(),
@@ -105,13 +109,21 @@ class PublicFeatures:
         x = check_tensor("x", x, floating=True).flatten(1).to(torch.float32)
         if x.shape[1] != self.mean.shape[0]:
             raise ValueError(f"x has {x.shape[1]} features, the PCA was fitted on {self.mean.shape[0]}")
-        return ((x - self.mean) @ self.components.T) / self.scale
+        fitted = self.to(x.device)
+        return ((x - fitted.mean) @ fitted.components.T) / fitted.scale
+
+    def to(self, device: str | torch.device) -> PublicFeatures:
+        """This PCA with its tensors on ``device`` (itself if they are there)."""
+        device = torch.device(device)
+        if self.mean.device == device:
+            return self
+        return PublicFeatures(self.mean.to(device), self.components.to(device), self.scale.to(device), self.meta)
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "mean": self.mean,
-            "components": self.components,
-            "scale": self.scale,
+            "mean": self.mean.cpu(),
+            "components": self.components.cpu(),
+            "scale": self.scale.cpu(),
             "meta": self.meta,
         }
 

@@ -15,6 +15,10 @@ j's votes therefore depend on its own shard (and public data) only: adding, remo
 changing a record moves one teacher, exactly as for trained heads (DESIGN.md fact 2). A class
 absent from a teacher's shard scores 0; a query with no affinity to any of the teacher's
 records gets class 0.
+
+Everything here computes on the device of its input: a graph fitted on features held on a GPU keeps
+its pool, normalisation and sparse adjacency there, and the kernel and class scores of queries sent
+there stay there (:meth:`PoolGraph.to` makes a copy elsewhere).
 """
 
 from __future__ import annotations
@@ -64,10 +68,10 @@ def knn_affinities(
     for start in range(0, queries.shape[0], chunk):
         sim = queries[start : start + chunk] @ base.T  # (c, n_b)
         if exclude_self:
-            idx = torch.arange(start, start + sim.shape[0])
-            sim[torch.arange(sim.shape[0]), idx] = -2.0
+            idx = torch.arange(start, start + sim.shape[0], device=sim.device)
+            sim[torch.arange(sim.shape[0], device=sim.device), idx] = -2.0
         v, i = sim.topk(num_neighbors, dim=1)
-        rows.append(torch.arange(start, start + sim.shape[0]).repeat_interleave(num_neighbors))
+        rows.append(torch.arange(start, start + sim.shape[0], device=sim.device).repeat_interleave(num_neighbors))
         cols.append(i.reshape(-1))
         vals.append(v.clamp(min=0).pow(power).reshape(-1))
     index = torch.stack([torch.cat(rows), torch.cat(cols)])
@@ -135,7 +139,7 @@ class PoolGraph:
             self.pca = PublicFeatures.fit(f, dim=self.pca_dim, whiten=False)
             f = self.pca.transform(f)
         self.mean = f.mean(0)
-        self.std = f.std(0) + 1e-6 if self.standardize else torch.ones(f.shape[1])
+        self.std = f.std(0) + 1e-6 if self.standardize else torch.ones(f.shape[1], device=f.device)
         self.pool = F.normalize((f - self.mean) / self.std, dim=1)  # f is already reduced by the PCA
         w = knn_affinities(self.pool, self.pool, num_neighbors=self.num_neighbors, power=self.power, exclude_self=True)
         w = (w + w.t()).coalesce()  # symmetric
@@ -145,10 +149,33 @@ class PoolGraph:
         self.adjacency = to_sparse_csr(sparse_coo(i, values, tuple(w.shape)))
         return self
 
-    def affinities(self, features: Tensor) -> Tensor:
-        """Sparse (n, n_p) affinities of any points to their nearest pool points."""
+    @property
+    def device(self) -> torch.device:
+        """Where the fitted graph is (and where it computes)."""
         if self.pool is None:
             raise RuntimeError("PoolGraph used before fit")
+        return self.pool.device
+
+    def to(self, device: str | torch.device) -> PoolGraph:
+        """The fitted graph on ``device``: this graph if it is there, else a copy moved there once."""
+        if self.pool is None or self.mean is None or self.std is None or self.adjacency is None:
+            raise RuntimeError("PoolGraph used before fit")
+        device = torch.device(device)
+        if self.device == device:
+            return self
+        out = PoolGraph(num_neighbors=self.num_neighbors, power=self.power, alpha=self.alpha, steps=self.steps,
+                        standardize=self.standardize, pca_dim=self.pca_dim)  # fmt: skip
+        out.pca = None if self.pca is None else self.pca.to(device)
+        out.in_dim, out.mean, out.std = self.in_dim, self.mean.to(device), self.std.to(device)
+        out.pool, out.adjacency = self.pool.to(device), self.adjacency.to(device)
+        return out
+
+    def affinities(self, features: Tensor) -> Tensor:
+        """Sparse (n, n_p) affinities of any points to their nearest pool points (on the graph's
+        device; ``features`` are moved there, whole, if they are elsewhere)."""
+        if self.pool is None:
+            raise RuntimeError("PoolGraph used before fit")
+        features = features.to(self.pool.device)
         return knn_affinities(self._normalise(features), self.pool, num_neighbors=self.num_neighbors, power=self.power)
 
     def propagate(self, query_features: Tensor) -> Tensor:
@@ -168,6 +195,9 @@ class PoolGraph:
         return to_sparse_csr(self.affinities(private_features)) @ spread  # (n_private, n_q)
 
     def state_dict(self) -> dict[str, Any]:
+        """The settings and fitted tensors (on the CPU, wherever the graph is)."""
+        if self.pool is not None and self.device.type != "cpu":
+            return self.to("cpu").state_dict()
         return {
             "num_neighbors": self.num_neighbors,
             "power": self.power,
@@ -218,9 +248,10 @@ def kernel_class_scores(
         raise ValueError(f"labels must lie in [0, {c - 1}]")
     if int(shard_of.min()) < 0 or int(shard_of.max()) >= k:
         raise ValueError(f"shard_of must lie in [0, {k - 1}]")
-    bins = shard_of * c + labels  # (n,)
+    bins = (shard_of * c + labels).to(kernel.device)  # (n,)
     m = kernel.shape[1]
-    scores = torch.zeros(m, k * c, dtype=kernel.dtype).index_add_(1, bins, kernel.T.contiguous())
-    counts = torch.zeros(k * c, dtype=kernel.dtype).index_add_(0, bins, torch.ones_like(bins, dtype=kernel.dtype))
+    scores = torch.zeros(m, k * c, dtype=kernel.dtype, device=kernel.device).index_add_(1, bins, kernel.T.contiguous())
+    ones = torch.ones_like(bins, dtype=kernel.dtype)
+    counts = torch.zeros(k * c, dtype=kernel.dtype, device=kernel.device).index_add_(0, bins, ones)
     scores = scores / counts.clamp(min=1)
     return scores.view(m, k, c).transpose(0, 1)  # (k, m, C)

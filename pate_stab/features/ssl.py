@@ -14,6 +14,13 @@ every epoch with that generator's state, so an interrupted run resumes to the sa
 Augmentations (per view, drawn independently): a random affine map (rotation, scale, shear,
 translation by a few pixels, i.e. random shifts/crops), a cutout square with probability
 ``cutout_prob`` and additive Gaussian pixel noise; sized for 28×28 digits.
+
+On a GPU (``device``) the public images move there once, whole, and every batch is a slice of them
+there; the encoder trains and encodes there. The augmentations' parameters (a few numbers an image)
+still come from the CPU generator, so that the stream of draws is the CPU run's; the pixel noise, an
+image-sized draw per view, comes from a generator on the device seeded from the CPU generator at
+the start of every epoch (a checkpoint therefore resumes to the same result there too). On the CPU
+nothing changes: every draw, pixel noise included, comes from the CPU generator.
 """
 
 from __future__ import annotations
@@ -121,9 +128,17 @@ def _uniform(n: int, bound: float, generator: torch.Generator) -> Tensor:
     return (torch.rand(n, generator=generator) * 2 - 1) * bound
 
 
-def augment(x: Tensor, config: SSLConfig, *, generator: torch.Generator) -> Tensor:
-    """One random view of every image (n, C, H, W), drawn from ``generator``."""
+def augment(
+    x: Tensor, config: SSLConfig, *, generator: torch.Generator, noise_generator: torch.Generator | None = None
+) -> Tensor:
+    """One random view of every image (n, C, H, W), drawn from ``generator`` (a CPU generator).
+
+    The view is computed on ``x``'s device; the per-image parameters are drawn on the CPU and moved
+    there. The pixel noise is drawn from ``noise_generator`` (a generator on ``x``'s device; None:
+    ``generator``, which requires ``x`` on the CPU).
+    """
     n, _, h, w = x.shape
+    device = x.device
     angle = torch.deg2rad(_uniform(n, config.max_rotation, generator))
     shear = torch.deg2rad(_uniform(n, config.max_shear, generator))
     scale = 1 + _uniform(n, config.scale_range, generator)
@@ -134,18 +149,20 @@ def augment(x: Tensor, config: SSLConfig, *, generator: torch.Generator) -> Tens
     theta[:, 0, 0], theta[:, 0, 1] = cos / scale, (-sin + cos * torch.tan(shear)) / scale
     theta[:, 1, 0], theta[:, 1, 1] = sin / scale, (cos + sin * torch.tan(shear)) / scale
     theta[:, :, 2] = shift
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    grid = F.affine_grid(theta.to(device), list(x.shape), align_corners=False)
     out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     if config.cutout_size and config.cutout_prob > 0:
         cy = torch.randint(0, h, (n,), generator=generator)
         cx = torch.randint(0, w, (n,), generator=generator)
         apply = torch.rand(n, generator=generator) < config.cutout_prob
+        cy, cx, apply = cy.to(device), cx.to(device), apply.to(device)
         half = config.cutout_size // 2
-        rows, cols = torch.arange(h)[None, :, None], torch.arange(w)[None, None, :]
+        rows, cols = torch.arange(h, device=device)[None, :, None], torch.arange(w, device=device)[None, None, :]
         box = ((rows - cy[:, None, None]).abs() <= half) & ((cols - cx[:, None, None]).abs() <= half)
         out = out * ~(box & apply[:, None, None])[:, None]
     if config.noise_std > 0:
-        out = out + config.noise_std * torch.randn(out.shape, generator=generator)
+        noise = generator if noise_generator is None else noise_generator
+        out = out + config.noise_std * torch.randn(out.shape, generator=noise, device=device)
     return out
 
 
@@ -159,8 +176,8 @@ def nt_xent_loss(z1: Tensor, z2: Tensor, *, temperature: float) -> Tensor:
     b = z1.shape[0]
     z = F.normalize(torch.cat([z1, z2]), dim=1)  # (2B, d)
     sim = z @ z.T / temperature  # (2B, 2B)
-    sim = sim.masked_fill(torch.eye(2 * b, dtype=torch.bool), float("-inf"))
-    target = torch.cat([torch.arange(b, 2 * b), torch.arange(0, b)])
+    sim = sim.masked_fill(torch.eye(2 * b, dtype=torch.bool, device=z.device), float("-inf"))
+    target = torch.cat([torch.arange(b, 2 * b, device=z.device), torch.arange(0, b, device=z.device)])
     return F.cross_entropy(sim, target)
 
 
@@ -189,6 +206,7 @@ def train_ssl_encoder(
     generator: torch.Generator,
     checkpoint: str | Path | None = None,
     progress: bool = False,
+    device: str | torch.device = "cpu",
 ) -> tuple[ConvEncoder, list[float]]:
     """Train a :class:`ConvEncoder` with SimCLR on the public images only.
 
@@ -199,9 +217,10 @@ def train_ssl_encoder(
         checkpoint: file written after every epoch (encoder, head, optimiser, generator state,
             loss history); if it exists, training resumes from it.
         progress: show a tqdm bar over steps.
+        device: where the encoder trains (the images move there once, whole).
 
     Returns:
-        The trained encoder in eval mode, and the mean training loss of every epoch.
+        The trained encoder in eval mode (on ``device``), and the mean training loss of every epoch.
 
     Raises:
         ValueError: a checkpoint written with another configuration or for other data size.
@@ -216,13 +235,14 @@ def train_ssl_encoder(
     total = config.epochs * steps_per_epoch
     encoder = ConvEncoder(x.shape[1], width=config.width, embed_dim=config.embed_dim)
     head = _projection_head(config.embed_dim, config.proj_dim)
-    _init_modules([encoder, head], generator)
+    _init_modules([encoder, head], generator)  # drawn on the CPU, then moved
+    x, encoder, head = x.to(device), encoder.to(device), head.to(device)  # the whole public set, once
     params = list(encoder.parameters()) + list(head.parameters())
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     history: list[float] = []
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.is_file():
-        state = torch.load(path, weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=False)
         if state["config"] != config.to_dict() or state["num_images"] != n:
             raise ValueError(f"{path} was written for another configuration or data size; remove it to retrain")
         encoder.load_state_dict(state["encoder"])
@@ -238,11 +258,16 @@ def train_ssl_encoder(
     for epoch in range(len(history), config.epochs):
         encoder.train()
         head.train()
-        order = torch.randperm(n, generator=generator)
+        order = torch.randperm(n, generator=generator).to(x.device)
+        noise = None
+        if x.device.type != "cpu":  # the pixel noise drawn on the device, seeded from the CPU generator
+            noise = torch.Generator(device=x.device)
+            noise.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
         losses = []
         for s in range(steps_per_epoch):
             xb = x[order[s * batch : (s + 1) * batch]]
-            v1, v2 = augment(xb, config, generator=generator), augment(xb, config, generator=generator)
+            v1 = augment(xb, config, generator=generator, noise_generator=noise)
+            v2 = augment(xb, config, generator=generator, noise_generator=noise)
             z = head(encoder(torch.cat([v1, v2])))  # (2B, proj_dim)
             loss = nt_xent_loss(z[:batch], z[batch:], temperature=config.temperature)
             for group in optimizer.param_groups:
@@ -250,11 +275,12 @@ def train_ssl_encoder(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            losses.append(loss.item())
+            losses.append(loss.detach())  # read once an epoch (no device sync per step)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}")
-        history.append(sum(losses) / len(losses))
+        epoch_losses = torch.stack(losses).tolist()
+        history.append(sum(epoch_losses) / len(epoch_losses))
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(path.suffix + ".tmp")
@@ -278,10 +304,22 @@ def train_ssl_encoder(
 
 
 @torch.no_grad()
-def encode(encoder: ConvEncoder, x: Tensor, *, batch_size: int = 1024, progress: bool = False) -> Tensor:
+def encode(
+    encoder: ConvEncoder,
+    x: Tensor,
+    *,
+    batch_size: int = 1024,
+    progress: bool = False,
+    device: str | torch.device | None = None,
+) -> Tensor:
     """The frozen encoder's embedding of every image, (n, embed_dim) float32, in eval mode
-    (batch-norm uses its running statistics, so each row depends only on its own image)."""
+    (batch-norm uses its running statistics, so each row depends only on its own image).
+
+    Computed on ``device`` (None: the encoder's), where the encoder must be: ``x`` moves there once,
+    whole, and the embedding stays there.
+    """
     encoder.eval()
+    x = x.to(next(encoder.parameters()).device if device is None else device)
     out = []
     starts = range(0, x.shape[0], batch_size)
     if progress:

@@ -10,6 +10,12 @@ on the true ones, never optimistic.
 Ex-post privacy (Ligett et al. 2017, Def 2.3) is not an (ε, δ) guarantee and does not compose
 into one: an :class:`~pate_stab.privacy.events.ExPostEvent` is refused here.
 
+The same events are also composed by dp-accounting's own accountants (:func:`accountant_epsilon`:
+its PLD accountant, or its RDP accountant for events without a valid PLD such as the discrete
+Gaussian), which is how PATE's aggregators certify and calibrate their noise
+(:func:`calibrate_scale`); :func:`implies_guarantee` accepts a declared (ε, δ) that any of these
+upper bounds proves.
+
 The persistent ledger is :mod:`pate_stab.privacy.ledger`; it imports this module, never the
 other way round.
 """
@@ -17,7 +23,12 @@ other way round.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+from dp_accounting import mechanism_calibration, privacy_accountant
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.rdp import rdp_privacy_accountant
 
 from pate_stab._validation import (
     check_delta,
@@ -33,11 +44,19 @@ from pate_stab.privacy.events import (
     LaplaceEvent,
     PrivacyEvent,
     PureDpEvent,
+    SelfComposedEvent,
     SparseVectorEvent,
     composed_pld,
 )
 
 __all__ = [
+    "AccountantName",
+    "MAX_PLD_EPSILON",
+    "accountant_epsilon",
+    "calibrate_scale",
+    "check_pld_feasible",
+    "fresh_accountant",
+    "zcdp_guess",
     "epsilon_for_delta",
     "delta_for_epsilon",
     "implies_guarantee",
@@ -108,6 +127,9 @@ def _basic_bound(event: PrivacyEvent) -> tuple[float, float] | None:
         return event.epsilon, event.delta
     if isinstance(event, LaplaceEvent):
         return event.sensitivity / event.noise_scale, 0.0
+    if isinstance(event, SelfComposedEvent):
+        inner = _basic_bound(event.event)
+        return None if inner is None else (event.count * inner[0], event.count * inner[1])
     if isinstance(event, ComposedEvent):
         parts = [_basic_bound(e) for e in event.events]
         if any(p is None for p in parts):
@@ -126,9 +148,12 @@ def implies_guarantee(
     """Whether the mechanism ``event`` describes is (``epsilon``, ``delta``)-DP.
 
     True when basic composition (Dwork & Roth 2014, Thm 3.16) of the event's parts already gives
-    it, or when the pessimistic PLD gives δ(ε) ≤ ``delta``. A relative 1e-9 is allowed for the
-    floating-point round-off between ε(δ) and δ(ε) computed from one PLD, so that an ε obtained
-    from :func:`epsilon_for_delta` is accepted with the same δ.
+    it, when dp-accounting's RDP or PLD accountant (:func:`accountant_epsilon`, for events with a
+    dp-accounting counterpart) gives ε(``delta``) ≤ ``epsilon``, or when the pessimistic PLD gives
+    δ(ε) ≤ ``delta``. Each is an upper bound on the true privacy loss, so any one suffices. A
+    relative 1e-9 is allowed for the floating-point round-off between ε(δ) and δ(ε) computed from
+    one PLD, so that an ε obtained from :func:`epsilon_for_delta` or :func:`accountant_epsilon` is
+    accepted with the same δ.
     """
     epsilon = check_nonnegative("epsilon", epsilon)
     delta = check_delta(delta, allow_zero=True)
@@ -138,7 +163,20 @@ def implies_guarantee(
     rtol = 1e-9
     if basic is not None and basic[0] <= epsilon * (1 + rtol) and basic[1] <= delta * (1 + rtol):
         return True
-    implied = delta_for_epsilon(event, epsilon=epsilon, value_discretization_interval=value_discretization_interval)
+    if delta > 0:
+        for name in ("rdp", "pld"):
+            try:
+                bound = accountant_epsilon(event, delta=delta, accountant=name)
+            except (TypeError, NotImplementedError):  # no counterpart valid for this accountant
+                continue
+            if bound <= epsilon * (1 + rtol):
+                return True
+            if bound > MAX_PLD_EPSILON:  # far off: PLD accounting would only be slow, not tighter enough
+                break
+    try:
+        implied = delta_for_epsilon(event, epsilon=epsilon, value_discretization_interval=value_discretization_interval)
+    except TypeError:  # an event without a PLD (e.g. the discrete Gaussian), not proved above
+        return False
     return implied <= delta * (1 + rtol)
 
 
@@ -189,3 +227,118 @@ def optimal_homogeneous_composition_delta(*, epsilon0: float, num: int, epsilon:
         log_weight = math.log(math.comb(num, j)) + (num - j) * log_p + j * log_q
         terms.append(math.exp(log_weight) * -math.expm1(epsilon - loss))
     return min(1.0, math.fsum(terms))
+
+
+# --------------------------------------------------------------------------- dp-accounting's accountants
+
+AccountantName = Literal["pld", "rdp"]
+NEIGHBOURS = privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE
+MAX_PLD_EPSILON = 64.0
+"""Largest ε (by the cheap RDP bound) that PLD accounting is asked to certify; see ``check_pld_feasible``."""
+
+
+def fresh_accountant(accountant: str) -> privacy_accountant.PrivacyAccountant:
+    """A new dp-accounting accountant, ``"pld"`` (``PLDAccountant``) or ``"rdp"`` (``RdpAccountant``), add/remove.
+
+    The events are expressed at unit sensitivity, dp-accounting's ``ADD_OR_REMOVE_ONE`` relation
+    for unsampled Laplace / Gaussian events; the record-level relation enters through each event's
+    sensitivity.
+    """
+    if accountant == "pld":
+        return pld_privacy_accountant.PLDAccountant(NEIGHBOURS)
+    if accountant == "rdp":
+        return rdp_privacy_accountant.RdpAccountant(neighboring_relation=NEIGHBOURS)
+    raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
+
+
+def accountant_epsilon(event: PrivacyEvent, *, delta: float, accountant: str) -> float:
+    """ε at ``delta`` of ``event`` composed by a fresh dp-accounting ``accountant`` ("pld" or "rdp").
+
+    Example: ``accountant_epsilon(SelfComposedEvent(GaussianEvent(sigma=5.27, sensitivity=2**0.5), 1),
+    delta=1e-5, accountant="pld")`` ≈ 1.0 (GNMax, one query at ε = 1).
+
+    Raises:
+        TypeError: the event has no dp-accounting counterpart valid for that accountant.
+        NotImplementedError: the accountant does not support the event.
+    """
+    if not isinstance(event, PrivacyEvent):
+        raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
+    dp_event = event.to_dp_event(accountant=accountant)
+    acc = fresh_accountant(accountant)
+    if not acc.supports(dp_event):
+        raise NotImplementedError(f"the {accountant} accountant does not support {dp_event!r}")
+    return float(acc.compose(dp_event).get_epsilon(delta))
+
+
+def check_pld_feasible(event: PrivacyEvent, *, delta: float, accountant: str) -> None:
+    """Refuse PLD accounting of very weak guarantees (memory grows with ε: ~3 GB at ε ≈ 100, m = 10⁶).
+
+    The RDP bound is cheap; when it exceeds :data:`MAX_PLD_EPSILON` the guarantee is vacuous
+    anyway, and the caller is told to use ``accountant="rdp"`` if the number is still wanted.
+    """
+    if accountant != "pld":
+        return
+    rdp_epsilon = accountant_epsilon(event, delta=delta, accountant="rdp")
+    if rdp_epsilon > MAX_PLD_EPSILON:
+        raise ValueError(
+            f"noise too small for PLD accounting: the RDP bound is epsilon = {rdp_epsilon:.4g} > "
+            f"{MAX_PLD_EPSILON:g} at delta = {delta:g}; use accountant='rdp' (or more noise / fewer queries)"
+        )
+
+
+def zcdp_guess(*, epsilon: float, delta: float, rho_times_scale_sq: float) -> float:
+    """Noise scale s whose zCDP bound ρ = c/s² converts to exactly ε at δ (Bun–Steinke 2016, Prop 1.3).
+
+    ε = ρ + 2√(ρ log(1/δ)) is an upper bound, so at this s the accountant's ε is at most the
+    target (up to its discretisation): a starting point for the bracket search only.
+    """
+    log_inv_delta = math.log(1.0 / delta)
+    sqrt_rho = math.sqrt(log_inv_delta + epsilon) - math.sqrt(log_inv_delta)
+    return math.sqrt(rho_times_scale_sq) / sqrt_rho
+
+
+def calibrate_scale(
+    make_event: Callable[[float], PrivacyEvent],
+    *,
+    epsilon: float,
+    delta: float,
+    guess: float,
+    accountant: str,
+) -> float:
+    """Smallest noise scale s (to relative tolerance 1e-5) with ε(make_event(s), δ) ≤ epsilon.
+
+    Brackets the root by doubling / halving from ``guess`` (so the accountant never sees a
+    scale far below the answer, where its discretised loss distribution gets large), then
+    hands the bracket to dp-accounting's ``calibrate_dp_mechanism``, which returns a scale whose
+    ε does not exceed the target.
+    """
+
+    if accountant == "pld" and epsilon > MAX_PLD_EPSILON:
+        raise ValueError(f"epsilon > {MAX_PLD_EPSILON:g} is not calibrated with PLD accounting; use accountant='rdp'")
+
+    def gap(scale: float) -> float:
+        return accountant_epsilon(make_event(scale), delta=delta, accountant=accountant) - epsilon
+
+    high = guess
+    for _ in range(64):
+        if gap(high) <= 0:
+            break
+        high *= 2.0
+    else:  # pragma: no cover - ε decreases to 0 as the noise grows
+        raise RuntimeError("could not find a noise scale meeting the target epsilon")
+    low = high / 2.0
+    for _ in range(64):
+        if gap(low) > 0:
+            break
+        high, low = low, low / 2.0
+    else:  # pragma: no cover
+        raise RuntimeError("could not bracket the noise scale")
+    scale = mechanism_calibration.calibrate_dp_mechanism(
+        lambda: fresh_accountant(accountant),
+        lambda s: make_event(s).to_dp_event(accountant=accountant),
+        epsilon,
+        delta,
+        mechanism_calibration.ExplicitBracketInterval(low, high),
+        tol=1e-5 * low,
+    )
+    return float(scale)

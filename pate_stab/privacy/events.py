@@ -15,6 +15,14 @@ is stated in the ledger header (:class:`pate_stab.privacy.ledger.PrivacyLedger`)
 
 Ex-post privacy (Ligett et al. 2017, Def 2.3) is not an (ε, δ) guarantee and does not compose
 into one: :class:`ExPostEvent` is recorded as what it is and has no PLD.
+
+One vocabulary for every spend. Besides its PLD, an event that has a counterpart in
+``dp_accounting.dp_event`` converts to it (:meth:`PrivacyEvent.to_dp_event`), so that PATE's
+aggregators (:mod:`pate_stab.aggregation.baselines`) and DP-SGD (:mod:`pate_stab.direct.dpsgd`)
+describe their spends in these records and :mod:`pate_stab.privacy.accounting` composes them with
+dp-accounting's PLD or RDP accountant. Events whose noise law has no valid PLD here — the discrete
+Gaussian (Canonne, Kamath & Steinke 2020 bound its Rényi divergence, not its loss distribution)
+and zCDP bounds — convert for the RDP accountant only and refuse a PLD.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from dp_accounting import dp_event as _dp
 from dp_accounting.pld import common as _pld_common
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
@@ -39,6 +48,11 @@ __all__ = [
     "LaplaceEvent",
     "GaussianEvent",
     "ComposedEvent",
+    "SelfComposedEvent",
+    "DiscreteLaplaceEvent",
+    "DiscreteGaussianEvent",
+    "ZCdpEvent",
+    "SampledGaussianEvent",
     "ExPostEvent",
     "event_from_dict",
     "composed_pld",
@@ -79,6 +93,14 @@ class PrivacyEvent:
     ) -> PrivacyLossDistribution:
         """The pessimistic privacy loss distribution of the mechanism this event describes."""
         raise NotImplementedError
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        """The ``dp_accounting`` event the ``accountant`` ("pld" or "rdp") composes for this one.
+
+        Raises:
+            TypeError: no counterpart in dp-accounting, or none valid for that accountant.
+        """
+        raise TypeError(f"{type(self).__name__} has no dp-accounting counterpart (it is composed by its PLD)")
 
 
 def _from_fields(cls: type[PrivacyEvent], data: Mapping[str, Any]) -> PrivacyEvent:
@@ -223,6 +245,10 @@ class LaplaceEvent(PrivacyEvent):
             value_discretization_interval=_check_interval(value_discretization_interval),
         )
 
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        """``LaplaceDpEvent(noise_scale / sensitivity)``: dp-accounting's events have sensitivity 1."""
+        return _dp.LaplaceDpEvent(noise_multiplier=self.noise_scale / self.sensitivity)
+
 
 @dataclass(frozen=True)
 class GaussianEvent(PrivacyEvent):
@@ -248,6 +274,10 @@ class GaussianEvent(PrivacyEvent):
             pessimistic_estimate=True,
             value_discretization_interval=_check_interval(value_discretization_interval),
         )
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        """``GaussianDpEvent(sigma / sensitivity)``: dp-accounting's events have sensitivity 1."""
+        return _dp.GaussianDpEvent(noise_multiplier=self.sigma / self.sensitivity)
 
 
 @dataclass(frozen=True)
@@ -278,6 +308,157 @@ class ComposedEvent(PrivacyEvent):
         self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
     ) -> PrivacyLossDistribution:
         return _compose(self.events, _check_interval(value_discretization_interval))
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        return _dp.ComposedDpEvent([e.to_dp_event(accountant=accountant) for e in self.events])
+
+
+@dataclass(frozen=True)
+class SelfComposedEvent(PrivacyEvent):
+    """``event`` run ``count`` times (adaptively) on the same data, e.g. m queries of one aggregator."""
+
+    kind: ClassVar[str] = "self_composed"
+    event: PrivacyEvent
+    count: int
+
+    def __post_init__(self) -> None:
+        event = event_from_dict(self.event) if isinstance(self.event, Mapping) else self.event
+        if not isinstance(event, PrivacyEvent) or isinstance(event, ExPostEvent):
+            raise TypeError(f"event must be a composable privacy event, got {type(event).__name__}")
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "count", check_int("count", self.count, minimum=1))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.kind, "event": self.event.to_dict(), "count": self.count}
+
+    def to_pld(
+        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+    ) -> PrivacyLossDistribution:
+        one = self.event.to_pld(value_discretization_interval=_check_interval(value_discretization_interval))
+        return one if self.count == 1 else one.self_compose(self.count)
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        return _dp.SelfComposedDpEvent(self.event.to_dp_event(accountant=accountant), self.count)
+
+
+@dataclass(frozen=True)
+class DiscreteLaplaceEvent(PrivacyEvent):
+    """Integer noise with P[X = x] ∝ exp(−``noise_parameter``·|x|) on an integer query of sensitivity ``sensitivity``.
+
+    The exact discrete Laplace of :func:`pate_stab.privacy.discrete_noise.discrete_laplace` with
+    parameter a (scale 1/a). PLD: ``from_discrete_laplace_mechanism`` (pessimistic); dp-accounting
+    event ``DiscreteLaplaceDpEvent(a, sensitivity)``.
+    """
+
+    kind: ClassVar[str] = "discrete_laplace"
+    noise_parameter: float
+    sensitivity: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_parameter", check_positive("noise_parameter", self.noise_parameter))
+        object.__setattr__(self, "sensitivity", check_int("sensitivity", self.sensitivity, minimum=1))
+
+    def to_pld(
+        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+    ) -> PrivacyLossDistribution:
+        return _pld.from_discrete_laplace_mechanism(
+            self.noise_parameter,
+            sensitivity=self.sensitivity,
+            pessimistic_estimate=True,
+            value_discretization_interval=_check_interval(value_discretization_interval),
+        )
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        return _dp.DiscreteLaplaceDpEvent(self.noise_parameter, self.sensitivity)
+
+
+@dataclass(frozen=True)
+class DiscreteGaussianEvent(PrivacyEvent):
+    """Discrete Gaussian N_Z(0, σ'²), σ'² >= ``sigma``², on integer counts of ℓ2 sensitivity ``sensitivity``.
+
+    Its Rényi divergence is at most α·Δ²/(2σ²), the continuous Gaussian's (Canonne, Kamath & Steinke
+    2020, Prop 5 and Thm 14): accounted with the RDP accountant as ``GaussianDpEvent(sigma /
+    sensitivity)``. Its loss distribution differs from the continuous one, so it has no PLD here.
+    """
+
+    kind: ClassVar[str] = "discrete_gaussian"
+    sigma: float
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", check_positive("sigma", self.sigma))
+        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
+
+    def to_pld(
+        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+    ) -> PrivacyLossDistribution:
+        raise TypeError("a DiscreteGaussianEvent has no PLD here: account it with RDP (CKS20 Prop 5)")
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        if accountant != "rdp":
+            raise TypeError("a DiscreteGaussianEvent is accounted with RDP only (CKS20 Prop 5)")
+        return _dp.GaussianDpEvent(noise_multiplier=self.sigma / self.sensitivity)
+
+
+@dataclass(frozen=True)
+class ZCdpEvent(PrivacyEvent):
+    """A mechanism that is ``rho``-zCDP (Bun & Steinke 2016, Def 1.1); accounted with RDP only."""
+
+    kind: ClassVar[str] = "zcdp"
+    rho: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", check_positive("rho", self.rho))
+
+    def to_pld(
+        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+    ) -> PrivacyLossDistribution:
+        raise TypeError("a ZCdpEvent has no PLD: account it with RDP")
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        if accountant != "rdp":
+            raise TypeError("a ZCdpEvent is accounted with RDP only")
+        return _dp.ZCDpEvent(rho=self.rho)
+
+
+@dataclass(frozen=True)
+class SampledGaussianEvent(PrivacyEvent):
+    """DP-SGD: ``steps`` Poisson-sampled Gaussian steps (Abadi et al. 2016, Alg 1; Mironov, Talwar & Zhang 2019).
+
+    Each step samples every record with probability ``sampling_rate`` (q), clips per-example
+    gradients to norm C and adds N(0, (``noise_multiplier``·C)²) to their sum: the sampled Gaussian
+    mechanism with sensitivity 1 in units of C, under add/remove. PLD: ``from_gaussian_mechanism``
+    with ``sampling_prob=q`` (pessimistic), self-composed; dp-accounting event
+    ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps)``.
+    """
+
+    kind: ClassVar[str] = "sampled_gaussian"
+    noise_multiplier: float
+    sampling_rate: float
+    steps: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier))
+        rate = check_positive("sampling_rate", self.sampling_rate)
+        if rate > 1.0:
+            raise ValueError(f"sampling_rate must be in (0, 1], got {rate}")
+        object.__setattr__(self, "sampling_rate", rate)
+        object.__setattr__(self, "steps", check_int("steps", self.steps, minimum=1))
+
+    def to_pld(
+        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+    ) -> PrivacyLossDistribution:
+        one = _pld.from_gaussian_mechanism(
+            self.noise_multiplier,
+            pessimistic_estimate=True,
+            value_discretization_interval=_check_interval(value_discretization_interval),
+            sampling_prob=self.sampling_rate,
+        )
+        return one if self.steps == 1 else one.self_compose(self.steps)
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        step = _dp.PoissonSampledDpEvent(self.sampling_rate, _dp.GaussianDpEvent(self.noise_multiplier))
+        return _dp.SelfComposedDpEvent(step, self.steps)
 
 
 @dataclass(frozen=True)

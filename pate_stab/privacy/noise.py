@@ -35,6 +35,7 @@ __all__ = [
     "laplace",
     "gaussian",
     "l2_laplace_vector",
+    "l2_laplace_vectors",
     "UnitLaplaceStream",
 ]
 
@@ -89,25 +90,43 @@ def gaussian(sigma: float, size: Size = (), *, generator: torch.Generator) -> to
     return sigma * torch.randn(_shape(size), generator=generator, dtype=_DTYPE, device=generator.device)
 
 
-def l2_laplace_vector(scale: float, dim: int, *, generator: torch.Generator) -> torch.Tensor:
-    """A vector b in R^dim with density proportional to exp(-||b||_2 / scale).
+def l2_laplace_vectors(scale: float, dim: int, *, num_samples: int, generator: torch.Generator) -> torch.Tensor:
+    """``num_samples`` independent vectors b in R^dim with density ∝ exp(-||b||_2 / scale), shape (num, dim).
 
     Sampled exactly: in polar coordinates the density of r = ||b|| is proportional to
     r^{dim-1} e^{-r/scale}, i.e. Gamma(dim, scale), which for an integer shape is the sum of
     ``dim`` independent Exp(scale) draws; the direction is uniform on the sphere (a normalised
-    standard Gaussian). Used by output perturbation (Chaudhuri et al. 2011, Alg 1; Chaudhuri &
-    Vinterbo 2013, Alg 4), where scale = 2 / (n λ ε).
+    standard Gaussian). Used by output and objective perturbation (Chaudhuri et al. 2011, Alg 1
+    and 2; Chaudhuri & Vinterbo 2013, Alg 4), where scale = 2 / (n λ ε), and vectorised over
+    samples by the statistical DP tests.
+
+    Raises:
+        ValueError: ``scale`` not positive and finite; ``dim`` or ``num_samples`` < 1.
     """
     scale = check_positive("scale", scale)
     dim = check_int("dim", dim, minimum=1)
+    num_samples = check_int("num_samples", num_samples, minimum=1)
     check_generator(generator)
-    radius = exponential(scale, (dim,), generator=generator).sum()
-    direction = torch.randn((dim,), generator=generator, dtype=_DTYPE, device=generator.device)
-    norm = torch.linalg.vector_norm(direction)
-    while not bool(norm > 0):  # probability zero; kept so the direction is always defined
-        direction = torch.randn((dim,), generator=generator, dtype=_DTYPE, device=generator.device)
-        norm = torch.linalg.vector_norm(direction)
-    return radius * direction / norm
+    shape = (dim,) if num_samples == 1 else (num_samples, dim)  # one vector: the unbatched draw order
+    radius = exponential(scale, shape, generator=generator).sum(dim=-1, keepdim=True)
+    direction = torch.randn(shape, generator=generator, dtype=_DTYPE, device=generator.device)
+    norm = torch.linalg.vector_norm(direction, dim=-1, keepdim=True)
+    # A zero direction has probability zero; redraw those rows so the direction is always defined.
+    while bool((norm == 0).any()):
+        bad = (norm == 0).reshape(-1)
+        fresh = torch.randn((int(bad.sum()), dim), generator=generator, dtype=_DTYPE, device=generator.device)
+        direction = direction.reshape(-1, dim)
+        direction[bad] = fresh
+        direction = direction.reshape(shape)
+        norm = torch.linalg.vector_norm(direction, dim=-1, keepdim=True)
+    if num_samples == 1:  # the operation order of the unbatched sampler, so its draws stay bit-identical
+        return (radius * direction / norm).reshape(1, dim)
+    return direction * (radius / norm)
+
+
+def l2_laplace_vector(scale: float, dim: int, *, generator: torch.Generator) -> torch.Tensor:
+    """One vector of :func:`l2_laplace_vectors`, shape (dim,)."""
+    return l2_laplace_vectors(scale, dim, num_samples=1, generator=generator)[0]
 
 
 class UnitLaplaceStream:

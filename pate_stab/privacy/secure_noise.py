@@ -11,8 +11,8 @@ the privacy argument lives:
   Algorithm 2, with Bernoulli(exp(−γ)) trials of their Algorithm 1 done in exact integer
   arithmetic (γ rational). Added to an integer query of sensitivity Δ it is (Δ/scale)-DP, and
   the support of ``f(D) + X`` is all of ℤ for every D: nothing porous. Vote counts and
-  distances to instability are integers, so the releasers can use it directly
-  (:class:`SecureSparseVector`).
+  distances to instability are integers, so the releasers can use it directly (the secure noise
+  source of :class:`pate_stab.privacy.sparse_vector.SparseVector`).
 * :func:`discrete_gaussian` draws integer noise with ``P[X = x] ∝ exp(−x² / (2σ²))`` exactly, by
   CKS20 Algorithm 3 (discrete Laplace proposals with scale t = ⌊σ⌋ + 1, accepted with probability
   exp(−(|Y| − σ²/t)² / (2σ²)) by exact Bernoulli trials), σ² an exact rational
@@ -36,7 +36,8 @@ the OS by default; seeded noise is the explicit research option, :data:`SEEDED_N
 Scales are handled as exact rationals: a float ``scale`` is replaced by the nearest fraction
 with denominator at most 2^20 (:func:`exact_scale`), and that value is the one sampled from;
 claim ε from it. The samplers themselves are in :mod:`pate_stab.privacy.discrete_noise`
-(exported here); this module holds the noise modes, the secure sparse vector and snapping.
+(exported here); this module holds the noise modes, the integer threshold of the secure sparse
+vector and snapping.
 """
 
 from __future__ import annotations
@@ -48,8 +49,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from pate_stab._validation import check_int, check_positive, check_real, check_tensor
-from pate_stab.errors import HaltedError
+from pate_stab._validation import check_int, check_positive, check_real
 from pate_stab.privacy.discrete_noise import (
     RandomSource,
     SeededRandomSource,
@@ -86,7 +86,6 @@ __all__ = [
     "check_noise",
     "secure_leak_probability",
     "secure_threshold_for_leak",
-    "SecureSparseVector",
     "snapping",
     "snapping_epsilon",
     "snapping_support_contains",
@@ -114,7 +113,8 @@ def secure_leak_probability(*, threshold: int, noise_scale: float | Fraction | i
     """P[Q − V > threshold] with Q ~ DLap(2λ), V ~ DLap(λ): how often a distance-0 query passes.
 
     The integer counterpart of :func:`pate_stab.privacy.calibration.leak_probability` (DESIGN
-    fact 3) for :class:`SecureSparseVector`. Summed over V to relative precision ~1e-15.
+    fact 3) for :class:`~pate_stab.privacy.sparse_vector.SparseVector` with secure noise. Summed over V
+    to relative precision ~1e-15.
     """
     threshold = check_int("threshold", threshold)
     lam = exact_scale(noise_scale)
@@ -144,98 +144,6 @@ def secure_threshold_for_leak(*, probability: float, noise_scale: float | Fracti
         else:
             lo = mid + 1
     return lo
-
-
-class SecureSparseVector:
-    """Sparse vector with cutoff (BTT18 Alg 1) on integer queries with exact discrete Laplace noise.
-
-    Threshold noise DLap(λ), query noise DLap(2λ), a fresh threshold after every ⊥, halting after
-    ``max_unstable`` ⊥. Query values must be integers (vote counts, distances to instability);
-    the test is ``value + Q > threshold + V`` in exact integer arithmetic. The privacy proof of the
-    continuous version (shift the threshold noise by 1, the failing query's noise by 2) uses only
-    the ratio bound P[X = x]/P[X = x + j] <= exp(|j|/scale), which the discrete Laplace law
-    satisfies on ℤ: each segment is (2/λ)-DP for sensitivity-1 queries, as in
-    :class:`pate_stab.privacy.sparse_vector.SparseVector`. Choose an integer threshold with
-    :func:`secure_threshold_for_leak` (the continuous threshold formula does not apply).
-
-    Args:
-        threshold: the public integer threshold w.
-        noise_scale: λ (an exact rational, see :func:`exact_scale`).
-        max_unstable: T >= 1.
-        source: random bits (default: the OS's CSPRNG).
-    """
-
-    def __init__(
-        self,
-        *,
-        threshold: int,
-        noise_scale: float | Fraction | int,
-        max_unstable: int,
-        source: RandomSource | None = None,
-    ) -> None:
-        self.threshold = check_int("threshold", threshold)
-        self.noise_scale = exact_scale(noise_scale)
-        self.max_unstable = check_int("max_unstable", max_unstable, minimum=1)
-        self._source = _source(source)
-        self._threshold_noise = self._draw(self.noise_scale)
-        self.num_failed = 0
-        self.num_seen = 0
-        self.num_passed = 0
-
-    def _draw(self, scale: Fraction) -> int:
-        return int(discrete_laplace(scale, 1, source=self._source)[0])
-
-    def _draw_many(self, scale: Fraction, n: int) -> list[int]:
-        return [int(v) for v in discrete_laplace(scale, n, source=self._source).tolist()]
-
-    @property
-    def halted(self) -> bool:
-        return self.num_failed >= self.max_unstable
-
-    def process(self, value: int) -> bool:
-        """Test one integer query value; True is ⊤, False is ⊥. Raises HaltedError after the cutoff."""
-        if self.halted:
-            raise HaltedError(f"sparse vector halted after {self.max_unstable} failed queries")
-        return self._test(check_int("value", value), self._draw(2 * self.noise_scale))
-
-    def _test(self, value: int, query_noise: int) -> bool:
-        """One test with its query noise already drawn (DLap(2λ)); draws the next threshold after a ⊥."""
-        noisy = value + query_noise
-        self.num_seen += 1
-        if noisy > self.threshold + self._threshold_noise:
-            self.num_passed += 1
-            return True
-        self.num_failed += 1
-        if not self.halted:
-            self._threshold_noise = self._draw(self.noise_scale)
-        return False
-
-    def process_many(self, values: torch.Tensor, *, stop_after_failures: int | None = None) -> torch.Tensor:
-        """Integer values (m,) → int8 codes (1 ⊤, 0 ⊥, −1 not processed).
-
-        The same law as calling :meth:`process` on each value in order, stopping at the cutoff or,
-        with ``stop_after_failures``, after that many ⊥ in this call (the rest are left
-        unprocessed), as :meth:`SparseVector.process_many
-        <pate_stab.privacy.sparse_vector.SparseVector.process_many>` does. Without
-        ``stop_after_failures`` the query noises of all the values are drawn in one batch (query
-        i gets the i-th draw, the threshold draws come as in :meth:`process`); the draws of
-        queries left unprocessed after the cutoff are discarded unused. With it, each query
-        draws its own noise (the call usually stops early).
-        """
-        values = check_tensor("values", values, ndim=1, floating=False, nonempty=False)
-        stop = None if stop_after_failures is None else check_int("stop_after_failures", stop_after_failures, minimum=1)
-        out = torch.full((values.numel(),), -1, dtype=torch.int8)
-        batch: list[int] | None = None
-        if stop is None and values.numel() and not self.halted:
-            batch = self._draw_many(2 * self.noise_scale, values.numel())
-        failed = 0
-        for i, v in enumerate(values.tolist()):
-            if self.halted or (stop is not None and failed >= stop):
-                break
-            passed = self.process(int(v)) if batch is None else self._test(int(v), batch[i])
-            out[i] = 1 if passed else 0
-            failed += not passed
-        return out
 
 
 def _power_of_two_at_least(x: float) -> float:

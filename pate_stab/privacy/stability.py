@@ -13,11 +13,20 @@ exact answer on ⊤ adds the leak δ of :mod:`pate_stab.privacy.calibration` (DE
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import torch
 
-from pate_stab._validation import check_generator, check_nonnegative, check_positive, check_real, check_tensor
+from pate_stab._validation import (
+    check_generator,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_real,
+    check_tensor,
+)
+from pate_stab.privacy.discrete_noise import RandomSource
 from pate_stab.privacy.noise import laplace
 from pate_stab.privacy.sparse_vector import PASSED, SparseVector
 
@@ -63,25 +72,42 @@ class OnlineQueryRelease:
 
     Args:
         noise_scale: λ (from :func:`pate_stab.privacy.calibration.calibrate`).
-        threshold: w (idem).
+        threshold: w (idem; an integer with secure noise).
         max_unstable: T, the number of failed tests before halting.
-        generator: randomness.
+        noise, generator, source: the sparse vector's noise source
+            (:class:`~pate_stab.privacy.sparse_vector.SparseVector`): secure (exact discrete
+            Laplace; distances must be integers) or seeded (float64 from ``generator``).
         bottom: the code returned for ⊥ and for queries after halting (default −1).
     """
 
     def __init__(
         self,
         *,
-        noise_scale: float,
-        threshold: float,
+        noise_scale: float | Fraction,
+        threshold: float | int,
         max_unstable: int,
-        generator: torch.Generator,
+        noise: str | None = None,
+        generator: torch.Generator | None = None,
+        source: RandomSource | None = None,
         bottom: int = -1,
     ) -> None:
         self._svt = SparseVector(
-            threshold=threshold, noise_scale=noise_scale, max_unstable=max_unstable, generator=generator
-        )
+            threshold=threshold, noise_scale=noise_scale, max_unstable=max_unstable, noise=noise,
+            generator=generator, source=source,
+        )  # fmt: skip
         self.bottom = bottom
+
+    @property
+    def noise(self) -> str:
+        return self._svt.noise
+
+    @property
+    def noise_scale(self) -> float | Fraction:
+        return self._svt.noise_scale
+
+    @property
+    def threshold(self) -> float | int:
+        return self._svt.threshold
 
     @property
     def halted(self) -> bool:
@@ -101,8 +127,9 @@ class OnlineQueryRelease:
 
     def release_one(self, answer: int, distance: float) -> int:
         """One query: the answer on ⊤, ``bottom`` on ⊥. Raises HaltedError after the cutoff."""
-        distance = check_nonnegative("distance", distance)
-        return answer if self._svt.process(distance) else self.bottom
+        if self._svt.exact:  # secure noise: an integer distance
+            return answer if self._svt.process(check_int("distance", distance, minimum=0)) else self.bottom
+        return answer if self._svt.process(check_nonnegative("distance", distance)) else self.bottom
 
     def release(self, answers: torch.Tensor, distances: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Many queries in order; identical to calling :meth:`release_one` on each.
@@ -112,7 +139,10 @@ class OnlineQueryRelease:
             the sparse-vector codes (int8: 1 ⊤, 0 ⊥, −1 not processed).
         """
         answers = check_tensor("answers", answers, ndim=1, floating=False, nonempty=False)
-        distances = check_tensor("distances", distances, ndim=1, nonempty=False).to(torch.float64)
+        if self._svt.exact:  # secure noise: integer distances, an exact integer test
+            distances = check_tensor("distances", distances, ndim=1, floating=False, nonempty=False)
+        else:
+            distances = check_tensor("distances", distances, ndim=1, nonempty=False).to(torch.float64)
         if answers.shape != distances.shape:
             raise ValueError(f"answers {tuple(answers.shape)} and distances {tuple(distances.shape)} differ in shape")
         if bool((distances < 0).any()):

@@ -13,11 +13,14 @@ permutation, fold r the test set, fold r + 1 the validation set, the other 8 the
 per round, the test AUC of the score x.s (s from the training folds), the cosine between s and
 minus the training mean row, and the test AUC of the **non-private** logistic fit at each theta
 (:func:`pate_stab.erm.solve_erm`). :func:`diagnose_direction` runs it on the paper protocol's
-Adult columns under min-max and z-score scaling and writes ``cv2013_adult_direction.{txt,json}``.
+columns (Adult or Magic) under min-max and z-score scaling and writes
+``cv2013_<dataset>_direction.{txt,json}``.
 Not private (the paper protocol reads ranges and labels of all rows); a diagnosis, not a release.
 
     python recipes/repro/chaudhuri_vinterbo2013.py --dataset Adult --diagnose direction --repeats 10 \
         --step-cache docs/results/repro/cv2013_adult_step.json --out docs/results/repro
+    python recipes/repro/chaudhuri_vinterbo2013.py --dataset Magic --diagnose direction --repeats 10 \
+        --out docs/results/repro
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 import torch
 
 from pate_stab.erm import solve_erm
-from pate_stab.repro.cv2013 import auc, load_adult_paper
+from pate_stab.repro.cv2013 import auc, load_adult_paper, load_magic_paper
 from pate_stab.rng import seeded_generator
 
 SCALINGS = ("minmax", "zscore")
@@ -83,13 +86,25 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def diagnose_direction(
-    data_root: Path, *, step_cache: Path | None, seeds: list[int], thetas: list[float], out: Path
+    data_root: Path,
+    *,
+    step_cache: Path | None,
+    seeds: list[int],
+    thetas: list[float],
+    out: Path,
+    dataset: str = "Adult",
 ) -> dict:
-    """Both scalings of the paper protocol's Adult columns, one 10-fold CV per seed; writes the txt / json."""
+    """Both scalings of the paper protocol's columns (Adult: the 66 step columns; Magic: its 10), one
+    10-fold CV per seed; writes ``cv2013_<dataset>_direction.{txt,json}``."""
+    if dataset not in ("Adult", "Magic"):
+        raise ValueError(f"dataset must be 'Adult' or 'Magic', got {dataset!r}")
     t0 = time.time()
-    result: dict = {"seeds": seeds, "thetas": thetas, "scalings": {}}
+    result: dict = {"dataset": dataset, "seeds": seeds, "thetas": thetas, "scalings": {}}
     for scaling in SCALINGS:
-        x, y, info = load_adult_paper(data_root, cache=step_cache, scaling=scaling)
+        if dataset == "Adult":
+            x, y, _ = load_adult_paper(data_root, cache=step_cache, scaling=scaling)
+        else:
+            x, y = load_magic_paper(data_root, scaling=scaling)
         rows = []
         for seed in seeds:
             rows += [{"seed": seed, **r} for r in direction_auc(x, y, generator=seeded_generator(seed), thetas=thetas)]
@@ -102,9 +117,10 @@ def diagnose_direction(
         }
     result["seconds"] = time.time() - t0
     out.mkdir(parents=True, exist_ok=True)
-    (out / "cv2013_adult_direction.json").write_text(json.dumps(result, indent=1))
+    stem = f"cv2013_{dataset.lower()}_direction"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     lines = [
-        f"Adult, paper protocol ({result['scalings']['minmax']['columns']} step-selected columns, rows / largest "
+        f"{dataset}, paper protocol ({result['scalings']['minmax']['columns']} columns, rows / largest "
         f"norm), {len(seeds)} x 10-fold CV (seeds {seeds[0]}..{seeds[-1]}: the recipe's splits), "
         "mean ± s.d. over rounds; NOT private",
         "score x.s, s = sum_i y_i x_i over the training folds; non-private logistic fits at theta",
@@ -119,6 +135,6 @@ def diagnose_direction(
             f"{sm['cos_minus_mean']['mean']:+.3f}±{sm['cos_minus_mean']['sd']:.3f}       " + cells
         )
     lines.append(f"\nwall time {result['seconds']:.0f}s (one thread)")
-    (out / "cv2013_adult_direction.txt").write_text("\n".join(lines) + "\n")
+    (out / f"{stem}.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return result

@@ -274,7 +274,9 @@ def _run_compare(
                 repeat=rep,
             )
             if prep.votes is not None:  # votes are computed as releases ask for them (part of the release)
-                report_stage(prep.timings, f"votes ({row_name})", prep.votes.seconds - votes_before, "cpu", devices)
+                report_stage(
+                    prep.timings, f"votes ({row_name})", prep.votes.seconds - votes_before, prep.votes.device, devices
+                )
             report_stage(prep.timings, f"release ({row_name})", time.perf_counter() - t0, "cpu", devices)
             acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
             s = release.summary

@@ -55,13 +55,13 @@ RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-g
 """The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
 DIRECT_LEARNER_NAMES = (
     "objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear", "dpsgd-cnn",
-    "rr-lp1st", "rr-lp2st",
+    "rr-lp1st", "rr-lp2st", "alibi",
 )  # fmt: skip
 """Direct private learners trained on the private split (:mod:`pate_stab.run.direct`): ``compare --direct``
 rows, or a transfer's ``aggregator`` (then no teachers are asked and no student is trained)."""
-LABEL_DIRECT_LEARNERS = ("rr-lp1st", "rr-lp2st")
-"""Direct learners private in the labels only (ε-label-DP, Ghazi et al. 2021): valid only when the run's
-privacy unit is ``label`` (the inputs public)."""
+LABEL_DIRECT_LEARNERS = ("rr-lp1st", "rr-lp2st", "alibi")
+"""Direct learners private in the labels only (ε-label-DP; Ghazi et al. 2021, Malek et al. 2021): valid
+only when the run's privacy unit is ``label`` (the inputs public)."""
 IMAGE_DIRECT_LEARNERS = ("dpsgd-cnn",)
 """Direct learners trained on the private images themselves (no feature stage); image data only."""
 FEATURE_DATASETS = ("synthetic", "adult")

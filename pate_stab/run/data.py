@@ -35,6 +35,7 @@ from pate_stab.data import (
 )
 from pate_stab.data.own import OwnData, load_files
 from pate_stab.run.config import TransferConfig
+from pate_stab.run.progress import compute_device
 from pate_stab.teachers import PublicFeatures, keyed_subset, record_keys_from_tensors
 
 __all__ = ["Task", "load_own_data", "load_task", "pool_truth"]
@@ -204,10 +205,15 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         feature_map["standardized_on"] = "public pool"
         preprocess.append({"op": "standardize", "mean": mean, "std": std, "fitted_on": "public pool"})
     if config.features == "pca":
+        # images: on the run's GPU where it has one (each split moves there once, its features come back
+        # once; the content keys then read the images as loaded, pate_stab.run.prepare.partition_keys);
+        # other inputs on the CPU, where the content keys read the features
+        device = compute_device(config.accelerator) if px.dim() in (3, 4) else "cpu"
+        px, ux, ex = (t.to(device) for t in (px, ux, ex))
         # public pool only; under label privacy every input is public: the private and public inputs
         fit_on = torch.cat([px, ux]) if config.privacy_unit == "label" else ux
         feats = PublicFeatures.fit(fit_on, dim=config.pca_dim, whiten=config.whiten)
-        px, ux, ex = (_rows(feats.transform, t) for t in (px, ux, ex))
+        px, ux, ex = (_rows(lambda t: feats.transform(t).cpu(), t) for t in (px, ux, ex))
         if config.privacy_unit == "label":
             feats.meta["fitted_on"] = "private and public inputs (no labels; label privacy)"
         feature_map.update(feats.meta)

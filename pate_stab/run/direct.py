@@ -37,6 +37,9 @@ Learners (:data:`DIRECT_LEARNERS`):
   example's *label* is replaced; the inputs are not protected. Valid only when the run's privacy unit
   is ``label`` (inputs public), under the replace-one relation; any other run refuses them before any
   spend (:func:`check_direct_config`). Their spend records ``privacy_unit: label``.
+* ``alibi``: Malek et al. 2021's ALIBI without its iterations (:func:`pate_stab.direct.label_dp.train_alibi`):
+  every label released once as its one-hot vector plus exact discrete Laplace noise, a softmax layer on the
+  posterior under the uniform prior. ε-label-DP, with the same rules as ``rr-lp1st`` / ``rr-lp2st``.
 
 Hyper-parameters are fixed in advance (never chosen on evaluation or pool labels): the heads'
 λ = :data:`HEAD_LAMBDA`, chosen before any run so that the objective-perturbation budget keeps
@@ -115,6 +118,7 @@ from pate_stab.direct.dpsgd import (
     check_public_size,
     default_batch_size,
     dpsgd_epsilon,
+    dpsgd_event,
     dpsgd_noise_multiplier,
     dpsgd_schedule,
     train_dpsgd_linear,
@@ -123,6 +127,7 @@ from pate_stab.direct.label_dp import (
     LABEL_DP_LEARNERS,
     LABEL_DP_MAX_ITER,
     LABEL_DP_WEIGHT_DECAY,
+    train_alibi,
     train_lp_1st,
     train_lp_2st,
 )
@@ -131,8 +136,9 @@ from pate_stab.erm.multinomial import check_class_labels, softmax_objective_pert
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
+from pate_stab.privacy.alibi import ALIBI_RESOLUTION, alibi_event, alibi_scale
 from pate_stab.privacy.discrete_noise import RandomSource, SeededRandomSource, SystemRandomSource
-from pate_stab.privacy.events import ApproxDpEvent, PureDpEvent
+from pate_stab.privacy.events import PureDpEvent, SelfComposedEvent
 from pate_stab.privacy.ledger import PrivacyLedger
 from pate_stab.privacy.randomized_response import rr_event
 from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS, LABEL_DIRECT_LEARNERS, TransferConfig
@@ -189,6 +195,8 @@ NOISE_KINDS = {
     "sampler; torchcsprng is not used)",
     "rr": "exact: rational keep probabilities below e^ε/(e^ε + k − 1) and uniform integer draws by rejection "
     "(pate_stab.privacy.randomized_response)",
+    "alibi": "exact: discrete Laplace on the scaled one-hot label (Canonne, Kamath & Steinke 2020, Alg 2; "
+    "pate_stab.privacy.alibi)",
 }
 """The kind of noise each family of direct learners draws (module docstring), by name prefix."""
 _NOISE_NOTES = {
@@ -196,9 +204,11 @@ _NOISE_NOTES = {
     "objective": "floating-point l2-Laplace noise that has no exact sampler",
     "dpsgd": "floating-point Gaussian noise",
     "rr": "exact randomised response",
+    "alibi": "exact discrete Laplace noise",
 }
 _METHODS = {"output": "output perturbation", "objective": "objective perturbation", "dpsgd": "DP-SGD",
-            "rr": "randomised response with a prior (Ghazi et al. 2021)"}  # fmt: skip
+            "rr": "randomised response with a prior (Ghazi et al. 2021)",
+            "alibi": "ALIBI, Laplace noise on one-hot labels (Malek et al. 2021)"}  # fmt: skip
 _RELATION_WORDS = {"add_remove": "one person's record is added or removed",
                    "replace_one": "one person's record is replaced",
                    "label": "one example's label is replaced (its input public)"}  # fmt: skip
@@ -441,8 +451,18 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
         spent = dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=prep.config.delta)
         meta.update({"dpsgd": dpsgd.to_dict(), "noise_multiplier": sigma, "sample_rate": q, "steps": steps,
                      "accountant": "opacus RDPAccountant"})  # fmt: skip
-        event = ApproxDpEvent(spent, prep.config.delta, reason="DP-SGD, Opacus RDP accountant (add/remove)")
-        return spent, prep.config.delta, event, meta
+        # the sampled-Gaussian steps themselves; the charge is Opacus's RDP ε, which the ledger checks they imply
+        return spent, prep.config.delta, dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps), meta
+    if learner == "alibi":
+        meta.update({"privacy_unit": "label",
+                     "relation": "one example's label replaced; inputs public (Malek et al. 2021)",
+                     "randomiser": "M·onehot(y) + discrete Laplace on each coordinate, each label once",
+                     "resolution": ALIBI_RESOLUTION, "noise_scale": str(alibi_scale(epsilon)),
+                     "posterior": "uniform prior (no iterations)", "classes": c,
+                     "model": "linear softmax on the posterior (soft labels), full-batch L-BFGS",
+                     "weight_decay": LABEL_DP_WEIGHT_DECAY, "max_iter": LABEL_DP_MAX_ITER,
+                     "features": "standardised with public-pool statistics"})  # fmt: skip
+        return epsilon, 0.0, alibi_event(epsilon), meta
     if learner in LABEL_DIRECT_LEARNERS:
         meta.update({"privacy_unit": "label",
                      "relation": "one example's label replaced; inputs public (Ghazi et al. 2021, Def 1)",
@@ -460,7 +480,9 @@ def _plan(prep: Prepared, learner: str, epsilon: float, dpsgd: DPSGDConfig) -> t
                  "classes": c, "public_size": dpsgd_public_size(prep.config),
                  "public_size_source": public_size_source(prep.config),
                  "objective": "(1/N) Σ loss + (λ/2)||w||², N the public size"})  # fmt: skip
-    return epsilon, 0.0, PureDpEvent(epsilon), meta
+    # softmax: one ε-DP head; one-vs-rest: C binary heads at ε/C each on the same records, composed
+    event = PureDpEvent(epsilon) if learner.endswith("softmax") else SelfComposedEvent(PureDpEvent(epsilon / c), c)
+    return epsilon, 0.0, event, meta
 
 
 def _train(
@@ -493,6 +515,8 @@ def _train(
                                   "source": source}  # fmt: skip
         if learner == "rr-lp1st":
             trained = train_lp_1st(task.private_x, task.private_y, **common)
+        elif learner == "alibi":
+            trained = train_alibi(task.private_x, task.private_y, **common)
         else:  # the halves from the run's generator: independent of the labels
             trained = train_lp_2st(task.private_x, task.private_y, generator=generator, **common)
         return {"kind": "linear", "weight": trained.weight, "bias": trained.bias, "mean": mean, "std": std,

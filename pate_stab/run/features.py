@@ -56,7 +56,7 @@ from pate_stab.privacy.private_files import (
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.config_names import EXTRACTED_FEATURES, FEATURE_BLOCKS
 from pate_stab.run.data import Task
-from pate_stab.run.progress import accelerator_device
+from pate_stab.run.progress import compute_device
 
 __all__ = [
     "EXTRACTED_FEATURES",
@@ -111,18 +111,20 @@ def block_scale(public: Tensor, name: str) -> float:
 
 
 def scattering_device(config: TransferConfig) -> str:
-    """Where the scattering transform runs: a GPU when the run's accelerator resolves to CUDA,
-    the CPU otherwise (the SSL encoder and the public PCA run on the CPU)."""
-    return "cuda" if accelerator_device(config.accelerator) == "cuda" else "cpu"
+    """Where the scattering transform and its public projection run: a GPU when the run's
+    accelerator resolves to CUDA, the CPU otherwise (:func:`~pate_stab.run.progress.compute_device`)."""
+    return compute_device(config.accelerator)
+
+
+def ssl_device(config: TransferConfig) -> str:
+    """Where the SSL encoder trains and encodes and its public projection is fitted and applied:
+    the run's GPU when its accelerator resolves to CUDA, the CPU otherwise."""
+    return compute_device(config.accelerator)
 
 
 def features_device(config: TransferConfig) -> str:
     """The feature stage's device, for its stage line."""
-    blocks = FEATURE_BLOCKS.get(config.features, ())
-    device = scattering_device(config)
-    if "scattering" in blocks and "ssl" in blocks and device != "cpu":
-        return f"{device} (scattering), cpu (ssl)"
-    return device if "scattering" in blocks else "cpu"
+    return compute_device(config.accelerator)
 
 
 def _tensor_digest(h: Any, t: Tensor) -> None:
@@ -175,8 +177,13 @@ def _extract_block(
     """
     options = extractor_options(config, name)
     uses_generator = name == "ssl"
+    # the SSL encoder trained on a GPU draws its pixel noise there (pate_stab.features.ssl): other
+    # features than the CPU's from the same generator, so its device is part of the key (a CPU key
+    # is unchanged); scattering's coefficients are the same map wherever it runs
+    device = ssl_device(config) if uses_generator else "cpu"
+    key_options = options if device == "cpu" else {**options, "device": device}
     # public inputs only: the key is the cache file's (published) name
-    key = features_key(name, options, [task.public_x, task.eval_x], generator if uses_generator else None)
+    key = features_key(name, key_options, [task.public_x, task.eval_x], generator if uses_generator else None)
     path = cache_dir / f"{name}_{key}.pt"
     saved = torch.load(path, weights_only=False) if path.is_file() else None
     if saved is not None and saved.get("key") != key:
@@ -187,8 +194,11 @@ def _extract_block(
         if uses_generator:
             kwargs["config"] = SSLConfig(**options["config"])
             kwargs["generator"] = generator
-        if name == "scattering":  # not an option of the cache key: the features are those of the same transform
+        # the device is not an option of the cache key: the features are those of the same map
+        if name == "scattering":
             kwargs["device"] = scattering_device(config)
+        elif name == "ssl":
+            kwargs["device"] = ssl_device(config)
         extractor = make_features(name, **kwargs)
         t0 = time.perf_counter()
         extractor.fit(task.public_x)  # public pool only, no labels

@@ -37,7 +37,7 @@ from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
 from pate_stab.run.plan import RunPlan, plan_for_config
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
-from pate_stab.run.progress import accelerator_device, report_stage
+from pate_stab.run.progress import accelerator_device, compute_device, report_stage
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
 from pate_stab.teachers import (
     ModelSpec,
@@ -130,13 +130,25 @@ def label_query_task(task: Task, label_queries: str) -> Task:
 
 
 def partition_keys(
-    task: Task, partition_key: str, *, dataset: str = "the data", privacy_unit: str = "record"
+    task: Task,
+    partition_key: str,
+    *,
+    dataset: str = "the data",
+    features_device: str = "cpu",
+    privacy_unit: str = "record",
 ) -> RecordKeys:
     """The record keys the run's partition hashes (DESIGN.md fact 1).
 
-    ``"content"``: each private record's bytes (features and label; under label privacy the
-    features only, so that a changed label keeps its record's shard and moves one teacher:
-    DESIGN.md fact 13). ``"record_id"``: the ids
+    ``"content"``: each private record's bytes and label (under label privacy its bytes only, so
+    that a changed label keeps its record's shard and moves one teacher: DESIGN.md fact 13), read
+    from the record as loaded (``task.private_images``) wherever the task keeps it, so that a record's
+    key is a function of the record alone. Features computed in batches may differ in their last bits with the other
+    records of their batch and with the machine (cuBLAS and cuFFT choose kernels by the batch's
+    shape; CPU kernels by the thread count and instruction set): a key read from them could move
+    other records to other shards when one record is removed, breaking the one-shard argument, and
+    gives another partition on another machine. Data without loaded images (tables, arrays) are keyed
+    on their features, which are a per-record map computed on the CPU; features computed on a GPU
+    (``features_device`` other than the CPU) without the records as loaded are refused. ``"record_id"``: the ids
     supplied with the data (``task.private_ids``), which a neighbouring data set keeps for every
     other record and a replacement keeps for the replaced one; never row numbers, which removing
     one record would shift for every later record (and so move every shard).
@@ -148,7 +160,12 @@ def partition_keys(
     """
     n = task.private_x.shape[0]
     if partition_key == "content":
-        if privacy_unit == "label":
+        with_label = privacy_unit != "label"  # label privacy: the inputs alone, a changed label keeps its shard
+        if task.private_images is not None:  # the records as loaded, on every device
+            return record_keys_from_tensors(task.private_images, *([task.private_y] if with_label else []))
+        if features_device != "cpu":
+            raise ValueError("content keys of features computed on a GPU need the private records as loaded")
+        if not with_label:
             return record_keys_from_tensors(task.private_x)
         return record_keys_from_tensors(task.private_x, task.private_y)
     if partition_key != "record_id":
@@ -193,13 +210,15 @@ class Prepared:
 
 
 def pool_graph(prep: Prepared) -> PoolGraph:
-    """The public pool's kNN graph (public features only): the propagation teachers' own graph, or
-    one built with the run's ``graph_*`` settings on the pool's (flattened) inputs, once per run."""
+    """The public pool's kNN graph (public features only) on the CPU, where the query selection and
+    the spread student use it: the propagation teachers' own graph (a copy if it is on a GPU), or one
+    built with the run's ``graph_*`` settings on the pool's (flattened) inputs, once per run."""
     if prep.graph is None:
         # the teachers' graph is the pool's only where its nodes are the pool (label privacy's graph
         # also holds the private inputs; with label_queries "both" they are the pool)
-        if isinstance(prep.teachers, PropagationTeachers) and prep.teachers.graph_nodes == prep.task.public_x.shape[0]:
-            prep.graph = prep.teachers.graph
+        teachers = prep.teachers
+        if isinstance(teachers, PropagationTeachers) and teachers.graph_nodes == prep.task.public_x.shape[0]:
+            prep.graph = teachers.graph.to("cpu")
         else:
             c = prep.config
             prep.graph = PoolGraph(
@@ -331,7 +350,10 @@ def prepare(
 
     t0 = time.perf_counter()
     task = load_task(config, generator=gens["data"], data=data)
-    report_stage(timings, "data", time.perf_counter() - t0, "cpu", devices)
+    pca_on_device = config.features == "pca" and task.private_images is not None  # images (pate_stab.run.data)
+    pca_device = compute_device(config.accelerator) if pca_on_device else "cpu"
+    data_device = "cpu" if pca_device == "cpu" else f"cpu, {pca_device} (pca)"
+    report_stage(timings, "data", time.perf_counter() - t0, data_device, devices)
     t0 = time.perf_counter()
     if on_plan is not None:
         on_plan(plan_for_config(config, num_private=int(task.private_x.shape[0]), num_classes=task.num_classes))
@@ -374,8 +396,8 @@ def prepare(
     if config.features in EXTRACTED_FEATURES and with_features:
         t0 = time.perf_counter()
         task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
-        # scattering on the run's GPU where it has one; the SSL encoder and the PCA on the CPU; a cache
-        # hit only reads the file
+        # on the run's GPU where it has one (scattering, the SSL encoder, their public projections); a
+        # cache hit only reads the file
         device = "cpu (cached)" if resumed_features else features_device(config)
         report_stage(timings, "features", time.perf_counter() - t0, device, devices)
 
@@ -392,12 +414,17 @@ def prepare(
         return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features, devices=devices)
 
     t0 = time.perf_counter()
+    # the device of the features the content keys would read (the public PCA of images, scattering, SSL)
+    computed_on = compute_device(config.accelerator) if task.private_images is not None and (
+        config.features == "pca" or (config.features in EXTRACTED_FEATURES and with_features)) else "cpu"  # fmt: skip
     keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key,
+                                                                    features_device=computed_on,
                                                                     privacy_unit=config.privacy_unit)  # fmt: skip
     shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
     report_stage(timings, "partition", time.perf_counter() - t0, "cpu", devices)
 
     t0 = time.perf_counter()
+    device = compute_device(config.accelerator)  # the graph's and the votes' device
     if config.teacher_model == "propagate":
         graph = PropagationSpec(
             num_neighbors=config.graph_neighbors,
@@ -410,17 +437,19 @@ def prepare(
             shape = tuple(task.public_x.shape)
             raise ValueError(f"propagate teachers need feature vectors, got inputs of shape {shape}")
         # nothing is trained: the graph (public features only) and the private affinities are rebuilt
+        # on the run's GPU where it has one: the features move there once and the graph stays there
         if graph_nodes is None:  # record privacy: the graph sees the public pool only
             teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
-                task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph
-            )
+                task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
+                device=device,
+            )  # fmt: skip
         else:
             teachers = PropagationTeachers(
                 graph_nodes, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
-                fitted_on="the private and public inputs (label privacy: inputs are public)",
+                fitted_on="the private and public inputs (label privacy: inputs are public)", device=device,
             )  # fmt: skip
-        report_stage(timings, "teachers", time.perf_counter() - t0, "cpu", devices)  # a sparse kernel on the CPU
-        votes = PoolVotes(teachers, task.public_x, task.num_classes)
+        report_stage(timings, "teachers", time.perf_counter() - t0, device, devices)
+        votes = PoolVotes(teachers, task.public_x, task.num_classes, device=device)
         return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features, devices=devices)
     in_shape = tuple(task.private_x.shape[1:])
     spec = ModelSpec(
@@ -455,7 +484,8 @@ def prepare(
             accelerator=config.accelerator,
             progress_bar=config.progress,
         )
-    device = "cpu (reloaded)" if resumed else accelerator_device(config.accelerator)
-    report_stage(timings, "teachers", time.perf_counter() - t0, device, devices)
-    votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress)
+    trained_on = "cpu (reloaded)" if resumed else accelerator_device(config.accelerator)
+    report_stage(timings, "teachers", time.perf_counter() - t0, trained_on, devices)
+    # the votes on the run's GPU where it has one: the pool moves there once, the weights on the first request
+    votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress, device=device)
     return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens, resumed_features, devices=devices)

@@ -25,8 +25,8 @@ from typing import TextIO
 
 import torch
 
-__all__ = ["STAGE_LOGGER", "accelerator_device", "default_progress", "print_stage_lines", "report_stage",
-           "stage_line"]  # fmt: skip
+__all__ = ["STAGE_LOGGER", "accelerator_device", "compute_device", "default_progress", "print_stage_lines",
+           "report_stage", "stage_line"]  # fmt: skip
 
 STAGE_LOGGER = "pate_stab.stages"
 
@@ -66,6 +66,13 @@ def accelerator_device(accelerator: str) -> str:
             return "mps"
         return "cuda" if torch.cuda.is_available() else "cpu"
     return name
+
+
+def compute_device(accelerator: str) -> str:
+    """Where the run's tensor stages (features, PCA, graph, propagation teachers, votes) compute:
+    ``cuda`` when ``accelerator`` resolves to CUDA (:func:`accelerator_device`), the CPU otherwise
+    (MPS lacks the float64 and sparse kernels these stages use)."""
+    return "cuda" if accelerator_device(accelerator) == "cuda" else "cpu"
 
 
 def stage_line(name: str, seconds: float, device: str) -> str:

@@ -176,11 +176,12 @@ def student_round_teachers(prep: Prepared, student: Any) -> tuple[Prepared, Roun
     task = prep.task
     public = student_representation(student, task.public_x)
     private = student_representation(student, task.private_x)
-    shards = [torch.nonzero(teachers.shard_of == j).flatten() for j in range(teachers.num_teachers)]
+    shards = [torch.nonzero(teachers.shard_of.cpu() == j).flatten() for j in range(teachers.num_teachers)]
     rebuilt = PropagationTeachers(
-        public, private, task.private_y, shards, num_classes=task.num_classes, spec=teachers.spec
-    )
-    votes = PoolVotes(rebuilt, public, task.num_classes, progress=prep.config.progress)
+        public, private, task.private_y, shards, num_classes=task.num_classes, spec=teachers.spec,
+        device=teachers.device,
+    )  # fmt: skip
+    votes = PoolVotes(rebuilt, public, task.num_classes, progress=prep.config.progress, device=teachers.device)
     record = RoundTeachers(rebuilt, student_representation(student, task.eval_x), int(public.shape[1]))
     return replace(prep, teachers=rebuilt, votes=votes), record
 

@@ -323,7 +323,7 @@ def _transfer_result(
                 finishable=True,  # an interrupted release can be finished (finish_from_ledger)
             )
         # the votes are computed as the release asks for them: their time is part of the release's
-        report_stage(prep.timings, "votes", prep.votes.seconds, "cpu", prep.devices)
+        report_stage(prep.timings, "votes", prep.votes.seconds, prep.votes.device, prep.devices)
         report_stage(prep.timings, "release", time.perf_counter() - t0, "cpu", prep.devices)
         if config.stop_after == "release":
             report["status"] = "released"

@@ -181,7 +181,7 @@ class TeacherEnsemble:
 
     Attributes:
         spec: the architecture of every teacher.
-        params: ``{name: (k, *shape)}`` float32 tensors on CPU.
+        params: ``{name: (k, *shape)}`` float32 tensors on CPU (copies on a GPU: :meth:`params_on`).
         teacher_indices: global index of each teacher held here (``arange(k)`` unless the
             ensemble was trained in slices, see :func:`pate_stab.teachers.train_teachers`).
         config: the training configuration and seeds (JSON-serialisable).
@@ -207,6 +207,7 @@ class TeacherEnsemble:
         self.config = dict(config or {})
         self.metrics = dict(metrics or {})
         self._base = build_model(spec)
+        self._on_device: dict[str, dict[str, Tensor]] = {}  # params_on's copies, by device
 
     @property
     def num_teachers(self) -> int:
@@ -215,6 +216,18 @@ class TeacherEnsemble:
     @property
     def num_classes(self) -> int:
         return self.spec.num_classes
+
+    def params_on(self, device: str | torch.device) -> dict[str, Tensor]:
+        """The stacked parameters on ``device``, moved there on the first request and kept (votes on a
+        GPU then copy the weights once per run, not once per call). The CPU copy (``params``) stays
+        the one that is saved."""
+        device = torch.device(device)
+        if device.type == "cpu":
+            return self.params
+        key = str(device)
+        if key not in self._on_device:
+            self._on_device[key] = {n: p.to(device) for n, p in self.params.items()}
+        return self._on_device[key]
 
     @torch.no_grad()
     def _logit_chunks(
@@ -233,14 +246,23 @@ class TeacherEnsemble:
         teacher_chunk = min(teacher_chunk, self.num_teachers, pairs)
         batch_size = min(batch_size, max(1, pairs // teacher_chunk))
         base = self._base.to(device)
+        stacked = self.params_on(device)  # kept on the device between calls
+        x = x.to(device)  # the whole input moves once; chunks are slices on the device
         chunks = math.ceil(self.num_teachers / teacher_chunk) * math.ceil(x.shape[0] / batch_size)
         with tqdm(total=chunks, desc="teacher votes", unit="chunk", disable=not progress, leave=False) as bar:
             for t0 in range(0, self.num_teachers, teacher_chunk):
-                params = {n: p[t0 : t0 + teacher_chunk].to(device) for n, p in self.params.items()}
+                params = {n: p[t0 : t0 + teacher_chunk] for n, p in stacked.items()}
                 for b0 in range(0, x.shape[0], batch_size):
-                    xb = x[b0 : b0 + batch_size].to(device)
-                    yield t0, b0, stacked_forward(base, params, xb, shared_input=True)  # (kc, b, C)
+                    yield (
+                        t0,
+                        b0,
+                        stacked_forward(base, params, x[b0 : b0 + batch_size], shared_input=True),
+                    )  # (kc, b, C)
                     bar.update()
+
+    @staticmethod
+    def _device(x: Tensor, device: str | torch.device | None) -> torch.device:
+        return x.device if device is None else torch.device(device)
 
     def predict_votes(
         self,
@@ -248,17 +270,20 @@ class TeacherEnsemble:
         *,
         batch_size: int = 1024,
         teacher_chunk: int = 256,
-        device: str | torch.device = "cpu",
+        device: str | torch.device | None = None,
         progress: bool = False,
     ) -> Tensor:
-        """Each teacher's predicted class on each input: (k, m) int64 in {0, …, C − 1}.
+        """Each teacher's predicted class on each input: (k, m) int64 in {0, …, C − 1}, on the CPU.
 
-        ``progress`` shows a tqdm bar over (teacher chunk, input batch) pairs.
+        ``device``: where the teachers run (None: where ``x`` is); the votes are gathered there and
+        come back to the CPU once. ``progress`` shows a tqdm bar over (teacher chunk, input batch) pairs.
         """
-        out = torch.empty(self.num_teachers, x.shape[0], dtype=torch.int64)
-        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device, progress):
-            out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = logits.argmax(-1).cpu()
-        return out
+        target = self._device(x, device)
+        x = x.to(target)  # the whole input moves once
+        out = torch.empty(self.num_teachers, x.shape[0], dtype=torch.int64, device=x.device)
+        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, target, progress):
+            out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = logits.argmax(-1)
+        return out.cpu()
 
     def predict_scores(
         self,
@@ -267,20 +292,23 @@ class TeacherEnsemble:
         binary: bool = False,
         batch_size: int = 1024,
         teacher_chunk: int = 256,
-        device: str | torch.device = "cpu",
+        device: str | torch.device | None = None,
         progress: bool = False,
     ) -> Tensor:
-        """Each teacher's class probabilities (softmax), float32 in [0, 1]; ``progress``: a tqdm bar.
+        """Each teacher's class probabilities (softmax), float32 in [0, 1], on the CPU; ``device`` as
+        :meth:`predict_votes`; ``progress``: a tqdm bar.
 
         Returns:
             (k, m, C); with ``binary=True`` (two classes only) (k, m), the probability of class 1.
         """
         if binary and self.num_classes != 2:
             raise ValueError(f"binary=True needs a two-class ensemble, this one has {self.num_classes} classes")
-        out = torch.empty(self.num_teachers, x.shape[0], self.num_classes, dtype=torch.float32)
-        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, device, progress):
-            out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = logits.float().softmax(-1).cpu()
-        return out[..., 1].contiguous() if binary else out
+        target = self._device(x, device)
+        x = x.to(target)  # the whole input moves once
+        out = torch.empty(self.num_teachers, x.shape[0], self.num_classes, dtype=torch.float32, device=x.device)
+        for t0, b0, logits in self._logit_chunks(x, batch_size, teacher_chunk, target, progress):
+            out[t0 : t0 + logits.shape[0], b0 : b0 + logits.shape[1]] = logits.float().softmax(-1)
+        return (out[..., 1].contiguous() if binary else out).cpu()
 
     def save(self, directory: str | Path) -> Path:
         """Write ``config.json`` (spec, config, teacher indices) and ``weights.pt`` (stacked).

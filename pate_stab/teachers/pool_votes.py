@@ -6,6 +6,10 @@ the first time a release asks for them — which the pipeline does immediately b
 to the releaser — and kept for later releases of the same run (each of which asks for them
 again only when its own releaser processes the point). ``requested`` records which points have
 been asked for, so a test can check that no other point's votes were ever computed.
+
+On a GPU (``device``) the pool moves there once, whole, and each request indexes it there; the
+teachers run where their input is (:class:`~pate_stab.teachers.TeacherEnsemble` keeps its weights
+on that device after the first request) and only the requested votes come back to the CPU.
 """
 
 from __future__ import annotations
@@ -30,9 +34,15 @@ class VotingTeachers(Protocol):
     @property
     def num_teachers(self) -> int: ...
 
-    def predict_votes(self, x: Tensor, *, progress: bool = False) -> Tensor: ...
+    def predict_votes(self, x: Tensor, *, progress: bool = False, device: str | torch.device | None = None) -> Tensor:
+        """(k, m) int64 on the CPU, computed on ``device`` (where ``x`` is)."""
+        ...
 
-    def predict_scores(self, x: Tensor, *, binary: bool = False, progress: bool = False) -> Tensor: ...
+    def predict_scores(
+        self, x: Tensor, *, binary: bool = False, progress: bool = False, device: str | torch.device | None = None
+    ) -> Tensor:
+        """(k, m, C) (or (k, m) with ``binary``) float32 on the CPU, computed on ``device``."""
+        ...
 
 
 class PoolVotes:
@@ -44,12 +54,22 @@ class PoolVotes:
         num_classes: C.
         progress: show a tqdm bar while votes are computed (see
             :func:`pate_stab.run.progress.default_progress`).
+        device: where the votes are computed (the pool is moved there once).
     """
 
-    def __init__(self, teachers: VotingTeachers, pool_x: Tensor, num_classes: int, *, progress: bool = False) -> None:
+    def __init__(
+        self,
+        teachers: VotingTeachers,
+        pool_x: Tensor,
+        num_classes: int,
+        *,
+        progress: bool = False,
+        device: str | torch.device = "cpu",
+    ) -> None:
         self.teachers = teachers
         self.progress = progress
-        self.pool_x = pool_x
+        self._device = torch.device(device)
+        self.pool_x = pool_x.to(self._device)  # once, whole
         self.num_classes = num_classes
         n = pool_x.shape[0]
         self._hist = torch.zeros(n, num_classes, dtype=torch.int64)
@@ -63,6 +83,11 @@ class PoolVotes:
         return int(self.pool_x.shape[0])
 
     @property
+    def device(self) -> str:
+        """The device type the votes are computed on (for the run's stage line)."""
+        return self._device.type
+
+    @property
     def requested(self) -> Tensor:
         """(n,) bool: points whose votes (or scores) have been computed."""
         return self._have_hist | self._have_scores
@@ -72,6 +97,10 @@ class PoolVotes:
         if bool(((index < 0) | (index >= self.size)).any()):
             raise IndexError(f"pool positions must lie in [0, {self.size})")
         return index.to(torch.int64)
+
+    def _rows(self, index: Tensor) -> Tensor:
+        """The pool rows ``index``, gathered where the pool is."""
+        return self.pool_x[index.to(self._device)]
 
     @staticmethod
     def _missing(index: Tensor, have: Tensor) -> Tensor:
@@ -84,7 +113,9 @@ class PoolVotes:
         missing = self._missing(index, self._have_hist)
         if missing.numel():
             t0 = time.perf_counter()
-            votes = self.teachers.predict_votes(self.pool_x[missing], progress=self.progress)  # (k, b)
+            votes = self.teachers.predict_votes(
+                self._rows(missing), progress=self.progress, device=self._device
+            )  # (k, b)
             self._hist[missing] = vote_histogram(votes, self.num_classes)
             self._have_hist[missing] = True
             self.seconds += time.perf_counter() - t0
@@ -101,7 +132,7 @@ class PoolVotes:
         if missing.numel():
             t0 = time.perf_counter()
             self._scores[:, missing] = self.teachers.predict_scores(
-                self.pool_x[missing], binary=True, progress=self.progress
+                self._rows(missing), binary=True, progress=self.progress, device=self._device
             )
             self._have_scores[missing] = True
             self.seconds += time.perf_counter() - t0

@@ -11,6 +11,10 @@ computes the graph and the private records' affinities once; votes are computed 
 Queries that are not pool points (the evaluation split) are attached to the graph the same way
 as pool queries: by their affinities to their nearest pool nodes. The graph itself is never
 extended by them.
+
+On a GPU (``device``) the public and private features move there once, whole; the graph, the
+private affinities, the labels and the shard map stay there, queries are moved there whole, and
+only the votes (or scores) come back to the CPU.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class PropagationTeachers:
         fitted_on: what ``public_features`` are, for the ensemble's ``config``. Under label privacy
             (DESIGN.md fact 13) the graph's nodes are the private and public inputs: every input is
             public there, and teacher j's votes still depend on shard j's labels only.
+        device: where the graph is built and the votes are computed.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class PropagationTeachers:
         spec: PropagationSpec | None = None,
         chunk: int = 1024,
         fitted_on: str = "public pool features",
+        device: str | torch.device = "cpu",
     ) -> None:
         self.spec = spec or PropagationSpec()
         self._num_classes = check_int("num_classes", num_classes, minimum=2)
@@ -89,12 +95,13 @@ class PropagationTeachers:
             raise ValueError("every private record must belong to a shard")
         self._num_teachers = len(shards)
         self.chunk = check_int("chunk", chunk, minimum=1)
+        self.labels, self.shard_of = self.labels.to(device), self.shard_of.to(device)
         s = self.spec
         self.graph = PoolGraph(
             num_neighbors=s.num_neighbors, power=s.power, alpha=s.alpha, steps=s.steps, pca_dim=s.pca_dim
-        ).fit(public_features)  # public features only
+        ).fit(public_features.to(device))  # public features only
         # (n, n_p) sparse: each row depends on its own record only
-        self.private_affinities = to_sparse_csr(self.graph.affinities(private_features))
+        self.private_affinities = to_sparse_csr(self.graph.affinities(private_features.to(device)))
         self.graph_nodes = int(public_features.shape[0])
         self.config: dict[str, Any] = {"graph": s.to_dict(), "fitted_on": fitted_on}
 
@@ -106,9 +113,15 @@ class PropagationTeachers:
     def num_classes(self) -> int:
         return self._num_classes
 
+    @property
+    def device(self) -> torch.device:
+        """Where the graph is and the votes are computed."""
+        return self.graph.device
+
     @torch.no_grad()
     def _scores(self, x: Tensor) -> Tensor:
-        x = check_tensor("x", x, ndim=2, floating=True)
+        """(k, m, C) on the graph's device (``x`` moves there once, whole)."""
+        x = check_tensor("x", x, ndim=2, floating=True).to(self.device)
         parts = []
         for start in range(0, x.shape[0], self.chunk):
             kernel = self.private_affinities @ self.graph.propagate(x[start : start + self.chunk])  # (n, b)
@@ -118,17 +131,21 @@ class PropagationTeachers:
                 )
             )
         if not parts:
-            return torch.zeros(self.num_teachers, 0, self.num_classes)
+            return torch.zeros(self.num_teachers, 0, self.num_classes, device=self.device)
         return torch.cat(parts, dim=1)  # (k, m, C)
 
-    def predict_votes(self, x: Tensor, *, progress: bool = False) -> Tensor:
-        """Each teacher's class on each input: (k, m) int64 (argmax of the mean kernel per class).
+    def predict_votes(self, x: Tensor, *, progress: bool = False, device: str | torch.device | None = None) -> Tensor:
+        """Each teacher's class on each input: (k, m) int64 on the CPU (argmax of the mean kernel per
+        class), computed where the graph is (:attr:`device`; ``x`` moves there once).
 
-        ``progress`` is accepted for the common teacher interface; propagation votes take no bar.
+        ``progress`` and ``device`` are accepted for the common teacher interface; propagation votes
+        take no bar, and run on the device the teachers were built on.
         """
-        return self._scores(x).argmax(-1)
+        return self._scores(x).argmax(-1).cpu()
 
-    def predict_scores(self, x: Tensor, *, binary: bool = False, progress: bool = False) -> Tensor:
+    def predict_scores(
+        self, x: Tensor, *, binary: bool = False, progress: bool = False, device: str | torch.device | None = None
+    ) -> Tensor:
         """Each teacher's class scores normalised to sum to 1 (uniform where a teacher has no
         affinity to the query): (k, m, C), or (k, m) the score of class 1 with ``binary=True``."""
         s = self._scores(x).float()
@@ -137,5 +154,5 @@ class PropagationTeachers:
         if binary:
             if self.num_classes != 2:
                 raise ValueError(f"binary=True needs two classes, these teachers have {self.num_classes}")
-            return p[..., 1]
-        return p
+            return p[..., 1].cpu()
+        return p.cpu()

@@ -12,8 +12,15 @@ Usage (from a checkout; ``--repo`` picks the checkout whose package runs)::
     python recipes/diagnostics/report_diff.py run --out /tmp/reports-new
     python recipes/diagnostics/report_diff.py diff /tmp/reports-base /tmp/reports-new
 
-Cases: ``synthetic`` (the default config: nothing to download) and ``adult`` (recipes/configs/adult.yaml
-with 400 teachers and 300 queries; needs ``--data-dir``'s ``adult/`` folder).
+Cases: ``synthetic`` (the default config: nothing to download), ``adult`` (recipes/configs/adult.yaml
+with 400 teachers and 300 queries; needs ``--data-dir``'s ``adult/`` folder) and ``pate_dpsgd``
+(a ``compare`` on the synthetic default with PATE's aggregators, DP-SGD and the convex heads as
+direct rows at two ε: every kind of spend the ledger records).
+Besides the reports, each run's ledger (``ledger.jsonl``) is compared spend by spend — id,
+mechanism, certified (ε, δ), relation, metadata and released outputs — with the recorded privacy
+*event* (and the integrity chain's hashes, which cover it) left out of the comparison and listed
+apart (``event changes``, not a failure): a change of accounting vocabulary must leave every
+certified (ε, δ) as it was.
 ``diff`` prints each difference as ``case/file: json.path: a != b`` and exits 1 if there is any.
 The published files hold only mechanism outputs and what is computed from them and public data;
 the private files of a run folder are not read.
@@ -34,6 +41,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parents[2]
 COMPARED = ("report.json", "compare.json", "compare.txt")
+LEDGER = "ledger.jsonl"
 # keys of wall-clock durations or instants; every other key is compared
 TIME_KEY = re.compile(r"(^|_)(seconds|secs|wall|elapsed|duration|time|times|timestamp|timings?)($|_)")
 
@@ -59,7 +67,13 @@ def cases(data_dir: Path, repo: Path = HERE) -> dict[str, dict[str, list[str]]]:
     return {
         "synthetic": {"transfer": [], "compare": []},
         "adult": {"transfer": adult, "compare": [*adult, "--epsilons", "4", "8"]},
-    }
+        "pate_dpsgd": {
+            "compare": [
+                "--epsilons", "2", "8", "--aggregators", "lnmax", "gnmax", "confident-gnmax",
+                "--direct", "dpsgd-linear", "objective-softmax", "output-ovr",
+            ],
+        },
+    }  # fmt: skip
 
 
 def run(repo: Path, out: Path, names: list[str], data_dir: Path) -> None:
@@ -111,8 +125,29 @@ def _json_diffs(a: Any, b: Any, where: str = "") -> list[str]:
     return [] if a == b else [f"{where or '.'}: {a!r} != {b!r}"]
 
 
-def diff(a: Path, b: Path) -> list[str]:
-    """Every difference between the published files of two ``run`` output folders."""
+def _ledger(path: Path) -> tuple[list[Any], list[Any]]:
+    """A ledger's lines without wall times, and the events recorded in it (apart).
+
+    The integrity chain (``sha256`` of each line, ``prev`` of the line before) hashes the lines'
+    events too, so it is left out with them; every other field of every line is compared.
+    """
+    lines, events = [], []
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if isinstance(record, dict):
+            if "event" in record:
+                events.append([record.get("spend_id"), record.pop("event")])
+            record.pop("sha256", None)
+            record.pop("prev", None)
+        lines.append(_normalise(record, []))
+    return lines, events
+
+
+def diff(a: Path, b: Path, notes: list[str] | None = None) -> list[str]:
+    """Every difference between the published files of two ``run`` output folders.
+
+    ``notes`` (if given) receives the changes of recorded events, which are not differences.
+    """
     found: list[str] = []
     for case in sorted({p.name for p in a.iterdir() if p.is_dir()} | {p.name for p in b.iterdir() if p.is_dir()}):
         for command in ("transfer", "compare"):
@@ -135,6 +170,14 @@ def diff(a: Path, b: Path) -> list[str]:
                     ta = _normalise(fa.read_text(), roots_a).splitlines()
                     tb = _normalise(fb.read_text(), roots_b).splitlines()
                     found += [f"{case}/{command}/{file}: {line}" for line in difflib.unified_diff(ta, tb, lineterm="")]
+            la, lb = da / LEDGER, db / LEDGER
+            if la.exists() != lb.exists():
+                found.append(f"{case}/{command}/{LEDGER}: only in {'a' if la.exists() else 'b'}")
+            elif la.exists():
+                (lines_a, events_a), (lines_b, events_b) = _ledger(la), _ledger(lb)
+                found += [f"{case}/{command}/{LEDGER}: {d}" for d in _json_diffs(lines_a, lines_b)]
+                if notes is not None:
+                    notes += [f"{case}/{command}/{LEDGER}: event {d}" for d in _json_diffs(events_a, events_b)]
     return found
 
 
@@ -144,7 +187,7 @@ def main() -> None:
     r = sub.add_parser("run", help="run the cases from a checkout")
     r.add_argument("--repo", type=Path, default=HERE, help="the checkout to run (default: this one)")
     r.add_argument("--out", type=Path, required=True, help="output folder (one subfolder per case)")
-    r.add_argument("--cases", nargs="+", default=["synthetic", "adult"])
+    r.add_argument("--cases", nargs="+", default=["synthetic", "adult", "pate_dpsgd"])
     r.add_argument("--data-dir", type=Path, default=HERE.parent / "shared" / "data")
     d = sub.add_parser("diff", help="compare two run output folders")
     d.add_argument("a", type=Path)
@@ -153,7 +196,10 @@ def main() -> None:
     if args.action == "run":
         run(args.repo.resolve(), args.out.resolve(), args.cases, args.data_dir.resolve())
         return
-    found = diff(args.a, args.b)
+    notes: list[str] = []
+    found = diff(args.a, args.b, notes)
+    if notes:
+        print("event changes (recorded privacy events; not compared):\n" + "\n".join(notes))
     print("\n".join(found) if found else "identical (wall times and paths aside)")
     raise SystemExit(1 if found else 0)
 

@@ -42,7 +42,7 @@ shared core; the paper's 100 rounds would take hours), so the recorded Adult run
 
 (wall times in docs/results/repro/README.md); ``--seed 1`` ... ``--seed 9`` runs and a ``--from-csv`` of the
 concatenated results.csv files make the paper's 10 x 10 (docs/results/repro/cv2013_adult_10x10.txt).
-``--diagnose direction`` (Adult) measures why
+``--diagnose direction`` (Adult or Magic) measures why
 Random trails Control under min-max scaling (:mod:`pate_stab.repro.cv2013_direction`).
 """
 
@@ -112,16 +112,23 @@ def main() -> None:
     ap.add_argument("--rate-variants", action="store_true", help="add alphaSplit-rate / dataSplit-rate (paper)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--from-csv", type=Path, default=None, help="summarise this results.csv instead of running")
-    ap.add_argument("--diagnose", choices=["direction"], default=None, help="Adult: the direction diagnosis instead")
+    ap.add_argument(
+        "--diagnose", choices=["direction"], default=None, help="the direction diagnosis instead (both data sets)"
+    )
     ap.add_argument("--out", default="checkpoints/repro_cv2013")
     args = ap.parse_args()
     args.max_rows = None
     torch.set_num_threads(1)
     if args.diagnose == "direction":  # Random vs Control under min-max vs z-score (pate_stab.repro.cv2013_direction)
-        if args.dataset != "Adult":
-            raise ValueError("--diagnose direction is implemented for Adult only")
         seeds = list(range(args.seed, args.seed + args.repeats))
-        diagnose_direction(Path(args.data), step_cache=args.step_cache, seeds=seeds, thetas=THETA, out=Path(args.out))
+        diagnose_direction(
+            Path(args.data),
+            step_cache=args.step_cache,
+            seeds=seeds,
+            thetas=THETA,
+            out=Path(args.out),
+            dataset=args.dataset,
+        )
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

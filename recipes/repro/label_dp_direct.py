@@ -1,4 +1,4 @@
-"""LP-1ST and LP-2ST (Ghazi et al. 2021) on a run's features under label privacy, beside the paper's anchors.
+"""LP-1ST, LP-2ST (Ghazi et al. 2021) and ALIBI (Malek et al. 2021) on a run's features under label privacy.
 
 Reads a run configuration (its data set and feature stage: e.g. ``recipes/configs/fashion_mnist_stab.yaml``),
 sets the privacy unit to ``label`` under replace-one (the learners' relation: one example's label

@@ -1,8 +1,11 @@
 """BTT18 §4 PAC rates over ≥ 2.5 decades of n, with bootstrap intervals on the slopes.
 
-Successor of ``recipes/repro/pac_curves.py``'s hard-label part for the 1-D classes (thresholds V = 1,
-intervals V = 2), realizable and agnostic (label noise η), paper calibration (Alg 4 line 1).
-Per class, setting and n (geometric grid):
+Successor of ``recipes/repro/pac_curves.py``'s hard-label part for the 1-D classes (thresholds
+V = 1, intervals V = 2), realizable and agnostic (label noise η), and halfspaces in R² (V = 3),
+realizable only (the agnostic 0–1 ERM of a halfspace has no window that can be checked, see
+:mod:`pate_stab.theory.pac_sim`), paper calibration (Alg 4 line 1). Per class, setting and n
+(geometric grid; halfspaces with more seeds at small n, ``--halfspace-seeds``, where a seed
+holds about one error event):
 
 1. m = scale·(n/V)^{4/3} (realizable) or scale·(n/V)^{4/5} (agnostic) queries (Thm 4.3 / 4.4);
    T and k from the fixed point of :func:`pate_stab.theory.pac.prescribed_num_teachers`.
@@ -20,10 +23,12 @@ Per class, setting and n (geometric grid):
    √(m log(m/β)/2)) at the fixed point's α (realizable), minus the 3γ the target's own error
    contributes (agnostic: the excess the theorem's rate describes).
 
-Outputs under ``--out``: pac_rates_runs.csv, pac_rates_summary.csv, pac_rates_slopes.csv,
-pac_rates.json, pac_rates.png.
+Outputs under ``--out``: <stem>_runs.csv, <stem>_summary.csv, <stem>_slopes.csv, <stem>.json,
+<stem>.png (``--stem``, default pac_rates). ``--jobs`` runs a point's seeds in worker processes
+(each run seeds its own generator, so the outputs do not depend on it).
 
-    python recipes/repro/pac_rates.py --out docs/results/repro      # full run (see README for the time)
+    python recipes/repro/pac_rates.py --classes threshold interval --out docs/results/repro   # 1-D classes
+    python recipes/repro/pac_rates.py --classes halfspace --stem pac_rates_halfspace --out docs/results/repro
     python recipes/repro/pac_rates.py --quick --out /tmp/pac        # CI: seconds
 """
 
@@ -33,8 +38,10 @@ import argparse
 import csv
 import json
 import math
+import multiprocessing
 import time
-from functools import lru_cache
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +60,10 @@ from pate_stab.theory.pac import (
 )
 from pate_stab.theory.pac_sim import (
     agnostic_offsets,
+    halfspace_near_queries,
+    halfspace_realizable_lines,
+    halfspace_student,
+    line_disagreement,
     near_queries,
     realizable_erm_error_limit,
     realizable_offsets,
@@ -60,8 +71,13 @@ from pate_stab.theory.pac_sim import (
     student_offset,
 )
 
-# class -> (V, boundaries as fractions of the domain on the label-0 side)
-CLASSES = {"threshold": (1, (0.5,)), "interval": (2, (0.25, 0.25))}
+# class -> (V, boundaries as fractions of the domain on the label-0 side; the halfspace's line x₂ = ½)
+CLASSES = {"threshold": (1, (0.5,)), "interval": (2, (0.25, 0.25)), "halfspace": (3, (0.5,))}
+SETTINGS = {
+    "threshold": ("realizable", "agnostic"),
+    "interval": ("realizable", "agnostic"),
+    "halfspace": ("realizable",),
+}
 FAR_FAIL = 1e-9  # total probability that some far query would not be answered with its majority
 
 
@@ -72,6 +88,8 @@ def _cal(epsilon: float, delta: float, m: int, t: int):
 
 def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: int) -> dict:
     """One seed at one n: h_priv, student, non-private ERM, teachers (see the module docstring)."""
+    if cname == "halfspace":
+        return halfspace_run(n, m, setting, args, seed)
     v, bounds = CLASSES[cname]
     rng = np.random.default_rng([args.seed, seed, n, 0 if realizable else 1, v])
     k = setting.num_teachers
@@ -144,6 +162,57 @@ def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: i
     }
 
 
+def halfspace_run(n: int, m: int, setting, args, seed: int) -> dict:
+    """One seed of the realizable halfspace in R² (:mod:`pate_stab.theory.pac_sim`'s halfspace section)."""
+    rng = np.random.default_rng([args.seed, seed, n, 0, 3])
+    k = setting.num_teachers
+    t0 = time.perf_counter()
+    cal = _cal(args.epsilon, args.delta, m, setting.max_unstable)
+    cutoff = cal.threshold + threshold_for_leak(probability=FAR_FAIL / m, noise_scale=cal.noise_scale)
+    sizes = shard_sizes(n, k, rng)
+    alpha, beta, info = halfspace_realizable_lines(sizes, rng)
+    hq = halfspace_near_queries(alpha, beta, m, cutoff, rng, bins=args.halfspace_bins)
+    q = hq.ones.shape[0]
+    perm = rng.permutation(q)
+    counts = np.stack([k - hq.ones, hq.ones], axis=1)[perm]
+    rel = StabilityReleaser(cal, noise="seeded", generator=seeded_generator(int(rng.integers(2**62))), num_teachers=k)
+    labels = rel.release(torch.from_numpy(counts.astype(np.int64))).labels.numpy() if q else np.empty(0, dtype=np.int64)
+    clean = hq.clean[perm]
+    answered = labels >= 0
+    wrong_near = int((answered & (labels != clean)).sum())
+    bottom = int((~answered).sum())
+    far_wrong, unanswered_far = hq.far_wrong, 0
+    if rel.halted and q:  # as in one_run: queries after the halt are unanswered
+        pos = np.sort(rng.random(q)) * m
+        last = int(np.nonzero(answered)[0].max()) if answered.any() else -1
+        p_halt = pos[last] if last >= 0 else 0.0
+        unanswered_far = max(int(m - p_halt) - (q - last - 1), 0)
+        far_wrong = int(rng.binomial(far_wrong, p_halt / m)) if far_wrong else 0
+    priv = (wrong_near + far_wrong + 0.5 * (bottom + unanswered_far)) / m
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(q)
+    sa, sb, separable, verified = halfspace_student(hq, labels[inv].astype(np.int64) if q else labels)
+    # non-private ERM on all n points: the same rule with k = 1, float64
+    na, nb, _ = halfspace_realizable_lines(np.array([n]), rng)
+    return {
+        "priv_disagree": priv,
+        "priv_error_events": wrong_near + far_wrong + bottom + unanswered_far,
+        "priv_wrong": wrong_near + far_wrong,
+        "bottom": bottom,
+        "near_queries": q,
+        "halted": bool(rel.halted),
+        "student_disagree": float(line_disagreement(np.array(sa), np.array(sb))),
+        "student_separable": separable,
+        "student_verified": verified,
+        "teacher_disagree": float(line_disagreement(alpha, beta).mean()),
+        "teacher_window_rounds": info["rounds"],
+        "teacher_whole_square": info["whole"],
+        "vote_candidates": hq.candidates,
+        "nonprivate_disagree": float(line_disagreement(na, nb)[0]),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
 def bound_excess(setting, m: int, realizable: bool, noise: float, beta: float) -> float:
     """Cor 4.1 (ii): T/m with the unrounded T at the fixed point's α; minus 3γ when agnostic."""
     t = corollary_max_unstable(num_queries=m, alpha=setting.teacher_alpha, beta=beta, best_error=noise)
@@ -167,30 +236,68 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--window-np", type=float, default=4000.0, help="agnostic non-private ERM window")
     ap.add_argument("--realizable-seeds", type=int, default=48)
     ap.add_argument("--agnostic-seeds", type=int, default=24)
+    ap.add_argument("--halfspace-n", type=float, nargs=2, default=[1e6, 10**8.5], help="halfspace n range")
+    ap.add_argument("--halfspace-points", type=int, default=6)
+    ap.add_argument(
+        "--halfspace-seeds",
+        type=int,
+        nargs="+",
+        default=[256, 128, 64, 32, 16, 16],
+        help="seeds per n (one value: every n); more at small n, where a seed holds about one error event",
+    )
+    ap.add_argument("--halfspace-bins", type=int, default=32, help="u-bins of the halfspace vote bounds")
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--epsilon", type=float, default=3.0)
     ap.add_argument("--delta", type=float, default=1e-5)
     ap.add_argument("--beta", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="processes running a point's seeds (results do not depend on it)"
+    )
+    ap.add_argument("--stem", default="pac_rates", help="output file names: <stem>.json, <stem>_summary.csv, ...")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs must be >= 1, got {args.jobs}")
+    if len(args.halfspace_seeds) not in (1, args.halfspace_points):
+        ap.error(f"--halfspace-seeds: one value or --halfspace-points ({args.halfspace_points}) values")
+    unknown = [c for c in args.classes if c not in CLASSES]
+    if unknown:
+        ap.error(f"--classes: unknown {unknown}; known {list(CLASSES)}")
     if args.quick:
         args.realizable_n, args.realizable_points, args.realizable_seeds = [1e6, 1e7], 3, 6
         args.agnostic_n, args.agnostic_points, args.agnostic_seeds = [1e7, 3e7], 2, 2
+        args.halfspace_n, args.halfspace_points, args.halfspace_seeds = [1e6, 3e6], 2, [3]
         args.bootstrap = 200
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
+    # each run seeds its own generator from (seed, run, n, setting, V): the pool changes nothing but time
+    pool = (
+        ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork"))
+        if args.jobs > 1
+        else None
+    )
     started = time.perf_counter()
     rows: list[dict] = []
     summary: list[dict] = []
     for cname in args.classes:
         v, bounds = CLASSES[cname]
-        for setting_name in args.settings:
+        for setting_name in [x for x in args.settings if x in SETTINGS[cname]]:
             realizable = setting_name == "realizable"
             lo, hi = args.realizable_n if realizable else args.agnostic_n
             scale = args.realizable_query_scale if realizable else args.agnostic_query_scale
             points = args.realizable_points if realizable else args.agnostic_points
-            seeds = args.realizable_seeds if realizable else args.agnostic_seeds
-            for n in np.unique(np.round(np.geomspace(lo, hi, points)).astype(np.int64)).tolist():
+            if cname == "halfspace":
+                lo, hi = args.halfspace_n
+                points = args.halfspace_points
+            grid = np.unique(np.round(np.geomspace(lo, hi, points)).astype(np.int64)).tolist()
+            if cname == "halfspace":
+                hs = [int(x) for x in args.halfspace_seeds]
+                per_n = hs if len(hs) > 1 else hs * len(grid)
+                if len(per_n) != len(grid):
+                    raise ValueError(f"--halfspace-seeds: one value or {len(grid)} (one per n), got {len(per_n)}")
+            else:
+                per_n = [args.realizable_seeds if realizable else args.agnostic_seeds] * len(grid)
+            for n, n_seeds in zip(grid, per_n, strict=True):
                 m = max(100, round(balanced_num_queries(num_samples=n, vc_dim=v, realizable=realizable, scale=scale)))
                 st = prescribed_num_teachers(
                     num_samples=n,
@@ -210,7 +317,8 @@ def main(argv: list[str] | None = None) -> dict:
                     summary.append({**head, "T": st.max_unstable, "usable": False, "reason": st.reason})
                     continue
                 t0 = time.perf_counter()
-                runs = [one_run(cname, realizable, n, m, st, args, s) for s in range(seeds)]
+                task = partial(one_run, cname, realizable, n, m, st, args)
+                runs = list(pool.map(task, range(n_seeds))) if pool else [task(s) for s in range(n_seeds)]
                 for s, r in enumerate(runs):
                     rows.append({**head, "T": st.max_unstable, "seed": s, **r})
                 agg = {
@@ -225,6 +333,15 @@ def main(argv: list[str] | None = None) -> dict:
                     "priv_wrong_total": int(sum(r["priv_wrong"] for r in runs)),
                     "bottom_total": int(sum(r["bottom"] for r in runs)),
                     "halted_runs": int(sum(r["halted"] for r in runs)),
+                    **(
+                        {
+                            "student_nonseparable_runs": int(sum(not r["student_separable"] for r in runs)),
+                            "student_unverified_runs": int(sum(not r["student_verified"] for r in runs)),
+                            "teacher_whole_square_total": int(sum(r["teacher_whole_square"] for r in runs)),
+                        }
+                        if cname == "halfspace"
+                        else {}
+                    ),
                     "nonprivate_limit": realizable_erm_error_limit(n, len(bounds)) if realizable else math.nan,
                     "seconds": time.perf_counter() - t0,
                 }
@@ -248,12 +365,15 @@ def main(argv: list[str] | None = None) -> dict:
         "summary": summary,
         "slopes": slopes,
     }
-    (args.out / "pac_rates.json").write_text(json.dumps(report, indent=1))
-    _csv(args.out / "pac_rates_runs.csv", rows)
-    _csv(args.out / "pac_rates_summary.csv", summary)
-    _csv(args.out / "pac_rates_slopes.csv", slopes)
+    if pool:
+        pool.shutdown()
+    stem = args.stem
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    _csv(args.out / f"{stem}_runs.csv", rows)
+    _csv(args.out / f"{stem}_summary.csv", summary)
+    _csv(args.out / f"{stem}_slopes.csv", slopes)
     try:
-        plot(args.out / "pac_rates.png", summary, slopes)
+        plot(args.out / f"{stem}.png", summary, slopes)
     except Exception as exc:  # the numbers are in the CSV / JSON
         print(f"plot failed: {exc}")
     for s in slopes:
@@ -269,7 +389,7 @@ def main(argv: list[str] | None = None) -> dict:
 def fit_slopes(rows: list[dict], summary: list[dict], args) -> list[dict]:
     out = []
     for cname in args.classes:
-        for setting_name in args.settings:
+        for setting_name in [x for x in args.settings if x in SETTINGS[cname]]:
             realizable = setting_name == "realizable"
             pts = [s for s in summary if s["class"] == cname and s["setting"] == setting_name and s.get("usable")]
             if len(pts) < 2:

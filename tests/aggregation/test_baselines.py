@@ -13,6 +13,7 @@ from scipy import optimize, stats
 from pate_stab.aggregation.baselines import ABSTAIN, ConfidentGNMax, GNMax, LNMax
 from pate_stab.audit.harness import dp_test
 from pate_stab.errors import BudgetExhaustedError
+from pate_stab.privacy.events import GaussianEvent, LaplaceEvent
 from pate_stab.privacy.noise import gaussian, laplace
 from tests._stats import ALPHA, assert_not_refuted, assert_refuted
 
@@ -49,7 +50,8 @@ def test_lnmax_event_uses_sensitivity_two() -> None:
     """A directly configured LNMax with b = 4 and one query is (0.5 + 2 log(1 − δ), δ)-DP."""
     agg = LNMax(noise_scale=4.0, num_queries=1, delta=DELTA, noise="seeded")
     assert agg.certified_epsilon == pytest.approx(0.5 + 2 * math.log1p(-DELTA), abs=2e-4)
-    assert agg.per_query_event() == dp_event.LaplaceDpEvent(noise_multiplier=2.0)
+    assert agg.per_query_event() == LaplaceEvent(noise_scale=4.0, sensitivity=2.0)
+    assert agg.per_query_event().to_dp_event() == dp_event.LaplaceDpEvent(noise_multiplier=2.0)
 
 
 @pytest.mark.parametrize("num_queries", [1, 100, 10_000])
@@ -62,7 +64,8 @@ def test_gnmax_calibration_matches_analytic_gaussian(num_queries: int) -> None:
     assert exact_sigma <= agg.sigma <= exact_sigma * (1 + 2e-3)
     assert agg.certified_epsilon <= 1.0
     assert agg.certified_epsilon == pytest.approx(1.0, abs=1e-3)
-    assert agg.per_query_event() == dp_event.GaussianDpEvent(noise_multiplier=agg.sigma / math.sqrt(2))
+    assert agg.per_query_event() == GaussianEvent(sigma=agg.sigma, sensitivity=math.sqrt(2))
+    assert agg.per_query_event().to_dp_event() == dp_event.GaussianDpEvent(noise_multiplier=agg.sigma / math.sqrt(2))
 
 
 def test_confident_gnmax_calibration_matches_analytic_gaussian() -> None:

@@ -152,14 +152,18 @@ def test_lnmax_secure_event_and_calibration():
     agg = LNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=100)
     a = exact_laplace_parameter(agg.noise_scale)
     assert agg.noise == "secure" and agg.accountant == "pld"
-    assert agg.per_query_event() == dp_event.ComposedDpEvent([dp_event.DiscreteLaplaceDpEvent(float(a), 1)] * 2)
+    assert agg.per_query_event().to_dp_event() == dp_event.ComposedDpEvent(
+        [dp_event.DiscreteLaplaceDpEvent(float(a), 1)] * 2
+    )
     assert agg.certified_epsilon <= 1.0 * (1 + 1e-9)
     assert agg.per_query_pure_epsilon == pytest.approx(2 * float(a)) and 2 * float(a) <= 2 / agg.noise_scale
     assert agg.summary()["noise_parameter_exact"] == f"{a.numerator}/{a.denominator}"
     # two changed teachers: pure (4a)-DP → (8a²)-zCDP (Bun & Steinke 2016, Prop 3.3), RDP only
     two = LNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=100, teachers_changed=2)
     a2 = exact_laplace_parameter(two.noise_scale)
-    assert two.accountant == "rdp" and two.per_query_event() == dp_event.ZCDpEvent(rho=float(8 * a2 * a2))
+    assert two.accountant == "rdp" and two.per_query_event().to_dp_event(accountant="rdp") == dp_event.ZCDpEvent(
+        rho=float(8 * a2 * a2)
+    )
     assert two.certified_epsilon <= 1.0 * (1 + 1e-9)
     with pytest.raises(ValueError, match="'rdp'"):
         LNMax(noise_scale=10.0, num_queries=10, delta=DELTA, teachers_changed=2, accountant="pld")
@@ -171,7 +175,7 @@ def test_gaussian_aggregators_secure_use_rdp_accounting(cls, kwargs):
     agg = cls.calibrate(epsilon=2.0, delta=DELTA, num_queries=200, **kwargs)
     assert agg.noise == "secure" and agg.accountant == "rdp"
     acc = rdp_privacy_accountant.RdpAccountant()
-    acc.compose(dp_event.SelfComposedDpEvent(agg.per_query_event(), 200))
+    acc.compose(dp_event.SelfComposedDpEvent(agg.per_query_event().to_dp_event(accountant="rdp"), 200))
     assert agg.certified_epsilon == pytest.approx(acc.get_epsilon(DELTA), rel=1e-12)
     assert agg.certified_epsilon <= 2.0 * (1 + 1e-9)
     seeded = cls.calibrate(epsilon=2.0, delta=DELTA, num_queries=200, noise="seeded", **kwargs)

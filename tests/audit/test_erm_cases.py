@@ -17,12 +17,8 @@ from pate_stab.erm.density import private_histogram, private_histogram_samples
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation_sensitivity, rls_out
 from pate_stab.erm.solver import solve_erm
-from pate_stab.erm.validation import (
-    exponential_mechanism,
-    exponential_mechanism_samples,
-    stability_select,
-    stability_select_samples,
-)
+from pate_stab.erm.validation import stability_select, stability_select_samples
+from pate_stab.privacy.exponential import exponential_mechanism, exponential_mechanism_samples
 from pate_stab.privacy.noise import l2_laplace_vector, laplace
 
 

@@ -17,8 +17,8 @@ from pate_stab.aggregation.votes import distance_to_instability, gamma_histogram
 from pate_stab.audit.releaser_cases import soft_release_scan
 from pate_stab.privacy.calibration import calibrate
 from pate_stab.privacy.noise import UnitLaplaceStream
-from pate_stab.privacy.secure_noise import SecureSparseVector, SeededRandomSource
-from pate_stab.privacy.sparse_vector import above_threshold_scan
+from pate_stab.privacy.secure_noise import SeededRandomSource
+from pate_stab.privacy.sparse_vector import SecureLaplaceNoise, above_threshold_scan
 from pate_stab.rng import spawn_generators
 
 T = 2
@@ -66,22 +66,14 @@ def test_soft_scan_equals_seeded_releaser(gamma):
 
 def _recorded_draws(monkeypatch) -> list:
     draws: list = []
-    original = SecureSparseVector._draw
+    original = SecureLaplaceNoise._draw
 
-    def recording(self, scale):
-        value = original(self, scale)
-        draws.append((scale, value))
-        return value
-
-    original_many = SecureSparseVector._draw_many
-
-    def recording_many(self, scale, n):
-        values = original_many(self, scale, n)
-        draws.extend((scale, v) for v in values)
+    def recording(self, scale, n):
+        values = original(self, scale, n)
+        draws.extend((scale, int(v)) for v in values.tolist())
         return values
 
-    monkeypatch.setattr(SecureSparseVector, "_draw", recording)
-    monkeypatch.setattr(SecureSparseVector, "_draw_many", recording_many)
+    monkeypatch.setattr(SecureLaplaceNoise, "_draw", recording)
     return draws
 
 

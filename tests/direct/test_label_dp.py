@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import pate_stab.direct.label_dp as label_dp
-from pate_stab.direct.label_dp import channel_corrected_prior, train_lp_1st, train_lp_2st
+from pate_stab.direct.label_dp import channel_corrected_prior, train_alibi, train_lp_1st, train_lp_2st
 from pate_stab.privacy.discrete_noise import SeededRandomSource
 from pate_stab.privacy.randomized_response import rr_keep_probability
 from pate_stab.rng import seeded_generator
@@ -70,7 +70,7 @@ def test_channel_correction_inverts_randomised_response():
     assert torch.allclose(channel_corrected_prior(noisy, epsilon), truth, atol=1e-12)
 
 
-@pytest.mark.parametrize("train", [train_lp_1st, train_lp_2st])
+@pytest.mark.parametrize("train", [train_lp_1st, train_lp_2st, train_alibi])
 def test_learners_learn_from_randomised_labels(train):
     x, y = _task(n=4000)
     xe, ye = _task(n=1000, seed=5)
@@ -78,5 +78,6 @@ def test_learners_learn_from_randomised_labels(train):
     model = train(x, y, num_classes=4, epsilon=1.0, mean=torch.zeros(6), std=torch.ones(6),
                   source=SeededRandomSource(4), **extra)  # fmt: skip
     q = float(rr_keep_probability(1.0, 4))
-    assert (model.noisy_labels == y).double().mean() > q - 0.05  # labels were randomised (LP-2ST keeps more)
+    agree = float((model.noisy_labels == y).double().mean())  # labels were randomised (LP-2ST keeps more)
+    assert (0.25 if train is train_alibi else q - 0.05) < agree < 0.99
     assert (model.predict(xe) == ye).double().mean() > 0.9

@@ -10,13 +10,12 @@ from pate_stab.audit.harness import dp_test
 from pate_stab.erm.losses import HuberHingeLoss
 from pate_stab.erm.output_perturbation import (
     chaudhuri_output_perturbation,
-    l2_laplace_vectors,
     output_perturbation,
     output_perturbation_sensitivity,
     rls_out,
 )
 from pate_stab.erm.solver import solve_erm
-from pate_stab.privacy.noise import l2_laplace_vector
+from pate_stab.privacy.noise import l2_laplace_vector, l2_laplace_vectors
 from tests._stats import assert_not_refuted, assert_refuted
 
 from ._data import classification, neighbour, regression

@@ -170,3 +170,29 @@ def test_direction_auc_rejects_bad_input():
         cv2013_direction.direction_auc(x, y, generator=seeded_generator(0), thetas=[1.0], rounds=11)
     with pytest.raises(ValueError, match="y \\(n,\\)"):
         cv2013_direction.direction_auc(x, y[:50], generator=seeded_generator(0), thetas=[1.0])
+
+
+def test_direction_diagnosis_runs_on_magic_too(tmp_path):
+    """One protocol on both data sets: the min-max vs z-score diagnosis takes Magic's columns (a fake file here)."""
+    gen = torch.Generator().manual_seed(3)
+    n = 400
+    x = torch.rand(n, 10, generator=gen, dtype=torch.float64) * 50 + 10
+    y = (x[:, 0] + 0.5 * x[:, 1] + 10 * torch.randn(n, generator=gen, dtype=torch.float64) > 47).tolist()
+    (tmp_path / "magic").mkdir()
+    (tmp_path / "magic" / "magic04.data").write_text(
+        "\n".join(
+            ",".join(f"{v:.4f}" for v in row) + ("," + ("g" if lab else "h"))
+            for row, lab in zip(x.tolist(), y, strict=True)
+        )
+        + "\n"
+    )
+    out = tmp_path / "out"
+    res = cv2013_direction.diagnose_direction(
+        tmp_path, step_cache=None, seeds=[0], thetas=[1.0], out=out, dataset="Magic"
+    )
+    assert res["dataset"] == "Magic"
+    assert set(res["scalings"]) == {"minmax", "zscore"}
+    assert res["scalings"]["zscore"]["columns"] == 10 and res["scalings"]["zscore"]["rows"] == n
+    assert (out / "cv2013_magic_direction.json").exists() and (out / "cv2013_magic_direction.txt").exists()
+    with pytest.raises(ValueError, match="dataset"):
+        cv2013_direction.diagnose_direction(tmp_path, step_cache=None, seeds=[0], thetas=[1.0], out=out, dataset="Iris")

@@ -229,6 +229,34 @@ def test_soft_label_row_fails_when_a_released_bin_misses():
     assert [r.verdict for r in rv.btt_soft_verdicts_from(soft)] == ["yes", "partly"]
 
 
+def test_mse_margin_row_fails_for_a_nominal_gap():
+    s = _summary(
+        "p",
+        {"S": [(0.247, 0.0002)] * 3 + [(0.230, 0.0002)] * 3, "A": [(0.248, 0.0002)] * 6, "R": [(0.249, 0.0002)] * 6},
+        metric="mse",
+    )
+    # 0.001 below the best other is > 2 s.e. (a "significant" lead) but not a gap Fig. 1b can show
+    assert rv.cv_outperforms(s, "p", "S", ["A", "R"], "mse")[0] == [True] * 6
+    flags, parts = rv.cv_material_margin(s, "p", "S", ["A", "R"], rv.CV_MSE_MARGIN)
+    assert flags == [False] * 3 + [True] * 3
+    assert parts[0] == "α=0.3: 0.247 vs 0.248 (gap +0.0010)"
+
+
+def test_one_chosen_protocol_is_evaluated_on_both_data_sets_at_the_papers_100_rounds():
+    protos = rv.cv_protocols(rv.REPRO)
+    chosen = [p for p in protos if p.label.startswith(rv.CV_CHOSEN)]
+    assert [p.dataset for p in chosen] == ["Magic", "Adult"]
+    assert protos[:2] == chosen  # listed first
+    for p in chosen:
+        assert p.prefix == "paper-zscore" and p.splits == ("alphaSplit", "dataSplit")
+        assert "post hoc" in p.label
+        assert all(
+            p.summary[f"paper-zscore/{m}/{a}"]["runs"] == 100 for m in ("Stability", "Random") for a in rv.CV_ALPHAS
+        )
+    rows = [v for v in rv.cv_verdicts(rv.REPRO) if v.protocol.startswith("Magic: " + rv.CV_CHOSEN)]
+    assert any("a gap Fig. 1b can show" in v.claim for v in rows)
+
+
 def test_ligett_table_keeps_the_union_bound_runs_apart():
     rows = [
         {"dataset": "d", "method": "noise_reduction", "alpha": 0.05, "mean_epsilon": 1.0},

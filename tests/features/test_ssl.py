@@ -106,3 +106,31 @@ def test_ssl_errors():
         SSLConfig(temperature=float("nan"))
     with pytest.raises(ValueError, match="batch_size"):
         SSLConfig(batch_size=1)
+
+
+def test_ssl_features_move_each_image_set_to_the_device_once(monkeypatch):
+    """On a GPU the public images move there once (training, then the projection's fit), every
+    other set once, and no batch of images follows (the stand-in GPU of tests/device_moves.py keeps
+    the tensors on the CPU). On the CPU the features are bit-identical to a CPU fit."""
+    from tests.device_moves import fake_cuda_moves
+
+    public, private = _images(32, seed=0), _images(20, seed=1)
+
+    def features(device: str) -> tuple[torch.Tensor, torch.Tensor, SSLFeatures]:
+        f = SSLFeatures(TINY, generator=torch.Generator().manual_seed(5), pca_dim=4, device=device)
+        f.fit(public)
+        return f.transform(private), f.transform(public), f
+
+    cpu_private, cpu_public, cpu = features("cpu")
+    moves = fake_cuda_moves(monkeypatch)
+    gpu_private, gpu_public, gpu = features("cuda")
+    assert sorted(moves.with_trailing((1, 12, 12))) == [(20, 1, 12, 12), (32, 1, 12, 12), (32, 1, 12, 12)]
+    # the encoder's weights moved too (before training), each once
+    conv = next(gpu.encoder.parameters())
+    assert moves.count(tuple(conv.shape)) >= 1
+    torch.testing.assert_close(gpu_private, cpu_private, rtol=0, atol=0)
+    torch.testing.assert_close(gpu_public, cpu_public, rtol=0, atol=0)
+    assert gpu.history == cpu.history
+    assert gpu_private.device.type == "cpu"
+    state = gpu.state_dict()
+    assert all(v.device.type == "cpu" for v in state["encoder"].values())

@@ -258,3 +258,76 @@ def test_stop_after_failures_matches_online(seed):
         pos += len(done)
     got.extend([NOT_PROCESSED] * (200 - len(got)))
     assert got == ref
+
+
+# --------------------------------------------------------------------------- one core, two noise sources
+
+
+@pytest.mark.parametrize("noise", ["seeded", "secure"])
+def test_one_sparse_vector_runs_both_noise_sources(noise):
+    """The noise source is a parameter of the one SparseVector. Seeded: online and batch give the
+    same outputs. Secure (exact DLap, one source shared by both streams, so the draws interleave
+    differently): batch outputs equal the scan of the very values drawn, each used once."""
+    from pate_stab.privacy.secure_noise import SeededRandomSource
+    from pate_stab.privacy.sparse_vector import SecureLaplaceNoise
+
+    values = torch.tensor([9, 0, 12, 3, 8, 15, 1, 7, 11, 2, 10, 6], dtype=torch.int64)
+
+    def make(seed: int) -> SparseVector:
+        if noise == "seeded":
+            return SparseVector(threshold=6, noise_scale=1.5, max_unstable=3, noise="seeded",
+                                generator=torch.Generator().manual_seed(seed))  # fmt: skip
+        return SparseVector(threshold=6, noise_scale=1.5, max_unstable=3, noise="secure",
+                            source=SeededRandomSource(seed))  # fmt: skip
+
+    seen = set()
+    for seed in range(20):
+        sv = make(seed)
+        assert sv.noise == noise and sv.exact == (noise == "secure")
+        batch = sv.process_many(values)
+        seen.update(batch.tolist())
+        if noise == "seeded":
+            online_sv = make(seed)
+            online = [int(online_sv.process(int(v))) if not online_sv.halted else -1 for v in values.tolist()]
+            assert batch.tolist() == online, (seed, batch, online)
+            continue
+        assert isinstance(sv._noise, SecureLaplaceNoise) and sv.noise_scale == 1.5
+        replay = make(seed)
+        qn = replay._noise.peek("query", values.numel())  # the batch's order of draws: queries, then thresholds
+        tn = torch.cat([replay._threshold_noise, replay._noise.peek("threshold", 2)])
+        scan = above_threshold_scan(values, qn, tn, threshold=6, max_failures=3).outputs
+        assert torch.equal(scan, batch), (seed, scan, batch)
+    assert {-1, 0, 1} <= seen
+
+
+def test_sparse_vector_noise_arguments_are_checked():
+    from pate_stab.privacy.secure_noise import SeededRandomSource
+
+    with pytest.raises(TypeError, match="generator is required"):
+        SparseVector(threshold=0, noise_scale=1.0, max_unstable=1, noise="seeded")
+    with pytest.raises(TypeError, match="generator is for noise='seeded'"):
+        SparseVector(threshold=0, noise_scale=1.0, max_unstable=1, noise="secure", generator=torch.Generator())
+    with pytest.raises(TypeError, match="source is for noise='secure'"):
+        SparseVector(threshold=0, noise_scale=1.0, max_unstable=1, noise="seeded", generator=torch.Generator(),
+                     source=SeededRandomSource(0))  # fmt: skip
+    with pytest.raises(ValueError, match="noise must be"):
+        SparseVector(threshold=0, noise_scale=1.0, max_unstable=1, noise="os")
+    with pytest.raises(TypeError):  # secure noise: an integer threshold, integer values
+        SparseVector(threshold=0.5, noise_scale=1.0, max_unstable=1, noise="secure")
+    secure = SparseVector(threshold=0, noise_scale=1.0, max_unstable=1, noise="secure", source=SeededRandomSource(0))
+    with pytest.raises(TypeError):
+        secure.process_many(torch.tensor([0.5]))
+
+
+def test_both_stability_releasers_run_the_one_sparse_vector():
+    from pate_stab.aggregation.releaser import StabilityReleaser
+    from pate_stab.aggregation.soft_labels import SoftLabelReleaser
+    from pate_stab.privacy.calibration import calibrate
+
+    hard = calibrate(epsilon=8, delta=1e-5, num_queries=10, max_unstable=2, mode="tight")
+    soft = calibrate(epsilon=8, delta=1e-5, num_queries=10, max_unstable=2, mode="tight", soft_labels=True)
+    for noise, gen in (("secure", None), ("seeded", torch.Generator().manual_seed(0))):
+        rel = StabilityReleaser(hard, noise=noise, generator=gen)
+        assert type(rel._oqr._svt) is SparseVector and rel._oqr.noise == noise
+        srel = SoftLabelReleaser(soft, gamma=0.25, noise=noise, generator=gen)
+        assert type(srel._svt) is SparseVector and srel._svt.noise == noise

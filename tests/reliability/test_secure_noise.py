@@ -13,7 +13,6 @@ from scipy import stats
 from pate_stab.audit.harness import clopper_pearson
 from pate_stab.errors import HaltedError
 from pate_stab.privacy.secure_noise import (
-    SecureSparseVector,
     SeededRandomSource,
     SystemRandomSource,
     discrete_laplace,
@@ -26,6 +25,7 @@ from pate_stab.privacy.secure_noise import (
     snapping_epsilon,
     snapping_support_contains,
 )
+from pate_stab.privacy.sparse_vector import SparseVector
 
 ALPHA = 1e-6
 
@@ -103,19 +103,19 @@ def test_secure_sparse_vector_leak_rate():
 
 
 def test_secure_sparse_vector_cutoff_and_validation():
-    sv = SecureSparseVector(threshold=10**6, noise_scale=1, max_unstable=2, source=SeededRandomSource(0))
+    sv = SparseVector(threshold=10**6, noise_scale=1, max_unstable=2, noise="secure", source=SeededRandomSource(0))
     assert sv.process_many(torch.zeros(5, dtype=torch.int64)).tolist() == [0, 0, -1, -1, -1]
     assert sv.halted
     with pytest.raises(HaltedError):
         sv.process(0)
-    ok = SecureSparseVector(threshold=0, noise_scale=1, max_unstable=1, source=SeededRandomSource(0))
+    ok = SparseVector(threshold=0, noise_scale=1, max_unstable=1, noise="secure", source=SeededRandomSource(0))
     assert ok.process_many(torch.full((50,), 10**6)).tolist() == [1] * 50
     with pytest.raises(TypeError):
         ok.process_many(torch.tensor([0.5]))
     with pytest.raises((TypeError, ValueError)):
         ok.process(1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_unstable"):
-        SecureSparseVector(threshold=0, noise_scale=1, max_unstable=0)
+        SparseVector(threshold=0, noise_scale=1, max_unstable=0, noise="secure")
 
 
 # --------------------------------------------------------------------------- snapping

@@ -13,6 +13,7 @@ from pate_stab.cli import main
 from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run import TransferConfig
+from pate_stab.run.config import LABEL_DIRECT_LEARNERS
 from pate_stab.run.direct import DIRECT_LEARNERS, HEAD_LAMBDA, direct_legend, replace_one_equivalent, run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import release_spend_id
@@ -56,7 +57,7 @@ def prepared(tmp_path_factory):
 
 
 # the CNN: test_direct_cnn.py; the label-DP learners (label privacy only): test_direct_label_dp.py
-@pytest.mark.parametrize("learner", [n for n in DIRECT_LEARNERS if n != "dpsgd-cnn" and not n.startswith("rr-")])
+@pytest.mark.parametrize("learner", [n for n in DIRECT_LEARNERS if n != "dpsgd-cnn" and n not in LABEL_DIRECT_LEARNERS])
 def test_each_learner_is_charged_once_and_replays_its_model(prepared, learner):
     with _ledger(prepared) as ledger:
         before = ledger.spent()[0]
@@ -94,6 +95,26 @@ def test_relations_and_dpsgd_epsilon_is_the_accountants(prepared):
     legend = direct_legend([row, head], run_neighbouring="add_remove")
     assert "2 add/remove rows" in legend
     assert f"ε = {row['epsilon_replace_one'] + 2.0:.4g}" in legend
+
+
+def test_each_direct_spend_records_what_it_did_as_an_event(prepared):
+    """DP-SGD records its sampled-Gaussian steps, the heads their pure-DP heads (one-vs-rest: C at ε/C)."""
+    from pate_stab.privacy.accounting import implies_guarantee
+    from pate_stab.privacy.events import PureDpEvent, SampledGaussianEvent, SelfComposedEvent
+
+    with _ledger(prepared) as ledger:
+        rows = {n: run_direct(prepared, ledger, learner=n, epsilon=2.0, repeat=12, dpsgd=SMALL_DPSGD)
+                for n in ("dpsgd-linear", "output-softmax", "output-ovr")}  # fmt: skip
+        events = {n: ledger.entry(r["spend_id"]).event for n, r in rows.items()}
+    s = rows["dpsgd-linear"]["settings"]
+    assert events["dpsgd-linear"] == SampledGaussianEvent(
+        noise_multiplier=s["noise_multiplier"], sampling_rate=s["sample_rate"], steps=s["steps"]
+    )
+    dpsgd = rows["dpsgd-linear"]
+    assert implies_guarantee(events["dpsgd-linear"], epsilon=dpsgd["epsilon"], delta=prepared.config.delta)
+    assert events["output-softmax"] == PureDpEvent(2.0)
+    c = prepared.task.num_classes
+    assert events["output-ovr"] == SelfComposedEvent(PureDpEvent(2.0 / c), c)
 
 
 def test_a_replace_one_run_counts_dpsgd_by_group_privacy_and_the_heads_as_they_are(prepared, tmp_path):

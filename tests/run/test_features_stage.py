@@ -228,7 +228,7 @@ def test_scattering_runs_on_the_runs_gpu(tmp_path, monkeypatch):
     assert run_features.scattering_device(small(tmp_path, accelerator="gpu")) == "cuda"
     assert run_features.scattering_device(small(tmp_path, accelerator="auto")) == "cuda"
     assert run_features.scattering_device(small(tmp_path, accelerator="cpu")) == "cpu"
-    assert run_features.features_device(small(tmp_path, accelerator="gpu", features="ssl")) == "cpu"
+    assert run_features.features_device(small(tmp_path, accelerator="gpu", features="ssl")) == "cuda"
 
     made: list[object] = []
     real_make = run_features.make_features

@@ -460,7 +460,7 @@ def test_bad_selection_values(tmp_path, field, value, message):
 @pytest.mark.parametrize("aggregator", ["stability", "gnmax"])
 def test_crash_between_release_and_result_replays_without_drawing(tmp_path, monkeypatch, aggregator):
     """Audit defect D1: a spend recorded without its result must not buy a second draw of noise."""
-    from pate_stab.privacy.secure_noise import SecureSparseVector
+    from pate_stab.privacy.sparse_vector import SparseVector
 
     cfg = small(tmp_path, aggregator=aggregator, releaser_noise="secure", stop_after="release")
 
@@ -478,13 +478,13 @@ def test_crash_between_release_and_result_replays_without_drawing(tmp_path, monk
         spent = ledger.spent()
 
     draws = []
-    real_process = SecureSparseVector.process_many
+    real_process = SparseVector.process_many
 
     def counting_process(self, *args, **kwargs):
         draws.append("svt")
         return real_process(self, *args, **kwargs)
 
-    monkeypatch.setattr(SecureSparseVector, "process_many", counting_process)
+    monkeypatch.setattr(SparseVector, "process_many", counting_process)
     monkeypatch.setattr(
         "pate_stab.aggregation.baselines.gaussian", lambda *a, **k: draws.append("gauss") or torch.zeros(a[1])
     )

@@ -103,3 +103,31 @@ def test_errors():
     teachers = _teachers(PRIVATE, LABELS, SHARD_OF)
     with pytest.raises(ValueError, match="two classes"):
         teachers.predict_scores(QUERIES, binary=True)
+
+
+def test_graph_and_votes_move_whole_tensors_to_the_device_once(monkeypatch):
+    """On a GPU the public and private features move there once, the graph (and its PCA) is built
+    there, and the pool moves there once for every later vote request: no request moves its
+    queries (the stand-in GPU of tests/device_moves.py keeps the tensors on the CPU). The votes and
+    scores are bit-identical to the CPU's."""
+    from tests.device_moves import fake_cuda_moves
+
+    spec = PropagationSpec(num_neighbors=5, power=1.0, alpha=0.9, steps=10, pca_dim=3)
+    requests = [torch.tensor([5, 1, 5, 40]), torch.tensor([2, 3]), torch.arange(60)]
+
+    def run(device: str) -> tuple[list[torch.Tensor], torch.Tensor, PropagationTeachers]:
+        teachers = PropagationTeachers(PUBLIC, PRIVATE, LABELS, _shards(SHARD_OF), num_classes=3, spec=spec,
+                                       device=device)  # fmt: skip
+        votes = PoolVotes(teachers, QUERIES, 3, device=device)
+        return [votes.histograms(i) for i in requests], teachers.predict_scores(QUERIES), teachers
+
+    cpu_hist, cpu_scores, _ = run("cpu")
+    moves = fake_cuda_moves(monkeypatch)
+    gpu_hist, gpu_scores, teachers = run("cuda")
+    # public features (the graph), private features (their affinities), the pool (the votes): once each
+    assert sorted(moves.with_trailing((4,))) == [(60, 4), (80, 4), (200, 4)]
+    assert moves.count((80,)) == 2  # the labels and the shard map, once each
+    for cpu, gpu in zip(cpu_hist, gpu_hist, strict=True):
+        assert torch.equal(cpu, gpu) and gpu.device.type == "cpu"
+    torch.testing.assert_close(gpu_scores, cpu_scores, rtol=0, atol=0)
+    assert all(t.device.type == "cpu" for t in teachers.graph.state_dict()["pca"].values() if torch.is_tensor(t))

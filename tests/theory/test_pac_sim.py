@@ -13,8 +13,14 @@ from pate_stab.aggregation.votes import distance_to_instability
 from pate_stab.theory.erm_classes import threshold_erm
 from pate_stab.theory.pac import bootstrap_loglog_slope
 from pate_stab.theory.pac_sim import (
+    _window_binds,
     agnostic_offsets,
     distance_to_instability_np,
+    halfspace_near_queries,
+    halfspace_realizable_lines,
+    halfspace_student,
+    line_disagreement,
+    max_vertical_margin,
     near_queries,
     realizable_erm_error_limit,
     realizable_offsets,
@@ -163,6 +169,9 @@ def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
     report = pac_rates.main(["--quick", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "pac_rates.json").read_text())
     assert saved["slopes"] and {s["metric"] for s in saved["slopes"]} >= {"priv_disagree", "student_disagree"}
+    assert {(s["class"], s["setting"]) for s in saved["slopes"]} >= {("halfspace", "realizable")}
+    hs = [s for s in saved["summary"] if s["class"] == "halfspace"]
+    assert hs and all("student_nonseparable_runs" in s and s["nonprivate_disagree_mean"] > 0 for s in hs)
     for s in report["slopes"]:
         assert s["ci_low"] <= s["slope"] <= s["ci_high"] or math.isnan(s["ci_low"])
         assert math.isfinite(s["bound_slope"])
@@ -170,3 +179,134 @@ def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
     assert usable and all(s["priv_disagree_mean"] <= s["bound_T_over_m"] + 3 * 0.05 for s in usable)
     for name in ("pac_rates_runs.csv", "pac_rates_summary.csv", "pac_rates_slopes.csv"):
         assert (tmp_path / name).stat().st_size > 0
+
+
+# --- halfspaces in R² (realizable) -----------------------------------------------------------
+
+
+def _segments(u: np.ndarray, v: np.ndarray, mask: np.ndarray):
+    """Per-row points of (k, p) arrays under ``mask``, split by class, as max_vertical_margin takes them."""
+    pos, neg = mask & (v >= 0), mask & (v < 0)
+    return (u[pos], v[pos], pos.sum(1), u[neg], v[neg], neg.sum(1))
+
+
+def test_line_disagreement_is_the_area_between_the_lines():
+    rng = np.random.default_rng(10)
+    a, b = rng.normal(0, 0.3, 50), rng.normal(0, 0.1, 50)
+    grid = (np.arange(200_000) + 0.5) / 200_000
+    numeric = np.abs(a[:, None] * grid[None, :] + b[:, None]).mean(1)
+    assert np.allclose(line_disagreement(a, b), numeric, atol=1e-9)
+
+
+def test_max_vertical_margin_is_the_max_and_the_window_gives_the_full_samples_answer():
+    rng = np.random.default_rng(11)
+    k, p = 150, 40
+    u, v = rng.random((k, p)), rng.random((k, p)) - 0.5
+    full = max_vertical_margin(*_segments(u, v, np.ones((k, p), dtype=bool)), np.full(k, 50.0))
+    alpha, beta, top, bottom = full
+    assert (top > bottom).all()  # realizable: a consistent line exists and the gap is positive
+    # G(α*) is the maximum: no α on a fine grid around it does better
+    grid = alpha[:, None] + np.linspace(-0.05, 0.05, 801)[None, :]
+    pos = np.where(v >= 0, v, np.inf)[:, None, :] - grid[:, :, None] * np.where(v >= 0, u, 0.0)[:, None, :]
+    neg = np.where(v < 0, v, -np.inf)[:, None, :] - grid[:, :, None] * np.where(v < 0, u, 0.0)[:, None, :]
+    g_grid = (pos.min(2) - neg.max(2)).max(1)
+    assert (top - bottom >= g_grid - 1e-12).all()
+    # the window's answer is the full sample's wherever the check says nothing outside binds
+    half = 5.0 / p
+    win = max_vertical_margin(*_segments(u, v, np.abs(v) <= half), np.full(k, 50.0))
+    bad = _window_binds(win[0], win[2], win[3], np.full(k, half), np.full(k, 50.0))
+    assert 0.05 < bad.mean() < 0.95  # both branches exercised
+    assert np.array_equal(win[0][~bad], alpha[~bad]) and np.array_equal(win[1][~bad], beta[~bad])
+
+
+def _full_halfspace_errors(n_per: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    u, v = rng.random((k, n_per)), rng.random((k, n_per)) - 0.5
+    a, b, _, _ = max_vertical_margin(*_segments(u, v, np.ones((k, n_per), dtype=bool)), np.full(k, 50.0))
+    return line_disagreement(a, b)
+
+
+def test_halfspace_lines_have_the_law_of_the_full_erm():
+    rng = np.random.default_rng(12)
+    k, n_per = 6000, 120
+    full = _full_halfspace_errors(n_per, k, rng)
+    a, b, info = halfspace_realizable_lines(np.full(k, n_per), rng)
+    fast = line_disagreement(a, b)
+    assert info["rounds"] >= 1  # the window grew for some shards
+    se = math.hypot(full.std(), fast.std()) / math.sqrt(k)
+    assert abs(full.mean() - fast.mean()) < 4 * se
+    # a wrong sample size (the slip of drawing the window's points at half the density) is detected
+    a2, b2, _ = halfspace_realizable_lines(np.full(k, n_per // 2), rng)
+    assert abs(full.mean() - line_disagreement(a2, b2).mean()) > 4 * se
+
+
+def test_halfspace_near_queries_count_votes_exactly_and_cover_the_near_region():
+    rng = np.random.default_rng(13)
+    k, m, cutoff = 201, 400_000, 15.0
+    a, b, _ = halfspace_realizable_lines(np.full(k, 200), rng)
+    hq = halfspace_near_queries(a, b, m, cutoff, rng, bins=16)
+    brute = (a[None, :] * hq.u[:, None] + b[None, :] <= hq.v[:, None]).sum(1)
+    assert np.array_equal(hq.ones, brute)
+    assert (distance_to_instability_np(hq.ones, k) < cutoff).all()
+    assert np.array_equal(hq.clean, (hq.v >= 0).astype(np.int64))
+    # far queries kept for the student carry the majority vote
+    far_ones = (a[None, :] * hq.far_u[:, None] + b[None, :] <= hq.far_v[:, None]).sum(1)
+    assert np.array_equal(hq.far_label, (2 * far_ones > k).astype(np.int64))
+    assert (distance_to_instability_np(far_ones, k) >= cutoff).all()
+    # expected counts against a Monte Carlo over the whole square
+    x = rng.random(600_000)
+    y = rng.random(600_000) - 0.5
+    ones = np.zeros(x.shape[0], dtype=np.int64)
+    for j in range(k):
+        ones += a[j] * x + b[j] <= y
+    near = distance_to_instability_np(ones, k) < cutoff
+    exp_near = m * near.mean()
+    assert abs(hq.ones.shape[0] - exp_near) < 5 * math.sqrt(exp_near) + 0.02 * exp_near
+    wrong = (~near) & ((2 * ones > k) != (y >= 0))
+    exp_wrong = m * wrong.mean()
+    assert abs(hq.far_wrong - exp_wrong) < 5 * math.sqrt(exp_wrong + 1) + 0.02 * exp_wrong
+
+
+def test_halfspace_student_separates_clean_labels_and_is_checked():
+    rng = np.random.default_rng(14)
+    k = 501
+    a, b, _ = halfspace_realizable_lines(np.full(k, 300), rng)
+    hq = halfspace_near_queries(a, b, 200_000, 30.0, rng, bins=16)
+    alpha, beta, separable, verified = halfspace_student(hq, hq.clean.copy())
+    assert separable and verified
+    yy = np.concatenate([hq.clean, hq.far_label])
+    uu, vv = np.concatenate([hq.u, hq.far_u]), np.concatenate([hq.v, hq.far_v])
+    if (hq.far_label == (hq.far_v >= 0)).all():  # all labels clean: the student's line separates them
+        assert ((vv >= alpha * uu + beta) == (yy == 1)).all()
+    # labels that no line separates are reported as such
+    flipped = hq.clean.copy()
+    if flipped.size >= 2:
+        flipped[np.argmax(hq.v)] = 0
+        flipped[np.argmin(hq.v)] = 1
+        assert not halfspace_student(hq, flipped)[2]
+
+
+def test_pac_rates_refuses_a_seed_list_that_does_not_match_the_grid(tmp_path, capsys):
+    pac_rates = load_recipe("repro/pac_rates.py")
+
+    with pytest.raises(SystemExit):
+        pac_rates.main(
+            ["--classes", "halfspace", "--halfspace-points", "3", "--halfspace-seeds", "4", "2", "--out", str(tmp_path)]
+        )
+    assert "--halfspace-seeds" in capsys.readouterr().err
+    assert not (tmp_path / "pac_rates.json").exists()
+    with pytest.raises(SystemExit):
+        pac_rates.main(["--classes", "ellipse", "--out", str(tmp_path)])
+    assert "unknown" in capsys.readouterr().err
+
+
+def test_pac_rates_jobs_change_nothing_but_time(tmp_path):
+    pac_rates = load_recipe("repro/pac_rates.py")
+
+    common = ["--classes", "threshold", "halfspace", "--settings", "realizable", "--bootstrap", "50"]
+    common += ["--realizable-n", "1e6", "2e6", "--realizable-points", "2", "--realizable-seeds", "3"]
+    common += ["--halfspace-n", "1e6", "2e6", "--halfspace-points", "2", "--halfspace-seeds", "2"]
+    one = pac_rates.main([*common, "--out", str(tmp_path / "a")])
+    two = pac_rates.main([*common, "--jobs", "2", "--stem", "two", "--out", str(tmp_path / "b")])
+    strip = lambda rep: [{k: v for k, v in s.items() if k != "seconds"} for s in rep["summary"]]  # noqa: E731
+    assert strip(one) == strip(two) and one["slopes"] == two["slopes"]
+    assert (tmp_path / "b" / "two.json").exists() and (tmp_path / "b" / "two_summary.csv").exists()
