@@ -37,7 +37,8 @@ ledger: a new use of the data that the user accounts for). Repeated ε values ar
 is one spend id per repeat).
 
 One relation per ledger: the releasers and the convex heads spend under the run's relation; DP-SGD
-(add/remove) in a replace-one run is counted by group privacy (:meth:`pate_stab.privacy.ledger.PrivacyLedger.cost`).
+(add/remove) in a replace-one run is counted by group privacy
+(:meth:`pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger.cost`).
 
 Where the stability releaser cannot answer at a setting, the row says which k (at this ε) or
 which ε (with this k) a unanimous vote would need (:func:`pate_stab.theory.teachers_for_unanimous_answer`).
@@ -56,10 +57,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pate_stab._validation import check_int
+from pate_stab._checks import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.rng import spawn_generators
 from pate_stab.run.compare_table import (
     format_rows,

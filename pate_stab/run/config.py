@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec
 from pate_stab.aggregation.releaser import NOISE_MODES
 from pate_stab.features.pca import check_pca_dim
-from pate_stab.privacy.ledger import NEIGHBOURING_RELATIONS
+from pate_stab.privacy.ledger.privacy_ledger import NEIGHBOURING_RELATIONS
 from pate_stab.run.config_names import (
     _WIDTH_FIELDS,
     DATASETS,

@@ -72,7 +72,7 @@ functions of λ' n = λ N, are the paper's with n := N. n stays inside the mecha
 recorded nor published.
 
 Relations. The ledger's header holds the run's relation, the ledger counts every spend under it
-(:meth:`pate_stab.privacy.ledger.PrivacyLedger.cost`), and every direct spend records its own in
+(:meth:`pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger.cost`), and every direct spend records its own in
 its metadata (``neighbouring``) and every row states it. The heads spend under the run's relation
 (above); DP-SGD under add/remove, which a replace-one ledger counts as (2ε, (1 + e^ε) δ) (group
 privacy over the removal and the addition); a replace-one guarantee would imply no add/remove
@@ -85,7 +85,7 @@ against anyone who knows the seed. What kind of noise each learner draws (:data:
 stated in every row's note and settings):
 
 * output perturbation (``output-*``): **exact**. The weights are released on a power-of-two lattice
-  with exact discrete Laplace noise (:func:`pate_stab.privacy.lattice_noise.lattice_laplace`, bits
+  with exact discrete Laplace noise (:func:`pate_stab.privacy.noise.lattice.lattice_laplace`, bits
   from ``os.urandom`` or the seeded source), calibrated to the ℓ1 sensitivity implied by the ℓ2
   bound plus the rounding's: no floating-point noise is published (Mironov 2012's attack).
 * objective perturbation (``objective-*``): **floating point**. The l2-Laplace vector b (Gamma norm,
@@ -111,7 +111,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_epsilon, check_int
+from pate_stab._checks import check_epsilon, check_int
 from pate_stab.direct import cnn
 from pate_stab.direct.dpsgd import (
     DPSGDConfig,
@@ -136,11 +136,11 @@ from pate_stab.erm.multinomial import check_class_labels, softmax_objective_pert
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.alibi import ALIBI_RESOLUTION, alibi_event, alibi_scale
-from pate_stab.privacy.discrete_noise import RandomSource, SeededRandomSource, SystemRandomSource
-from pate_stab.privacy.events import PureDpEvent, SelfComposedEvent
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.randomized_response import rr_event
+from pate_stab.privacy.accounting.events import PureDpEvent, SelfComposedEvent
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.alibi import ALIBI_RESOLUTION, alibi_event, alibi_scale
+from pate_stab.privacy.mechanisms.randomized_response import rr_event
+from pate_stab.privacy.noise.discrete import RandomSource, SeededRandomSource, SystemRandomSource
 from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS, LABEL_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
@@ -194,9 +194,9 @@ NOISE_KINDS = {
     "dpsgd": "floating point: Gaussian from a torch generator, Opacus secure_mode noise in secure runs (no exact "
     "sampler; torchcsprng is not used)",
     "rr": "exact: rational keep probabilities below e^ε/(e^ε + k − 1) and uniform integer draws by rejection "
-    "(pate_stab.privacy.randomized_response)",
+    "(pate_stab.privacy.mechanisms.randomized_response)",
     "alibi": "exact: discrete Laplace on the scaled one-hot label (Canonne, Kamath & Steinke 2020, Alg 2; "
-    "pate_stab.privacy.alibi)",
+    "pate_stab.privacy.mechanisms.alibi)",
 }
 """The kind of noise each family of direct learners draws (module docstring), by name prefix."""
 _NOISE_NOTES = {

@@ -21,10 +21,11 @@ from typing import Any
 
 import torch
 
+from pate_stab.aggregation.plan import RunPlan, plan_for_config
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
-from pate_stab.privacy.private_files import PRIVATE_KEY_NAME, tighten_private_tree
+from pate_stab.privacy.ledger.private_files import PRIVATE_KEY_NAME, tighten_private_tree
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import (
     DIRECT_LEARNER_NAMES,
@@ -35,7 +36,6 @@ from pate_stab.run.config import (
 )
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
-from pate_stab.run.plan import RunPlan, plan_for_config
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, compute_device, report_stage
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
@@ -321,7 +321,7 @@ def prepare(
 
     ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
     Data is loaded and checked before the run folder is touched: bad input trains and spends nothing.
-    ``on_plan`` receives the run's plan (:func:`~pate_stab.run.plan.plan_for_config`) once the data
+    ``on_plan`` receives the run's plan (:func:`~pate_stab.aggregation.plan.plan_for_config`) once the data
     is loaded, before the budget check and any training: it holds the private size n, so show it
     to the user, never publish it.
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pate_stab.data.own import OwnData
-from pate_stab.privacy.ledger import PrivacyLedger, recorded_budget
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, recorded_budget
 from pate_stab.rng import seeded_generator, spawn_generators
 from pate_stab.run.config import STUDENT_FIELDS, TransferConfig
 from pate_stab.run.data import pool_truth

@@ -5,7 +5,7 @@ takes them from a file written by any program and releases labels (or ⊥) for e
 any aggregator of the registry, with the same ledger, replay and report as the main job.
 
 The votes file — its layouts (``predictions``, ``counts``, ``scores``) and formats (``.npy``,
-``.pt``, ``.csv``) — is read and checked by :mod:`pate_stab.run.votes_file`, whose names are
+``.pt``, ``.csv``) — is read and checked by :mod:`pate_stab.data.votes_file`, whose names are
 re-exported here. Bad input raises :class:`VotesError` naming the problem before the ledger is
 opened, so nothing is spent; so do settings the aggregator refuses: the releaser is built (and
 so checked) before the ledger is opened, and bound to it only for the release.
@@ -65,16 +65,16 @@ import torch
 
 from pate_stab.aggregation.base import inputs_digest
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, make_releaser
+from pate_stab.data.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.ledger import PRIVACY_UNITS, PrivacyLedger, anchor_path
-from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
+from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS, PrivacyLedger, anchor_path
+from pate_stab.privacy.ledger.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.rng import seeded_generator
 from pate_stab.run.config import check_cap
 from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend, clean_json, noise_report, open_run_ledger
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
-from pate_stab.run.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 
 __all__ = [
     "LAYOUTS",

@@ -23,8 +23,8 @@ from typing import Any
 from torch import Tensor
 
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
-from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
+from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS, check_cap
 from pate_stab.run.data_dependent import split_data_dependent
 from pate_stab.run.prepare import Prepared
@@ -105,7 +105,7 @@ def open_ledger(
     :func:`check_plan_budget` before drawing any noise.
 
     It is a published file, so it is written without wall-clock times
-    (:class:`~pate_stab.privacy.ledger.PrivacyLedger`, ``timestamps=False``).
+    (:class:`~pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger`, ``timestamps=False``).
 
     Raises:
         ValueError: a cap that is not a positive ε or a δ in [0, 1).
@@ -149,8 +149,8 @@ class PlannedSpend:
 def plan_cost(spends: list[PlannedSpend], *, neighbouring: str, privacy_unit: str = "record") -> tuple[float, float]:
     """What ``spends`` count together in a ledger under ``neighbouring`` and ``privacy_unit`` (basic
     composition; an add/remove spend in a replace-one ledger by group privacy,
-    :func:`~pate_stab.privacy.ledger.replace_one_cost`; a record spend in a label ledger as in any
-    replace-one ledger, :meth:`~pate_stab.privacy.ledger.PrivacyLedger.cost`).
+    :func:`~pate_stab.privacy.ledger.privacy_ledger.replace_one_cost`; a record spend in a label ledger as in any
+    replace-one ledger, :meth:`~pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger.cost`).
 
     Raises:
         ValueError: a replace-one spend for an add/remove ledger (it implies no add/remove guarantee),

@@ -58,13 +58,13 @@ from typing import Any
 
 from torch import Tensor
 
+from pate_stab.aggregation.plan import RunPlan
 from pate_stab.data.own import OwnData
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, IMAGE_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.direct import check_direct_config, check_direct_inputs, direct_planned_spend, run_direct
-from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
@@ -253,7 +253,7 @@ def run_transfer(
     data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
 
     ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
-    ``on_plan`` receives the run's plan (:mod:`pate_stab.run.plan`) before the budget check and
+    ``on_plan`` receives the run's plan (:mod:`pate_stab.aggregation.plan`) before the budget check and
     any training (the command line prints it; it holds the private size n: not for publication).
 
     Raises:

@@ -5,7 +5,7 @@ A row's ``privacy_unit`` is the unit its run ranks it under: the run's ledger's 
 record privacy (the default) a neighbour differs in one record's inputs and label; under label
 privacy in one record's label. A record guarantee implies a label guarantee (a changed label is
 a replaced record: replace-one holds as it is, add/remove by group privacy,
-:func:`pate_stab.privacy.ledger.replace_one_cost`), so a label run may hold record-private rows,
+:func:`pate_stab.privacy.ledger.privacy_ledger.replace_one_cost`), so a label run may hold record-private rows,
 counted in label terms. A label guarantee implies no record guarantee (the inputs are unprotected),
 so a record run holds no label-private row: :func:`check_learner_units` refuses such a plan before
 anything is read or trained, and :func:`best_per_epsilon` refuses to rank rows of two units together.
@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pate_stab.privacy.ledger import PRIVACY_UNITS
+from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS
 from pate_stab.run.config_names import LABEL_DIRECT_LEARNERS
 
 __all__ = [

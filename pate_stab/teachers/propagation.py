@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_tensor
+from pate_stab._checks import check_int, check_tensor
 from pate_stab.features.propagation import PoolGraph, kernel_class_scores, to_sparse_csr
 
 __all__ = ["PropagationSpec", "PropagationTeachers"]

@@ -18,7 +18,7 @@ FORBIDDEN = (
     "pate_stab.student",
     "pate_stab.aggregation",
 )
-ALLOWED_PATE_STAB = ("pate_stab", "pate_stab._validation", "pate_stab.errors", "pate_stab.rng")
+ALLOWED_PATE_STAB = ("pate_stab", "pate_stab._checks", "pate_stab.errors", "pate_stab.rng")
 
 
 def _loaded_after_importing_privacy() -> list[str]:

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from pate_stab.errors import LedgerError
-from pate_stab.privacy.ledger import PrivacyLedger, replace_one_cost
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, replace_one_cost
 from pate_stab.run.report import PlannedSpend, plan_cost
 
 

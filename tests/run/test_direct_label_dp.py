@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from pate_stab.privacy.events import PureDpEvent
+from pate_stab.privacy.accounting.events import PureDpEvent
 from pate_stab.run import TransferConfig
 from pate_stab.run.compare import run_compare
 from pate_stab.run.config import LABEL_DIRECT_LEARNERS

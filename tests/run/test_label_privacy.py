@@ -159,7 +159,7 @@ def test_a_compare_that_would_rank_a_label_learner_under_record_privacy_is_refus
 
 def test_the_api_and_the_command_line_take_the_unit(tmp_path):
     from pate_stab import transfer_arrays
-    from pate_stab.cli import build_parser
+    from pate_stab.cli.commands import build_parser
 
     x, y = make_gaussian_mixture(900, num_classes=C, dim=5, separation=3.0, generator=torch.Generator().manual_seed(0))
     result = transfer_arrays(

@@ -7,8 +7,8 @@ P[Lap(1/ε) > Γ] = e^{−εΓ}/2, which Γ = log(1/δ)/ε bounds by δ/2 (Thm 3
 
 Alg 3 runs this test once per query inside sparse vector: threshold ŵ = w + Lap(λ), query noise
 Lap(2λ) (Alg 2 with ε = 1/(2λ)), a fresh ŵ after every ⊥, halting at the cutoff. The privacy of the
-⊤/⊥ pattern is that of :class:`~pate_stab.privacy.sparse_vector.SparseVector`; releasing the
-exact answer on ⊤ adds the leak δ of :mod:`pate_stab.privacy.calibration` (DESIGN fact 3).
+⊤/⊥ pattern is that of :class:`~pate_stab.privacy.mechanisms.sparse_vector.SparseVector`; releasing the
+exact answer on ⊤ adds the leak δ of :mod:`pate_stab.privacy.mechanisms.calibration` (DESIGN fact 3).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_generator,
     check_int,
     check_nonnegative,
@@ -26,9 +26,9 @@ from pate_stab._validation import (
     check_real,
     check_tensor,
 )
-from pate_stab.privacy.discrete_noise import RandomSource
-from pate_stab.privacy.noise import laplace
-from pate_stab.privacy.sparse_vector import PASSED, SparseVector
+from pate_stab.privacy.mechanisms.sparse_vector import PASSED, SparseVector
+from pate_stab.privacy.noise.discrete import RandomSource
+from pate_stab.privacy.noise.seeded import laplace
 
 __all__ = ["stability_release", "OnlineQueryRelease"]
 
@@ -67,15 +67,15 @@ class OnlineQueryRelease:
 
     Each query comes with its exact answer f_i(D) (an integer code here) and its distance to
     instability; the answer is released on ⊤ and replaced by ``bottom`` on ⊥. The mechanism
-    halts after ``max_unstable`` ⊥ (see :mod:`pate_stab.privacy.sparse_vector` for the exact
+    halts after ``max_unstable`` ⊥ (see :mod:`pate_stab.privacy.mechanisms.sparse_vector` for the exact
     cutoff) and releases nothing afterwards.
 
     Args:
-        noise_scale: λ (from :func:`pate_stab.privacy.calibration.calibrate`).
+        noise_scale: λ (from :func:`pate_stab.privacy.mechanisms.calibration.calibrate`).
         threshold: w (idem; an integer with secure noise).
         max_unstable: T, the number of failed tests before halting.
         noise, generator, source: the sparse vector's noise source
-            (:class:`~pate_stab.privacy.sparse_vector.SparseVector`): secure (exact discrete
+            (:class:`~pate_stab.privacy.mechanisms.sparse_vector.SparseVector`): secure (exact discrete
             Laplace; distances must be integers) or seeded (float64 from ``generator``).
         bottom: the code returned for ⊥ and for queries after halting (default −1).
     """

@@ -1,6 +1,6 @@
 """The ``pate-stab`` command line's configuration flags: the demo's settings, the flags of
 ``demo``, ``transfer`` and ``compare``, and the step from parsed flags (and a recipe YAML) to a
-:class:`~pate_stab.run.config.TransferConfig`. Used by :mod:`pate_stab.cli`.
+:class:`~pate_stab.run.config.TransferConfig`. Used by :mod:`pate_stab.cli.commands`.
 """
 
 from __future__ import annotations

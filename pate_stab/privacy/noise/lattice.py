@@ -10,7 +10,7 @@ The mechanism (:func:`lattice_laplace`), for ``v = f(D) ∈ ℝ^D`` with ‖f(D)
 1. a grid γ = 2^e, the largest power of two with γ ≤ Δ / (G·√D) (G = :data:`GRID_FACTOR`);
 2. k = round(v / γ) ∈ ℤ^D (division by a power of two and rounding are exact on doubles);
 3. Z ∈ ℤ^D, coordinates independent exact discrete Laplace with scale t (P[Z_i = z] ∝ e^{−|z|/t};
-   Canonne, Kamath & Steinke 2020, Alg 2: :func:`~pate_stab.privacy.discrete_noise.discrete_laplace`);
+   Canonne, Kamath & Steinke 2020, Alg 2: :func:`~pate_stab.privacy.noise.discrete.discrete_laplace`);
 4. release γ·(k + Z) (an integer times a power of two: exact while |k + Z| < 2^53).
 
 Privacy. Rounding moves each coordinate by at most ½, so |k_i − k′_i| ≤ |v_i − v′_i|/γ + 1 and
@@ -33,8 +33,8 @@ from fractions import Fraction
 
 import torch
 
-from pate_stab._validation import check_epsilon, check_positive, check_tensor
-from pate_stab.privacy.discrete_noise import RandomSource, _source, discrete_laplace
+from pate_stab._checks import check_epsilon, check_positive, check_tensor
+from pate_stab.privacy.noise.discrete import RandomSource, _source, discrete_laplace
 
 __all__ = ["GRID_FACTOR", "LatticeRelease", "lattice_grid", "lattice_laplace", "lattice_scale"]
 

@@ -1,14 +1,14 @@
 """Composition of privacy events: ε(δ), δ(ε), guarantees, and closed-form composition bounds.
 
-The events themselves (:class:`~pate_stab.privacy.events.SparseVectorEvent`,
-:class:`~pate_stab.privacy.events.LaplaceEvent`, …) live in :mod:`pate_stab.privacy.events`;
+The events themselves (:class:`~pate_stab.privacy.accounting.events.SparseVectorEvent`,
+:class:`~pate_stab.privacy.accounting.events.LaplaceEvent`, …) live in :mod:`pate_stab.privacy.accounting.events`;
 this module composes them with the privacy-loss-distribution (PLD) accountant of Google's
 ``dp_accounting`` (Koskela et al. 2020; Doroshenko et al. 2022). Every PLD is the *pessimistic*
-estimate (see :mod:`pate_stab.privacy.events`), so the ε(δ) and δ(ε) reported are upper bounds
+estimate (see :mod:`pate_stab.privacy.accounting.events`), so the ε(δ) and δ(ε) reported are upper bounds
 on the true ones, never optimistic.
 
 Ex-post privacy (Ligett et al. 2017, Def 2.3) is not an (ε, δ) guarantee and does not compose
-into one: an :class:`~pate_stab.privacy.events.ExPostEvent` is refused here.
+into one: an :class:`~pate_stab.privacy.accounting.events.ExPostEvent` is refused here.
 
 The same events are also composed by dp-accounting's own accountants (:func:`accountant_epsilon`:
 its PLD accountant, or its RDP accountant for events without a valid PLD such as the discrete
@@ -16,7 +16,7 @@ Gaussian), which is how PATE's aggregators certify and calibrate their noise
 (:func:`calibrate_scale`); :func:`implies_guarantee` accepts a declared (ε, δ) that any of these
 upper bounds proves.
 
-The persistent ledger is :mod:`pate_stab.privacy.ledger`; it imports this module, never the
+The persistent ledger is :mod:`pate_stab.privacy.ledger.privacy_ledger`; it imports this module, never the
 other way round.
 """
 
@@ -30,13 +30,13 @@ from dp_accounting import mechanism_calibration, privacy_accountant
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_delta,
     check_int,
     check_nonnegative,
     check_positive,
 )
-from pate_stab.privacy.events import (
+from pate_stab.privacy.accounting.events import (
     DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
     ApproxDpEvent,
     ComposedEvent,

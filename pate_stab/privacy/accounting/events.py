@@ -5,13 +5,13 @@ Mechanisms never add up ε themselves: each one describes what it did as a small
 privacy loss distribution (PLD) in Google's ``dp_accounting`` (Koskela et al. 2020; Doroshenko
 et al. 2022): privacy losses are rounded **up** to a multiple of ``value_discretization_interval``
 (default 1e-4) and mass cut off in the tails goes to the loss +∞, so every ε(δ) and δ(ε) derived
-from it is an upper bound on the true one, never optimistic. :mod:`pate_stab.privacy.accounting`
-turns compositions of events into ε(δ) / δ(ε) and guarantees; :mod:`pate_stab.privacy.ledger`
+from it is an upper bound on the true one, never optimistic. :mod:`pate_stab.privacy.accounting.composition`
+turns compositions of events into ε(δ) / δ(ε) and guarantees; :mod:`pate_stab.privacy.ledger.privacy_ledger`
 records them.
 
 Neighbouring relation: events describe a mechanism's sensitivity; the relation under which that
 sensitivity holds (add/remove by default in pate_stab, as in the papers; replace-one on request)
-is stated in the ledger header (:class:`pate_stab.privacy.ledger.PrivacyLedger`), not per event.
+is stated in the ledger header (:class:`pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger`), not per event.
 
 Ex-post privacy (Ligett et al. 2017, Def 2.3) is not an (ε, δ) guarantee and does not compose
 into one: :class:`ExPostEvent` is recorded as what it is and has no PLD.
@@ -19,7 +19,7 @@ into one: :class:`ExPostEvent` is recorded as what it is and has no PLD.
 One vocabulary for every spend. Besides its PLD, an event that has a counterpart in
 ``dp_accounting.dp_event`` converts to it (:meth:`PrivacyEvent.to_dp_event`), so that PATE's
 aggregators (:mod:`pate_stab.aggregation.baselines`) and DP-SGD (:mod:`pate_stab.direct.dpsgd`)
-describe their spends in these records and :mod:`pate_stab.privacy.accounting` composes them with
+describe their spends in these records and :mod:`pate_stab.privacy.accounting.composition` composes them with
 dp-accounting's PLD or RDP accountant. Events whose noise law has no valid PLD here — the discrete
 Gaussian (Canonne, Kamath & Steinke 2020 bound its Rényi divergence, not its loss distribution)
 and zCDP bounds — convert for the RDP accountant only and refuse a PLD.
@@ -37,7 +37,7 @@ from dp_accounting.pld import common as _pld_common
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
-from pate_stab._validation import check_delta, check_int, check_nonnegative, check_positive
+from pate_stab._checks import check_delta, check_int, check_nonnegative, check_positive
 
 __all__ = [
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
@@ -345,7 +345,7 @@ class SelfComposedEvent(PrivacyEvent):
 class DiscreteLaplaceEvent(PrivacyEvent):
     """Integer noise with P[X = x] ∝ exp(−``noise_parameter``·|x|) on an integer query of sensitivity ``sensitivity``.
 
-    The exact discrete Laplace of :func:`pate_stab.privacy.discrete_noise.discrete_laplace` with
+    The exact discrete Laplace of :func:`pate_stab.privacy.noise.discrete.discrete_laplace` with
     parameter a (scale 1/a). PLD: ``from_discrete_laplace_mechanism`` (pessimistic); dp-accounting
     event ``DiscreteLaplaceDpEvent(a, sensitivity)``.
     """

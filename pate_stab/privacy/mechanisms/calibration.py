@@ -32,13 +32,13 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from pate_stab._validation import check_delta, check_epsilon, check_int, check_positive, check_probability, check_real
-from pate_stab.privacy.accounting import (
+from pate_stab._checks import check_delta, check_epsilon, check_int, check_positive, check_probability, check_real
+from pate_stab.privacy.accounting.composition import (
     advanced_composition_epsilon,
     epsilon_for_delta,
     optimal_homogeneous_composition_delta,
 )
-from pate_stab.privacy.events import SparseVectorEvent
+from pate_stab.privacy.accounting.events import SparseVectorEvent
 
 __all__ = [
     "Calibration",

@@ -24,8 +24,8 @@ Exact randomness. The keep probability is a rational q_k = a_k / 2^40 strictly b
 e^ε/(e^ε + k − 1) (:func:`rr_keep_probability`: floor, then one step lower, so float rounding of
 e^ε cannot push it above). The ratios are then q(k − 1)/(1 − q) < e^ε and k·q < e^ε: the mechanism
 actually run is ε-DP exactly, not up to float error. Every draw is a uniform integer from a
-:class:`~pate_stab.privacy.discrete_noise.RandomSource` by rejection (the OS's CSPRNG by default;
-:class:`~pate_stab.privacy.discrete_noise.SeededRandomSource` for reproducible research, which
+:class:`~pate_stab.privacy.noise.discrete.RandomSource` by rejection (the OS's CSPRNG by default;
+:class:`~pate_stab.privacy.noise.discrete.SeededRandomSource` for reproducible research, which
 carries no privacy against anyone who knows the seed). No floating-point sample is used.
 """
 
@@ -38,9 +38,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_positive
-from pate_stab.privacy.discrete_noise import RandomSource, _randbelow, _source
-from pate_stab.privacy.events import PureDpEvent
+from pate_stab._checks import check_int, check_positive
+from pate_stab.privacy.accounting.events import PureDpEvent
+from pate_stab.privacy.noise.discrete import RandomSource, _randbelow, _source
 
 __all__ = [
     "KEEP_DENOMINATOR",
@@ -175,7 +175,7 @@ def rr_with_prior(labels: Tensor, prior: Tensor, epsilon: float, *, source: Rand
     randomised are ε-DP when one of them changes (module docstring).
 
     Example:
-        >>> from pate_stab.privacy.discrete_noise import SeededRandomSource
+        >>> from pate_stab.privacy.noise.discrete import SeededRandomSource
         >>> prior = torch.tensor([[0.9, 0.1, 0.0], [0.2, 0.3, 0.5]])
         >>> rr_with_prior(torch.tensor([0, 2]), prior, 1.0, source=SeededRandomSource(0)).shape
         torch.Size([2])

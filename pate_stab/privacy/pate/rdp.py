@@ -5,8 +5,8 @@ before any query is answered. PATE's papers also bound the privacy cost of a run
 histograms it actually saw: a query on which the teachers agree strongly leaks little, because
 the noisy answer is almost always the plurality on every neighbouring dataset. This module holds
 the per-query bounds, as pure functions on ``(n, C)`` integer vote histograms; their sums over a
-run and the sanitised release are in :mod:`pate_stab.privacy.pate_analysis`, the smooth
-sensitivity in :mod:`pate_stab.privacy.smooth_sensitivity`.
+run and the sanitised release are in :mod:`pate_stab.privacy.pate.data_dependent`, the smooth
+sensitivity in :mod:`pate_stab.privacy.pate.smooth_sensitivity`.
 
 - GNMax [PSM+18, Thm 6 with Prop 7 (bound on q) and Prop 10 (choice of μ1, μ2)]; the
   data-dependent RDP is used at an order only where it is valid and smaller than the
@@ -47,7 +47,7 @@ The shared argument checks (``check_counts``, ``check_orders``, …) and uncheck
 (``gnmax_rdp_unchecked``, …) are public to the other PATE modules of this package but not part
 of ``__all__``. The module is a little over 450 lines because the per-query bounds of the three
 aggregators and the one RDP → (ε, δ) conversion they share are read together (the run sums of
-:mod:`pate_stab.privacy.pate_analysis` and the smooth sensitivity build on all of them).
+:mod:`pate_stab.privacy.pate.data_dependent` and the smooth sensitivity build on all of them).
 
 References:
     [PAE+17] Papernot, Abadi, Erlingsson, Goodfellow, Talwar. Semi-supervised knowledge transfer
@@ -67,7 +67,7 @@ import numpy.typing as npt
 import torch
 from scipy import special
 
-from pate_stab._validation import check_delta, check_positive, check_real, check_tensor
+from pate_stab._checks import check_delta, check_positive, check_real, check_tensor
 
 __all__ = [
     "DEFAULT_ORDERS",

@@ -1,6 +1,6 @@
 """Verifying a ledger file: opening, locking, reading and checking every line, and what it holds.
 
-:class:`LedgerFile` is the file side of :class:`pate_stab.privacy.ledger.PrivacyLedger`: it
+:class:`LedgerFile` is the file side of :class:`pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger`: it
 creates the file with its header or verifies an existing one line by line (digest chain,
 sequence numbers, header against the budget, relation and run it is opened for, spends within
 the budget, attachments to known spends), appends one record as one ``fsync``-ed line under the
@@ -21,7 +21,7 @@ spend, and :class:`pate_stab.errors.LedgerError` names the line and what is wron
 
 Anchor: losing the ledger's tail. Removing whole final lines cleanly leaves a valid chain, so
 the file alone cannot show it. The ledger therefore keeps the last line's sequence number and
-digest outside the file, in an anchor beside it (:func:`~pate_stab.privacy.ledger_format.anchor_path`,
+digest outside the file, in an anchor beside it (:func:`~pate_stab.privacy.ledger.format.anchor_path`,
 mode 0600, replaced atomically and ``fsync``-ed), written after every append under the same lock:
 the line first, then the anchor, so a crash between the two leaves the ledger ahead of its
 anchor, never behind. On open, a ledger that ends before the anchored line, or whose line at the
@@ -54,10 +54,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
-from pate_stab._validation import check_delta, check_epsilon, check_nonnegative
+from pate_stab._checks import check_delta, check_epsilon, check_nonnegative
 from pate_stab.errors import LedgerError
-from pate_stab.privacy.events import ExPostEvent, event_from_dict
-from pate_stab.privacy.ledger_format import (
+from pate_stab.privacy.accounting.events import ExPostEvent, event_from_dict
+from pate_stab.privacy.ledger.format import (
     _RELATIVE_SLACK,
     BUDGET_RULE,
     FORMAT,
@@ -70,7 +70,7 @@ from pate_stab.privacy.ledger_format import (
     anchor_path,
     replace_one_cost,
 )
-from pate_stab.privacy.private_files import write_private
+from pate_stab.privacy.ledger.private_files import write_private
 
 __all__ = ["LedgerFile"]
 
@@ -109,7 +109,7 @@ def _cut_line_consequence(tail: bytes) -> str:
 class LedgerFile:
     """An open, verified ledger file and the state its lines hold (see the module docstring).
 
-    Built by :class:`~pate_stab.privacy.ledger.PrivacyLedger`, whose constructor checks and sets
+    Built by :class:`~pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger`, whose constructor checks and sets
     the settings below and then calls :meth:`_open`.
     """
 

@@ -1,5 +1,5 @@
 """The ``pate-stab`` command line's printed lines: a transfer run's report and its parts
-(noise, query selection, privacy relation). Used by :mod:`pate_stab.cli`.
+(noise, query selection, privacy relation). Used by :mod:`pate_stab.cli.commands`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _print_report(r: dict[str, Any]) -> None:
 def _noise_line(noise: dict[str, Any]) -> str:
     if noise.get("noise") == "secure":
         return "secure (exact discrete noise from the OS's CSPRNG)"
-    from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+    from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 
     return f"SEEDED — {noise.get('warning', SEEDED_NOISE_WARNING)}"
 

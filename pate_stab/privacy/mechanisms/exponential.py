@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
-from pate_stab._validation import check_epsilon, check_generator, check_int, check_positive
+from pate_stab._checks import check_epsilon, check_generator, check_int, check_positive
 
 __all__ = ["exponential_mechanism", "exponential_mechanism_samples"]
 

@@ -23,13 +23,13 @@ mechanism in both noise modes; only where the noise comes from differs:
   continuous version (shift the threshold noise by 1, the failing query's noise by 2) uses only
   the ratio bound P[X = x]/P[X = x + j] <= exp(|j|/scale), which DLap satisfies on ℤ, so each
   segment is (2/λ)-DP as above. Choose the integer threshold with
-  :func:`pate_stab.privacy.secure_noise.secure_threshold_for_leak` (the continuous threshold
+  :func:`pate_stab.privacy.noise.secure.secure_threshold_for_leak` (the continuous threshold
   formula does not apply).
 * ``noise="seeded"`` (:class:`SeededLaplaceNoise`): float64 Laplace from a torch ``generator``:
   reproducible research only, no privacy against anyone who knows the seed.
 
 Noise layout. Threshold noise and query noise are two streams (seeded: two
-:class:`~pate_stab.privacy.noise.UnitLaplaceStream`\\ s on child generators spawned from the
+:class:`~pate_stab.privacy.noise.seeded.UnitLaplaceStream`\\ s on child generators spawned from the
 generator passed in; secure: two buffers of draws from the one source). Query t (counting from
 the first query the object sees) uses the t-th query-noise value; the j-th threshold uses the
 j-th threshold-noise value; a value is used once and never again. The online form
@@ -49,9 +49,9 @@ from fractions import Fraction
 
 import torch
 
-from pate_stab._validation import check_generator, check_int, check_positive, check_real, check_tensor
+from pate_stab._checks import check_generator, check_int, check_positive, check_real, check_tensor
 from pate_stab.errors import HaltedError
-from pate_stab.privacy.discrete_noise import (
+from pate_stab.privacy.noise.discrete import (
     RandomSource,
     SeededRandomSource,
     _source,
@@ -59,7 +59,7 @@ from pate_stab.privacy.discrete_noise import (
     exact_scale,
     exact_scale_at_least,
 )
-from pate_stab.privacy.noise import UnitLaplaceStream, laplace
+from pate_stab.privacy.noise.seeded import UnitLaplaceStream, laplace
 from pate_stab.rng import spawn_generators
 
 __all__ = [
@@ -224,7 +224,7 @@ class SeededLaplaceNoise(SparseVectorNoise):
 class SecureLaplaceNoise(SparseVectorNoise):
     """Exact discrete Laplace, DLap(λ) (threshold) and DLap(2λ) (query), from the OS's CSPRNG or ``source``.
 
-    λ is an exact rational (:func:`~pate_stab.privacy.discrete_noise.exact_scale`); draws are made
+    λ is an exact rational (:func:`~pate_stab.privacy.noise.discrete.exact_scale`); draws are made
     as a stream needs them (:meth:`_draw`) and kept until used, each value used once.
     """
 
@@ -311,7 +311,7 @@ class SparseVector:
         threshold: the public threshold w (an integer with secure noise).
         noise_scale: λ; thresholds get Lap(λ), queries Lap(2λ). Each segment is (2/λ)-DP for
             sensitivity-1 queries (Dwork & Roth 2014, Thm 3.23 with λ = 2/ε). Secure noise uses
-            λ as an exact rational (:func:`~pate_stab.privacy.discrete_noise.exact_scale`).
+            λ as an exact rational (:func:`~pate_stab.privacy.noise.discrete.exact_scale`).
         max_unstable: T, the number of ⊥ after which the mechanism halts.
         noise: ``"secure"`` (exact discrete Laplace from ``source``, default the OS) or
             ``"seeded"`` (float64 Laplace from ``generator``; research only). None: seeded when a
@@ -320,7 +320,7 @@ class SparseVector:
         source: random bits for secure noise (default: the OS's CSPRNG).
 
     The privacy cost of a whole run is that of ``max_unstable`` segments and is known before the
-    first query; :mod:`pate_stab.privacy.calibration` sets λ and w, and the caller records the
+    first query; :mod:`pate_stab.privacy.mechanisms.calibration` sets λ and w, and the caller records the
     spend before releasing anything.
     """
 

@@ -13,7 +13,7 @@ Scales are exact rationals: a float ``scale`` is replaced by the nearest fractio
 at most 2^20 (:func:`exact_scale`), and that value is the one sampled from. Random bits come from
 a :class:`RandomSource`: :class:`SystemRandomSource` (``os.urandom``, the default) or
 :class:`SeededRandomSource` (reproducible research and tests only). Why these samplers, and what
-privacy they give, is in :mod:`pate_stab.privacy.secure_noise`, which exports every name here.
+privacy they give, is in :mod:`pate_stab.privacy.noise.secure`, which exports every name here.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from pate_stab._validation import check_int, check_positive
+from pate_stab._checks import check_int, check_positive
 
 __all__ = [
     "RandomSource",
@@ -356,7 +356,7 @@ def discrete_gaussian_tail_bound(gap: float | np.ndarray, sigma: float, *, diffe
     e^{j s²σ²/2}, and Chernoff's bound gives P[S >= g] <= exp(−g²/(2jσ²)) for g > 0 (1 for g <= 0).
     For GNMax (j = 2: the difference of two noisy counts) this is exp(−g²/(4σ²)) where the continuous
     analysis (PSM+18 Prop 7) uses Φ̄(g/(√2σ)) <= ½·exp(−g²/(4σ²)). Natural-log form:
-    :func:`pate_stab.privacy.pate_rdp.discrete_log_tail`.
+    :func:`pate_stab.privacy.pate.rdp.discrete_log_tail`.
     """
     if differences not in (1, 2):
         raise ValueError(f"differences must be 1 or 2, got {differences!r}")

@@ -15,7 +15,7 @@ its guarantee holds under (``relation``; lines without it hold under the ledger'
 under add/remove in a replace-one ledger is counted by group privacy
 (:func:`replace_one_cost`) and keeps its own figures under ``declared``.
 
-The ledger itself is :class:`pate_stab.privacy.ledger.PrivacyLedger`.
+The ledger itself is :class:`pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pate_stab.errors import LedgerError
-from pate_stab.privacy.events import ExPostEvent, PrivacyEvent
+from pate_stab.privacy.accounting.events import ExPostEvent, PrivacyEvent
 
 __all__ = [
     "BUDGET_RULE",
@@ -84,7 +84,7 @@ def replace_one_cost(epsilon: float, delta: float) -> tuple[float, float]:
 
 def anchor_path(ledger_path: str | os.PathLike[str]) -> Path:
     """The anchor file beside a ledger: ``private_<stem>_anchor.json`` (mode 0600), holding the last
-    line's sequence number and digest (:mod:`pate_stab.privacy.ledger_file`, "Anchor")."""
+    line's sequence number and digest (:mod:`pate_stab.privacy.ledger.file`, "Anchor")."""
     path = Path(ledger_path)
     return path.with_name(f"private_{path.stem}_anchor.json")
 

@@ -6,8 +6,8 @@ after ``spend`` returns. A crash can therefore leave a spend recorded whose rele
 (over-count) but never a release without its spend (under-count).
 
 Where each part lives: what a line holds (format, :class:`LedgerEntry`, :func:`recorded_budget`)
-in :mod:`pate_stab.privacy.ledger_format`; opening, locking and verifying the file, and what its
-lines hold, in :mod:`pate_stab.privacy.ledger_file` (with the integrity guarantees: plain SHA-256
+in :mod:`pate_stab.privacy.ledger.format`; opening, locking and verifying the file, and what its
+lines hold, in :mod:`pate_stab.privacy.ledger.file` (with the integrity guarantees: plain SHA-256
 chains detect accidental damage, keyed HMAC chains also deliberate edits); spending, attaching
 outputs and replaying a spend id here. Every public name is importable from this module.
 
@@ -28,7 +28,7 @@ One relation per ledger (DESIGN.md fact 12). The header states the neighbouring 
 ledger's total, and every spend states its own (``relation``, default the ledger's). A spend made
 under add/remove in a replace-one ledger is counted as (2ε, (1 + e^ε) δ), what it guarantees
 under replace-one by group privacy
-(:func:`~pate_stab.privacy.ledger_format.replace_one_cost`), and keeps its own (ε, δ) as
+(:func:`~pate_stab.privacy.ledger.format.replace_one_cost`), and keeps its own (ε, δ) as
 ``declared``. A spend made under replace-one in an add/remove ledger is refused: a replace-one
 guarantee implies no add/remove guarantee, so the mechanism must state its add/remove (ε, δ)
 (spend with ``relation="add_remove"``) or run under a replace-one ledger.
@@ -45,7 +45,7 @@ Budget rule: the spent total is the *basic composition* of the recorded spends, 
 (Dwork & Roth 2014, Thm 3.16). It is valid for any adaptive sequence of (ε_i, δ_i)-DP
 mechanisms, whatever they are, so the ledger never needs to trust an event description to stay
 sound; tighter totals from the recorded events are available through
-:func:`pate_stab.privacy.accounting.epsilon_for_delta` for reporting (an event holds under its
+:func:`pate_stab.privacy.accounting.composition.epsilon_for_delta` for reporting (an event holds under its
 spend's ``relation``: compose only events of one relation). Sums are exact-rounded
 (``math.fsum``), and a total may exceed the budget by at most a relative 1e-12 so that a budget
 split into T equal floating-point parts can be spent T times.
@@ -70,12 +70,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pate_stab._validation import check_delta, check_epsilon, check_nonnegative
+from pate_stab._checks import check_delta, check_epsilon, check_nonnegative
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.accounting import implies_guarantee
-from pate_stab.privacy.events import ExPostEvent, PrivacyEvent, event_from_dict
-from pate_stab.privacy.ledger_file import LedgerFile
-from pate_stab.privacy.ledger_format import (
+from pate_stab.privacy.accounting.composition import implies_guarantee
+from pate_stab.privacy.accounting.events import ExPostEvent, PrivacyEvent, event_from_dict
+from pate_stab.privacy.ledger.file import LedgerFile
+from pate_stab.privacy.ledger.format import (
     DEFAULT_NEIGHBOURING,
     NEIGHBOURING_RELATIONS,
     PRIVACY_UNITS,
@@ -85,10 +85,10 @@ from pate_stab.privacy.ledger_format import (
     recorded_budget,
     replace_one_cost,
 )
-from pate_stab.privacy.ledger_format import FORMAT as FORMAT  # re-exported, as are VERSION and _digest
-from pate_stab.privacy.ledger_format import VERSION as VERSION
-from pate_stab.privacy.ledger_format import _digest as _digest  # the line digest (tests recompute it)
-from pate_stab.privacy.private_files import run_private_key
+from pate_stab.privacy.ledger.format import FORMAT as FORMAT  # re-exported, as are VERSION and _digest
+from pate_stab.privacy.ledger.format import VERSION as VERSION
+from pate_stab.privacy.ledger.format import _digest as _digest  # the line digest (tests recompute it)
+from pate_stab.privacy.ledger.private_files import run_private_key
 
 __all__ = [
     "DEFAULT_NEIGHBOURING",
@@ -319,7 +319,7 @@ class PrivacyLedger(LedgerFile):
         """What a spend of (ε, δ) under ``relation`` and ``unit`` (None: the ledger's) counts in this ledger.
 
         Unchanged under the ledger's own relation; (2ε, (1 + e^ε) δ) for an add/remove spend in a
-        replace-one ledger (group privacy, :func:`~pate_stab.privacy.ledger_format.replace_one_cost`).
+        replace-one ledger (group privacy, :func:`~pate_stab.privacy.ledger.format.replace_one_cost`).
         A record spend in a label ledger (whose relation is replace-one) is counted the same way:
         changing one label replaces one record, so a record guarantee under replace-one holds as it
         is, and one under add/remove by group privacy over the removal and the addition.
@@ -458,6 +458,6 @@ class PrivacyLedger(LedgerFile):
             self._append({"kind": "progress", "info": data} | ({"time": time.time()} if self._timestamps else {}))
 
     def private_key(self) -> bytes:
-        """The secret key of the ledger's folder (:func:`~pate_stab.privacy.private_files.run_private_key`):
+        """The secret key of the ledger's folder (:func:`~pate_stab.privacy.ledger.private_files.run_private_key`):
         for MACs of private inputs, which are never written into the ledger unkeyed."""
         return run_private_key(self._path.parent)

@@ -30,9 +30,9 @@ from collections.abc import Sequence
 
 import torch
 
-from pate_stab._validation import check_generator, check_int, check_positive, check_tensor
+from pate_stab._checks import check_generator, check_int, check_positive, check_tensor
 from pate_stab.errors import HaltedError
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise.seeded import laplace
 
 __all__ = ["check_increasing_epsilons", "noise_reduction", "noise_reduction_samples", "NoiseReduction"]
 

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from pate_stab.aggregation.votes import vote_histogram
-from pate_stab.privacy.private_files import write_private
+from pate_stab.privacy.ledger.private_files import write_private
 
 __all__ = ["LAYOUTS", "Layout", "VotesError", "export_votes", "load_public_inputs", "load_votes"]
 

@@ -19,7 +19,7 @@ outputs of ``0 + laplace(1)`` are off that grid and so name their input with cer
 support is also bounded: |laplace(b)| <= 53·ln 2·b ≈ 36.7b. Mechanisms that release a noisy
 value computed here (noise reduction, histograms, covariance and output perturbation) inherit
 this; the stability releasers release only the outcomes of noisy comparisons. Where it matters
-use :mod:`pate_stab.privacy.secure_noise` (exact discrete Laplace, snapping).
+use :mod:`pate_stab.privacy.noise.secure` (exact discrete Laplace, snapping).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import torch
 
-from pate_stab._validation import check_generator, check_int, check_positive
+from pate_stab._checks import check_generator, check_int, check_positive
 
 __all__ = [
     "exponential",

@@ -1,6 +1,6 @@
 """Smooth sensitivity of PATE's data-dependent RDP, and the GNSS release of a value [PSM+18].
 
-The data-dependent RDP of :mod:`pate_stab.privacy.pate_rdp` is a function of the private votes.
+The data-dependent RDP of :mod:`pate_stab.privacy.pate.rdp` is a function of the private votes.
 To publish it, PSM+18 bound its local sensitivity at every distance (App. B; Algs 3–5 for GNMax
 through β_σ of Thm 6, Prop 13 for the bounds on q after one vote move; the threshold check as a
 function of the largest count), take the smooth sensitivity [Nissim, Raskhodnikova & Smith 2007],
@@ -31,8 +31,8 @@ import numpy.typing as npt
 import torch
 from scipy import optimize, special
 
-from pate_stab._validation import check_int, check_positive, check_real, check_tensor
-from pate_stab.privacy.pate_rdp import (
+from pate_stab._checks import check_int, check_positive, check_real, check_tensor
+from pate_stab.privacy.pate.rdp import (
     LOG_Q_FLOOR,
     FloatArray,
     check_counts,

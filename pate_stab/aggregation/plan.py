@@ -48,9 +48,9 @@ from dataclasses import asdict, dataclass, replace
 from statistics import NormalDist
 from typing import Any, Literal
 
-from pate_stab._validation import check_int
+from pate_stab._checks import check_int
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, calibrated_noise
-from pate_stab.privacy.calibration import Calibration
+from pate_stab.privacy.mechanisms.calibration import Calibration
 
 __all__ = [
     "PLAN_CONFIDENCE",
@@ -195,7 +195,7 @@ class RunPlan:
         lines = [
             head,
             f'  ("at least X % agree": a query on which that share of the teachers vote for one class gets that '
-            f"class w.p. ≥ {PLAN_CONFIDENCE:g}; from the noise alone, no data read; see pate_stab.run.plan)",
+            f"class w.p. ≥ {PLAN_CONFIDENCE:g}; from the noise alone, no data read; see pate_stab.aggregation.plan)",
         ]
         for r in self.aggregators:
             gap = "-" if r.gap_needed is None else f"{r.gap_needed:.1f}"

@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pate_stab.cli_config import DEMO, _add_config_flags, _config_dict, _make_config
-from pate_stab.cli_config import _pca_dim as _pca_dim  # re-exported: tests import it from here
-from pate_stab.cli_output import _fmt, _noise_line, _print_report
+from pate_stab.cli.config import DEMO, _add_config_flags, _config_dict, _make_config
+from pate_stab.cli.config import _pca_dim as _pca_dim  # re-exported: tests import it from here
+from pate_stab.cli.output import _fmt, _noise_line, _print_report
 
 __all__ = ["main", "build_parser"]
 
@@ -153,7 +153,7 @@ def _quiet() -> None:
 
 
 def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from pate_stab.privacy.calibration import calibrate
+    from pate_stab.privacy.mechanisms.calibration import calibrate
     from pate_stab.theory import teachers_for_unanimous_answer
 
     print(
@@ -182,7 +182,7 @@ def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 def _cmd_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from pate_stab.run.plan import plan_run
+    from pate_stab.aggregation.plan import plan_run
 
     try:
         plan = plan_run(

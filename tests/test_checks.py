@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from pate_stab._validation import check_delta, check_epsilon, check_int, check_tensor
+from pate_stab._checks import check_delta, check_epsilon, check_int, check_tensor
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf, -math.inf])

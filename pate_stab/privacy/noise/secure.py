@@ -12,7 +12,7 @@ the privacy argument lives:
   arithmetic (γ rational). Added to an integer query of sensitivity Δ it is (Δ/scale)-DP, and
   the support of ``f(D) + X`` is all of ℤ for every D: nothing porous. Vote counts and
   distances to instability are integers, so the releasers can use it directly (the secure noise
-  source of :class:`pate_stab.privacy.sparse_vector.SparseVector`).
+  source of :class:`pate_stab.privacy.mechanisms.sparse_vector.SparseVector`).
 * :func:`discrete_gaussian` draws integer noise with ``P[X = x] ∝ exp(−x² / (2σ²))`` exactly, by
   CKS20 Algorithm 3 (discrete Laplace proposals with scale t = ⌊σ⌋ + 1, accepted with probability
   exp(−(|Y| − σ²/t)² / (2σ²)) by exact Bernoulli trials), σ² an exact rational
@@ -30,12 +30,12 @@ the privacy argument lives:
 Randomness. Every sampler takes ``source=``: :class:`SystemRandomSource` (the default) reads
 ``os.urandom`` and cannot be replayed; :class:`SeededRandomSource` replays a seed and is for
 reproducible research and tests only — whoever knows the seed can subtract the noise, exactly
-as with the seeded torch generators of :mod:`pate_stab.privacy.noise` (every release draws from
+as with the seeded torch generators of :mod:`pate_stab.privacy.noise.seeded` (every release draws from
 the OS by default; seeded noise is the explicit research option, :data:`SEEDED_NOISE_WARNING`).
 
 Scales are handled as exact rationals: a float ``scale`` is replaced by the nearest fraction
 with denominator at most 2^20 (:func:`exact_scale`), and that value is the one sampled from;
-claim ε from it. The samplers themselves are in :mod:`pate_stab.privacy.discrete_noise`
+claim ε from it. The samplers themselves are in :mod:`pate_stab.privacy.noise.discrete`
 (exported here); this module holds the noise modes, the integer threshold of the secure sparse
 vector and snapping.
 """
@@ -49,8 +49,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from pate_stab._validation import check_int, check_positive, check_real
-from pate_stab.privacy.discrete_noise import (
+from pate_stab._checks import check_int, check_positive, check_real
+from pate_stab.privacy.noise.discrete import (
     RandomSource,
     SeededRandomSource,
     SystemRandomSource,
@@ -112,8 +112,8 @@ def check_noise(noise: object) -> str:
 def secure_leak_probability(*, threshold: int, noise_scale: float | Fraction | int) -> float:
     """P[Q − V > threshold] with Q ~ DLap(2λ), V ~ DLap(λ): how often a distance-0 query passes.
 
-    The integer counterpart of :func:`pate_stab.privacy.calibration.leak_probability` (DESIGN
-    fact 3) for :class:`~pate_stab.privacy.sparse_vector.SparseVector` with secure noise. Summed over V
+    The integer counterpart of :func:`pate_stab.privacy.mechanisms.calibration.leak_probability` (DESIGN
+    fact 3) for :class:`~pate_stab.privacy.mechanisms.sparse_vector.SparseVector` with secure noise. Summed over V
     to relative precision ~1e-15.
     """
     threshold = check_int("threshold", threshold)

@@ -7,7 +7,7 @@ trains on the posterior P[y = c | noisy vector] (soft labels), which is post-pro
 
 Here the one-hot vector is scaled to M·e_y with M = :data:`ALIBI_RESOLUTION` and the noise is exact
 discrete Laplace on ℤ^C (Canonne, Kamath & Steinke 2020, Alg 2;
-:func:`~pate_stab.privacy.discrete_noise.discrete_laplace`), so the release is an integer vector
+:func:`~pate_stab.privacy.noise.discrete.discrete_laplace`), so the release is an integer vector
 and no floating-point sample is published.
 
 Privacy. Replacing one label y by y' changes M·e_y by M in two coordinates: ℓ1 sensitivity 2M.
@@ -15,7 +15,7 @@ With independent discrete Laplace of scale t ≥ 2M/ε on each coordinate, P[z |
 exp((|z_y| − |z_y − M| + |z_{y'} − M| − |z_{y'}|)/t) ≤ e^{2M/t} ≤ e^ε (the ℓ1 Laplace mechanism;
 Dwork & Roth 2014, Thm 3.6, on ℤ^C). Labels released once each are ε-DP when one label changes
 (parallel composition): ε-label-DP. t is the smallest multiple of 2^-20 at or above 2M/ε
-(:func:`~pate_stab.privacy.discrete_noise.exact_scale_at_least`).
+(:func:`~pate_stab.privacy.noise.discrete.exact_scale_at_least`).
 
 Posterior (Malek et al. Sec. 3.2, with the discrete Laplace likelihood): only coordinate c of the
 mean differs between y = c and the others, so P[y = c | z] ∝ π_c · exp((|z_c| − |z_c − M|)/t) for a
@@ -30,9 +30,9 @@ from fractions import Fraction
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_positive
-from pate_stab.privacy.discrete_noise import RandomSource, discrete_laplace, exact_scale_at_least
-from pate_stab.privacy.events import PureDpEvent
+from pate_stab._checks import check_int, check_positive
+from pate_stab.privacy.accounting.events import PureDpEvent
+from pate_stab.privacy.noise.discrete import RandomSource, discrete_laplace, exact_scale_at_least
 
 __all__ = ["ALIBI_RESOLUTION", "alibi_scale", "alibi_release", "alibi_posterior", "alibi_event"]
 

@@ -1,13 +1,13 @@
 """PATE's data-dependent privacy of a whole run, and the smooth-sensitivity release of its ε.
 
-The per-query RDP bounds of :mod:`pate_stab.privacy.pate_rdp` are summed over a run of LNMax,
+The per-query RDP bounds of :mod:`pate_stab.privacy.pate.rdp` are summed over a run of LNMax,
 GNMax or Confident-GNMax (RDP composes additively [Mironov 2017, Prop 1]); Confident-GNMax pays
 the threshold check with σ1 on every query and GNMax with σ2 on the answered ones [PSM+18, Alg 1,
 §4.2].
 
 The data-dependent ε is a function of the private votes: it is *not* differentially private and
 must not be published as is. :func:`data_dependent_summary` publishes it through GNSS
-(:mod:`pate_stab.privacy.smooth_sensitivity`), whose own RDP cost is added.
+(:mod:`pate_stab.privacy.pate.smooth_sensitivity`), whose own RDP cost is added.
 
 Where this module departs from the reference implementation (the first three give values at
 least as large as the reference's):
@@ -32,7 +32,7 @@ References:
     [PSM+18] Papernot, Song, Mironov, Raghunathan, Talwar, Erlingsson. Scalable private learning
         with PATE. ICLR 2018 (arXiv:1802.08908; appendices of the arXiv version).
     Reference implementation: tensorflow/privacy, ``research/pate_2018/core.py`` and
-    ``smooth_sensitivity.py``.
+    ``pate_stab/privacy/pate/smooth_sensitivity.py``.
 """
 
 from __future__ import annotations
@@ -45,14 +45,14 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_delta,
     check_generator,
     check_positive,
     check_real,
 )
-from pate_stab.privacy.noise import gaussian
-from pate_stab.privacy.pate_rdp import (
+from pate_stab.privacy.noise.seeded import gaussian
+from pate_stab.privacy.pate.rdp import (
     AggregatorKind,
     Conversion,
     FloatArray,
@@ -74,7 +74,7 @@ from pate_stab.privacy.pate_rdp import (
     threshold_rdp,
     threshold_rdp_data_independent,
 )
-from pate_stab.privacy.smooth_sensitivity import (
+from pate_stab.privacy.pate.smooth_sensitivity import (
     beta_gnmax_unchecked,
     check_smooth_sensitivity_conditions,
     gnmax_local_sensitivity_row,
@@ -111,7 +111,7 @@ def gnmax_data_dependent_rdp(
     """Data-dependent RDP of a GNMax run: Σ over rows of :func:`gnmax_rdp` at :func:`gnmax_log_q`.
 
     RDP composes additively [Mironov 2017, Prop 1]; [PSM+18, §3]. ``noise="discrete"`` (secure
-    noise: N_Z(0, σ²)) bounds q with :func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`.
+    noise: N_Z(0, σ²)) bounds q with :func:`~pate_stab.privacy.pate.rdp.gnmax_log_q_discrete`.
 
     Returns:
         ``(A,)`` float64.
@@ -141,8 +141,8 @@ def confident_gnmax_data_dependent_rdp(
         answered: ``(n,)`` boolean mask of the answered queries.
         noise: ``"continuous"`` (PSM+18) or ``"discrete"`` (secure noise: both steps' q bounded
             with the discrete Gaussian's sub-Gaussian tails,
-            :func:`~pate_stab.privacy.pate_rdp.threshold_log_q_discrete` and
-            :func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`).
+            :func:`~pate_stab.privacy.pate.rdp.threshold_log_q_discrete` and
+            :func:`~pate_stab.privacy.pate.rdp.gnmax_log_q_discrete`).
 
     Returns:
         ``(A,)`` float64.
@@ -284,8 +284,8 @@ def data_dependent_summary(
 
     Secure noise (``noise="discrete"``, GNMax kinds only): the raw data-dependent RDP with q
     bounded by the discrete Gaussian's sub-Gaussian tails
-    (:func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`,
-    :func:`~pate_stab.privacy.pate_rdp.threshold_log_q_discrete`), and no sanitisation: PSM+18's
+    (:func:`~pate_stab.privacy.pate.rdp.gnmax_log_q_discrete`,
+    :func:`~pate_stab.privacy.pate.rdp.threshold_log_q_discrete`), and no sanitisation: PSM+18's
     smooth-sensitivity bounds (App. C) are derived for the continuous q bound, so the
     ``ss_*`` arguments and ``generator`` must be left out and the sanitised fields are None.
     No bound on q is derived here for discrete Laplace noise (LNMax): refused.
