@@ -2,7 +2,7 @@
 
 Run in a fresh interpreter: importing every module of ``pate_stab.privacy`` must load no training
 code, and nothing of ``pate_stab`` beyond the privacy package and the shared basics that DESIGN.md
-allows it (``_validation``, ``errors``, ``rng``). The static import graph, function-level imports
+allows it (``_checks``, ``errors``, ``rng``). The static import graph, function-level imports
 included, is checked in ``tests/test_import_graph.py``.
 """
 
