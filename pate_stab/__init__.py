@@ -73,10 +73,10 @@ _LAZY = {
     "compare_arrays": "pate_stab.run.api",
     "run_transfer": "pate_stab.run.transfer",
     "TransferConfig": "pate_stab.run.config",
-    "plan_run": "pate_stab.run.plan",
+    "plan_run": "pate_stab.aggregation.plan",
     "make_releaser": "pate_stab.aggregation.registry",
-    "calibrate": "pate_stab.privacy.calibration",
-    "PrivacyLedger": "pate_stab.privacy.ledger",
+    "calibrate": "pate_stab.privacy.mechanisms.calibration",
+    "PrivacyLedger": "pate_stab.privacy.ledger.privacy_ledger",
 }
 
 

@@ -16,7 +16,7 @@ import secrets
 
 import torch
 
-from pate_stab._validation import check_generator, check_int
+from pate_stab._checks import check_generator, check_int
 
 __all__ = ["seeded_generator", "os_seeded_generator", "spawn_generators", "child_seed"]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 
 FAST = ["--num-teachers", "300", "--num-queries", "100", "--teacher-epochs", "5", "--student-epochs", "6",
         "--set", "num_private=6000", "--set", "separation=6.0", "--set", "teacher_lr=0.05",
@@ -136,7 +136,7 @@ def test_transfer_summary_separates_bottom_from_not_asked(tmp_path, capsys):
 
 def test_noise_defaults_are_secure():
     """Every entry point draws secure noise unless seeded noise is asked for by name."""
-    from pate_stab.cli import _config_dict, _make_config, build_parser
+    from pate_stab.cli.commands import _config_dict, _make_config, build_parser
 
     parser = build_parser()
     args = parser.parse_args(["transfer", "--run-name", "x"])

@@ -2,9 +2,9 @@
 
 The commands are read from README.md and every markdown file under docs/: lines of fenced code
 blocks (a trailing ``\\`` continues a line) and inline code spans. Each ``pate-stab …`` command is
-parsed by :func:`pate_stab.cli.build_parser` (``parse_args`` only: nothing runs, nothing is
+parsed by :func:`pate_stab.cli.commands.build_parser` (``parse_args`` only: nothing runs, nothing is
 spent). A ``--config recipes/configs/X.yaml`` it names must exist and load into
-:class:`~pate_stab.run.config.TransferConfig` the way ``pate_stab.cli_config`` reads it (the
+:class:`~pate_stab.run.config.TransferConfig` the way ``pate_stab.cli.config`` reads it (the
 ``compare:`` block aside). Every ``python recipes/<folder>/X.py`` named must exist. Commands holding a
 placeholder (``…``, ``<run>``) cannot parse; they are counted and listed, and the list is pinned
 so that a new placeholder is a deliberate change. recipes/README.md must have a row for every
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pate_stab.cli import build_parser
+from pate_stab.cli.commands import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -122,7 +122,7 @@ def _config_paths() -> list[str]:
 
 
 def _load_config(path: Path):
-    """Read a config as ``pate_stab.cli_config`` does, then build the TransferConfig (no run)."""
+    """Read a config as ``pate_stab.cli.config`` does, then build the TransferConfig (no run)."""
     from pate_stab.run.config import TransferConfig
 
     data = yaml.safe_load(path.read_text()) or {}

@@ -17,11 +17,13 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 PACKAGE = "pate_stab"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # DESIGN.md: pate_stab.privacy imports nothing of the rest of the package but these.
-PRIVACY_MAY_IMPORT = ("pate_stab._validation", "pate_stab.errors", "pate_stab.rng")
+PRIVACY_MAY_IMPORT = ("pate_stab._checks", "pate_stab.errors", "pate_stab.rng")
 # DESIGN.md: Lightning appears only where training happens.
 LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
 # Import edges that close a cycle in modules this branch leaves to their owners (the pate_stab/testing*.py
@@ -181,9 +183,9 @@ def _describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
 def test_graph_sees_every_kind_of_import() -> None:
     """The parser finds nested, relative and package-level imports (self-check on known edges)."""
     graph = _graph()
-    assert "pate_stab.privacy.events" in graph["pate_stab.privacy.ledger"]
-    assert "pate_stab.privacy.accounting" in graph["pate_stab.privacy.ledger"]
-    assert "pate_stab.privacy.events" in graph["pate_stab.privacy.accounting"]
+    assert "pate_stab.privacy.accounting.events" in graph["pate_stab.privacy.ledger.privacy_ledger"]
+    assert "pate_stab.privacy.accounting.composition" in graph["pate_stab.privacy.ledger.privacy_ledger"]
+    assert "pate_stab.privacy.accounting.events" in graph["pate_stab.privacy.accounting.composition"]
     # A function-level import (teachers.training imports lightning's ModelCheckpoint inside a method).
     assert any(name.startswith("lightning.") for name, _ in _imports("pate_stab.teachers.training"))
     # The cycle finder reports a planted cycle.
@@ -202,8 +204,8 @@ def test_no_import_cycles() -> None:
 
 def test_events_accounting_ledger_import_one_way() -> None:
     graph = _graph()
-    assert not [m for m in graph["pate_stab.privacy.events"] if m.startswith("pate_stab.privacy")]
-    assert "pate_stab.privacy.ledger" not in graph["pate_stab.privacy.accounting"]
+    assert not [m for m in graph["pate_stab.privacy.accounting.events"] if m.startswith("pate_stab.privacy")]
+    assert "pate_stab.privacy.ledger.privacy_ledger" not in graph["pate_stab.privacy.accounting.composition"]
 
 
 def test_privacy_imports_only_the_shared_basics() -> None:
@@ -241,3 +243,108 @@ def test_nothing_in_the_library_imports_the_reproductions() -> None:
         if target == "pate_stab.repro" or target.startswith("pate_stab.repro.")
     ]
     assert not bad, "the library reaches into pate_stab.repro:\n" + "\n".join(bad)
+
+
+# DESIGN.md "Layout (target)": imports flow one way, privacy → aggregation / erm → features / teachers /
+# student → run → cli and recipes, audit beside run. Each room of the package (the first name below
+# ``pate_stab``; "" is ``pate_stab/__init__.py``, the public API) has a rank; a module may import from a
+# lower rank and from its own room. Rooms of one rank import each other only where the rank allows it
+# (True): audit and repro sit beside run and import neither it nor each other, aggregation and erm
+# neither each other.
+LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
+    ("shared basics", ("_checks", "errors", "rng"), True),
+    ("privacy: mechanisms and privacy math", ("privacy",), False),
+    ("formulas", ("theory",), False),
+    ("algorithms on votes and on data", ("aggregation", "erm"), False),
+    ("the pipeline's parts", ("data", "features", "teachers", "student", "direct"), True),
+    ("the pipeline, and beside it", ("run", "audit", "repro"), False),
+    ("front doors", ("cli", ""), True),
+]
+# Imports that break the order today, each with the module and line, to be removed, not added to.
+# test_layer_order fails on any other; test_known_layer_violations_still_exist on a stale entry.
+KNOWN_LAYER_VIOLATIONS: set[tuple[str, str]] = set()
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def _rank(room: str) -> tuple[int, bool]:
+    for rank, (_, rooms, among) in enumerate(LAYERS):
+        if room in rooms:
+            return rank, among
+    raise AssertionError(f"pate_stab.{room} has no place in LAYERS (tests/test_import_graph.py): add it")
+
+
+def _layer_violations(graph: dict[str, dict[str, int]] | None = None) -> set[tuple[str, str]]:
+    """(module, imported module) for every import that runs up the order or sideways between rooms."""
+    bad = set()
+    for module, targets in (_graph() if graph is None else graph).items():
+        room = _room(module)
+        rank, among = _rank(room)
+        for target in targets:
+            other = _room(target)
+            other_rank, _ = _rank(other)
+            if other == room or other_rank < rank or (other_rank == rank and among):
+                continue
+            bad.add((module, target))
+    return bad
+
+
+def test_layer_order() -> None:
+    graph = _graph()
+    new = sorted(_layer_violations() - KNOWN_LAYER_VIOLATIONS)
+    assert not new, "imports against DESIGN's layer order:\n" + "\n".join(
+        f"    {m} (line {graph[m][t]}) → {t}" for m, t in new
+    )
+
+
+def test_known_layer_violations_still_exist() -> None:
+    stale = sorted(KNOWN_LAYER_VIOLATIONS - _layer_violations())
+    assert not stale, f"fixed: remove from KNOWN_LAYER_VIOLATIONS: {stale}"
+
+
+def test_layer_rule_on_planted_imports() -> None:
+    """The rank table places every room, and the rule flags imports up and sideways (self-check)."""
+    for room in {_room(m) for m in MODULES}:
+        _rank(room)  # every room of the package has a place
+    planted = {
+        "pate_stab.privacy.a": {"pate_stab.run.b": 1, "pate_stab.rng": 2},  # up; down
+        "pate_stab.audit.a": {"pate_stab.run.b": 3, "pate_stab.teachers.c": 4},  # sideways; down
+        "pate_stab.student.a": {"pate_stab.teachers.b": 5},  # among the pipeline's parts
+        "pate_stab.erm.a": {"pate_stab.aggregation.b": 6},  # sideways
+    }
+    assert _layer_violations(planted) == {
+        ("pate_stab.privacy.a", "pate_stab.run.b"),
+        ("pate_stab.audit.a", "pate_stab.run.b"),
+        ("pate_stab.erm.a", "pate_stab.aggregation.b"),
+    }
+
+
+# Inside privacy/ (once it has sub-packages): noise → accounting → mechanisms / pate → ledger.
+PRIVACY_ROOMS: list[tuple[str, ...]] = [("noise",), ("accounting",), ("mechanisms", "pate"), ("ledger",)]
+
+
+def test_privacy_sub_packages_import_one_way() -> None:
+    subs = {m.split(".")[2] for m in MODULES if m.count(".") >= 2 and m.startswith("pate_stab.privacy.")}
+    packages = {s for s in subs if _is_package(f"pate_stab.privacy.{s}")}
+    if not packages:
+        pytest.skip("pate_stab/privacy/ has no sub-packages yet (tools/restructure.py makes them)")
+    rank = {room: i for i, rooms in enumerate(PRIVACY_ROOMS) for room in rooms}
+    assert packages == set(rank), f"privacy's sub-packages {sorted(packages)} are not PRIVACY_ROOMS"
+    loose = sorted(s for s in subs - packages)
+    assert not loose, f"modules directly under pate_stab/privacy/: {loose}: place each in a sub-package"
+    graph = _graph()
+    bad = []
+    for module, targets in graph.items():
+        if not module.startswith("pate_stab.privacy.") or module.count(".") < 2:
+            continue
+        room = module.split(".")[2]
+        for target, line in targets.items():
+            if target.startswith("pate_stab.privacy.") and target.count(".") >= 2:
+                other = target.split(".")[2]
+                if other != room and rank[other] >= rank[room]:
+                    bad.append(f"{module} (line {line}) → {target}")
+    assert not bad, "privacy's sub-packages import against noise → accounting → mechanisms / pate → ledger:\n" + (
+        "\n".join(bad)
+    )

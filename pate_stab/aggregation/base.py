@@ -46,11 +46,11 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_int
+from pate_stab._checks import check_int
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
-from pate_stab.privacy.events import PrivacyEvent
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.private_files import keyed_digest, public_digest, tensor_bytes
+from pate_stab.privacy.accounting.events import PrivacyEvent
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.ledger.private_files import keyed_digest, public_digest, tensor_bytes
 
 __all__ = [
     "ABSTAIN",

@@ -6,11 +6,11 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_generator
+from pate_stab._checks import check_generator
 from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult, check_num_teachers, check_vote_totals
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.pate_accounting import check_vote_counts
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 
 __all__ = ["BaselineReleaser"]
 
@@ -32,7 +32,7 @@ class BaselineReleaser:
             ``noise`` says where the noise comes from (secure: its own exact samplers and source).
         generator: the seeded noise (float64, never reused); required with ``noise="seeded"``,
             not used with secure noise.
-        ledger: optional :class:`~pate_stab.privacy.ledger.PrivacyLedger`.
+        ledger: optional :class:`~pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger`.
         spend_id: the release's ledger id (None: a fresh one).
         num_teachers: k, the teachers whose votes every query has (Confident-GNMax's threshold is
             set for it): a call whose histogram rows sum to another total is refused before

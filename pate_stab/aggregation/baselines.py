@@ -2,12 +2,12 @@
 
 Each aggregator answers queries from a vote histogram ``(m, C)`` and is certified for a fixed
 number of queries ``num_queries`` by *data-independent* accounting: the aggregator describes one
-query as an event of :mod:`pate_stab.privacy.events` (``LaplaceEvent``, ``GaussianEvent``,
+query as an event of :mod:`pate_stab.privacy.accounting.events` (``LaplaceEvent``, ``GaussianEvent``,
 ``DiscreteLaplaceEvent``, ``DiscreteGaussianEvent``, ``ZCdpEvent``), the whole run as that event
 self-composed ``num_queries`` times (``SelfComposedEvent``, recorded with the ledger spend), and
 a fresh dp-accounting accountant (PLD by default, or RDP) turns it into ε at the target δ
-(:func:`pate_stab.privacy.accounting.accountant_epsilon`). No ε is summed by hand; :meth:`calibrate`
-searches the noise scale (:func:`pate_stab.privacy.accounting.calibrate_scale`, which hands the
+(:func:`pate_stab.privacy.accounting.composition.accountant_epsilon`). No ε is summed by hand; :meth:`calibrate`
+searches the noise scale (:func:`pate_stab.privacy.accounting.composition.calibrate_scale`, which hands the
 bracket to ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism``).
 
 Sensitivity (DESIGN.md facts 1–2). With a record-keyed partition, adding or removing one record
@@ -27,7 +27,7 @@ through "one record moves one vote".
 Noise (DESIGN fact 9). ``noise="secure"`` (the default) adds exact integer noise to the integer
 counts, from the OS's CSPRNG (or a ``source=``), so that the low bits of floating-point noise
 cannot leak the counts (Mironov 2012): LNMax the discrete Laplace, GNMax and Confident-GNMax the
-discrete Gaussian (:mod:`pate_stab.privacy.secure_noise`). Their accounting is stated for the
+discrete Gaussian (:mod:`pate_stab.privacy.noise.secure`). Their accounting is stated for the
 discrete laws, not borrowed from the continuous ones, whose loss distributions differ:
 
 * LNMax: DLap with parameter a = :func:`exact_laplace_parameter` (b) <= 1/b. One teacher moves
@@ -62,12 +62,12 @@ from typing import Unpack
 
 import torch
 
-from pate_stab._validation import check_positive, check_real
+from pate_stab._checks import check_positive, check_real
 from pate_stab.aggregation.base import ABSTAIN
 from pate_stab.aggregation.pate_accounting import SQRT2
 from pate_stab.aggregation.pate_aggregator import AggregatorOptions, PateAggregator, fraction_text, noisy_argmax
-from pate_stab.privacy.accounting import calibrate_scale, zcdp_guess
-from pate_stab.privacy.events import (
+from pate_stab.privacy.accounting.composition import calibrate_scale, zcdp_guess
+from pate_stab.privacy.accounting.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -77,14 +77,14 @@ from pate_stab.privacy.events import (
     SelfComposedEvent,
     ZCdpEvent,
 )
-from pate_stab.privacy.noise import gaussian, laplace
-from pate_stab.privacy.secure_noise import (
+from pate_stab.privacy.noise.secure import (
     check_noise,
     discrete_gaussian,
     discrete_laplace,
     exact_laplace_parameter,
     exact_sigma_sq_at_least,
 )
+from pate_stab.privacy.noise.seeded import gaussian, laplace
 
 __all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
 

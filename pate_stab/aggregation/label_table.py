@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_delta, check_epsilon, check_generator, check_int, check_tensor
+from pate_stab._checks import check_delta, check_epsilon, check_generator, check_int, check_tensor
 from pate_stab.aggregation.base import ABSTAIN
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, make_releaser
 from pate_stab.aggregation.votes import vote_histogram
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING, check_noise
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING, check_noise
 from pate_stab.rng import spawn_generators
 
 __all__ = ["AggregatorRow", "compare_aggregators", "TABLE_AGGREGATORS", "format_table"]

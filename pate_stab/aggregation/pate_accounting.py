@@ -1,11 +1,11 @@
 """Argument checks shared by PATE's aggregators (LNMax, GNMax, Confident-GNMax).
 
-Their accounting is :mod:`pate_stab.privacy.accounting`: one query of an aggregator is a
-:mod:`pate_stab.privacy.events` event, the run is that event self-composed ``num_queries`` times
-(:class:`~pate_stab.privacy.events.SelfComposedEvent`), and a fresh dp-accounting accountant (PLD
+Their accounting is :mod:`pate_stab.privacy.accounting.composition`: one query of an aggregator is a
+:mod:`pate_stab.privacy.accounting.events` event, the run is that event self-composed ``num_queries`` times
+(:class:`~pate_stab.privacy.accounting.events.SelfComposedEvent`), and a fresh dp-accounting accountant (PLD
 by default, or RDP) turns it into ε at the target δ
-(:func:`~pate_stab.privacy.accounting.accountant_epsilon`);
-:func:`~pate_stab.privacy.accounting.calibrate_scale` searches the noise scale.
+(:func:`~pate_stab.privacy.accounting.composition.accountant_epsilon`);
+:func:`~pate_stab.privacy.accounting.composition.calibrate_scale` searches the noise scale.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_tensor
+from pate_stab._checks import check_tensor
 
 __all__ = ["ROWS_PER_CHUNK", "SQRT2", "check_accountant", "check_vote_counts"]
 

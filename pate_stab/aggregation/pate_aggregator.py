@@ -16,13 +16,13 @@ from typing import Any, NamedTuple, TypedDict, Unpack
 
 import torch
 
-from pate_stab._validation import check_delta, check_epsilon, check_generator, check_int, check_tensor
+from pate_stab._checks import check_delta, check_epsilon, check_generator, check_int, check_tensor
 from pate_stab.aggregation.base import ABSTAIN, check_teachers_changed
 from pate_stab.aggregation.pate_accounting import ROWS_PER_CHUNK, check_accountant, check_vote_counts
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.accounting import AccountantName, accountant_epsilon, check_pld_feasible
-from pate_stab.privacy.events import PrivacyEvent, SelfComposedEvent
-from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING, RandomSource, SystemRandomSource, check_noise
+from pate_stab.privacy.accounting.composition import AccountantName, accountant_epsilon, check_pld_feasible
+from pate_stab.privacy.accounting.events import PrivacyEvent, SelfComposedEvent
+from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING, RandomSource, SystemRandomSource, check_noise
 
 __all__ = ["AggregatorOptions", "PateAggregator"]
 
@@ -157,7 +157,7 @@ class PateAggregator:
 
     # --- to be provided by each aggregator
     def per_query_event(self) -> PrivacyEvent:
-        """What one query does, in :mod:`pate_stab.privacy.events`' vocabulary."""
+        """What one query does, in :mod:`pate_stab.privacy.accounting.events`' vocabulary."""
         raise NotImplementedError
 
     def _labels(self, counts: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -171,7 +171,7 @@ class PateAggregator:
         """The whole run: the per-query event composed ``num_queries`` times (data-independent).
 
         This is what the aggregator's ledger spend records; the ledger checks that it implies the
-        certified (ε, δ) (:func:`pate_stab.privacy.accounting.implies_guarantee`).
+        certified (ε, δ) (:func:`pate_stab.privacy.accounting.composition.implies_guarantee`).
         """
         return SelfComposedEvent(self.per_query_event(), self.num_queries)
 

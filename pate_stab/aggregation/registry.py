@@ -27,9 +27,9 @@ from pate_stab.aggregation.baseline_releaser import BaselineReleaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
-from pate_stab.privacy.calibration import Calibration, calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.secure_noise import RandomSource
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import Calibration, calibrate
+from pate_stab.privacy.noise.secure import RandomSource
 from pate_stab.theory import teachers_for_unanimous_answer
 
 __all__ = [
@@ -112,7 +112,7 @@ class AggregatorSpec:
         binary_only: True when it needs a two-class task.
         accounting: how its ε is certified (and enforced against the budget).
         data_dependent: the kind of PATE's data-dependent analysis that applies
-            (:func:`~pate_stab.privacy.pate_analysis.data_dependent_summary`), or None where the
+            (:func:`~pate_stab.privacy.pate.data_dependent.data_dependent_summary`), or None where the
             ε is data-independent by construction.
     """
 
@@ -249,7 +249,7 @@ _BASELINE_MECHANISMS: dict[str, Callable[[AggregatorSettings, RandomSource | Non
 def calibrated_noise(name: str, settings: AggregatorSettings) -> Calibration | LNMax | GNMax | ConfidentGNMax:
     """The noise aggregator ``name`` would draw at ``settings``, without building a releaser.
 
-    The stability releasers' :class:`~pate_stab.privacy.calibration.Calibration` (λ, w, …), or the
+    The stability releasers' :class:`~pate_stab.privacy.mechanisms.calibration.Calibration` (λ, w, …), or the
     calibrated PATE mechanism (LNMax's b, GNMax's σ, Confident-GNMax's σ1, σ2 and threshold).
     Nothing is drawn or spent.
     """

@@ -4,7 +4,7 @@ For each public query the k teachers' votes form a histogram; the released label
 (ties to the lowest class index) when the noisy distance to instability clears the noisy
 threshold, and ⊥ (−1) otherwise. The distance is the sensitivity-1 ``max(0, ⌈gap/2⌉ − 1)`` of
 DESIGN.md fact 2, not Alg 4 line 5's ``max(0, gap − 1)`` (sensitivity 2). The mechanism halts
-after the T-th ⊥ (see :mod:`pate_stab.privacy.sparse_vector`) and releases nothing afterwards.
+after the T-th ⊥ (see :mod:`pate_stab.privacy.mechanisms.sparse_vector`) and releases nothing afterwards.
 
 Neighbouring relation (DESIGN fact 1). With ``teachers_changed=1`` (default) the guarantee
 holds for neighbouring data sets that differ in one teacher's shard: add/remove one record with a
@@ -31,7 +31,7 @@ from typing import Any, TypedDict, Unpack
 
 import torch
 
-from pate_stab._validation import check_generator, check_tensor
+from pate_stab._checks import check_generator, check_tensor
 from pate_stab.aggregation.base import (
     ABSTAIN,
     LedgerRelease,
@@ -41,18 +41,18 @@ from pate_stab.aggregation.base import (
     check_vote_totals,
 )
 from pate_stab.aggregation.votes import distance_to_instability, top_label
-from pate_stab.privacy.calibration import Calibration, calibration_leak, check_calibration
-from pate_stab.privacy.events import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.secure_noise import (
+from pate_stab.privacy.accounting.events import ApproxDpEvent, ComposedEvent, PrivacyEvent, SparseVectorEvent
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import Calibration, calibration_leak, check_calibration
+from pate_stab.privacy.mechanisms.sparse_vector import SparseVector
+from pate_stab.privacy.mechanisms.stability import OnlineQueryRelease
+from pate_stab.privacy.noise.secure import (
     NOISE_MODES,
     SEEDED_NOISE_WARNING,
     RandomSource,
     exact_scale_at_least,
     secure_threshold_for_leak,
 )
-from pate_stab.privacy.sparse_vector import SparseVector
-from pate_stab.privacy.stability import OnlineQueryRelease
 
 __all__ = ["ABSTAIN", "NOISE_MODES", "ReleaseResult", "StabilityReleaser", "releaser_event", "secure_sparse_vector"]
 
@@ -102,7 +102,7 @@ def secure_parameters(calibration: Calibration) -> tuple[int, Any]:
 
     * Noise: exact discrete Laplace, DLap(λ') on thresholds and DLap(2λ') on distances, with
       λ' >= λ the calibration's scale rounded up to an exact rational
-      (:func:`~pate_stab.privacy.secure_noise.exact_scale_at_least`): each segment is
+      (:func:`~pate_stab.privacy.noise.secure.exact_scale_at_least`): each segment is
       (2/λ')-DP with 2/λ' <= 2/λ, so the certified ε holds.
     * Threshold: the smallest integer w whose exact leak P[DLap(2λ') − DLap(λ') > w] (DESIGN
       fact 3 for integer noise) is at most ``calibration.leak_per_test``, the leak of the float
@@ -117,7 +117,7 @@ def secure_parameters(calibration: Calibration) -> tuple[int, Any]:
 def secure_sparse_vector(calibration: Calibration, *, source: RandomSource | None = None) -> SparseVector:
     """The sparse vector a releaser runs in secure mode, within ``calibration``'s certificate.
 
-    :class:`~pate_stab.privacy.sparse_vector.SparseVector` with secure noise at
+    :class:`~pate_stab.privacy.mechanisms.sparse_vector.SparseVector` with secure noise at
     :func:`secure_parameters` and a cutoff of ``calibration.num_segments`` failed tests (T for
     hard labels, 2T for soft labels).
     """
@@ -152,8 +152,8 @@ def releaser_noise(
     """A releaser's noise mode, sparse vector and ledger spend (both releasers build them so).
 
     Checks that ``calibration`` is a :class:`Calibration` for the releaser's kind of labels and
-    builds the sparse vector ``core`` (:class:`~pate_stab.privacy.sparse_vector.SparseVector` or
-    :class:`~pate_stab.privacy.stability.OnlineQueryRelease` around it) with the calibration's
+    builds the sparse vector ``core`` (:class:`~pate_stab.privacy.mechanisms.sparse_vector.SparseVector` or
+    :class:`~pate_stab.privacy.mechanisms.stability.OnlineQueryRelease` around it) with the calibration's
     scale, threshold and cutoff (``num_segments``: T failed tests for hard labels, 2T for soft) and
     its noise source — secure at :func:`secure_parameters`, seeded on ``generator`` at the
     calibration's float (λ, w) — and the ``mechanism``'s

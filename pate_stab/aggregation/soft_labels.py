@@ -31,7 +31,7 @@ from typing import Any, Unpack
 
 import torch
 
-from pate_stab._validation import check_tensor
+from pate_stab._checks import check_tensor
 from pate_stab.aggregation.base import check_vote_totals
 from pate_stab.aggregation.releaser import (
     ReleaseResult,
@@ -47,8 +47,8 @@ from pate_stab.aggregation.votes import (
     shifted_gamma_histogram,
     top_label,
 )
-from pate_stab.privacy.calibration import Calibration
-from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, SparseVector
+from pate_stab.privacy.mechanisms.calibration import Calibration
+from pate_stab.privacy.mechanisms.sparse_vector import NOT_PROCESSED, PASSED, SparseVector
 
 __all__ = ["SoftLabelReleaser", "PLAIN", "SHIFTED", "BOTTOM"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_int, check_real, check_tensor
+from pate_stab._checks import check_int, check_real, check_tensor
 
 __all__ = [
     "vote_histogram",

@@ -49,8 +49,8 @@ from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import rls_out
 from pate_stab.erm.solver import solve_erm
 from pate_stab.erm.validation import stability_select_samples, wu_tuning_utilities, wu_utility_sensitivity
-from pate_stab.privacy.exponential import exponential_mechanism_samples
-from pate_stab.privacy.noise import l2_laplace_vectors, laplace
+from pate_stab.privacy.mechanisms.exponential import exponential_mechanism_samples
+from pate_stab.privacy.noise.seeded import l2_laplace_vectors, laplace
 
 __all__ = [
     "objective_perturbation_1d",

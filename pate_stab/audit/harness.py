@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from scipy import stats
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_delta,
     check_generator,
     check_int,

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import check_int, check_probability
+from pate_stab._checks import check_int, check_probability
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.audit.erm_cases import erm_mechanism_cases, erm_mutation_cases
 from pate_stab.audit.harness import MechanismCase, dp_test
@@ -72,9 +72,9 @@ from pate_stab.audit.mechanism_samplers import (
     _svt_query_scale,
     _votes_file_aggregator,
 )
-from pate_stab.privacy.accounting import accountant_epsilon
-from pate_stab.privacy.events import GaussianEvent
-from pate_stab.privacy.secure_noise import snapping_epsilon
+from pate_stab.privacy.accounting.composition import accountant_epsilon
+from pate_stab.privacy.accounting.events import GaussianEvent
+from pate_stab.privacy.noise.secure import snapping_epsilon
 
 __all__ = ["AuditRow", "mechanism_cases", "mutation_cases", "audit_mechanisms"]
 

@@ -4,10 +4,10 @@ Each function here returns a :data:`~pate_stab.audit.harness.Mechanism` that
 :func:`~pate_stab.audit.harness.dp_test` runs 10^5 times on each input of a neighbouring pair.
 Where a mechanism is an online object that cannot be run so often cheaply (the releasers, the
 sparse vector), the sampler runs its computation vectorised over runs with the library's own parts
-(:func:`~pate_stab.privacy.sparse_vector.above_threshold_scan`,
+(:func:`~pate_stab.privacy.mechanisms.sparse_vector.above_threshold_scan`,
 :func:`~pate_stab.aggregation.votes.distance_to_instability`, the noise samplers); the tests of
 those modules check that the vectorised and online forms agree. Secure-noise samplers draw from a
-:class:`~pate_stab.privacy.secure_noise.SeededRandomSource` seeded from the generator, so an audit
+:class:`~pate_stab.privacy.noise.secure.SeededRandomSource` seeded from the generator, so an audit
 is reproducible.
 
 The first group samples the package's correct mechanisms; the second, deliberately broken
@@ -26,11 +26,11 @@ from pate_stab.audit.harness import Mechanism
 from pate_stab.erm.losses import HuberHingeLoss
 from pate_stab.erm.output_perturbation import output_perturbation, output_perturbation_sensitivity
 from pate_stab.erm.solver import solve_erm
-from pate_stab.privacy.alibi import ALIBI_RESOLUTION, alibi_release
-from pate_stab.privacy.noise import l2_laplace_vectors, laplace
-from pate_stab.privacy.randomized_response import rr_optimal_k, rr_top_k
-from pate_stab.privacy.secure_noise import SeededRandomSource, discrete_gaussian, discrete_laplace, snapping
-from pate_stab.privacy.sparse_vector import above_threshold_scan
+from pate_stab.privacy.mechanisms.alibi import ALIBI_RESOLUTION, alibi_release
+from pate_stab.privacy.mechanisms.randomized_response import rr_optimal_k, rr_top_k
+from pate_stab.privacy.mechanisms.sparse_vector import above_threshold_scan
+from pate_stab.privacy.noise.secure import SeededRandomSource, discrete_gaussian, discrete_laplace, snapping
+from pate_stab.privacy.noise.seeded import l2_laplace_vectors, laplace
 
 # --------------------------------------------------------------------------- correct mechanisms
 
@@ -190,7 +190,7 @@ def _rr_with_prior(
 
 
 def _alibi(epsilon: float, num_classes: int, *, scale_epsilon: float | None = None) -> Mechanism:
-    """ALIBI's release (Malek et al. 2021; :func:`~pate_stab.privacy.alibi.alibi_release`) of one label,
+    """ALIBI's release (Malek et al. 2021; :func:`~pate_stab.privacy.mechanisms.alibi.alibi_release`) of one label,
     exact draws from a source seeded from ``gen``. Broken variant: ``scale_epsilon``, the noise scale
     of that ε (e.g. 2ε: sensitivity M assumed instead of 2M)."""
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from scipy import optimize, stats
 
-from pate_stab._validation import check_delta, check_int, check_probability, check_tensor
+from pate_stab._checks import check_delta, check_int, check_probability, check_tensor
 
 __all__ = ["OneRunAudit", "one_run_epsilon_lower_bound", "one_run_audit", "best_one_run_audit"]
 

@@ -8,11 +8,12 @@ noise handed in. They consume the noise in the releasers' own order — the s-th
 for the s-th sparse-vector segment, the j-th query value for the j-th test that runs — so that
 ``tests/audit/test_releaser_cases.py`` can replay the noise a real releaser drew and check that the
 outputs agree exactly, in both noise modes. The noise itself comes from the library's samplers:
-the sparse vector's own two noise sources in bulk (:func:`pate_stab.privacy.sparse_vector.sparse_vector_noise`:
+the sparse vector's own two noise sources in bulk
+(:func:`pate_stab.privacy.mechanisms.sparse_vector.sparse_vector_noise`:
 float64 Laplace, ``noise="seeded"``, or exact discrete Laplace at the rounded-up rational scale
 the secure releasers use, ``noise="secure"``), and the hard releaser runs the sparse vector's own
-scan (:func:`pate_stab.privacy.sparse_vector.above_threshold_scan`), the core
-:class:`~pate_stab.privacy.sparse_vector.SparseVector` runs in both modes.
+scan (:func:`pate_stab.privacy.mechanisms.sparse_vector.above_threshold_scan`), the core
+:class:`~pate_stab.privacy.mechanisms.sparse_vector.SparseVector` runs in both modes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_int
+from pate_stab._checks import check_int
 from pate_stab.aggregation.releaser import secure_sparse_vector
 from pate_stab.aggregation.soft_labels import BOTTOM, PLAIN, SHIFTED
 from pate_stab.aggregation.votes import (
@@ -34,8 +35,8 @@ from pate_stab.aggregation.votes import (
     top_label,
 )
 from pate_stab.audit.harness import Mechanism, MechanismCase
-from pate_stab.privacy.calibration import calibrate, paper_threshold
-from pate_stab.privacy.sparse_vector import NOT_PROCESSED, PASSED, above_threshold_scan, sparse_vector_noise
+from pate_stab.privacy.mechanisms.calibration import calibrate, paper_threshold
+from pate_stab.privacy.mechanisms.sparse_vector import NOT_PROCESSED, PASSED, above_threshold_scan, sparse_vector_noise
 
 __all__ = [
     "releaser_noise",
@@ -53,7 +54,7 @@ __all__ = [
 
 releaser_noise = sparse_vector_noise
 """Threshold and query noise in bulk, as a releaser in mode ``noise`` draws them: the sparse vector's
-own noise sources (:func:`pate_stab.privacy.sparse_vector.sparse_vector_noise`)."""
+own noise sources (:func:`pate_stab.privacy.mechanisms.sparse_vector.sparse_vector_noise`)."""
 
 
 def soft_release_scan(
@@ -163,7 +164,7 @@ def hard_releaser_mechanism(
 ) -> Mechanism:
     """``mechanism(counts (m, C), n, generator)`` → (n, m): 1 + released label, 0 for ⊥ or halted.
 
-    BTT18 Alg 4 through :func:`~pate_stab.privacy.sparse_vector.above_threshold_scan`. Integer
+    BTT18 Alg 4 through :func:`~pate_stab.privacy.mechanisms.sparse_vector.above_threshold_scan`. Integer
     noise is compared as float64, which is exact for the integers involved (|x| < 2^53).
     """
 

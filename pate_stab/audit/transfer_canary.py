@@ -44,12 +44,12 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_generator, check_int, check_positive, check_probability
+from pate_stab._checks import check_generator, check_int, check_positive, check_probability
 from pate_stab.aggregation.registry import AggregatorSettings, make_releaser
 from pate_stab.aggregation.votes import top_label, vote_histogram
 from pate_stab.audit.one_run import OneRunAudit, best_one_run_audit, one_run_epsilon_lower_bound
 from pate_stab.data.synthetic import make_gaussian_mixture
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise.seeded import laplace
 from pate_stab.rng import spawn_generators
 from pate_stab.student import StudentConfig, hard_targets, train_student
 from pate_stab.teachers.models import ModelSpec

@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_real, check_tensor, warn_privacy_leak
+from pate_stab._checks import check_real, check_tensor, warn_privacy_leak
 
 __all__ = [
     "ADULT_NUMERIC_BOUNDS",

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int
+from pate_stab._checks import check_int
 
 __all__ = [
     "Split",

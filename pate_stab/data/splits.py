@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_generator, check_int
+from pate_stab._checks import check_generator, check_int
 
 __all__ = ["random_split_indices"]
 

@@ -24,7 +24,7 @@ import math
 import torch
 from torch import Tensor
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_generator,
     check_int,
     check_positive,

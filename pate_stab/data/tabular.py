@@ -31,7 +31,7 @@ record never changes the width, the column order, another record's encoding or a
 each row on its own, no statistic of the data set. ``standardize=True`` (z-scores with the mean
 and standard deviation of the whole loaded file, as the papers do) and KDD-99's
 ``categories="from_data"`` read statistics of every row, private ones included: they are
-opt-outs and raise :class:`~pate_stab._validation.PrivacyLeakWarning`. For a private pipeline
+opt-outs and raise :class:`~pate_stab._checks.PrivacyLeakWarning`. For a private pipeline
 standardise with statistics of public data (:func:`standardize`).
 
 Labels: ``label_format="01"`` gives int64 {0, 1}; ``"pm1"`` gives float32 {−1, +1}.

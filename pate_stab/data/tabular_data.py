@@ -3,7 +3,7 @@
 :class:`TabularData` (features, labels, feature names); :func:`project_to_unit_ball`, a map of
 each row on its own; :func:`standardize` with statistics the caller supplies (fit them on public
 data). The loaders' opt-out of z-scores over the whole loaded file warns with
-:class:`~pate_stab._validation.PrivacyLeakWarning` (see :mod:`pate_stab.data.tabular`).
+:class:`~pate_stab._checks.PrivacyLeakWarning` (see :mod:`pate_stab.data.tabular`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_tensor, warn_privacy_leak
+from pate_stab._checks import check_tensor, warn_privacy_leak
 from pate_stab.data.table_encoding import EncodedTable
 from pate_stab.data.table_schema import TabularSchema
 

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from pate_stab._validation import warn_privacy_leak
+from pate_stab._checks import warn_privacy_leak
 from pate_stab.data.bounds import ADULT_NUMERIC_BOUNDS, MAGIC_BOUNDS
 from pate_stab.data.table_encoding import EncodedTable, encode_categorical, encode_table
 from pate_stab.data.table_schema import OTHER, UCI_COMMENT, Column, TabularSchema, schema_from_uci_names

@@ -52,7 +52,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_delta,
     check_epsilon,
     check_generator,
@@ -61,7 +61,7 @@ from pate_stab._validation import (
     check_real,
     check_tensor,
 )
-from pate_stab.privacy.events import SampledGaussianEvent
+from pate_stab.privacy.accounting.events import SampledGaussianEvent
 
 __all__ = [
     "DPSGDConfig",
@@ -199,7 +199,7 @@ def dpsgd_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, de
 def dpsgd_event(*, noise_multiplier: float, sample_rate: float, steps: int) -> SampledGaussianEvent:
     """What a DP-SGD run does, as its ledger spend records it: ``steps`` Poisson-sampled Gaussian steps.
 
-    The event of :mod:`pate_stab.privacy.events` (add/remove); the ε charged with it is
+    The event of :mod:`pate_stab.privacy.accounting.events` (add/remove); the ε charged with it is
     :func:`dpsgd_epsilon` (Opacus's RDP accountant), which the ledger checks the event implies.
 
     Example:

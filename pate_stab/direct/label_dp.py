@@ -2,11 +2,11 @@
 
 Source: Ghazi, Golowich, Kumar, Manurangsi & Zhang 2021, "Deep Learning with Label Differential
 Privacy" (NeurIPS). Both learners randomise every private label **once** with RRWithPrior
-(:func:`pate_stab.privacy.randomized_response.rr_with_prior`, their Alg 2) and train a model on the
+(:func:`pate_stab.privacy.mechanisms.randomized_response.rr_with_prior`, their Alg 2) and train a model on the
 randomised labels; the model is post-processing of the randomised labels and the (public) inputs.
 
 * **LP-1ST** (one stage): every label by RRWithPrior with the uniform prior, which is C-ary
-  randomised response (:func:`~pate_stab.privacy.randomized_response.randomized_response`); one
+  randomised response (:func:`~pate_stab.privacy.mechanisms.randomized_response.randomized_response`); one
   model trained on all of them.
 * **LP-2ST** (two stages, their multi-stage training, Alg 3 with two stages): the private set is split
   in two disjoint halves by a random permutation drawn independently of the labels. Stage 1: half 1's
@@ -30,7 +30,7 @@ renormalised: post-processing, with the same class order as the model's own pred
 
 * **ALIBI** (Malek et al. 2021, "Antipodes of Label Differential Privacy: PATE and ALIBI", NeurIPS,
   Sec. 3): every label released once as its one-hot vector plus exact discrete Laplace noise
-  (:mod:`pate_stab.privacy.alibi`), the Bayesian posterior under the uniform prior as soft labels,
+  (:mod:`pate_stab.privacy.mechanisms.alibi`), the Bayesian posterior under the uniform prior as soft labels,
   one model trained on them. The paper's iterative re-estimation of the prior is not implemented.
 
 Models: a linear softmax layer on the features standardised with the public pool's mean and
@@ -45,10 +45,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_positive
-from pate_stab.privacy.alibi import alibi_posterior, alibi_release
-from pate_stab.privacy.discrete_noise import RandomSource
-from pate_stab.privacy.randomized_response import randomized_response, rr_keep_probability, rr_with_prior
+from pate_stab._checks import check_int, check_positive
+from pate_stab.privacy.mechanisms.alibi import alibi_posterior, alibi_release
+from pate_stab.privacy.mechanisms.randomized_response import randomized_response, rr_keep_probability, rr_with_prior
+from pate_stab.privacy.noise.discrete import RandomSource
 
 __all__ = [
     "LABEL_DP_LEARNERS",
@@ -208,7 +208,7 @@ def train_alibi(
     source: RandomSource | None = None,
 ) -> LabelDPModel:
     """ALIBI (Malek et al. 2021, Sec. 3) without its iterations: every label released once as
-    M·onehot + exact discrete Laplace (:func:`~pate_stab.privacy.alibi.alibi_release`), the posterior
+    M·onehot + exact discrete Laplace (:func:`~pate_stab.privacy.mechanisms.alibi.alibi_release`), the posterior
     under the uniform prior as soft labels, one softmax layer on them. ε-label-DP.
 
     ``noisy_labels`` holds the posterior's argmax (the soft labels are what the layer is fitted on).

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from pate_stab._validation import check_delta, check_epsilon, check_generator
+from pate_stab._checks import check_delta, check_epsilon, check_generator
 from pate_stab.direct.dpsgd import (
     DPSGDConfig,
     check_dpsgd_inputs,

@@ -58,8 +58,8 @@ from pate_stab.erm.validation import (
     wu_private_tuning,
 )
 from pate_stab.erm.wu_tuned import wu_tuned_output_perturbation
-from pate_stab.privacy.exponential import exponential_mechanism
-from pate_stab.privacy.noise import l2_laplace_vectors
+from pate_stab.privacy.mechanisms.exponential import exponential_mechanism
+from pate_stab.privacy.noise.seeded import l2_laplace_vectors
 
 __all__ = [
     "AccuracyFirstResult",

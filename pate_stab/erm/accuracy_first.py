@@ -50,7 +50,7 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import check_generator, check_positive, check_probability
+from pate_stab._checks import check_generator, check_positive, check_probability
 from pate_stab.erm.accuracy_hypotheses import (
     ball_quadratic_minimise,
     covariance_hypotheses,
@@ -64,11 +64,11 @@ from pate_stab.erm.accuracy_hypotheses import (
 )
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.events import ExPostEvent, PureDpEvent
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.noise import laplace
-from pate_stab.privacy.noise_reduction import check_increasing_epsilons, noise_reduction
-from pate_stab.privacy.sparse_vector import InteractiveAboveThreshold
+from pate_stab.privacy.accounting.events import ExPostEvent, PureDpEvent
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.noise_reduction import check_increasing_epsilons, noise_reduction
+from pate_stab.privacy.mechanisms.sparse_vector import InteractiveAboveThreshold
+from pate_stab.privacy.noise.seeded import laplace
 from pate_stab.rng import spawn_generators
 
 __all__ = [

@@ -13,9 +13,9 @@ import math
 
 import torch
 
-from pate_stab._validation import check_generator, check_int, check_positive, check_probability
+from pate_stab._checks import check_generator, check_int, check_positive, check_probability
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise.seeded import laplace
 
 __all__ = [
     "ball_quadratic_minimise",

@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from pate_stab._validation import check_positive, check_tensor
+from pate_stab._checks import check_positive, check_tensor
 from pate_stab.erm.solver import solve_erm
 
 __all__ = ["check_l1_features", "RidgeProblem", "LogisticProblem"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_epsilon,
     check_generator,
     check_positive,

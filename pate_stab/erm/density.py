@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_delta,
     check_epsilon,
     check_generator,
@@ -25,7 +25,7 @@ from pate_stab._validation import (
     check_tensor,
 )
 from pate_stab.erm.validation import stability_constants_histogram, stability_validate
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise.seeded import laplace
 
 __all__ = [
     "PrivateHistogram",

@@ -50,9 +50,9 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import check_epsilon, check_generator, check_int, check_nonnegative
+from pate_stab._checks import check_epsilon, check_generator, check_int, check_nonnegative
 from pate_stab.erm.contract import check_features, check_labels
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise.seeded import laplace
 
 __all__ = [
     "FunctionalMechanismModel",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from pate_stab._validation import check_epsilon, check_generator, check_positive, check_tensor
+from pate_stab._checks import check_epsilon, check_generator, check_positive, check_tensor
 from pate_stab.erm.losses import get_loss
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import PrivateLinearModel, output_perturbation

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from pate_stab._validation import check_positive, check_tensor
+from pate_stab._checks import check_positive, check_tensor
 
 __all__ = ["invert_attribute", "inversion_accuracy"]
 

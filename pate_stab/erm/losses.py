@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import check_positive
+from pate_stab._checks import check_positive
 
 __all__ = [
     "Loss",

@@ -50,13 +50,13 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import check_int, check_positive, check_tensor
+from pate_stab._checks import check_int, check_positive, check_tensor
 from pate_stab.erm.contract import check_features, check_private_fit, check_solver_rtol
 from pate_stab.erm.objective_perturbation import objective_perturbation_budget
 from pate_stab.errors import ConvergenceError
-from pate_stab.privacy.discrete_noise import RandomSource
-from pate_stab.privacy.lattice_noise import lattice_laplace
-from pate_stab.privacy.noise import l2_laplace_vector
+from pate_stab.privacy.noise.discrete import RandomSource
+from pate_stab.privacy.noise.lattice import lattice_laplace
+from pate_stab.privacy.noise.seeded import l2_laplace_vector
 
 __all__ = [
     "SOFTMAX_LIPSCHITZ",
@@ -291,7 +291,7 @@ def softmax_output_perturbation(
         generator: source of the (floating-point) noise.
         solver_rtol: solver tolerance relative to the sensitivity (accounted for in the noise).
         exact_noise: release the C·d weights with exact discrete Laplace noise on a lattice drawn
-            from this source (:func:`~pate_stab.privacy.lattice_noise.lattice_laplace`, ℓ2
+            from this source (:func:`~pate_stab.privacy.noise.lattice.lattice_laplace`, ℓ2
             sensitivity Δ_W (1 + 2 rtol)) instead of float l2-Laplace noise from ``generator``;
             ``noise_scale`` is then the per-entry Laplace scale.
 

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import check_epsilon, check_int, check_positive
+from pate_stab._checks import check_epsilon, check_int, check_positive
 from pate_stab.erm.contract import check_inputs, check_private_fit
 from pate_stab.erm.losses import Loss, get_loss
 from pate_stab.erm.output_perturbation import PrivateLinearModel
 from pate_stab.erm.solver import solve_erm
-from pate_stab.privacy.noise import l2_laplace_vector
+from pate_stab.privacy.noise.seeded import l2_laplace_vector
 
 __all__ = ["ObjectivePerturbationBudget", "objective_perturbation_budget", "objective_perturbation"]
 

@@ -36,7 +36,7 @@ error (see :mod:`pate_stab.erm.solver`).
 Exact noise: the l2-Laplace vector above is drawn in floating point (Gamma norm, Gaussian
 direction), and w* + b then leaks through its low bits (Mironov 2012). With ``exact_noise`` the
 same l2 sensitivity is released on a lattice with exact discrete Laplace noise instead
-(:func:`pate_stab.privacy.lattice_noise.lattice_laplace`: ε-DP, about √2 more noise per coordinate).
+(:func:`pate_stab.privacy.noise.lattice.lattice_laplace`: ε-DP, about √2 more noise per coordinate).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_epsilon,
     check_int,
     check_positive,
@@ -53,9 +53,9 @@ from pate_stab._validation import (
 from pate_stab.erm.contract import check_features, check_inputs, check_private_fit, check_solver_rtol
 from pate_stab.erm.losses import Loss, SquaredLoss, get_loss
 from pate_stab.erm.solver import solve_erm
-from pate_stab.privacy.discrete_noise import RandomSource
-from pate_stab.privacy.lattice_noise import lattice_laplace
-from pate_stab.privacy.noise import l2_laplace_vector
+from pate_stab.privacy.noise.discrete import RandomSource
+from pate_stab.privacy.noise.lattice import lattice_laplace
+from pate_stab.privacy.noise.seeded import l2_laplace_vector
 
 __all__ = [
     "PrivateLinearModel",
@@ -152,7 +152,7 @@ def output_perturbation(
         clip: project rows outside the unit ball onto it (and clamp regression targets).
         solver_rtol: solver tolerance relative to the sensitivity (accounted for in the noise).
         exact_noise: release w with exact discrete Laplace noise on a lattice drawn from this
-            source (:func:`~pate_stab.privacy.lattice_noise.lattice_laplace`, ℓ2 sensitivity
+            source (:func:`~pate_stab.privacy.noise.lattice.lattice_laplace`, ℓ2 sensitivity
             Δ (1 + 2 rtol)) instead of float l2-Laplace noise from ``generator`` (Mironov 2012's
             attack on float noise); ``noise_scale`` is then the per-coordinate Laplace scale.
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pate_stab._validation import check_int, check_positive, check_tensor
+from pate_stab._checks import check_int, check_positive, check_tensor
 from pate_stab.erm.losses import HingeLoss, Loss, get_loss
 from pate_stab.errors import ConvergenceError
 

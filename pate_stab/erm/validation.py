@@ -22,15 +22,15 @@ from typing import Any
 
 import torch
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_delta,
     check_epsilon,
     check_generator,
     check_int,
     check_positive,
 )
-from pate_stab.privacy.exponential import exponential_mechanism
-from pate_stab.privacy.noise import exponential
+from pate_stab.privacy.mechanisms.exponential import exponential_mechanism
+from pate_stab.privacy.noise.seeded import exponential
 
 __all__ = [
     "stability_constants_linear",

@@ -30,7 +30,7 @@ from functools import partial
 
 import torch
 
-from pate_stab._validation import check_epsilon, check_generator, check_real
+from pate_stab._checks import check_epsilon, check_generator, check_real
 from pate_stab.erm.contract import check_features, check_labels
 from pate_stab.erm.output_perturbation import rls_out
 from pate_stab.erm.validation import wu_private_tuning

@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_positive, check_tensor
+from pate_stab._checks import check_positive, check_tensor
 from pate_stab.features.pca import PublicFeatures, check_pca_dim
 
 __all__ = ["FeatureExtractor", "PublicProjection", "check_images", "NotFittedError"]

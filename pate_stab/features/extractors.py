@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_generator, check_int
+from pate_stab._checks import check_generator, check_int
 from pate_stab.features.base import NotFittedError, PublicProjection, check_images
 from pate_stab.features.pca import PublicFeatures
 from pate_stab.features.scattering import ScatteringFilters, scattering2d, scattering_filters, scattering_shape

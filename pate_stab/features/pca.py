@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_positive, check_tensor
+from pate_stab._checks import check_int, check_positive, check_tensor
 
 __all__ = ["PublicFeatures", "check_pca_dim", "components_for_share"]
 

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_positive, check_real, check_tensor
+from pate_stab._checks import check_int, check_positive, check_real, check_tensor
 from pate_stab.features.pca import PublicFeatures
 
 __all__ = ["PoolGraph", "kernel_class_scores", "kernel_votes", "knn_affinities", "sparse_coo", "to_sparse_csr"]

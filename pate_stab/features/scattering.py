@@ -36,7 +36,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_tensor
+from pate_stab._checks import check_int, check_tensor
 
 __all__ = ["ScatteringFilters", "scattering_filters", "scattering2d", "scattering_shape", "num_channels"]
 

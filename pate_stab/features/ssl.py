@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_generator,
     check_int,
     check_nonnegative,

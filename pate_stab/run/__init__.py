@@ -2,10 +2,11 @@
 
 The step functions live in their modules (``pate_stab.run.prepare.prepare``, …); the package
 exports the configuration, :func:`run_transfer`, :func:`run_compare` and the types they return.
+The plan (:func:`plan_run`, what each aggregator can answer before training) lives beside the
+aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-exports it.
 
 | module | step |
 |---|---|
-| :mod:`~pate_stab.run.plan` | :func:`plan_run`: before training, what each aggregator can answer at a data set's size |
 | :mod:`~pate_stab.run.config` | :class:`TransferConfig`: every setting of a run, checked |
 | :mod:`~pate_stab.run.data` | the private set, public pool and evaluation split (features fitted on public data) |
 | :mod:`~pate_stab.run.prepare` | budget check, run folder, record-keyed partition, teachers |
@@ -24,12 +25,12 @@ exports the configuration, :func:`run_transfer`, :func:`run_compare` and the typ
 | :mod:`~pate_stab.run.direct` | :func:`run_direct`: a direct private learner on the private split, as a compare row |
 """
 
+from pate_stab.aggregation.plan import RunPlan, plan_run
 from pate_stab.run.api import compare_arrays, transfer_arrays
 from pate_stab.run.compare import format_rows, plot_rows, run_compare
 from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.direct import DIRECT_LEARNERS, run_direct
-from pate_stab.run.plan import RunPlan, plan_run
 from pate_stab.run.prepare import BudgetTooSmallError, Prepared
 from pate_stab.run.refit import refit_students
 from pate_stab.run.release import Release, label_accuracy, release_labels

@@ -37,7 +37,8 @@ ledger: a new use of the data that the user accounts for). Repeated ε values ar
 is one spend id per repeat).
 
 One relation per ledger: the releasers and the convex heads spend under the run's relation; DP-SGD
-(add/remove) in a replace-one run is counted by group privacy (:meth:`pate_stab.privacy.ledger.PrivacyLedger.cost`).
+(add/remove) in a replace-one run is counted by group privacy
+(:meth:`pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger.cost`).
 
 Where the stability releaser cannot answer at a setting, the row says which k (at this ε) or
 which ε (with this k) a unanimous vote would need (:func:`pate_stab.theory.teachers_for_unanimous_answer`).
@@ -56,10 +57,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pate_stab._validation import check_int
+from pate_stab._checks import check_int
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.rng import spawn_generators
 from pate_stab.run.compare_table import (
     format_rows,
@@ -105,6 +106,7 @@ from pate_stab.run.student import (
     teacher_accuracies,
 )
 from pate_stab.run.student_file import save_student
+from pate_stab.run.units import check_learner_units
 
 __all__ = ["PRIVATE_COMPARE", "format_rows", "format_summary", "plot_rows", "run_compare", "summarise_rows",
            "total_cost", "total_cost_line"]  # fmt: skip
@@ -190,6 +192,7 @@ def _run_compare(
     start = time.perf_counter()
     direct = check_direct_learners(list(direct), dataset=config.dataset)
     check_direct_config(config, direct)  # DP-SGD's N and batch size: before any data are read or teachers trained
+    check_learner_units(config.privacy_unit, direct)  # a label-private learner in a record run: refused here
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
     direct_plan = [(float(e), d, r) for r in range(repeats) for e in epsilons for d in direct]
@@ -213,7 +216,8 @@ def _run_compare(
         f"lower the plan (fewer repeats, ε values or rows), or use a new run folder (not {config.run_name!r}: a new "
         "ledger, a new use of the data that you must account for)"
     )
-    budget_args = {"run_name": config.run_name, "neighbouring": config.neighbouring, "how": how,
+    budget_args = {"run_name": config.run_name, "neighbouring": config.neighbouring,
+                   "privacy_unit": config.privacy_unit, "how": how,
                    "cap_epsilon": config.budget_epsilon, "cap_delta": config.budget_delta}  # fmt: skip
     if aggregators is not None:  # before any training: the plan against the cap (the default list needs C)
         check_run_budget(config.run_dir, spends=planned(aggregators), **budget_args)
@@ -307,6 +311,7 @@ def _run_compare(
             rows.append(
                 {
                     "aggregator": agg,
+                    "privacy_unit": config.privacy_unit,
                     "repeat": rep,
                     "calibration": s.get("calibration", "data-independent"),
                     "target_epsilon": eps,
@@ -334,8 +339,12 @@ def _run_compare(
                     "note": note,
                 }
             )
-            private_rows.append({"aggregator": agg, "target_epsilon": eps, "repeat": rep,
-                                 "spend_id": release.spend_id, **dd_private})  # fmt: skip
+            private_row = {"aggregator": agg, "target_epsilon": eps, "repeat": rep, "spend_id": release.spend_id,
+                           **dd_private}  # fmt: skip
+            if prep.task.pool_labels_private is not None:  # queries over private inputs: their labels are private
+                private_answered, private_all = label_accuracy(release, prep.task.pool_labels_private[release.index])
+                private_row |= {"label_acc_private": private_answered, "label_acc_all_private": private_all}
+            private_rows.append(private_row)
         for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.progress):
             t0 = time.perf_counter()
             rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep))
@@ -351,7 +360,8 @@ def _run_compare(
         plot = plot_rows(
             rows,
             prep.run_dir / "compare.png",
-            title=f"{config.dataset}: k={k} {config.teacher_model} teachers, m={m} ({config.query_selection})\n"
+            title=f"{config.dataset} ({config.privacy_unit} privacy): k={k} {config.teacher_model} teachers, m={m} "
+            f"({config.query_selection})\n"
             f"{config.student_method} student, δ={config.delta:g}" + (f", {repeats} releases" if repeats > 1 else ""),
             caption=total_cost_line(rows, run_neighbouring=config.neighbouring),
         )

@@ -2,6 +2,10 @@
 with its legend and total privacy cost (basic composition), the summary over repeated releases, and
 the privacy–utility plot. They read only published rows (``compare.json``'s), so recipes refit or
 redraw from a run folder with them.
+
+Every row states its privacy unit (``privacy_unit``: record or label, DESIGN.md fact 13): the
+table has a ``unit`` column, the summary groups by unit, and the plot's legend names each line's
+unit; rows of two units are never ranked together (:func:`pate_stab.run.units.best_per_epsilon`).
 """
 
 from __future__ import annotations
@@ -13,16 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 from pate_stab.run.data_dependent import DATA_INDEPENDENT_NOTE
 from pate_stab.run.direct import DIRECT_LEARNERS, replace_one_equivalent
 from pate_stab.run.run_folder import write_published
+from pate_stab.run.units import row_unit
 
 __all__ = ["DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot_rows", "summarise_rows", "total_cost",
            "total_cost_line"]  # fmt: skip
 
 _COLUMNS = (  # (row key, header, format, width)
     ("aggregator", "aggregator", "{:<16}", 16),
+    ("privacy_unit", "unit", "{:<6}", 6),
     ("target_epsilon", "target", "{:>6.2f}", 6),
     ("epsilon", "ε", "{:>7.3f}", 7),
     ("epsilon_dd_sanitised", "ε dd san", "{:>8.3f}", 8),
@@ -41,15 +47,19 @@ _DD_LEGEND = (
     "ε dd san: PATE's data-dependent ε after sanitisation, shown only where secure noise makes it publishable, "
     "while the raw figure stays in private_compare.json (README: Privacy notes)."
 )
+_UNIT_LEGEND = (
+    "unit is the privacy unit of the row's ε: record (one record's inputs and label) or label (one record's label; "
+    "the inputs are public); rows of different units are not ranked against each other (docs/label_privacy.md)."
+)
 _LABEL_ACC_LEGEND = (
     "The label_acc column is the label accuracy, the released labels checked against the public pool's true labels "
     "that are read for this measurement only (README: Privacy notes)."
 )
-TABLE_LEGEND = "\n".join((_EPSILON_LEGEND, _DD_LEGEND, _LABEL_ACC_LEGEND))
+TABLE_LEGEND = "\n".join((_EPSILON_LEGEND, _UNIT_LEGEND, _DD_LEGEND, _LABEL_ACC_LEGEND))
 """The legend of a table that shows every column (:func:`format_rows` keeps the sentences of the columns it shows)."""
 DD_ROW_NOTE = "This aggregator's noise has no sanitised data-dependent ε to publish (README: Privacy notes)."
 """A row's data-dependent note in the text table, in one plain sentence (``compare.json`` keeps the full note)."""
-_ALWAYS = ("aggregator", "target_epsilon", "epsilon")
+_ALWAYS = ("aggregator", "privacy_unit", "target_epsilon", "epsilon")
 
 
 def total_cost(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> dict[str, Any]:
@@ -122,7 +132,7 @@ def format_rows(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None 
     for r in rows:
         cells = []
         for name, _, fmt, width in columns:
-            v = r.get(name)
+            v = row_unit(r) if name == "privacy_unit" else r.get(name)
             cells.append(" " * (width - 1) + "-" if v is None else fmt.format(v))
         note = r.get("note") or ""
         dd_note = r.get("data_dependent_note") or ""
@@ -130,6 +140,7 @@ def format_rows(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None 
             note = DD_ROW_NOTE if r.get("epsilon_dd_sanitised") is None else ""
         lines.append(" ".join(cells) + ("  " + note if note else ""))
     lines.append(_EPSILON_LEGEND)
+    lines.append(_UNIT_LEGEND)
     if "epsilon_dd_sanitised" in shown:
         lines.append(_DD_LEGEND)
     if "label_acc" in shown:
@@ -144,15 +155,15 @@ _SUMMARY_KEYS = ("answered", "label_acc", "student_acc", "student_acc_unlabelled
 
 
 def summarise_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (aggregator, target ε) over its repeated releases: mean, sample standard
-    deviation, min and max of :data:`_SUMMARY_KEYS` (None where no repeat has the value)."""
-    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    """One row per (privacy unit, aggregator, target ε) over its repeated releases: mean, sample
+    standard deviation, min and max of :data:`_SUMMARY_KEYS` (None where no repeat has the value)."""
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["aggregator"], r["target_epsilon"]), []).append(r)
+        groups.setdefault((row_unit(r), r["aggregator"], r["target_epsilon"]), []).append(r)
     out = []
-    for (agg, eps), group in groups.items():
-        row: dict[str, Any] = {"aggregator": agg, "target_epsilon": eps, "epsilon": group[0]["epsilon"],
-                               "repeats": len(group)}  # fmt: skip
+    for (unit, agg, eps), group in groups.items():
+        row: dict[str, Any] = {"aggregator": agg, "privacy_unit": unit, "target_epsilon": eps,
+                               "epsilon": group[0]["epsilon"], "repeats": len(group)}  # fmt: skip
         for key in _SUMMARY_KEYS:
             values = [float(r[key]) for r in group if r.get(key) is not None]
             if not values:
@@ -175,13 +186,14 @@ def format_summary(summary: Sequence[dict[str, Any]]) -> str:
         return f"{mean:.{digits}f} ± {sd:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
     head = (
-        f"{'aggregator':<16} {'ε':>6} {'n':>2}  {'answered':<26} {'student_acc':<32} "
+        f"{'aggregator':<16} {'unit':<6} {'ε':>6} {'n':>2}  {'answered':<26} {'student_acc':<32} "
         f"{'student_acc unlabelled pool':<32}"
     )
     lines = [head, "-" * len(head)]
     for r in summary:
         lines.append(
-            f"{r['aggregator']:<16} {r['target_epsilon']:>6.2f} {r['repeats']:>2}  {cell(r, 'answered', 1):<26} "
+            f"{r['aggregator']:<16} {row_unit(r):<6} {r['target_epsilon']:>6.2f} {r['repeats']:>2}  "
+            f"{cell(r, 'answered', 1):<26} "
             f"{cell(r, 'student_acc', 4):<32} {cell(r, 'student_acc_unlabelled_pool', 4):<32}"
         )
     lines.append(
@@ -199,7 +211,10 @@ def plot_rows(
     reference: float | None = None,
     caption: str | None = None,
 ) -> Path:
-    """Student test accuracy vs target ε, one line per aggregator (matplotlib, Agg backend).
+    """Student test accuracy vs target ε, one line per aggregator and privacy unit (matplotlib, Agg backend).
+
+    Each line's legend names its unit (``[record]`` / ``[label]``); label-privacy lines are drawn
+    with open markers, so that no two units are read as one ranking.
 
     With repeated releases, the line is the mean and the error bar the min–max range.
     The legend sits outside the axes (to the right), so it hides no line.
@@ -214,18 +229,19 @@ def plot_rows(
 
     summary = summarise_rows(rows)
     fig, ax = plt.subplots(figsize=(7.5, 4))
-    for name in dict.fromkeys(r["aggregator"] for r in summary):
+    for unit, name in dict.fromkeys((row_unit(r), r["aggregator"]) for r in summary):
         pts = sorted(
             (r["target_epsilon"], r["student_acc"], r["student_acc_min"], r["student_acc_max"])
             for r in summary
-            if r["aggregator"] == name and r["student_acc"] is not None
+            if r["aggregator"] == name and row_unit(r) == unit and r["student_acc"] is not None
         )
         x, mean = [p[0] for p in pts], [p[1] for p in pts]
         err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
         is_direct = name in DIRECT_LEARNERS  # direct learners: dashed lines, square markers
-        label = name + (" (direct)" if is_direct else "")
+        label = name + (" (direct)" if is_direct else "") + f" [{unit}]"
         ax.errorbar(x, mean, yerr=err, capsize=3, label=label, marker="s" if is_direct else "o",
-                    linestyle="--" if is_direct else "-")  # fmt: skip
+                    linestyle="--" if is_direct else "-",
+                    markerfacecolor="none" if unit == "label" else None)  # fmt: skip
     if reference is not None:
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
     ax.set_xscale("log")

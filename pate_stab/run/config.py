@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec
 from pate_stab.aggregation.releaser import NOISE_MODES
 from pate_stab.features.pca import check_pca_dim
-from pate_stab.privacy.ledger import NEIGHBOURING_RELATIONS
+from pate_stab.privacy.ledger.privacy_ledger import NEIGHBOURING_RELATIONS
 from pate_stab.run.config_names import (
     _WIDTH_FIELDS,
     DATASETS,
@@ -26,9 +26,11 @@ from pate_stab.run.config_names import (
     FEATURES,
     IMAGE_DIRECT_LEARNERS,
     LABEL_DIRECT_LEARNERS,
+    LABEL_QUERIES,
     NOT_IDENTITY,
     OWN_DATA_FIELDS,
     PARTITION_KEYS,
+    PRIVACY_UNIT_DESCRIPTIONS,
     REPORT_FIELDS,
     ROUND_FEATURES,
     RUN_AGGREGATORS,
@@ -49,9 +51,11 @@ __all__ = [
     "FEATURE_DATASETS",
     "IMAGE_DIRECT_LEARNERS",
     "LABEL_DIRECT_LEARNERS",
+    "LABEL_QUERIES",
     "NOT_IDENTITY",
     "OWN_DATA_FIELDS",
     "PARTITION_KEYS",
+    "PRIVACY_UNIT_DESCRIPTIONS",
     "REPORT_FIELDS",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
@@ -112,6 +116,16 @@ class TransferConfig:
     # (see teachers_changed): content keys + replace_one need group privacy over two teachers
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
     partition_key: Literal["content", "record_id"] = "content"
+    # the privacy unit (DESIGN.md fact 13; docs/label_privacy.md): "record" (a record's inputs and label) or
+    # "label" (label differential privacy: the private inputs are public, one changed label is the neighbour).
+    # Under "label" the relation is replace-one of a label (``neighbouring: replace_one``, required), content
+    # keys hash the inputs only (a changed label keeps its shard: one teacher moves), the features and the
+    # propagation teachers' graph are fitted on the private and public inputs, and ``label_queries`` may ask
+    # about the private inputs. Part of the run's identity and of its ledger's relation.
+    privacy_unit: Literal["record", "label"] = "record"
+    # label privacy only: what the releaser is asked about (LABEL_QUERIES): "pool" (the public pool),
+    # "private" (the private inputs) or "both" (the private inputs, then the public pool)
+    label_queries: Literal["pool", "private", "both"] = "pool"
     features: Literal["raw", "pca", "scattering", "ssl", "scattering+ssl"] = "raw"
     # pca: components of the inputs; scattering / ssl: of the public projection (of each block's, for
     # scattering+ssl). An int is a count;
@@ -264,6 +278,7 @@ class TransferConfig:
             choices = ", ".join(NEIGHBOURING_RELATIONS)
             raise ValueError(f"neighbouring must be one of {choices}, got {self.neighbouring!r}")
         check_cap(self.budget_epsilon, self.budget_delta)
+        self._check_privacy_unit()
         if self.partition_key not in PARTITION_KEYS:
             raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {self.partition_key!r}")
         if self.features not in FEATURES:
@@ -347,6 +362,32 @@ class TransferConfig:
                 what = "two positive integers" if name.endswith("channels") else "positive integers"
                 raise ValueError(f"{name} must be {what}, got {widths}")
             object.__setattr__(self, name, widths)
+
+    def _check_privacy_unit(self) -> None:
+        if self.privacy_unit not in PRIVACY_UNIT_DESCRIPTIONS:
+            choices = ", ".join(PRIVACY_UNIT_DESCRIPTIONS)
+            raise ValueError(f"privacy_unit must be one of {choices}, got {self.privacy_unit!r}")
+        if self.label_queries not in LABEL_QUERIES:
+            raise ValueError(f"label_queries must be one of {', '.join(LABEL_QUERIES)}, got {self.label_queries!r}")
+        if self.privacy_unit == "record":
+            if self.label_queries != "pool":
+                raise ValueError(
+                    f"label_queries={self.label_queries!r} asks about the private inputs, which record privacy "
+                    "protects: use privacy_unit: label (the inputs are then public) or label_queries: pool"
+                )
+            return
+        if self.neighbouring != "replace_one":
+            # one changed label replaces one record by one with the same inputs; a label cannot be added or removed
+            raise ValueError(
+                "privacy_unit: label protects one changed label, a replacement that keeps the record's inputs: set "
+                f"neighbouring: replace_one (--neighbouring replace_one), got neighbouring={self.neighbouring!r}"
+            )
+        if self.threat_model != "public-pool":
+            raise ValueError(
+                "privacy_unit: label keeps every private input and asks about them itself (label_queries); the "
+                f"label-only threat model's discarded-label pool is not used with it: use threat_model: public-pool, "
+                f"got {self.threat_model!r}"
+            )
 
     def _check_student_select(self) -> None:
         if self.student_select not in STUDENT_SELECT:
@@ -467,17 +508,28 @@ class TransferConfig:
         replacement keeps it) and up to two under content keys
         (the replacement may hash elsewhere); the aggregators then use group privacy over two
         teachers (:func:`~pate_stab.aggregation.votes.distance_to_instability` with
-        ``group_size=2``, doubled sensitivities for the PATE baselines).
+        ``group_size=2``, doubled sensitivities for the PATE baselines). Under label privacy a
+        neighbour changes one label and keeps the inputs, which are all a content key hashes
+        (:func:`pate_stab.run.prepare.partition_keys`): one teacher, with either key.
         """
+        if self.privacy_unit == "label":
+            # content keys hash the inputs only under label privacy: a changed label keeps its shard
+            return 1
         return 2 if (self.neighbouring, self.partition_key) == ("replace_one", "content") else 1
 
     def privacy_relation(self) -> dict[str, Any]:
         """The guarantee's relation, as the report and the ledger state it."""
+        key_description = PARTITION_KEYS[self.partition_key]
+        if self.privacy_unit == "label" and self.partition_key == "content":
+            key_description = "the record's inputs only (label privacy: a changed label keeps the record's shard)"
         return {
+            "privacy_unit": self.privacy_unit,
+            "privacy_unit_description": PRIVACY_UNIT_DESCRIPTIONS[self.privacy_unit],
             "neighbouring": self.neighbouring,
             "partition_key": self.partition_key,
-            "partition_key_description": PARTITION_KEYS[self.partition_key],
+            "partition_key_description": key_description,
             "teachers_changed_per_neighbour": self.teachers_changed,
+            **({"label_queries": self.label_queries} if self.privacy_unit == "label" else {}),
         }
 
     def aggregator_settings(self, epsilon: float | None = None, delta: float | None = None) -> AggregatorSettings:

@@ -15,9 +15,11 @@ __all__ = [
     "FEATURE_DATASETS",
     "IMAGE_DIRECT_LEARNERS",
     "LABEL_DIRECT_LEARNERS",
+    "LABEL_QUERIES",
     "NOT_IDENTITY",
     "OWN_DATA_FIELDS",
     "PARTITION_KEYS",
+    "PRIVACY_UNIT_DESCRIPTIONS",
     "REPORT_FIELDS",
     "ROUND_FEATURES",
     "RUN_AGGREGATORS",
@@ -82,6 +84,18 @@ PARTITION_KEYS = {
     "record_id": "an id supplied with each private record (an id column or array; never its row number), kept "
     "by a neighbouring data set and by a replacement; runs on data without ids refuse it",
 }
+PRIVACY_UNIT_DESCRIPTIONS = {
+    "record": "record privacy: a neighbouring data set differs in one private record (its inputs and its label)",
+    "label": "label privacy: a neighbouring data set differs in one private record's label; the private inputs are "
+    "public (label differential privacy; docs/label_privacy.md)",
+}
+"""The privacy units (DESIGN.md fact 13), as the report and the ledger state them."""
+LABEL_QUERIES = {
+    "pool": "the public pool's inputs (as under record privacy)",
+    "private": "the private records' inputs (public under label privacy); the student learns from them",
+    "both": "the private records' inputs, then the public pool's",
+}
+"""What the releaser is asked about (``label_queries``); ``private`` and ``both`` need label privacy."""
 _WIDTH_FIELDS = ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels")
 # the student is post-processing of the release: a rerun may change these and only refits the student
 STUDENT_FIELDS = (

@@ -73,6 +73,9 @@ class Task:
     # shape, a table's schema), ``preprocess`` the maps fitted on the public pool, in order
     inputs: dict[str, Any] = field(default_factory=dict)
     preprocess: list[dict[str, Any]] = field(default_factory=list)
+    # label privacy with queries over the private inputs (pate_stab.run.prepare.label_query_task): the
+    # query pool's true labels, which are private labels. Private diagnostics only, never published
+    pool_labels_private: Tensor | None = None
 
 
 def pool_truth(task: Task, index: Tensor) -> Tensor | None:
@@ -207,8 +210,12 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         # other inputs on the CPU, where the content keys read the features
         device = compute_device(config.accelerator) if px.dim() in (3, 4) else "cpu"
         px, ux, ex = (t.to(device) for t in (px, ux, ex))
-        feats = PublicFeatures.fit(ux, dim=config.pca_dim, whiten=config.whiten)  # public pool only
+        # public pool only; under label privacy every input is public: the private and public inputs
+        fit_on = torch.cat([px, ux]) if config.privacy_unit == "label" else ux
+        feats = PublicFeatures.fit(fit_on, dim=config.pca_dim, whiten=config.whiten)
         px, ux, ex = (_rows(lambda t: feats.transform(t).cpu(), t) for t in (px, ux, ex))
+        if config.privacy_unit == "label":
+            feats.meta["fitted_on"] = "private and public inputs (no labels; label privacy)"
         feature_map.update(feats.meta)
         feature_map["state"] = feats.state_dict()
         preprocess.append({"op": "pca", "state": feats.state_dict()})

@@ -35,12 +35,12 @@ import torch
 
 from pate_stab.aggregation.base import ABSTAIN
 from pate_stab.aggregation.registry import aggregator_spec
-from pate_stab.privacy.pate_analysis import (
+from pate_stab.privacy.pate.data_dependent import (
     confident_gnmax_data_dependent_rdp,
     data_dependent_summary,
     gnmax_data_dependent_rdp,
 )
-from pate_stab.privacy.pate_rdp import DEFAULT_ORDERS, rdp_to_epsilon
+from pate_stab.privacy.pate.rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import Release
 
@@ -216,7 +216,7 @@ def _secure_figures(out: dict[str, Any], kind: str, counts: torch.Tensor, kwargs
 
     PSM+18's analysis bounds q with continuous Gaussian tails; under the discrete Gaussian q is
     bounded by its sub-Gaussian tails instead
-    (:func:`~pate_stab.privacy.pate_rdp.gnmax_log_q_discrete`), and Thm 6 applies unchanged (the
+    (:func:`~pate_stab.privacy.pate.rdp.gnmax_log_q_discrete`), and Thm 6 applies unchanged (the
     discrete Gaussian has the continuous one's RDP). The smooth-sensitivity sanitisation is
     derived for the continuous bound only, so no sanitised figure is given; nor is any figure for
     discrete Laplace noise (LNMax), whose q bound is not derived here.

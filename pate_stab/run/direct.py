@@ -72,7 +72,7 @@ functions of λ' n = λ N, are the paper's with n := N. n stays inside the mecha
 recorded nor published.
 
 Relations. The ledger's header holds the run's relation, the ledger counts every spend under it
-(:meth:`pate_stab.privacy.ledger.PrivacyLedger.cost`), and every direct spend records its own in
+(:meth:`pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger.cost`), and every direct spend records its own in
 its metadata (``neighbouring``) and every row states it. The heads spend under the run's relation
 (above); DP-SGD under add/remove, which a replace-one ledger counts as (2ε, (1 + e^ε) δ) (group
 privacy over the removal and the addition); a replace-one guarantee would imply no add/remove
@@ -85,7 +85,7 @@ against anyone who knows the seed. What kind of noise each learner draws (:data:
 stated in every row's note and settings):
 
 * output perturbation (``output-*``): **exact**. The weights are released on a power-of-two lattice
-  with exact discrete Laplace noise (:func:`pate_stab.privacy.lattice_noise.lattice_laplace`, bits
+  with exact discrete Laplace noise (:func:`pate_stab.privacy.noise.lattice.lattice_laplace`, bits
   from ``os.urandom`` or the seeded source), calibrated to the ℓ1 sensitivity implied by the ℓ2
   bound plus the rounding's: no floating-point noise is published (Mironov 2012's attack).
 * objective perturbation (``objective-*``): **floating point**. The l2-Laplace vector b (Gamma norm,
@@ -111,7 +111,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_epsilon, check_int
+from pate_stab._checks import check_epsilon, check_int
 from pate_stab.direct import cnn
 from pate_stab.direct.dpsgd import (
     DPSGDConfig,
@@ -136,16 +136,17 @@ from pate_stab.erm.multinomial import check_class_labels, softmax_objective_pert
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.alibi import ALIBI_RESOLUTION, alibi_event, alibi_scale
-from pate_stab.privacy.discrete_noise import RandomSource, SeededRandomSource, SystemRandomSource
-from pate_stab.privacy.events import PureDpEvent, SelfComposedEvent
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.randomized_response import rr_event
+from pate_stab.privacy.accounting.events import PureDpEvent, SelfComposedEvent
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.alibi import ALIBI_RESOLUTION, alibi_event, alibi_scale
+from pate_stab.privacy.mechanisms.randomized_response import rr_event
+from pate_stab.privacy.noise.discrete import RandomSource, SeededRandomSource, SystemRandomSource
 from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS, LABEL_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend
+from pate_stab.run.units import best_per_epsilon, learner_unit, row_unit
 
 __all__ = [
     "DIRECT_LEARNERS",
@@ -193,9 +194,9 @@ NOISE_KINDS = {
     "dpsgd": "floating point: Gaussian from a torch generator, Opacus secure_mode noise in secure runs (no exact "
     "sampler; torchcsprng is not used)",
     "rr": "exact: rational keep probabilities below e^ε/(e^ε + k − 1) and uniform integer draws by rejection "
-    "(pate_stab.privacy.randomized_response)",
+    "(pate_stab.privacy.mechanisms.randomized_response)",
     "alibi": "exact: discrete Laplace on the scaled one-hot label (Canonne, Kamath & Steinke 2020, Alg 2; "
-    "pate_stab.privacy.alibi)",
+    "pate_stab.privacy.mechanisms.alibi)",
 }
 """The kind of noise each family of direct learners draws (module docstring), by name prefix."""
 _NOISE_NOTES = {
@@ -251,11 +252,12 @@ def direct_planned_spend(config: Any, learner: str, epsilon: float, repeat: int 
     """What a direct learner's spend will cost, before anything is trained: DP-SGD's target (ε, δ)
     under add/remove (its accountant's ε is at most the target), a head's (ε, 0) under the run's relation."""
     spend_id = release_spend_id(config.run_name, learner, epsilon, repeat)
+    unit = learner_unit(learner)
     if learner.startswith("dpsgd"):
-        return PlannedSpend(spend_id, float(epsilon), float(config.delta), "add_remove")
+        return PlannedSpend(spend_id, float(epsilon), float(config.delta), "add_remove", unit)
     if learner in LABEL_DIRECT_LEARNERS:
-        return PlannedSpend(spend_id, float(epsilon), 0.0, DIRECT_RELATIONS[learner])
-    return PlannedSpend(spend_id, float(epsilon), 0.0)
+        return PlannedSpend(spend_id, float(epsilon), 0.0, DIRECT_RELATIONS[learner], unit)
+    return PlannedSpend(spend_id, float(epsilon), 0.0, unit=unit)
 
 
 def _relation(prep: Prepared, learner: str) -> str:
@@ -629,7 +631,7 @@ def run_direct(
         if learner.startswith("dpsgd"):
             meta["secure_mode"] = prep.config.releaser_noise == "secure"
         ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta,
-                     relation=meta["neighbouring"])  # fmt: skip
+                     relation=meta["neighbouring"], unit=learner_unit(learner))  # fmt: skip
         model = _train(prep, learner, epsilon, generator, dpsgd, meta, _exact_source(prep, spend_id))
         folder.mkdir(parents=True, exist_ok=True)
         name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
@@ -664,7 +666,9 @@ def run_direct(
         "epsilon": result["epsilon"],
         "delta": result["delta"],
         "neighbouring": relation,
+        # the unit the run ranks the row under, and the unit of the learner's own guarantee (pate_stab.run.units)
         "privacy_unit": meta.get("privacy_unit", privacy_unit(prep.config)),
+        "guarantee_unit": learner_unit(learner),
         "epsilon_replace_one": eps_r1,
         "delta_replace_one": delta_r1,
         "seen": None,
@@ -717,20 +721,14 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
         f"ε = {math.fsum(e for e, _ in conv):.4g} and δ = {math.fsum(d for _, d in conv):.3g} all as replace-one "
         "(README: Privacy notes)."
     )
-    best: dict[float, tuple[float, str]] = {}
-    means: dict[tuple[float, str], list[float]] = {}
-    for r in rows:
-        if r.get("student_acc") is not None:
-            means.setdefault((r["target_epsilon"], r["aggregator"]), []).append(float(r["student_acc"]))
-    for (eps, name), values in means.items():
-        mean = math.fsum(values) / len(values)
-        if eps not in best or mean > best[eps][0]:
-            best[eps] = (mean, name)
-    lines.append(
-        "best mean accuracy per ε: "
-        + ", ".join(
-            f"ε={eps:g}: {name} {acc:.4f}{' (direct)' if name in DIRECT_LEARNERS else ''}"
-            for eps, (acc, name) in sorted(best.items())
+    # each privacy unit ranked apart, its unit shown (pate_stab.run.units)
+    for unit in sorted({row_unit(r) for r in rows}):
+        best = best_per_epsilon([r for r in rows if row_unit(r) == unit])
+        lines.append(
+            f"best mean accuracy per ε ({unit} privacy): "
+            + ", ".join(
+                f"ε={eps:g}: {name} {acc:.4f}{' (direct)' if name in DIRECT_LEARNERS else ''}"
+                for eps, (acc, name) in sorted(best.items())
+            )
         )
-    )
     return "\n".join(lines)

@@ -11,7 +11,7 @@ The key names the file, and the file name is published (``report.json``'s ``feat
 a combination, ``features.blocks[i].cache``), so it is computed from public inputs and options
 only: the extractor's name and options, the public pool and evaluation inputs, and (SSL) the
 generator's state. The private records enter only as HMAC-SHA256 under the run folder's secret
-key (:func:`~pate_stab.privacy.private_files.run_private_key`), stored inside the private cache
+key (:func:`~pate_stab.privacy.ledger.private_files.run_private_key`), stored inside the private cache
 file; a cached file whose MAC does not match this run's private inputs is recomputed, so a file
 made from other inputs is never used. ``raw`` and ``pca`` stay in
 :func:`pate_stab.run.data.load_task`.
@@ -46,7 +46,7 @@ from torch import Tensor
 
 from pate_stab.features import make_features
 from pate_stab.features.ssl import SSLConfig
-from pate_stab.privacy.private_files import (
+from pate_stab.privacy.ledger.private_files import (
     keyed_digest,
     private_folder,
     run_private_key,
@@ -160,7 +160,7 @@ def private_inputs_mac(key: bytes, private_x: Tensor) -> str:
 
 
 def _save_private(obj: Any, path: Path) -> None:
-    """torch.save to ``path`` through :func:`~pate_stab.privacy.private_files.write_private`
+    """torch.save to ``path`` through :func:`~pate_stab.privacy.ledger.private_files.write_private`
     (atomic, readable by its owner only)."""
     buffer = io.BytesIO()
     torch.save(obj, buffer)

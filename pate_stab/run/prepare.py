@@ -15,16 +15,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from pate_stab.aggregation.plan import RunPlan, plan_for_config
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
-from pate_stab.privacy.private_files import PRIVATE_KEY_NAME, tighten_private_tree
+from pate_stab.privacy.ledger.private_files import PRIVATE_KEY_NAME, tighten_private_tree
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import (
     DIRECT_LEARNER_NAMES,
@@ -35,7 +36,6 @@ from pate_stab.run.config import (
 )
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
-from pate_stab.run.plan import RunPlan, plan_for_config
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, compute_device, report_stage
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
@@ -54,6 +54,8 @@ from pate_stab.teachers.partition import RecordKeys
 
 __all__ = [
     "BudgetTooSmallError",
+    "label_query_task",
+    "query_pool_size",
     "Prepared",
     "check_answerable",
     "check_teachers_fit",
@@ -96,14 +98,51 @@ def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any]
     return {"teachers_needed_for_unanimous_answer": status.teachers_needed}
 
 
+def query_pool_size(config: TransferConfig, task: Task) -> int:
+    """How many inputs the releaser may be asked about: the public pool, or under label privacy
+    the private inputs, or both (``label_queries``)."""
+    n_private, n_public = int(task.private_x.shape[0]), int(task.public_x.shape[0])
+    return {"pool": n_public, "private": n_private, "both": n_private + n_public}[config.label_queries]
+
+
+def label_query_task(task: Task, label_queries: str) -> Task:
+    """Under label privacy, the task whose query pool is ``label_queries``' inputs.
+
+    ``"pool"``: unchanged. ``"private"``: the private inputs; ``"both"``: the private inputs, then
+    the public pool. The inputs are public under label privacy, so every later stage (selection,
+    votes, the student and its unlabelled data) treats them as the pool. Their labels are not:
+    the new pool carries none (``public_y`` None: no published label accuracy), and its true
+    labels are kept in ``pool_labels_private`` for private diagnostics only.
+    """
+    if label_queries == "pool":
+        return task
+    if label_queries not in ("private", "both"):
+        raise ValueError(f"label_queries must be pool, private or both, got {label_queries!r}")
+    both = label_queries == "both"
+    pool_x = torch.cat([task.private_x, task.public_x]) if both else task.private_x
+    images = None
+    if task.private_images is not None and task.public_images is not None:
+        images = torch.cat([task.private_images, task.public_images]) if both else task.private_images
+    truth = None
+    if not both or task.public_y is not None:
+        truth = torch.cat([task.private_y, task.public_y]) if both and task.public_y is not None else task.private_y
+    return replace(task, public_x=pool_x, public_y=None, public_images=images, pool_labels_private=truth)
+
+
 def partition_keys(
-    task: Task, partition_key: str, *, dataset: str = "the data", features_device: str = "cpu"
+    task: Task,
+    partition_key: str,
+    *,
+    dataset: str = "the data",
+    features_device: str = "cpu",
+    privacy_unit: str = "record",
 ) -> RecordKeys:
     """The record keys the run's partition hashes (DESIGN.md fact 1).
 
-    ``"content"``: each private record's bytes and label, read from the record as loaded
-    (``task.private_images``) wherever the task keeps it, so that a record's key is a function of
-    the record alone. Features computed in batches may differ in their last bits with the other
+    ``"content"``: each private record's bytes and label (under label privacy its bytes only, so
+    that a changed label keeps its record's shard and moves one teacher: DESIGN.md fact 13), read
+    from the record as loaded (``task.private_images``) wherever the task keeps it, so that a record's
+    key is a function of the record alone. Features computed in batches may differ in their last bits with the other
     records of their batch and with the machine (cuBLAS and cuFFT choose kernels by the batch's
     shape; CPU kernels by the thread count and instruction set): a key read from them could move
     other records to other shards when one record is removed, breaking the one-shard argument, and
@@ -121,10 +160,13 @@ def partition_keys(
     """
     n = task.private_x.shape[0]
     if partition_key == "content":
+        with_label = privacy_unit != "label"  # label privacy: the inputs alone, a changed label keeps its shard
         if task.private_images is not None:  # the records as loaded, on every device
-            return record_keys_from_tensors(task.private_images, task.private_y)
+            return record_keys_from_tensors(task.private_images, *([task.private_y] if with_label else []))
         if features_device != "cpu":
             raise ValueError("content keys of features computed on a GPU need the private records as loaded")
+        if not with_label:
+            return record_keys_from_tensors(task.private_x)
         return record_keys_from_tensors(task.private_x, task.private_y)
     if partition_key != "record_id":
         raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {partition_key!r}")
@@ -177,8 +219,11 @@ def pool_graph(prep: Prepared) -> PoolGraph:
     :attr:`Prepared.graph_device` names that device for the stage lines."""
     if prep.graph is None:
         device = compute_device(prep.config.accelerator)
-        if isinstance(prep.teachers, PropagationTeachers):
-            prep.graph = prep.teachers.graph  # built on the run's compute device (prepare)
+        # the teachers' graph is the pool's only where its nodes are the pool (label privacy's graph
+        # also holds the private inputs; with label_queries "both" they are the pool)
+        teachers = prep.teachers
+        if isinstance(teachers, PropagationTeachers) and teachers.graph_nodes == prep.task.public_x.shape[0]:
+            prep.graph = teachers.graph  # built on the run's compute device (prepare)
         else:
             c = prep.config
             prep.graph = PoolGraph(
@@ -282,7 +327,7 @@ def prepare(
 
     ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
     Data is loaded and checked before the run folder is touched: bad input trains and spends nothing.
-    ``on_plan`` receives the run's plan (:func:`~pate_stab.run.plan.plan_for_config`) once the data
+    ``on_plan`` receives the run's plan (:func:`~pate_stab.aggregation.plan.plan_for_config`) once the data
     is loaded, before the budget check and any training: it holds the private size n, so show it
     to the user, never publish it.
 
@@ -331,8 +376,14 @@ def prepare(
         check_teachers_fit(config.num_teachers, int(task.private_x.shape[0]))
     if check_budget:
         check_answerable(config, task.num_classes)
-    if config.num_queries > task.public_x.shape[0]:
-        raise ValueError(f"num_queries={config.num_queries} exceeds the public pool ({task.public_x.shape[0]} inputs)")
+    pool_size = query_pool_size(config, task)
+    if config.num_queries > pool_size:
+        what = (
+            "the public pool"
+            if config.label_queries == "pool"
+            else f"the queries (label_queries: {config.label_queries})"
+        )
+        raise ValueError(f"num_queries={config.num_queries} exceeds {what} ({pool_size} inputs)")
     _check_run_dir(config, run_dir)
     # the data are part of the run's identity; their MAC stays in a private file (pate_stab.run.private)
     # (a pool without labels stands as an empty label tensor; ids supplied with the data are part of it)
@@ -356,6 +407,12 @@ def prepare(
         device = "cpu (cached)" if resumed_features else features_device(config)
         report_stage(timings, "features", time.perf_counter() - t0, device, devices)
 
+    graph_nodes = None
+    if config.privacy_unit == "label":
+        # label privacy: every input is public. The propagation graph spans the private and public
+        # inputs; the queries may be the private inputs themselves (label_queries)
+        graph_nodes = torch.cat([task.private_x, task.public_x]) if task.private_x.dim() == 2 else None
+        task = label_query_task(task, config.label_queries)
     if before_teachers is not None:
         before_teachers(Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features))
     if not with_teachers:
@@ -367,7 +424,8 @@ def prepare(
     computed_on = compute_device(config.accelerator) if task.private_images is not None and (
         config.features == "pca" or (config.features in EXTRACTED_FEATURES and with_features)) else "cpu"  # fmt: skip
     keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key,
-                                                                    features_device=computed_on)  # fmt: skip
+                                                                    features_device=computed_on,
+                                                                    privacy_unit=config.privacy_unit)  # fmt: skip
     shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
     report_stage(timings, "partition", time.perf_counter() - t0, "cpu", devices)
 
@@ -386,10 +444,16 @@ def prepare(
             raise ValueError(f"propagate teachers need feature vectors, got inputs of shape {shape}")
         # nothing is trained: the graph (public features only) and the private affinities are rebuilt
         # on the run's GPU where it has one: the features move there once and the graph stays there
-        teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
-            task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
-            device=device,
-        )  # fmt: skip
+        if graph_nodes is None:  # record privacy: the graph sees the public pool only
+            teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
+                task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
+                device=device,
+            )  # fmt: skip
+        else:
+            teachers = PropagationTeachers(
+                graph_nodes, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
+                fitted_on="the private and public inputs (label privacy: inputs are public)", device=device,
+            )  # fmt: skip
         report_stage(timings, "teachers", time.perf_counter() - t0, device, devices)
         votes = PoolVotes(teachers, task.public_x, task.num_classes, device=device)
         return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features, devices=devices)

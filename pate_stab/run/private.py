@@ -36,7 +36,7 @@ from typing import Any
 
 from torch import Tensor
 
-from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes, write_private
+from pate_stab.privacy.ledger.private_files import keyed_digest, run_private_key, tensor_bytes, write_private
 
 __all__ = [
     "PRIVATE_DIAGNOSTICS",
@@ -106,7 +106,7 @@ def check_data_identity(run_dir: Path, tensors: list[Tensor]) -> None:
     """Record the run's data on first use; refuse other data on a rerun.
 
     The identity is HMAC-SHA256 of the tensors under the folder's secret key
-    (:func:`~pate_stab.privacy.private_files.run_private_key`), kept in ``private_identity.json``
+    (:func:`~pate_stab.privacy.ledger.private_files.run_private_key`), kept in ``private_identity.json``
     (0600): a digest of private data is itself private, so it never goes into ``config.json``
     or the report.
 

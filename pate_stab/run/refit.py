@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pate_stab.data.own import OwnData
-from pate_stab.privacy.ledger import PrivacyLedger, recorded_budget
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, recorded_budget
 from pate_stab.rng import seeded_generator, spawn_generators
 from pate_stab.run.config import STUDENT_FIELDS, TransferConfig
 from pate_stab.run.data import pool_truth
@@ -115,6 +115,7 @@ def _refit(
         budget_delta=budget[1],
         run_id=config.run_name,
         neighbouring=header.get("neighbouring", "replace_one"),
+        privacy_unit=header.get("privacy_unit", "record"),
         timestamps=False,
     ) as ledger:
         recorded = {e.spend_id: e for e in ledger.entries() if e.has_result}

@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.selection import SELECTION_PRIVACY, SelectionResult, answered_mask, release_in_rounds
 from pate_stab.run.student import selector_confidence, selector_spread

@@ -5,7 +5,7 @@ takes them from a file written by any program and releases labels (or ⊥) for e
 any aggregator of the registry, with the same ledger, replay and report as the main job.
 
 The votes file — its layouts (``predictions``, ``counts``, ``scores``) and formats (``.npy``,
-``.pt``, ``.csv``) — is read and checked by :mod:`pate_stab.run.votes_file`, whose names are
+``.pt``, ``.csv``) — is read and checked by :mod:`pate_stab.data.votes_file`, whose names are
 re-exported here. Bad input raises :class:`VotesError` naming the problem before the ledger is
 opened, so nothing is spent; so do settings the aggregator refuses: the releaser is built (and
 so checked) before the ledger is opened, and bound to it only for the release.
@@ -65,16 +65,16 @@ import torch
 
 from pate_stab.aggregation.base import inputs_digest
 from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, make_releaser
+from pate_stab.data.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.ledger import PrivacyLedger, anchor_path
-from pate_stab.privacy.private_files import keyed_digest, run_private_key, tensor_bytes
+from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS, PrivacyLedger, anchor_path
+from pate_stab.privacy.ledger.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.rng import seeded_generator
 from pate_stab.run.config import check_cap
 from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend, clean_json, noise_report, open_run_ledger
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
-from pate_stab.run.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 
 __all__ = [
     "LAYOUTS",
@@ -123,8 +123,9 @@ def release_votes(
     gamma: float = 0.1,
     confident_threshold: float = 0.6,
     sigma_ratio: float = 2.0,
-    neighbouring: str = "add_remove",
+    neighbouring: str | None = None,
     teachers_changed: int = 1,
+    privacy_unit: str = "record",
     seed: int = 0,
     run_name: str | None = None,
     public_inputs: str | os.PathLike[str] | None = None,
@@ -155,6 +156,11 @@ def release_votes(
         allow_unanswerable: release through a stability releaser even when a unanimous vote of
             the file's k teachers would not pass (it then spends on ⊥ and may release nothing).
         progress: a progress bar over the queries released.
+        neighbouring: the relation (None: ``"add_remove"`` for record privacy, ``"replace_one"`` for
+            label privacy, whose neighbours differ in one record's label).
+        privacy_unit: ``"record"`` (default) or ``"label"`` (label differential privacy: the votes'
+            teachers were trained so that one changed label changes at most ``teachers_changed`` rows;
+            docs/label_privacy.md). The output folder's ledger holds one unit.
         budget_epsilon, budget_delta: the output folder's budget cap (module docstring, "Budget"):
             recorded at the first release; smaller than the recorded cap: lowers it; larger: refused.
         Others: as :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
@@ -171,6 +177,15 @@ def release_votes(
         ReplayedSpendError: from the ledger; nothing was released.
         RunFolderLockedError: another release holds the output folder's lock; nothing was written.
     """
+    if privacy_unit not in PRIVACY_UNITS:
+        raise VotesError(f"privacy_unit must be one of {', '.join(PRIVACY_UNITS)}, got {privacy_unit!r}")
+    if neighbouring is None:
+        neighbouring = "replace_one" if privacy_unit == "label" else "add_remove"
+    if privacy_unit == "label" and neighbouring != "replace_one":
+        raise VotesError(
+            f"label privacy's neighbours differ in one record's label (a replacement): neighbouring must be "
+            f"'replace_one' under privacy_unit='label', got {neighbouring!r}"
+        )
     spec = aggregator_spec(aggregator)
     wanted: Layout = "scores" if spec.votes == "scores" else layout
     if spec.votes == "scores" and layout != "scores":
@@ -229,7 +244,8 @@ def release_votes(
         return [PlannedSpend(legacy if old else spend_id, float(epsilon), float(delta))]
 
     with open_run_ledger(
-        out, run_name=run, neighbouring=neighbouring, spends=spends, cap_epsilon=budget_epsilon,
+        out, run_name=run, neighbouring=neighbouring, privacy_unit=privacy_unit, spends=spends,
+        cap_epsilon=budget_epsilon,
         cap_delta=budget_delta, how="use a lower ε, or a new output folder (a new ledger: a new use of the data "
         "that you must account for)",
     ) as ledger:  # fmt: skip
@@ -315,7 +331,11 @@ def release_votes(
                 "not_asked": int(s.get("not_asked", 0)),
                 "halted": bool(s.get("halted", False)),
             },
-            "privacy": {"neighbouring": neighbouring, "teachers_changed_per_neighbour": teachers_changed},
+            "privacy": {
+                "neighbouring": neighbouring,
+                "privacy_unit": privacy_unit,
+                "teachers_changed_per_neighbour": teachers_changed,
+            },  # fmt: skip
             "noise": noise_report(s),
             "summary": s,
             "query_selection": payload.get("selection", {"strategy": "first"}),

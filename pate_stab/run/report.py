@@ -23,8 +23,8 @@ from typing import Any
 from torch import Tensor
 
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
-from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
+from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS, check_cap
 from pate_stab.run.data_dependent import split_data_dependent
 from pate_stab.run.prepare import Prepared
@@ -92,8 +92,9 @@ def open_ledger(
     neighbouring: str,
     cap_epsilon: float | None = None,
     cap_delta: float | None = None,
+    privacy_unit: str = "record",
 ) -> PrivacyLedger:
-    """The run's ledger; its header states the neighbouring relation and the budget cap.
+    """The run's ledger; its header states the neighbouring relation, the privacy unit and the budget cap.
 
     The cap (DESIGN.md fact 12): a new ledger records the user's cap (``cap_epsilon``,
     ``cap_delta``), or, where the user set none, what this run needs (``budget_epsilon``,
@@ -104,7 +105,7 @@ def open_ledger(
     :func:`check_plan_budget` before drawing any noise.
 
     It is a published file, so it is written without wall-clock times
-    (:class:`~pate_stab.privacy.ledger.PrivacyLedger`, ``timestamps=False``).
+    (:class:`~pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger`, ``timestamps=False``).
 
     Raises:
         ValueError: a cap that is not a positive ε or a δ in [0, 1).
@@ -127,6 +128,7 @@ def open_ledger(
         budget_delta=wanted[1],
         run_id=run_name,
         neighbouring=neighbouring,
+        privacy_unit=privacy_unit,
         timestamps=False,
         lower_budget=lower,
     )
@@ -134,23 +136,33 @@ def open_ledger(
 
 @dataclass(frozen=True)
 class PlannedSpend:
-    """One spend a run plans: its id, its (ε, δ) and the relation they hold under (None: the ledger's)."""
+    """One spend a run plans: its id, its (ε, δ), and the relation and privacy unit they hold under
+    (None: the ledger's)."""
 
     spend_id: str
     epsilon: float
     delta: float
     relation: str | None = None
+    unit: str | None = None
 
 
-def plan_cost(spends: list[PlannedSpend], *, neighbouring: str) -> tuple[float, float]:
-    """What ``spends`` count together in a ledger under ``neighbouring`` (basic composition; an
-    add/remove spend in a replace-one ledger by group privacy, :func:`~pate_stab.privacy.ledger.replace_one_cost`).
+def plan_cost(spends: list[PlannedSpend], *, neighbouring: str, privacy_unit: str = "record") -> tuple[float, float]:
+    """What ``spends`` count together in a ledger under ``neighbouring`` and ``privacy_unit`` (basic
+    composition; an add/remove spend in a replace-one ledger by group privacy,
+    :func:`~pate_stab.privacy.ledger.privacy_ledger.replace_one_cost`; a record spend in a label ledger as in any
+    replace-one ledger, :meth:`~pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger.cost`).
 
     Raises:
-        ValueError: a replace-one spend for an add/remove ledger (it implies no add/remove guarantee).
+        ValueError: a replace-one spend for an add/remove ledger (it implies no add/remove guarantee),
+            or a label spend for a record ledger (it implies no record guarantee).
     """
     costs = []
     for s in spends:
+        if (s.unit or privacy_unit) == "label" and privacy_unit == "record":
+            raise ValueError(
+                f"spend {s.spend_id!r} is label-private and the run's ledger counts record privacy: a label guarantee "
+                "implies no record guarantee (run under privacy_unit=label)"
+            )
         relation = s.relation or neighbouring
         if relation == neighbouring:
             costs.append((s.epsilon, s.delta))
@@ -176,7 +188,8 @@ def check_plan_budget(ledger: PrivacyLedger, spends: list[PlannedSpend], *, how:
     """
     recorded = {e.spend_id for e in ledger.entries()}
     new = [s for s in spends if s.spend_id not in recorded]
-    _check_fits(ledger.budget, ledger.spent(), plan_cost(new, neighbouring=ledger.neighbouring),
+    need = plan_cost(new, neighbouring=ledger.neighbouring, privacy_unit=ledger.privacy_unit)
+    _check_fits(ledger.budget, ledger.spent(), need,
                 where=str(ledger.path), new=len(new), replayed=len(spends) - len(new), how=how)  # fmt: skip
 
 
@@ -210,6 +223,7 @@ def open_run_ledger(
     cap_delta: float | None,
     how: str,
     default_cap: tuple[float, float] | None = None,
+    privacy_unit: str = "record",
 ) -> PrivacyLedger:
     """:func:`open_ledger` for a run's plan, checked by :func:`check_plan_budget` before it is returned.
 
@@ -221,9 +235,10 @@ def open_run_ledger(
         BudgetExhaustedError: the plan does not fit; nothing was drawn or spent (a lowered cap stays recorded).
         LedgerError: the user's cap would raise the recorded one, or fall below what is spent.
     """
-    need = default_cap or plan_cost(spends(None), neighbouring=neighbouring)
+    need = default_cap or plan_cost(spends(None), neighbouring=neighbouring, privacy_unit=privacy_unit)
     ledger = open_ledger(run_dir, run_name=run_name, budget_epsilon=need[0], budget_delta=need[1],
-                         neighbouring=neighbouring, cap_epsilon=cap_epsilon, cap_delta=cap_delta)  # fmt: skip
+                         neighbouring=neighbouring, cap_epsilon=cap_epsilon, cap_delta=cap_delta,
+                         privacy_unit=privacy_unit)  # fmt: skip
     try:
         check_plan_budget(ledger, spends(ledger), how=how)
     except BaseException:
@@ -242,6 +257,7 @@ def check_run_budget(
     cap_delta: float | None,
     how: str,
     default_cap: tuple[float, float] | None = None,
+    privacy_unit: str = "record",
 ) -> None:
     """:func:`open_run_ledger`'s check before anything is trained: against the folder's ledger if it
     has one (a user's lower cap is recorded then), else the plan against the user's cap; a folder
@@ -252,11 +268,12 @@ def check_run_budget(
     """
     if (run_dir / "ledger.jsonl").is_file():
         open_run_ledger(run_dir, run_name=run_name, neighbouring=neighbouring, spends=spends, cap_epsilon=cap_epsilon,
-                        cap_delta=cap_delta, how=how, default_cap=default_cap).close()  # fmt: skip
+                        cap_delta=cap_delta, how=how, default_cap=default_cap,
+                        privacy_unit=privacy_unit).close()  # fmt: skip
         return
     check_cap(cap_epsilon, cap_delta)
     planned = spends(None)
-    need = plan_cost(planned, neighbouring=neighbouring)
+    need = plan_cost(planned, neighbouring=neighbouring, privacy_unit=privacy_unit)
     base = default_cap or need
     cap = (base[0] if cap_epsilon is None else float(cap_epsilon), base[1] if cap_delta is None else float(cap_delta))
     _check_fits(cap, (0.0, 0.0), need, where="the user's cap; no ledger yet", new=len(planned), replayed=0, how=how)

@@ -4,7 +4,7 @@ With ``rounds = R > 1`` the run's budget (ε, δ) is split into R releases of (�
 (``round_budget_shares`` s, summing to 1; equal shares by default), each one stability releaser
 calibrated for ``num_queries`` queries with its own ledger spend id
 (:func:`round_spend_id`). The ledger's basic composition (Dwork & Roth 2014, Thm 3.16; the
-budget rule of :mod:`pate_stab.privacy.ledger`) adds them up to (Σ ε·s_r, Σ δ·s_r) = (ε, δ), and
+budget rule of :mod:`pate_stab.privacy.ledger.privacy_ledger`) adds them up to (Σ ε·s_r, Σ δ·s_r) = (ε, δ), and
 it holds for adaptively chosen mechanisms, so round r may depend on the outputs of rounds < r.
 
 Round 1 selects its queries by ``query_selection``. Before round r > 1, the run's student is
@@ -43,8 +43,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from pate_stab._validation import check_int, check_tensor
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab._checks import check_int, check_tensor
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.rng import spawn_generators
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import STEERED, Release, release_labels, release_spend_id

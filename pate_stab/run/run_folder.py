@@ -15,7 +15,7 @@ it again share the holder's).
 :func:`write_published` writes a published file under a temporary name beside it and renames it
 over the old one (``os.replace``, atomic on POSIX), so a reader sees the old file or the new one,
 never a part of one. Private files have their own atomic writer
-(:func:`pate_stab.privacy.private_files.write_private`, mode 0600).
+(:func:`pate_stab.privacy.ledger.private_files.write_private`, mode 0600).
 
 Neither changes what a file holds: the lock file is empty and is neither published nor private.
 """

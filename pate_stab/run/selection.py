@@ -69,7 +69,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_generator, check_int, check_real, check_tensor
+from pate_stab._checks import check_generator, check_int, check_real, check_tensor
 
 __all__ = [
     "QUERY_SELECTIONS",

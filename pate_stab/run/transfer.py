@@ -58,13 +58,13 @@ from typing import Any
 
 from torch import Tensor
 
+from pate_stab.aggregation.plan import RunPlan
 from pate_stab.data.own import OwnData
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, IMAGE_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.data import pool_truth
 from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.direct import check_direct_config, check_direct_inputs, direct_planned_spend, run_direct
-from pate_stab.run.plan import RunPlan
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
@@ -179,6 +179,9 @@ def evaluate_and_report(
         report["partial_release"] = release.partial
     if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
         diagnostics["rounds_teachers"] = rounds_private
+    if task.pool_labels_private is not None:  # label privacy, queries over private inputs: private labels
+        answered, everything = label_accuracy(release, task.pool_labels_private[release.index])
+        diagnostics["label_accuracy_private"] = {"answered": answered, "all_queries": everything}
     diagnostics["stage_device"] = dict(prep.devices)
     write_private_json(prep.run_dir / PRIVATE_DIAGNOSTICS, diagnostics)
     write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
@@ -208,7 +211,7 @@ def _planned_spends(config: TransferConfig, ledger: PrivacyLedger | None) -> lis
 
 
 def _budget_args(config: TransferConfig) -> dict[str, Any]:
-    return {"run_name": config.run_name, "neighbouring": config.neighbouring,
+    return {"run_name": config.run_name, "neighbouring": config.neighbouring, "privacy_unit": config.privacy_unit,
             "spends": lambda ledger: _planned_spends(config, ledger), "cap_epsilon": config.budget_epsilon,
             "cap_delta": config.budget_delta, "default_cap": (config.epsilon, config.delta),
             "how": f"use a lower ε, or a new run folder (not {config.run_name!r}: a new ledger, a new use of the data "
@@ -252,7 +255,7 @@ def run_transfer(
     data-dependent ε, wall times) are written to ``private_diagnostics.json`` (mode 0600) only.
 
     ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
-    ``on_plan`` receives the run's plan (:mod:`pate_stab.run.plan`) before the budget check and
+    ``on_plan`` receives the run's plan (:mod:`pate_stab.aggregation.plan`) before the budget check and
     any training (the command line prints it; it holds the private size n: not for publication).
 
     Raises:

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pate_stab._validation import check_generator, check_int, check_nonnegative, check_real, check_tensor
+from pate_stab._checks import check_generator, check_int, check_nonnegative, check_real, check_tensor
 
 __all__ = ["AUGMENTATIONS", "augmentation_settings", "weak_augment", "strong_augment", "cutout_size"]
 

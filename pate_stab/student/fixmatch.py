@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_generator,
     check_int,
     check_nonnegative,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_real, check_tensor
+from pate_stab._checks import check_int, check_real, check_tensor
 
 __all__ = ["label_rows", "spread_labels", "spread_scores"]
 

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pate_stab._validation import check_int, check_positive, check_tensor
+from pate_stab._checks import check_int, check_positive, check_tensor
 from pate_stab.teachers.ensemble import init_stacked_parameters, stacked_forward
 from pate_stab.teachers.models import ModelSpec, build_model
 from pate_stab.teachers.stacked_optim import StackedAdam

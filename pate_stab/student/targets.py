@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_generator, check_int, check_tensor
+from pate_stab._checks import check_generator, check_int, check_tensor
 
 __all__ = ["BottomPolicy", "StudentTargets", "hard_targets", "soft_targets"]
 

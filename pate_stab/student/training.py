@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from pate_stab._validation import check_generator, check_int, check_nonnegative, check_positive, check_tensor
+from pate_stab._checks import check_generator, check_int, check_nonnegative, check_positive, check_tensor
 from pate_stab.rng import child_seed
 from pate_stab.student.targets import StudentTargets
 from pate_stab.teachers.models import ModelSpec, build_model, init_parameters

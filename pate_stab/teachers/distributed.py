@@ -41,7 +41,7 @@ between two ranks' writes leaves them at most one epoch apart). Resuming needs t
 (the slices, hence the seeds per rank, depend on it; a mismatch is refused) and, across nodes, a
 shared file system. Everything under ``run_dir`` is a model of the private data that no mechanism
 paid for: the folders are private (0700) and the files owner-only (0600;
-:mod:`pate_stab.privacy.private_files`).
+:mod:`pate_stab.privacy.ledger.private_files`).
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.strategies import DDPStrategy
 from torch import Tensor
 
-from pate_stab._validation import check_int
-from pate_stab.privacy.private_files import owner_only_umask, private_folder, tighten_private_tree
+from pate_stab._checks import check_int
+from pate_stab.privacy.ledger.private_files import owner_only_umask, private_folder, tighten_private_tree
 from pate_stab.rng import child_seed
 from pate_stab.teachers.ensemble import TeacherEnsemble
 from pate_stab.teachers.models import ModelSpec

@@ -30,8 +30,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from tqdm import tqdm
 
-from pate_stab._validation import check_int, check_tensor
-from pate_stab.privacy.private_files import private_folder, write_private
+from pate_stab._checks import check_int, check_tensor
+from pate_stab.privacy.ledger.private_files import private_folder, write_private
 from pate_stab.teachers.models import ModelSpec, build_model, init_layout
 
 __all__ = [
@@ -315,7 +315,7 @@ class TeacherEnsemble:
 
         The teachers are models of the private data that no mechanism paid for: ``directory`` is
         made a private folder (mode 0700) and both files are written owner-only (0600, atomically;
-        :mod:`pate_stab.privacy.private_files`).
+        :mod:`pate_stab.privacy.ledger.private_files`).
         """
         directory = private_folder(directory)
         meta = {

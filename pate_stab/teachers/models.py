@@ -23,7 +23,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from pate_stab._validation import check_generator, check_int
+from pate_stab._checks import check_generator, check_int
 
 __all__ = ["ModelSpec", "PateCNN", "build_model", "init_layout", "init_parameters"]
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_generator, check_int, check_real
+from pate_stab._checks import check_generator, check_int, check_real
 
 __all__ = ["keyed_subset", "record_keys_from_tensors", "shard_of_records", "partition_indices"]
 

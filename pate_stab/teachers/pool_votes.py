@@ -20,7 +20,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_tensor
+from pate_stab._checks import check_tensor
 from pate_stab.aggregation.votes import vote_histogram
 
 __all__ = ["PoolVotes", "VotingTeachers"]

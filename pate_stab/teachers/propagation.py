@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_tensor
+from pate_stab._checks import check_int, check_tensor
 from pate_stab.features.propagation import PoolGraph, kernel_class_scores, to_sparse_csr
 
 __all__ = ["PropagationSpec", "PropagationTeachers"]
@@ -61,6 +61,9 @@ class PropagationTeachers:
         num_classes: C.
         spec: graph settings.
         chunk: queries per propagation batch.
+        fitted_on: what ``public_features`` are, for the ensemble's ``config``. Under label privacy
+            (DESIGN.md fact 13) the graph's nodes are the private and public inputs: every input is
+            public there, and teacher j's votes still depend on shard j's labels only.
         device: where the graph is built and the votes are computed.
     """
 
@@ -74,6 +77,7 @@ class PropagationTeachers:
         num_classes: int,
         spec: PropagationSpec | None = None,
         chunk: int = 1024,
+        fitted_on: str = "public pool features",
         device: str | torch.device = "cpu",
     ) -> None:
         self.spec = spec or PropagationSpec()
@@ -98,7 +102,8 @@ class PropagationTeachers:
         ).fit(public_features.to(device))  # public features only
         # (n, n_p) sparse: each row depends on its own record only
         self.private_affinities = to_sparse_csr(self.graph.affinities(private_features.to(device)))
-        self.config: dict[str, Any] = {"graph": s.to_dict(), "fitted_on": "public pool features"}
+        self.graph_nodes = int(public_features.shape[0])
+        self.config: dict[str, Any] = {"graph": s.to_dict(), "fitted_on": fitted_on}
 
     @property
     def num_teachers(self) -> int:

@@ -28,7 +28,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_nonnegative, check_positive
+from pate_stab._checks import check_int, check_nonnegative, check_positive
 
 __all__ = [
     "DEFAULT_EPOCHS",

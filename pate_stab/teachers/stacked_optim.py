@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_nonnegative, check_tensor
+from pate_stab._checks import check_int, check_nonnegative, check_tensor
 
 __all__ = ["StackedAdam", "StackedSGD"]
 

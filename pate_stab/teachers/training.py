@@ -52,12 +52,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from pate_stab._validation import (
+from pate_stab._checks import (
     check_generator,
     check_int,
     check_tensor,
 )
-from pate_stab.privacy.private_files import owner_only_umask, private_folder, tighten_private_tree
+from pate_stab.privacy.ledger.private_files import owner_only_umask, private_folder, tighten_private_tree
 from pate_stab.rng import child_seed
 from pate_stab.teachers.ensemble import (
     TeacherEnsemble,

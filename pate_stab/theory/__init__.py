@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from pate_stab._validation import check_delta, check_epsilon, check_int, check_probability, check_real
-from pate_stab.privacy.calibration import Calibration, threshold_for_leak
+from pate_stab._checks import check_delta, check_epsilon, check_int, check_probability, check_real
+from pate_stab.privacy.mechanisms.calibration import Calibration, threshold_for_leak
 
 __all__ = [
     "paper_num_teachers",

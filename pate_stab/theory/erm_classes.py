@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab._validation import check_int, check_positive
+from pate_stab._checks import check_int, check_positive
 
 __all__ = [
     "sort_by_shard",

@@ -26,8 +26,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from pate_stab._validation import check_delta, check_epsilon, check_int, check_probability, check_real
-from pate_stab.privacy.calibration import (
+from pate_stab._checks import check_delta, check_epsilon, check_int, check_probability, check_real
+from pate_stab.privacy.mechanisms.calibration import (
     Calibration,
     calibrate,
     threshold_for_leak,
@@ -170,7 +170,7 @@ class TeacherSetting:
 def tight_calibration(*, epsilon: float, delta: float, num_queries: int, max_unstable: int) -> Calibration:
     """``calibrate(..., mode="tight")`` for hard labels with the δ split ½ (the releaser's default).
 
-    λ depends on (ε, δ, T) only and :func:`~pate_stab.privacy.calibration.calibrate` caches its
+    λ depends on (ε, δ, T) only and :func:`~pate_stab.privacy.mechanisms.calibration.calibrate` caches its
     search, so scanning m for fixed (ε, δ, T) costs one search.
     """
     return calibrate(epsilon=epsilon, delta=delta, num_queries=num_queries, max_unstable=max_unstable, mode="tight")

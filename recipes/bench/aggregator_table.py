@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from pate_stab.aggregation import compare_aggregators
-from pate_stab.privacy.calibration import calibrate
+from pate_stab.privacy.mechanisms.calibration import calibrate
 from pate_stab.theory import teachers_for_unanimous_answer
 
 

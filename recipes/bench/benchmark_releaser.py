@@ -19,7 +19,7 @@ import time
 import torch
 
 from pate_stab.aggregation import StabilityReleaser
-from pate_stab.privacy.calibration import calibrate
+from pate_stab.privacy.mechanisms.calibration import calibrate
 
 
 def make_counts(k: int, m: int, c: int, gen: torch.Generator) -> torch.Tensor:

@@ -21,7 +21,7 @@ import torch
 
 from pate_stab.aggregation import AggregatorSettings, make_releaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
-from pate_stab.privacy.secure_noise import (
+from pate_stab.privacy.noise.secure import (
     SystemRandomSource,
     discrete_gaussian,
     discrete_laplace,

@@ -52,7 +52,7 @@ import torch
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.data import make_halfspace, make_interval, make_threshold
-from pate_stab.privacy.calibration import calibrate
+from pate_stab.privacy.mechanisms.calibration import calibrate
 from pate_stab.rng import seeded_generator, spawn_generators
 from pate_stab.theory import soft_label_num_teachers
 from pate_stab.theory.erm_classes import (

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from pate_stab.aggregation.releaser import StabilityReleaser
-from pate_stab.privacy.calibration import calibrate, threshold_for_leak
+from pate_stab.privacy.mechanisms.calibration import calibrate, threshold_for_leak
 from pate_stab.rng import seeded_generator
 from pate_stab.theory import corollary_max_unstable
 from pate_stab.theory.pac import (

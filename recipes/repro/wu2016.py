@@ -93,7 +93,7 @@ from pate_stab.data.bounds import bounds_from_data, scale_to_bounds
 from pate_stab.data.tabular import load_warfarin_iwpc
 from pate_stab.erm import functional_mechanism, rls_out, solve_erm, wu_private_tuning, wu_tuned_output_perturbation
 from pate_stab.erm.wu_tuned import wu_tuned_grid
-from pate_stab.privacy.noise import exponential, l2_laplace_vector
+from pate_stab.privacy.noise.seeded import exponential, l2_laplace_vector
 from pate_stab.repro.wu2016_inversion import run_inversion
 from pate_stab.rng import seeded_generator
 

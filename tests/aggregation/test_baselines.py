@@ -13,8 +13,8 @@ from scipy import optimize, stats
 from pate_stab.aggregation.baselines import ABSTAIN, ConfidentGNMax, GNMax, LNMax
 from pate_stab.audit.harness import dp_test
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.events import GaussianEvent, LaplaceEvent
-from pate_stab.privacy.noise import gaussian, laplace
+from pate_stab.privacy.accounting.events import GaussianEvent, LaplaceEvent
+from pate_stab.privacy.noise.seeded import gaussian, laplace
 from tests._stats import ALPHA, assert_not_refuted, assert_refuted
 
 DELTA = 1e-5

@@ -32,16 +32,16 @@ from pate_stab.aggregation import (
     make_releaser,
 )
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.pate_rdp import gnmax_log_q_discrete, threshold_log_q_discrete
-from pate_stab.privacy.secure_noise import (
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import calibrate
+from pate_stab.privacy.noise.secure import (
     SEEDED_NOISE_WARNING,
     SeededRandomSource,
     discrete_gaussian_pmf,
     discrete_laplace_pmf,
     exact_laplace_parameter,
 )
+from pate_stab.privacy.pate.rdp import gnmax_log_q_discrete, threshold_log_q_discrete
 from pate_stab.rng import seeded_generator
 from pate_stab.run.data_dependent import data_dependent_figures
 from pate_stab.run.report import noise_report

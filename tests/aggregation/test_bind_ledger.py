@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pate_stab.aggregation.registry import AggregatorSettings, make_releaser
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 
 SETTINGS = dict(epsilon=4.0, delta=1e-5, num_queries=40, num_teachers=50, max_unstable=10, noise="seeded")
 

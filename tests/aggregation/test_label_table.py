@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from pate_stab.aggregation import TABLE_AGGREGATORS, compare_aggregators, format_table
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 
 
 def _votes(k=900, m=200, c=4, p=0.95, seed=0):

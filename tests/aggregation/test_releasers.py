@@ -10,10 +10,10 @@ from pate_stab.aggregation.soft_labels import BOTTOM, PLAIN, SHIFTED, SoftLabelR
 from pate_stab.aggregation.votes import distance_to_instability, paper_distance_to_instability, top_label
 from pate_stab.audit.harness import clopper_pearson, dp_test
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.calibration import calibrate, leak_probability
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.noise import laplace
-from pate_stab.privacy.sparse_vector import above_threshold_scan
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import calibrate, leak_probability
+from pate_stab.privacy.mechanisms.sparse_vector import above_threshold_scan
+from pate_stab.privacy.noise.seeded import laplace
 from tests._stats import assert_not_refuted, assert_refuted
 
 CAL = calibrate(epsilon=8, delta=1e-5, num_queries=2000, max_unstable=3, mode="tight")
@@ -280,7 +280,7 @@ def test_soft_releaser_is_private():
 
 
 def test_secure_noise_mode():
-    from pate_stab.privacy.secure_noise import SeededRandomSource, secure_leak_probability
+    from pate_stab.privacy.noise.secure import SeededRandomSource, secure_leak_probability
 
     k = int(2 * (CAL.threshold + 60 * CAL.noise_scale)) + 1
     rel = StabilityReleaser(CAL, generator=None, noise="secure", source=SeededRandomSource(3))
@@ -299,7 +299,7 @@ def test_secure_noise_mode():
 def test_secure_threshold_keeps_the_certified_delta_in_paper_mode():
     """Paper mode: the float threshold leaks less than its δ share (leak_per_test = 2/3 of it), and the
     certified δ — the ledger's record — counts that smaller leak; the integer threshold must not leak more."""
-    from pate_stab.privacy.secure_noise import secure_leak_probability
+    from pate_stab.privacy.noise.secure import secure_leak_probability
 
     cal = calibrate(epsilon=3, delta=1e-5, num_queries=1000, max_unstable=10, mode="paper")
     assert cal.leak_per_test < cal.delta_leak / cal.num_tests

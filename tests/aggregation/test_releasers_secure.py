@@ -33,15 +33,15 @@ from pate_stab.audit.releaser_cases import (
     soft_release_scan,
     soft_vote_sets,
 )
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.secure_noise import (
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import calibrate
+from pate_stab.privacy.mechanisms.sparse_vector import NOT_PROCESSED
+from pate_stab.privacy.noise.secure import (
     SeededRandomSource,
     SystemRandomSource,
     discrete_laplace_pmf,
     secure_leak_probability,
 )
-from pate_stab.privacy.sparse_vector import NOT_PROCESSED
 from tests._stats import ALPHA
 
 GAMMA = 0.25

@@ -18,9 +18,9 @@ from pate_stab.aggregation.baseline_releaser import BaselineReleaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger, _digest, anchor_path
-from pate_stab.privacy.private_files import keyed_digest, tensor_bytes
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, _digest, anchor_path
+from pate_stab.privacy.ledger.private_files import keyed_digest, tensor_bytes
+from pate_stab.privacy.mechanisms.calibration import calibrate
 
 # T close to m: the releaser does not halt within these tests, so every call draws
 CAL = calibrate(epsilon=1.0, delta=1e-5, num_queries=60, max_unstable=45, mode="tight")

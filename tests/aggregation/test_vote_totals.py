@@ -17,8 +17,8 @@ from pate_stab.aggregation.baselines import GNMax
 from pate_stab.aggregation.registry import AggregatorSettings, make_releaser
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import calibrate
 
 K, M, C = 400, 30, 3
 HISTOGRAM_AGGREGATORS = ["stability", "lnmax", "gnmax", "confident-gnmax"]

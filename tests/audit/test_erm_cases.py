@@ -18,8 +18,8 @@ from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation_sensitivity, rls_out
 from pate_stab.erm.solver import solve_erm
 from pate_stab.erm.validation import stability_select, stability_select_samples
-from pate_stab.privacy.exponential import exponential_mechanism, exponential_mechanism_samples
-from pate_stab.privacy.noise import l2_laplace_vector, laplace
+from pate_stab.privacy.mechanisms.exponential import exponential_mechanism, exponential_mechanism_samples
+from pate_stab.privacy.noise.seeded import l2_laplace_vector, laplace
 
 
 def _gen(seed: int) -> torch.Generator:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pate_stab.audit.harness import clopper_pearson, dp_test, encode_rows
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise.seeded import laplace
 from tests._stats import assert_not_refuted, assert_refuted
 
 pytestmark = pytest.mark.statistical

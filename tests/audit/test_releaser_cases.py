@@ -15,10 +15,10 @@ from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.aggregation.votes import distance_to_instability, gamma_histogram, shifted_gamma_histogram
 from pate_stab.audit.releaser_cases import soft_release_scan
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.noise import UnitLaplaceStream
-from pate_stab.privacy.secure_noise import SeededRandomSource
-from pate_stab.privacy.sparse_vector import SecureLaplaceNoise, above_threshold_scan
+from pate_stab.privacy.mechanisms.calibration import calibrate
+from pate_stab.privacy.mechanisms.sparse_vector import SecureLaplaceNoise, above_threshold_scan
+from pate_stab.privacy.noise.secure import SeededRandomSource
+from pate_stab.privacy.noise.seeded import UnitLaplaceStream
 from pate_stab.rng import spawn_generators
 
 T = 2

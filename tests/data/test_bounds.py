@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from pate_stab._validation import PrivacyLeakWarning
+from pate_stab._checks import PrivacyLeakWarning
 from pate_stab.data import (
     ADULT_NUMERIC_BOUNDS,
     MAGIC_BOUNDS,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.data.own import InputDataError, own_data
 from pate_stab.data.schema import TabularSchema, encode_table
 from tests.run.test_own_data_run import CSV_SCHEMA, FLAGS, mixture, write_table

@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from pate_stab._validation import PrivacyLeakWarning
+from pate_stab._checks import PrivacyLeakWarning
 from pate_stab.data.tabular import KDD_TEXT_COLUMNS, load_kddcup99, load_magic, load_warfarin
 from pate_stab.run import TransferConfig
 from pate_stab.run.data import load_task

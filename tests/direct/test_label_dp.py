@@ -8,8 +8,8 @@ import torch
 
 import pate_stab.direct.label_dp as label_dp
 from pate_stab.direct.label_dp import channel_corrected_prior, train_alibi, train_lp_1st, train_lp_2st
-from pate_stab.privacy.discrete_noise import SeededRandomSource
-from pate_stab.privacy.randomized_response import rr_keep_probability
+from pate_stab.privacy.mechanisms.randomized_response import rr_keep_probability
+from pate_stab.privacy.noise.discrete import SeededRandomSource
 from pate_stab.rng import seeded_generator
 
 

@@ -30,9 +30,9 @@ from pate_stab.erm.accuracy_first import (
 )
 from pate_stab.erm.accuracy_problems import LogisticProblem, RidgeProblem, check_l1_features
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.noise import laplace
-from pate_stab.privacy.noise_reduction import noise_reduction_samples
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.noise_reduction import noise_reduction_samples
+from pate_stab.privacy.noise.seeded import laplace
 from pate_stab.rng import seeded_generator
 
 ALPHA = 1e-6
@@ -314,7 +314,7 @@ def test_iat_without_noise_violates_ex_post_claim() -> None:
 def test_iat_stop_rule_matches_library_scales() -> None:
     # The toy's vectorised Alg 2 and the library's InteractiveAboveThreshold agree on P[stop at 1]
     # for a fixed query stream (both are exactly Alg 2; 1000 library runs, Clopper–Pearson 1e-6).
-    from pate_stab.privacy.sparse_vector import InteractiveAboveThreshold
+    from pate_stab.privacy.mechanisms.sparse_vector import InteractiveAboveThreshold
 
     gen = seeded_generator(33)
     runs = 1000

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pate_stab._validation import PrivacyLeakWarning
+from pate_stab._checks import PrivacyLeakWarning
 from pate_stab.erm import objective_perturbation, output_perturbation, scale_to_unit_ball
 
 

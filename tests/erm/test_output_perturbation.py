@@ -15,7 +15,7 @@ from pate_stab.erm.output_perturbation import (
     rls_out,
 )
 from pate_stab.erm.solver import solve_erm
-from pate_stab.privacy.noise import l2_laplace_vector, l2_laplace_vectors
+from pate_stab.privacy.noise.seeded import l2_laplace_vector, l2_laplace_vectors
 from tests._stats import assert_not_refuted, assert_refuted
 
 from ._data import classification, neighbour, regression

@@ -69,7 +69,7 @@ def test_a_bad_pca_size_is_refused(bad):
 
 
 def test_the_cli_reads_a_share_or_a_count():
-    from pate_stab.cli import _pca_dim
+    from pate_stab.cli.commands import _pca_dim
 
     assert _pca_dim("300") == 300 and isinstance(_pca_dim("300"), int)
     assert _pca_dim("0.95") == 0.95

@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.events import PureDpEvent
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.accounting.events import PureDpEvent
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from tests.fork_worker import fork_call, serve
 
 KILL_BUDGET_EPSILON = 1.0e6

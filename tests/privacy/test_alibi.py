@@ -9,8 +9,8 @@ import torch
 
 from pate_stab.audit.harness import dp_test
 from pate_stab.audit.mechanism_samplers import _alibi, _alibi_difference
-from pate_stab.privacy.alibi import ALIBI_RESOLUTION, alibi_posterior, alibi_release, alibi_scale
-from pate_stab.privacy.discrete_noise import SeededRandomSource, discrete_laplace_pmf
+from pate_stab.privacy.mechanisms.alibi import ALIBI_RESOLUTION, alibi_posterior, alibi_release, alibi_scale
+from pate_stab.privacy.noise.discrete import SeededRandomSource, discrete_laplace_pmf
 from pate_stab.rng import seeded_generator
 from tests._stats import ALPHA, assert_not_refuted, assert_refuted
 

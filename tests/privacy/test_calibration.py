@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pate_stab.privacy.accounting import advanced_composition_epsilon, optimal_homogeneous_composition_delta
-from pate_stab.privacy.calibration import (
+from pate_stab.privacy.accounting.composition import advanced_composition_epsilon, optimal_homogeneous_composition_delta
+from pate_stab.privacy.mechanisms.calibration import (
     calibrate,
     leak_probability,
     paper_noise_scale,
@@ -18,7 +18,7 @@ from pate_stab.privacy.calibration import (
     sparse_vector_pld_epsilon,
     threshold_for_leak,
 )
-from pate_stab.privacy.noise import laplace
+from pate_stab.privacy.noise.seeded import laplace
 
 GRID = [(eps, t) for eps in (1.0, 3.0, 8.0) for t in (10, 50)]
 
@@ -190,7 +190,7 @@ def test_edited_calibration_is_refused():
 
 def test_releaser_recomputes_the_leak_of_a_forged_calibration(tmp_path):
     from pate_stab.aggregation.releaser import StabilityReleaser, releaser_event
-    from pate_stab.privacy.ledger import PrivacyLedger
+    from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 
     cal = calibrate(epsilon=1.0, delta=1e-5, num_queries=100, max_unstable=5, mode="tight")
     forged = copy.copy(cal)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from pate_stab.audit.harness import clopper_pearson
-from pate_stab.privacy.discrete_noise import _bernoulli_exp_rational, _log_theta
-from pate_stab.privacy.secure_noise import (
+from pate_stab.privacy.noise.discrete import _bernoulli_exp_rational, _log_theta
+from pate_stab.privacy.noise.secure import (
     SeededRandomSource,
     SystemRandomSource,
     discrete_gaussian,

@@ -11,8 +11,8 @@ from dp_accounting import dp_event
 from pate_stab.aggregation.baseline_releaser import BaselineReleaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.direct.dpsgd import dpsgd_epsilon, dpsgd_event, dpsgd_noise_multiplier
-from pate_stab.privacy.accounting import accountant_epsilon, implies_guarantee
-from pate_stab.privacy.events import (
+from pate_stab.privacy.accounting.composition import accountant_epsilon, implies_guarantee
+from pate_stab.privacy.accounting.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -24,7 +24,7 @@ from pate_stab.privacy.events import (
     ZCdpEvent,
     event_from_dict,
 )
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 
 DELTA = 1e-5
 

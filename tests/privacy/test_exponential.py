@@ -10,8 +10,8 @@ from scipy import stats
 
 import pate_stab.erm as erm
 import pate_stab.erm.validation as validation
-from pate_stab.privacy.exponential import exponential_mechanism, exponential_mechanism_samples
-from pate_stab.privacy.noise import l2_laplace_vector, l2_laplace_vectors
+from pate_stab.privacy.mechanisms.exponential import exponential_mechanism, exponential_mechanism_samples
+from pate_stab.privacy.noise.seeded import l2_laplace_vector, l2_laplace_vectors
 
 
 def test_erm_uses_the_privacy_exponential_mechanism_and_l2_laplace_sampler():

@@ -15,11 +15,11 @@ import pytest
 import torch
 from scipy import stats
 
-import pate_stab.privacy.lattice_noise as lattice_noise
+import pate_stab.privacy.noise.lattice as lattice_noise
 from pate_stab.erm import output_perturbation
 from pate_stab.erm.multinomial import softmax_output_perturbation, softmax_output_sensitivity
-from pate_stab.privacy.discrete_noise import SeededRandomSource, SystemRandomSource
-from pate_stab.privacy.lattice_noise import GRID_FACTOR, lattice_grid, lattice_laplace, lattice_scale
+from pate_stab.privacy.noise.discrete import SeededRandomSource, SystemRandomSource
+from pate_stab.privacy.noise.lattice import GRID_FACTOR, lattice_grid, lattice_laplace, lattice_scale
 from tests._stats import ALPHA
 
 CASES = [(0.05, 1000, 1.0), (3.0, 100, 5000.0), (0.033, 3000, 0.01), (1.0, 1, 2.0)]  # (Δ, D, ε); t ≈ 2 in the second

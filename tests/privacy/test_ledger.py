@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 from pate_stab.errors import BudgetExhaustedError, LedgerError
-from pate_stab.privacy.events import (
+from pate_stab.privacy.accounting.events import (
     ApproxDpEvent,
     ExPostEvent,
     LaplaceEvent,
     PureDpEvent,
     SparseVectorEvent,
 )
-from pate_stab.privacy.ledger import (
+from pate_stab.privacy.ledger.privacy_ledger import (
     LedgerEntry,
     PrivacyLedger,
     _digest,
@@ -469,7 +469,7 @@ def test_reopening_without_run_id_is_refused(path: Path) -> None:
 
 def _forge(path: Path) -> None:
     """Lower a spend's ε and recompute the plain SHA-256 chain, as someone editing the file would."""
-    from pate_stab.privacy.ledger import _digest
+    from pate_stab.privacy.ledger.privacy_ledger import _digest
 
     records = [json.loads(line) for line in path.read_text().splitlines()]
     prev = ""

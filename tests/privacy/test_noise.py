@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy import stats
 
-from pate_stab.privacy.noise import UnitLaplaceStream, exponential, gaussian, l2_laplace_vector, laplace
+from pate_stab.privacy.noise.seeded import UnitLaplaceStream, exponential, gaussian, l2_laplace_vector, laplace
 
 ALPHA = 1e-6
 N = 100_000

@@ -12,8 +12,8 @@ from scipy import stats
 
 from pate_stab.audit.harness import dp_test
 from pate_stab.errors import HaltedError
-from pate_stab.privacy.noise import laplace
-from pate_stab.privacy.noise_reduction import NoiseReduction, noise_reduction, noise_reduction_samples
+from pate_stab.privacy.mechanisms.noise_reduction import NoiseReduction, noise_reduction, noise_reduction_samples
+from pate_stab.privacy.noise.seeded import laplace
 from pate_stab.rng import seeded_generator
 from tests._stats import ALPHA, assert_not_refuted, assert_refuted
 

@@ -1,7 +1,7 @@
 """PATE's data-dependent analysis: reference values, properties of the bounds, the summary, bad inputs.
 
 Reference values were computed with tensorflow/privacy ``research/pate_2018/core.py`` and
-``smooth_sensitivity.py`` at commit 03035d5d4a271ac795dab80f5bc1cef82fc3d462 (numpy 2.4.6,
+``pate_stab/privacy/pate/smooth_sensitivity.py`` at commit 03035d5d4a271ac795dab80f5bc1cef82fc3d462 (numpy 2.4.6,
 scipy 1.17.1), run outside this repository on the histograms below:
 ``core.compute_logq_gaussian`` + ``core.rdp_gaussian`` (GNMax), ``core.compute_logpr_answered`` +
 ``core.compute_rdp_threshold`` (the Confident-GNMax check), ``core.compute_logq_laplace`` +
@@ -22,13 +22,13 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pate_stab.privacy.pate_analysis import (
+from pate_stab.privacy.pate.data_dependent import (
     confident_gnmax_data_dependent_rdp,
     data_dependent_summary,
     gnmax_data_dependent_rdp,
     lnmax_data_dependent_rdp,
 )
-from pate_stab.privacy.pate_rdp import (
+from pate_stab.privacy.pate.rdp import (
     DEFAULT_ORDERS,
     gnmax_log_q,
     gnmax_rdp,
@@ -41,7 +41,7 @@ from pate_stab.privacy.pate_rdp import (
     threshold_rdp,
     threshold_rdp_data_independent,
 )
-from pate_stab.privacy.smooth_sensitivity import (
+from pate_stab.privacy.pate.smooth_sensitivity import (
     check_smooth_sensitivity_conditions,
     gnmax_local_sensitivity,
     gnmax_log_q0,

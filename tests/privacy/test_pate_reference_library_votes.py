@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate_stab.privacy import pate_analysis, pate_rdp
+from pate_stab.privacy.pate import data_dependent as pate_analysis
+from pate_stab.privacy.pate import rdp as pate_rdp
 
 COUNTS = np.array(
     [

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pate_stab.privacy.private_files import (
+from pate_stab.privacy.ledger.private_files import (
     PRIVATE_KEY_NAME,
     keyed_digest,
     public_digest,

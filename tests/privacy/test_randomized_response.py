@@ -12,8 +12,7 @@ from scipy import stats
 
 from pate_stab.audit.harness import dp_test
 from pate_stab.audit.mechanism_samplers import _rr_with_prior
-from pate_stab.privacy.discrete_noise import SeededRandomSource
-from pate_stab.privacy.randomized_response import (
+from pate_stab.privacy.mechanisms.randomized_response import (
     KEEP_DENOMINATOR,
     randomized_response,
     rr_keep_probability,
@@ -21,6 +20,7 @@ from pate_stab.privacy.randomized_response import (
     rr_top_k,
     rr_with_prior,
 )
+from pate_stab.privacy.noise.discrete import SeededRandomSource
 from pate_stab.rng import seeded_generator
 from tests._stats import ALPHA, assert_not_refuted, assert_refuted
 

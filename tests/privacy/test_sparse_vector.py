@@ -7,8 +7,7 @@ import torch
 
 from pate_stab.audit.harness import dp_test
 from pate_stab.errors import HaltedError
-from pate_stab.privacy.noise import laplace
-from pate_stab.privacy.sparse_vector import (
+from pate_stab.privacy.mechanisms.sparse_vector import (
     FAILED,
     NOT_PROCESSED,
     PASSED,
@@ -16,6 +15,7 @@ from pate_stab.privacy.sparse_vector import (
     SparseVector,
     above_threshold_scan,
 )
+from pate_stab.privacy.noise.seeded import laplace
 from tests._stats import assert_not_refuted, assert_refuted
 
 
@@ -268,8 +268,8 @@ def test_one_sparse_vector_runs_both_noise_sources(noise):
     """The noise source is a parameter of the one SparseVector. Seeded: online and batch give the
     same outputs. Secure (exact DLap, one source shared by both streams, so the draws interleave
     differently): batch outputs equal the scan of the very values drawn, each used once."""
-    from pate_stab.privacy.secure_noise import SeededRandomSource
-    from pate_stab.privacy.sparse_vector import SecureLaplaceNoise
+    from pate_stab.privacy.mechanisms.sparse_vector import SecureLaplaceNoise
+    from pate_stab.privacy.noise.secure import SeededRandomSource
 
     values = torch.tensor([9, 0, 12, 3, 8, 15, 1, 7, 11, 2, 10, 6], dtype=torch.int64)
 
@@ -301,7 +301,7 @@ def test_one_sparse_vector_runs_both_noise_sources(noise):
 
 
 def test_sparse_vector_noise_arguments_are_checked():
-    from pate_stab.privacy.secure_noise import SeededRandomSource
+    from pate_stab.privacy.noise.secure import SeededRandomSource
 
     with pytest.raises(TypeError, match="generator is required"):
         SparseVector(threshold=0, noise_scale=1.0, max_unstable=1, noise="seeded")
@@ -322,7 +322,7 @@ def test_sparse_vector_noise_arguments_are_checked():
 def test_both_stability_releasers_run_the_one_sparse_vector():
     from pate_stab.aggregation.releaser import StabilityReleaser
     from pate_stab.aggregation.soft_labels import SoftLabelReleaser
-    from pate_stab.privacy.calibration import calibrate
+    from pate_stab.privacy.mechanisms.calibration import calibrate
 
     hard = calibrate(epsilon=8, delta=1e-5, num_queries=10, max_unstable=2, mode="tight")
     soft = calibrate(epsilon=8, delta=1e-5, num_queries=10, max_unstable=2, mode="tight", soft_labels=True)

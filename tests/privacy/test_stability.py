@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.sparse_vector import FAILED, NOT_PROCESSED, PASSED
-from pate_stab.privacy.stability import OnlineQueryRelease, stability_release
+from pate_stab.privacy.mechanisms.calibration import calibrate
+from pate_stab.privacy.mechanisms.sparse_vector import FAILED, NOT_PROCESSED, PASSED
+from pate_stab.privacy.mechanisms.stability import OnlineQueryRelease, stability_release
 
 
 def test_alg2_release_and_refusal():

@@ -19,8 +19,8 @@ import os
 import torch
 
 from pate_stab.aggregation.releaser import StabilityReleaser
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import calibrate
 from tests.fork_worker import fork_call, serve
 
 CAL = calibrate(epsilon=1.0, delta=1e-6, num_queries=64, max_unstable=2, mode="tight")

@@ -21,11 +21,11 @@ from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.aggregation.votes import gamma_histogram, vote_histogram
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.noise import exponential, gaussian, laplace
-from pate_stab.privacy.secure_noise import discrete_laplace, snapping
-from pate_stab.privacy.sparse_vector import SparseVector
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import calibrate
+from pate_stab.privacy.mechanisms.sparse_vector import SparseVector
+from pate_stab.privacy.noise.secure import discrete_laplace, snapping
+from pate_stab.privacy.noise.seeded import exponential, gaussian, laplace
 
 CLEAR = (ValueError, TypeError)
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

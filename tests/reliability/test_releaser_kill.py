@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pate_stab.errors import LedgerError
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from tests.fork_worker import ask, worker_process
 
 WORKER = Path(__file__).with_name("releaser_kill_worker.py")

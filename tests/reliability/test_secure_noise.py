@@ -12,7 +12,8 @@ from scipy import stats
 
 from pate_stab.audit.harness import clopper_pearson
 from pate_stab.errors import HaltedError
-from pate_stab.privacy.secure_noise import (
+from pate_stab.privacy.mechanisms.sparse_vector import SparseVector
+from pate_stab.privacy.noise.secure import (
     SeededRandomSource,
     SystemRandomSource,
     discrete_laplace,
@@ -25,7 +26,6 @@ from pate_stab.privacy.secure_noise import (
     snapping_epsilon,
     snapping_support_contains,
 )
-from pate_stab.privacy.sparse_vector import SparseVector
 
 ALPHA = 1e-6
 
@@ -186,7 +186,7 @@ def _only_from_zero(out: torch.Tensor) -> torch.Tensor:
 def test_library_float_laplace_is_porous(record_property):
     """The library's own float Laplace path — what seeded mode releases — has a porous support.
 
-    ``value + pate_stab.privacy.noise.laplace(b)`` (the Laplace mechanism of the audit table) and
+    ``value + pate_stab.privacy.noise.seeded.laplace(b)`` (the Laplace mechanism of the audit table) and
     the noisy counts of :func:`pate_stab.erm.density.private_histogram` (count + Lap(2/ε)): with
     inputs 0 and 1, outputs of input 0 in (0, 1/2) off the 2^-53 grid cannot come from input 1
     (:func:`_only_from_zero`). Measured with the fixed seed below: 6,871 of 100,000 Laplace
@@ -195,7 +195,7 @@ def test_library_float_laplace_is_porous(record_property):
     releases only the outcome of noisy comparisons, never a noisy value.
     """
     from pate_stab.erm.density import private_histogram
-    from pate_stab.privacy.noise import laplace
+    from pate_stab.privacy.noise.seeded import laplace
 
     gen = torch.Generator().manual_seed(0)
     n = 100_000

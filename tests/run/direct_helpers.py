@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from torch import Tensor
 
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 
 
 def spend_lines(run_dir) -> list[dict]:

@@ -45,7 +45,7 @@ def lifecycle_config(checkpoints_dir: str, name: str, **kw: Any) -> TransferConf
 
 
 def _main(checkpoints_dir: str, name: str, kill_at: str) -> None:
-    from pate_stab.privacy.ledger import PrivacyLedger
+    from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
     from pate_stab.run import run_transfer
 
     torch.set_num_threads(1)

@@ -12,7 +12,7 @@ import torch
 
 import pate_stab.run.data as run_data
 import pate_stab.run.features as run_features
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.data import Task
 from tests.run.test_features_stage import fake_splits, small

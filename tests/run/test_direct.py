@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run import TransferConfig
@@ -99,8 +99,8 @@ def test_relations_and_dpsgd_epsilon_is_the_accountants(prepared):
 
 def test_each_direct_spend_records_what_it_did_as_an_event(prepared):
     """DP-SGD records its sampled-Gaussian steps, the heads their pure-DP heads (one-vs-rest: C at ε/C)."""
-    from pate_stab.privacy.accounting import implies_guarantee
-    from pate_stab.privacy.events import PureDpEvent, SampledGaussianEvent, SelfComposedEvent
+    from pate_stab.privacy.accounting.composition import implies_guarantee
+    from pate_stab.privacy.accounting.events import PureDpEvent, SampledGaussianEvent, SelfComposedEvent
 
     with _ledger(prepared) as ledger:
         rows = {n: run_direct(prepared, ledger, learner=n, epsilon=2.0, repeat=12, dpsgd=SMALL_DPSGD)
@@ -264,7 +264,7 @@ def test_compare_direct_rows_beside_aggregators(tmp_path):
 def test_compare_with_mixed_learners_keeps_one_relation_per_ledger(tmp_path):
     """An add/remove compare with a releaser, a head and DP-SGD: every spend line states add/remove, so the
     enforced total is an add/remove guarantee; the same plan under replace-one counts DP-SGD by group privacy."""
-    from pate_stab.privacy.ledger import replace_one_cost
+    from pate_stab.privacy.ledger.privacy_ledger import replace_one_cost
     from pate_stab.run.compare import run_compare
 
     totals = {}

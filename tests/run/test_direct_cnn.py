@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.data.own import own_data
 from pate_stab.direct.cnn import CNN_DPSGD, MIN_SIDE, TanhCNN, check_opacus_compatible, cnn_dpsgd_config
 from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from pate_stab.privacy.events import PureDpEvent
+from pate_stab.privacy.accounting.events import PureDpEvent
 from pate_stab.run import TransferConfig
 from pate_stab.run.compare import run_compare
 from pate_stab.run.config import LABEL_DIRECT_LEARNERS
@@ -36,7 +36,8 @@ def label_unit(config):
 
 def _ledger(prep):
     return open_ledger(prep.run_dir, run_name=prep.config.run_name, budget_epsilon=100.0, budget_delta=1e-3,
-                       neighbouring=prep.config.neighbouring)  # fmt: skip
+                       neighbouring=prep.config.neighbouring,
+                       privacy_unit=getattr(prep.config, "privacy_unit", "record"))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +68,8 @@ def test_compare_under_record_privacy_refuses_a_label_learner_before_reading_dat
 def test_label_privacy_under_add_remove_is_refused_before_any_spend(prepared, tmp_path):
     """The learners' guarantee is for one label replaced: an add/remove ledger cannot count it."""
     config = label_unit(prepared.config)
-    config = dataclasses.replace(config, neighbouring="add_remove")
-    if getattr(config, "privacy_unit", "record") != "label":
-        object.__setattr__(config, "privacy_unit", "label")
-    with pytest.raises(ValueError, match="neighbouring: replace_one"):
+    with pytest.raises(ValueError, match="neighbouring: replace_one"):  # the configuration refuses it
+        config = dataclasses.replace(config, neighbouring="add_remove")
         check_direct_config(config, ["rr-lp1st"])
 
 

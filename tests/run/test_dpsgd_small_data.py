@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import pate_stab.run.prepare as prepare_module
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.data.own import own_data
 from pate_stab.run import compare_arrays
 from pate_stab.run.config import TransferConfig

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from pate_stab.cli import main
-from pate_stab.run.plan import plan_run
+from pate_stab.aggregation.plan import plan_run
+from pate_stab.cli.commands import main
 
 FLAGS = ["--num-teachers", "100", "--num-queries", "30", "--max-unstable", "3", "--epsilon", "8",
          "--teacher-epochs", "2", "--student-epochs", "2", "--accelerator", "cpu", "--no-progress",
@@ -87,7 +87,7 @@ def test_plan_says_what_answers_means_at_this_k():
 
 
 def test_cli_warnings_print_without_source_lines():
-    from pate_stab.cli import _format_warning
+    from pate_stab.cli.commands import _format_warning
     from pate_stab.run.student import FewLabelsWarning
 
     with warnings.catch_warnings(record=True) as caught:

@@ -56,7 +56,7 @@ import torch
 
 import pate_stab.run.data as run_data
 import pate_stab.run.prepare as run_prepare
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.data import make_gaussian_mixture
 from pate_stab.data.own import InputDataError, load_files
 from pate_stab.rng import seeded_generator

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.plan import _baseline_row, analytic_gaussian_mu, laplace_difference_tail, plan_run
 from pate_stab.aggregation.registry import AggregatorSettings, calibrated_noise
 from pate_stab.audit.harness import clopper_pearson
-from pate_stab.cli import main
-from pate_stab.privacy.noise import laplace
+from pate_stab.cli.commands import main
+from pate_stab.privacy.noise.seeded import laplace
 from pate_stab.run.config import TransferConfig
-from pate_stab.run.plan import _baseline_row, analytic_gaussian_mu, laplace_difference_tail, plan_run
 from pate_stab.run.prepare import BudgetTooSmallError
 from pate_stab.run.transfer import run_transfer
 from pate_stab.theory import teachers_for_unanimous_answer

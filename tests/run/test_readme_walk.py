@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import pate_stab
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--num-teachers", "30", "--num-queries", "40", "--teacher-epochs", "3", "--student-epochs", "5",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_transfer
 
 SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "diagnostics" / "refit_students.py"

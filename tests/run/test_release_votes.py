@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pate_stab.aggregation.base import inputs_digest
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.run.release_votes import VotesError, load_votes, release_votes
 

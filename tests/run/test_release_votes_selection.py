@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run.release_votes import UnanswerableError, VotesError, release_votes
 from tests.run.test_selection import K, _pool

@@ -12,7 +12,7 @@ import torch
 
 import pate_stab.run.rounds as run_rounds
 import pate_stab.run.transfer as run_transfer_module
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
 from pate_stab.run.rounds import release_rounds, round_spend_id, steered_order
@@ -212,7 +212,7 @@ def test_rounds_that_would_exhaust_the_pool_are_refused_before_any_spend(tmp_pat
 
 
 def test_the_cli_prints_a_report_of_a_release_in_rounds(two_rounds, capsys):
-    from pate_stab.cli_output import _print_report
+    from pate_stab.cli.output import _print_report
 
     _, report = two_rounds
     _print_report(report)  # a KeyError here once stopped every `pate-stab transfer` with rounds after the run

@@ -29,7 +29,7 @@ import torch
 
 from pate_stab.aggregation.base import LedgerRelease
 from pate_stab.errors import PateStabError, ReplayedSpendError
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run import run_transfer
 from pate_stab.run.transfer import transfer_result
 from tests.fork_worker import ROOT
@@ -128,7 +128,7 @@ def test_finish_from_ledger_trains_on_exactly_the_recorded_labels_without_spendi
     assert ledger_path.read_bytes() == before
     # the command line prints the report and says that the release is partial
     import pate_stab.run.transfer as run_transfer_module
-    from pate_stab.cli import main
+    from pate_stab.cli.commands import main
 
     monkeypatch.setattr(run_transfer_module, "run_transfer", lambda config, **kw: report)
     assert main(["transfer", "--finish-from-ledger", "--checkpoints-dir", str(interrupted), "--run-name", "run"]) == 0
@@ -148,8 +148,8 @@ def test_finish_from_ledger_with_nothing_recorded_is_refused(tmp_path: Path) -> 
 
 
 def test_finish_from_ledger_on_the_command_line() -> None:
-    from pate_stab.cli import build_parser
-    from pate_stab.cli_config import _config_dict
+    from pate_stab.cli.commands import build_parser
+    from pate_stab.cli.config import _config_dict
 
     parser = build_parser()
     args = parser.parse_args(["transfer", "--finish-from-ledger"])

@@ -12,7 +12,7 @@ import torch
 
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.calibration import calibrate
+from pate_stab.privacy.mechanisms.calibration import calibrate
 from pate_stab.run.selection import (
     confident_per_class,
     kmeans_representatives,

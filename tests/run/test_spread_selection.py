@@ -9,7 +9,7 @@ import torch
 
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.features.propagation import PoolGraph
-from pate_stab.privacy.calibration import calibrate
+from pate_stab.privacy.mechanisms.calibration import calibrate
 from pate_stab.run.selection import _spread_picks, per_class_order, release_in_rounds
 from pate_stab.student.spreading import spread_labels
 from tests.run.test_selection import K, M, T, _counterfactual, _pool, _run

@@ -9,7 +9,7 @@ import re
 
 import torch
 
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.run.progress import STAGE_LOGGER, accelerator_device, print_stage_lines, report_stage, stage_line
 
 SMALL = ["--num-teachers", "20", "--num-queries", "40", "--teacher-epochs", "2", "--student-epochs", "2",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pate_stab
-from pate_stab.cli import main
+from pate_stab.cli.commands import main
 from pate_stab.data.schema import TabularSchema, encode_table
 from pate_stab.run import compare_arrays, transfer_arrays
 from tests.run.test_own_data_run import CSV_SCHEMA, FLAGS, SMALL, mixture, write_image_set, write_table

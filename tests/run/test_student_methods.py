@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import pate_stab.run.student as run_student
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.compare import run_compare, summarise_rows
 from pate_stab.run.prepare import pool_graph, prepare

@@ -16,9 +16,9 @@ import pate_stab.run.release as run_release
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.errors import BudgetExhaustedError, LedgerError
-from pate_stab.privacy.calibration import calibrate
-from pate_stab.privacy.ledger import PrivacyLedger
-from pate_stab.privacy.secure_noise import SEEDED_NOISE_WARNING
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.mechanisms.calibration import calibrate
+from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 from pate_stab.run import BudgetTooSmallError, TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
 from pate_stab.teachers import TeacherEnsemble
@@ -460,7 +460,7 @@ def test_bad_selection_values(tmp_path, field, value, message):
 @pytest.mark.parametrize("aggregator", ["stability", "gnmax"])
 def test_crash_between_release_and_result_replays_without_drawing(tmp_path, monkeypatch, aggregator):
     """Audit defect D1: a spend recorded without its result must not buy a second draw of noise."""
-    from pate_stab.privacy.sparse_vector import SparseVector
+    from pate_stab.privacy.mechanisms.sparse_vector import SparseVector
 
     cfg = small(tmp_path, aggregator=aggregator, releaser_noise="secure", stop_after="release")
 

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 import pate_stab.student.fixmatch as fixmatch_module
-from pate_stab.privacy.ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.rng import seeded_generator
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.config import STUDENT_FIELDS

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from pate_stab.privacy.calibration import calibrate, leak_probability
+from pate_stab.privacy.mechanisms.calibration import calibrate, leak_probability
 from pate_stab.theory import (
     corollary_max_unstable,
     paper_num_teachers,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pate_stab.privacy.calibration import calibrate, leak_probability
+from pate_stab.privacy.mechanisms.calibration import calibrate, leak_probability
 from pate_stab.theory import corollary_max_unstable, paper_num_teachers, teachers_for_unanimous_answer
 from pate_stab.theory.erm_classes import (
     interval_erm,

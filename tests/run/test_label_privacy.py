@@ -1,0 +1,199 @@
+"""Label privacy (DESIGN.md fact 13; docs/label_privacy.md): the unit in the configuration, the
+teachers under it (one changed label moves at most one teacher; a changed input may move many, so
+it is not a label neighbour), queries over the private inputs, and no ranking of two units together."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pate_stab.data import make_gaussian_mixture
+from pate_stab.run import TransferConfig, run_transfer
+from pate_stab.run.compare import run_compare
+from pate_stab.run.compare_table import format_rows, summarise_rows
+from pate_stab.run.data import Task
+from pate_stab.run.prepare import label_query_task, partition_keys
+from pate_stab.run.units import LABEL_PRIVATE_LEARNERS, MixedUnitsError, best_per_epsilon, check_learner_units
+from pate_stab.teachers import PropagationSpec, PropagationTeachers, partition_indices
+
+N_PRIVATE, N_PUBLIC, K, C = 240, 80, 12, 3
+
+
+def _task(seed: int = 0) -> Task:
+    x, y = make_gaussian_mixture(N_PRIVATE + N_PUBLIC + 20, num_classes=C, dim=5, separation=2.0,
+                                 generator=torch.Generator().manual_seed(seed))  # fmt: skip
+    a, b = N_PRIVATE, N_PRIVATE + N_PUBLIC
+    return Task(x[:a], y[:a], x[a:b], y[a:b], x[b:], y[b:], C, "public-pool")
+
+
+def _label_teachers(task: Task, unit: str = "label") -> PropagationTeachers:
+    """The label-privacy propagation teachers as prepare builds them: shards keyed on the inputs,
+    the graph over the private and public inputs."""
+    shards = partition_indices(partition_keys(task, "content", privacy_unit=unit), K,
+                               generator=torch.Generator().manual_seed(1))  # fmt: skip
+    nodes = torch.cat([task.private_x, task.public_x])
+    spec = PropagationSpec(num_neighbors=8, power=1.0, steps=5)
+    return PropagationTeachers(nodes, task.private_x, task.private_y, shards, num_classes=C, spec=spec)
+
+
+def _queries(task: Task) -> torch.Tensor:
+    return torch.cat([task.private_x, task.public_x])  # label_queries "both": every input is asked about
+
+
+@settings(max_examples=25, deadline=None)
+@given(record=st.integers(0, N_PRIVATE - 1), shift=st.integers(1, C - 1))
+def test_one_changed_label_moves_at_most_one_teacher(record, shift):
+    task = _task()
+    neighbour = Task(**{**task.__dict__, "private_y": task.private_y.clone()})
+    neighbour.private_y[record] = (neighbour.private_y[record] + shift) % C
+    d, n = _label_teachers(task), _label_teachers(neighbour)
+    scores_d, scores_n = d.predict_scores(_queries(task)), n.predict_scores(_queries(task))
+    moved = (scores_d != scores_n).flatten(1).any(dim=1)  # (k,) teachers whose scores on any query changed
+    assert int(moved.sum()) <= 1
+    assert bool(moved.any()), "the changed label must reach its own teacher (else the check is empty)"
+    # the shards themselves are unchanged: a content key under label privacy is the inputs alone
+    assert torch.equal(d.shard_of, n.shard_of)
+
+
+def test_a_content_key_under_record_privacy_moves_a_relabelled_record():
+    """The contrast: record keys hash the label too, so a relabelled record may land in another shard."""
+    task = _task()
+    moved = 0
+    for record in range(40):
+        neighbour = Task(**{**task.__dict__, "private_y": task.private_y.clone()})
+        neighbour.private_y[record] = (neighbour.private_y[record] + 1) % C
+        keys_d = partition_keys(task, "content", privacy_unit="record")
+        keys_n = partition_keys(neighbour, "content", privacy_unit="record")
+        shard = [partition_indices(k, K, generator=torch.Generator().manual_seed(1)) for k in (keys_d, keys_n)]
+        moved += not all(torch.equal(a, b) for a, b in zip(*shard, strict=True))
+    assert moved > 0
+
+
+def test_a_changed_private_input_may_move_many_teachers():
+    """Under label privacy the inputs are public: the graph spans them, so one changed *input* changes
+    the graph and with it many teachers' scores. That is allowed because such a pair is not a label
+    neighbour; the guarantee covers changed labels only."""
+    task = _task()
+    neighbour = Task(**{**task.__dict__, "private_x": task.private_x.clone()})
+    neighbour.private_x[5] = task.public_x[0] + 0.01  # one private input moved next to a public one
+    d, n = _label_teachers(task), _label_teachers(neighbour)
+    moved = (d.predict_scores(task.public_x) != n.predict_scores(task.public_x)).flatten(1).any(dim=1)
+    assert int(moved.sum()) > 1
+
+
+def test_the_configuration_states_the_unit_and_refuses_private_queries_under_record_privacy():
+    config = TransferConfig(privacy_unit="label", neighbouring="replace_one", label_queries="both")
+    assert config.neighbouring == "replace_one" and config.teachers_changed == 1
+    relation = config.privacy_relation()
+    assert relation["privacy_unit"] == "label" and relation["label_queries"] == "both"
+    assert TransferConfig().privacy_relation()["privacy_unit"] == "record"
+    with pytest.raises(ValueError, match="record privacy protects"):
+        TransferConfig(label_queries="private")
+    with pytest.raises(ValueError, match="set neighbouring: replace_one"):  # a label is replaced, never added
+        TransferConfig(privacy_unit="label")
+    with pytest.raises(ValueError, match="privacy_unit must be one of"):
+        TransferConfig(privacy_unit="person")
+    with pytest.raises(ValueError, match="label_queries must be one of"):
+        TransferConfig(privacy_unit="label", neighbouring="replace_one", label_queries="all")
+
+
+def test_queries_over_the_private_inputs_keep_their_labels_private():
+    task = _task()
+    both = label_query_task(task, "both")
+    assert torch.equal(both.public_x, torch.cat([task.private_x, task.public_x]))
+    assert both.public_y is None  # no published label accuracy on private labels
+    assert torch.equal(both.pool_labels_private, torch.cat([task.private_y, task.public_y]))
+    private = label_query_task(task, "private")
+    assert torch.equal(private.public_x, task.private_x) and private.public_y is None
+    assert label_query_task(task, "pool") is task
+
+
+def test_a_label_run_asks_about_private_inputs_and_states_its_unit(tmp_path):
+    config = TransferConfig(
+        run_name="lab", checkpoints_dir=str(tmp_path), privacy_unit="label", neighbouring="replace_one",
+        label_queries="private",
+        teacher_model="propagate", num_private=600, num_public=100, num_eval=200, num_teachers=30, num_queries=500,
+        aggregator="gnmax", epsilon=8.0, student_epochs=2, accelerator="cpu", releaser_noise="seeded",
+    )  # fmt: skip
+    report = run_transfer(config)
+    assert report["privacy"]["privacy_unit"] == "label" and report["ledger"]["privacy_unit"] == "label"
+    assert report["queries"]["seen"] == 500  # more queries than the 100-point public pool holds
+    assert report["label_accuracy_answered"] is None  # the queries' true labels are private
+    private = json.loads((config.run_dir / "private_diagnostics.json").read_text())
+    assert private["label_accuracy_private"]["answered"] > 0.5
+    header = json.loads((config.run_dir / "ledger.jsonl").read_text().splitlines()[0])
+    assert header["privacy_unit"] == "label"
+
+
+def _row(agg, unit, acc):
+    return {"aggregator": agg, "privacy_unit": unit, "target_epsilon": 2.0, "epsilon": 2.0, "delta": 1e-5,
+            "student_acc": acc}  # fmt: skip
+
+
+def test_rows_of_two_units_are_never_ranked_together():
+    rows = [_row("stability", "label", 0.9), _row("gnmax", "record", 0.8)]
+    with pytest.raises(MixedUnitsError, match="label and record in one ranking"):
+        best_per_epsilon(rows)
+    assert best_per_epsilon(rows[:1]) == {2.0: (0.9, "stability")}
+    table = format_rows(rows)
+    assert table.splitlines()[0].split()[:2] == ["aggregator", "unit"]
+    assert "stability        label" in table and "gnmax            record" in table
+    assert {(r["privacy_unit"], r["aggregator"]) for r in summarise_rows(rows)} == {
+        ("label", "stability"), ("record", "gnmax")}  # fmt: skip
+
+
+def test_a_compare_that_would_rank_a_label_learner_under_record_privacy_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr("pate_stab.run.units.LABEL_PRIVATE_LEARNERS", {*LABEL_PRIVATE_LEARNERS, "output-softmax"})
+    with pytest.raises(MixedUnitsError, match="label-private"):
+        check_learner_units("record", ["dpsgd-linear", "output-softmax"])
+    check_learner_units("label", ["dpsgd-linear", "output-softmax"])  # record rows count in a label run
+    config = TransferConfig(run_name="mix", checkpoints_dir=str(tmp_path), num_teachers=10, num_private=200)
+    with pytest.raises(MixedUnitsError, match="privacy_unit: label"):
+        run_compare(config, epsilons=[1.0], aggregators=["gnmax"], direct=["output-softmax"])
+    assert not (tmp_path / "mix").exists()  # refused before anything was read, trained or written
+
+
+def test_the_api_and_the_command_line_take_the_unit(tmp_path):
+    from pate_stab import transfer_arrays
+    from pate_stab.cli.commands import build_parser
+
+    x, y = make_gaussian_mixture(900, num_classes=C, dim=5, separation=3.0, generator=torch.Generator().manual_seed(0))
+    result = transfer_arrays(
+        (x[:600], y[:600]), x[600:800], (x[800:], y[800:]), classes=C, privacy_unit="label", neighbouring="replace_one",
+        label_queries="both",
+        run_name="api", checkpoints_dir=str(tmp_path), num_teachers=20, num_queries=300, aggregator="gnmax",
+        epsilon=8.0, student_epochs=2, accelerator="cpu", releaser_noise="seeded",
+    )  # fmt: skip
+    assert result.report["privacy"]["privacy_unit"] == "label" and result.report["queries"]["seen"] == 300
+    args = build_parser().parse_args(
+        ["transfer", "--privacy-unit", "label", "--neighbouring", "replace_one", "--label-queries", "private"]
+    )
+    assert (args.privacy_unit, args.label_queries) == ("label", "private")
+    args = build_parser().parse_args(["release", "--votes", "v.npy", "--aggregator", "gnmax", "--epsilon", "1",
+                                      "--privacy-unit", "label"])  # fmt: skip
+    assert args.privacy_unit == "label" and args.neighbouring is None
+
+
+def test_release_votes_states_the_unit_and_keeps_one_unit_per_folder(tmp_path):
+    import numpy as np
+
+    from pate_stab.errors import LedgerError
+    from pate_stab.run.release_votes import VotesError, release_votes
+
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 10, 50)
+    np.save(tmp_path / "votes.npy", np.where(rng.random((300, 50)) < 0.9, truth, rng.integers(0, 10, (300, 50))))
+    common = {"aggregator": "gnmax", "epsilon": 8.0, "delta": 1e-5, "num_classes": 10}
+    report = release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", privacy_unit="label", **common)
+    assert report["privacy"]["privacy_unit"] == "label" and report["privacy"]["neighbouring"] == "replace_one"
+    assert report["ledger"]["privacy_unit"] == "label"
+    with pytest.raises(VotesError, match="neighbouring must be 'replace_one'"):
+        release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "x", privacy_unit="label",
+                      neighbouring="add_remove", **common)  # fmt: skip
+    with pytest.raises(LedgerError, match="privacy_unit='label'"):  # the folder's ledger is a label ledger
+        release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", neighbouring="replace_one",
+                      **{**common, "epsilon": 4.0})  # fmt: skip
