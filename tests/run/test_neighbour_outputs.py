@@ -530,7 +530,8 @@ def _published_compare(config: TransferConfig, direct: list[str]) -> tuple[dict[
     rows, relation = report["rows"], report["ledger"]["neighbouring"]
     table = format_rows(rows, run_neighbouring=relation) + "\n" + direct_legend(rows, run_neighbouring=relation)
     assert (run_dir / "compare.txt").read_text() == table + "\n", "compare.txt is not computed from compare.json"
-    title = (f"{config.dataset}: k={config.num_teachers} {config.teacher_model} teachers, m={config.num_queries} "
+    title = (f"{config.dataset} ({config.privacy_unit} privacy): k={config.num_teachers} {config.teacher_model} "
+             f"teachers, m={config.num_queries} "
              f"({config.query_selection})\n{config.student_method} student, δ={config.delta:g}")  # fmt: skip
     rebuilt = plot_rows(rows, run_dir.parent / "rebuilt.png", title=title,
                         caption=total_cost_line(rows, run_neighbouring=relation))  # fmt: skip
