@@ -117,8 +117,8 @@ _KDD_CAPS = {
 }
 
 
-def load_kdd(root: Path, *, num_rows: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """KDD-99 10% as (x with ||x||_1 <= 1, y ∈ {−1, 1}); see the module docstring."""
+def _read_kdd(root: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """KDD-99 10% as read: the 38 numeric columns (text columns dropped) and y ∈ {−1, 1} (normal → −1)."""
     rows, labels = [], []
     with gzip.open(Path(root) / "kddcup99" / "kddcup.data_10_percent.gz", "rt") as f:
         for line in f:
@@ -129,6 +129,20 @@ def load_kdd(root: Path, *, num_rows: int, seed: int = 0) -> tuple[torch.Tensor,
             labels.append(-1.0 if parts[41] == "normal." else 1.0)
     x = torch.tensor(rows, dtype=_F64)
     y = torch.tensor(labels, dtype=_F64)
+    return x, y
+
+
+def _subsample(x: torch.Tensor, y: torch.Tensor, *, num_rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``num_rows`` of a public-seed permutation (all rows when there are fewer)."""
+    if num_rows < x.shape[0]:
+        idx = torch.randperm(x.shape[0], generator=seeded_generator(seed))[:num_rows]
+        x, y = x[idx], y[idx]
+    return x, y
+
+
+def load_kdd(root: Path, *, num_rows: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """KDD-99 10% as (x with ||x||_1 <= 1, y ∈ {−1, 1}); see the module docstring."""
+    x, y = _read_kdd(root)
     kept = [i for i in range(41) if i not in _KDD_TEXT]
     for j, col in enumerate(kept):
         if col in _KDD_CAPS:
@@ -136,9 +150,7 @@ def load_kdd(root: Path, *, num_rows: int, seed: int = 0) -> tuple[torch.Tensor,
         else:
             x[:, j] = x[:, j].clamp(0.0, 1.0)
     x = x / x.shape[1]
-    if num_rows < x.shape[0]:
-        idx = torch.randperm(x.shape[0], generator=seeded_generator(seed))[:num_rows]
-        x, y = x[idx], y[idx]
+    x, y = _subsample(x, y, num_rows=num_rows, seed=seed)
     return x, y
 
 
@@ -148,20 +160,9 @@ def load_kdd_paper(root: Path, *, num_rows: int, seed: int = 0) -> tuple[torch.T
     Text columns dropped, x ↦ log(1 + x) on duration, src_bytes and dst_bytes, the other 35
     columns raw, the same public-seed subsample as :func:`load_kdd`, then x ↦ x / max_i ||x_i||_1.
     """
-    rows, labels = [], []
-    with gzip.open(Path(root) / "kddcup99" / "kddcup.data_10_percent.gz", "rt") as f:
-        for line in f:
-            parts = line.strip().split(",")
-            if len(parts) != 42:
-                continue
-            rows.append([float(v) for i, v in enumerate(parts[:41]) if i not in _KDD_TEXT])
-            labels.append(-1.0 if parts[41] == "normal." else 1.0)
-    x = torch.tensor(rows, dtype=_F64)
-    y = torch.tensor(labels, dtype=_F64)
+    x, y = _read_kdd(root)
     x[:, :3] = torch.log1p(x[:, :3].clamp_min(0.0))  # kept columns 0, 1, 2 = records' 0, 4, 5
-    if num_rows < x.shape[0]:
-        idx = torch.randperm(x.shape[0], generator=seeded_generator(seed))[:num_rows]
-        x, y = x[idx], y[idx]
+    x, y = _subsample(x, y, num_rows=num_rows, seed=seed)
     return x / x.abs().sum(dim=1).max(), y
 
 
