@@ -101,6 +101,12 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--query-selection", "query_selection", str, "first (pool order), student-confidence or spread (selection.py)"),
     ("--selection-round-size", "selection_round_size", int, "student-confidence / spread: first and smallest round"),
     ("--selection-coverage", "selection_coverage", float, "spread: share of a round for uncovered confident points"),
+    (
+        "--selection-representatives",
+        "selection_representatives",
+        str,
+        "student-confidence / spread: k-means cluster stands for: centroid (nearest member) or dense (densest)",
+    ),
     ("--student-method", "student_method", str, "supervised, spread (label spreading) or fixmatch (CNN on images)"),
     ("--fixmatch-steps", "fixmatch_steps", int, "fixmatch: optimiser steps (default: the preset's)"),
     ("--bottom", "bottom", str, "drop or random: what the student does with ⊥"),

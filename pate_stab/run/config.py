@@ -40,7 +40,7 @@ from pate_stab.run.config_names import (
     TEACHER_MODELS,
     THREAT_MODELS,
 )
-from pate_stab.run.selection import check_query_selection
+from pate_stab.run.selection import check_query_selection, check_representatives
 from pate_stab.student.augment import AUGMENTATIONS
 
 __all__ = [
@@ -217,6 +217,9 @@ class TransferConfig:
     query_selection: str = "first"
     selection_round_size: int = 20  # student-confidence / spread: first round's size and smallest round
     selection_coverage: float = 0.1  # spread: share of each round for confident, not yet covered points
+    # student-confidence / spread: which member stands for a k-means cluster in round 0 and class
+    # discovery, "centroid" (nearest the centroid) or "dense" (the cluster's densest member); public data only
+    selection_representatives: str = "centroid"
     # student
     student_model: Literal["logistic", "mlp", "cnn"] = "mlp"
     student_hidden: tuple[int, ...] = (64,)
@@ -298,6 +301,7 @@ class TransferConfig:
         if not self.run_name or "/" in self.run_name or self.run_name in (".", ".."):
             raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
         check_query_selection(self.query_selection)
+        check_representatives(self.selection_representatives)
         for name in (
             "num_teachers", "num_queries", "max_unstable", "selection_round_size", "scattering_j",
             "ssl_epochs", "graph_neighbors",

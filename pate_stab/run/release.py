@@ -238,6 +238,7 @@ def release_labels(
             round_size=config.selection_round_size,
             max_unstable=config.max_unstable if spec.halts else None,  # the baselines never halt
             generator=selection_generator,
+            representatives=config.selection_representatives,
         ))  # fmt: skip
     partial = None
     if stopped:  # keep the recorded calls only: one call per selection round
@@ -262,6 +263,8 @@ def release_labels(
         selection["round_size"] = config.selection_round_size
         if strategy == "spread":
             selection["coverage"] = config.selection_coverage
+        if config.selection_representatives != "centroid":  # the default leaves earlier records unchanged
+            selection["representatives"] = config.selection_representatives
     if strategy != "first":
         selection["index"] = selected.index.tolist()
     if partial is not None:  # finishing writes nothing to the ledger: its record stays as the crash left it

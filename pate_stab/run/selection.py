@@ -79,11 +79,18 @@ __all__ = [
     "confident_per_class",
     "per_class_order",
     "kmeans_representatives",
+    "dense_representatives",
+    "REPRESENTATIVE_CHOICES",
+    "check_representatives",
     "next_round_size",
     "release_in_rounds",
 ]
 
 QUERY_SELECTIONS = ("first", "student-confidence", "spread")
+# which point stands for a k-means cluster in round 0 and class discovery: the member nearest the
+# centroid, or the cluster's densest member (:func:`dense_representatives`)
+REPRESENTATIVE_CHOICES = ("centroid", "dense")
+DENSITY_NEIGHBOURS = 10  # "dense": the k of the k-th-nearest-neighbour distance (fixed in advance)
 COVERAGE_CONFIDENCE = 0.9  # "spread": least real-class share of a coverage pick
 REPRESENTATIVES_PER_ROUND = 5  # k-means representatives computed: this many times round_size
 SELECTION_PRIVACY = (
@@ -129,6 +136,25 @@ def answered_mask(labels: Tensor) -> Tensor:
     return ~torch.isnan(labels) if labels.is_floating_point() else labels != -1
 
 
+def _kmeans_centroids(x: Tensor, num: int, generator: torch.Generator, iterations: int) -> Tensor:
+    """(num, d) centroids of Lloyd's algorithm from a k-means++ start (Arthur & Vassilvitskii 2007)."""
+    check_generator(generator)
+    first = int(torch.randint(x.shape[0], (1,), generator=generator))
+    centroids = x[first : first + 1].clone()  # (1, d), grows to (num, d)
+    nearest = torch.cdist(x, centroids).squeeze(1) ** 2  # (n,) squared distance to the nearest centroid
+    for _ in range(1, num):
+        weights = nearest if bool((nearest > 0).any()) else torch.ones_like(nearest)
+        pick = int(torch.multinomial(weights, 1, generator=generator))
+        centroids = torch.cat([centroids, x[pick : pick + 1]])
+        nearest = torch.minimum(nearest, ((x - x[pick]) ** 2).sum(1))
+    for _ in range(iterations):
+        assign = torch.cdist(x, centroids).argmin(1)  # (n,)
+        sums = torch.zeros_like(centroids).index_add_(0, assign, x)
+        counts = torch.bincount(assign, minlength=num).unsqueeze(1).double()
+        centroids = torch.where(counts > 0, sums / counts.clamp(min=1), centroids)
+    return centroids
+
+
 def kmeans_representatives(x: Tensor, num: int, *, generator: torch.Generator, iterations: int = 20) -> Tensor:
     """Positions of ``num`` distinct rows of ``x`` nearest to the centroids of a k-means clustering.
 
@@ -147,26 +173,70 @@ def kmeans_representatives(x: Tensor, num: int, *, generator: torch.Generator, i
         int64 positions into ``x``, in centroid order.
     """
     x = check_tensor("x", x, ndim=2, floating=True).double()
-    num = min(check_int("num", num, minimum=1), x.shape[0])
-    check_generator(generator)
-    first = int(torch.randint(x.shape[0], (1,), generator=generator))
-    centroids = x[first : first + 1].clone()  # (1, d), grows to (num, d)
-    nearest = torch.cdist(x, centroids).squeeze(1) ** 2  # (n,) squared distance to the nearest centroid
-    for _ in range(1, num):
-        weights = nearest if bool((nearest > 0).any()) else torch.ones_like(nearest)
-        pick = int(torch.multinomial(weights, 1, generator=generator))
-        centroids = torch.cat([centroids, x[pick : pick + 1]])
-        nearest = torch.minimum(nearest, ((x - x[pick]) ** 2).sum(1))
-    for _ in range(iterations):
-        assign = torch.cdist(x, centroids).argmin(1)  # (n,)
-        sums = torch.zeros_like(centroids).index_add_(0, assign, x)
-        counts = torch.bincount(assign, minlength=num).unsqueeze(1).double()
-        centroids = torch.where(counts > 0, sums / counts.clamp(min=1), centroids)
+    centroids = _kmeans_centroids(x, min(check_int("num", num, minimum=1), x.shape[0]), generator, iterations)
     order = torch.cdist(centroids, x).argsort(dim=1, stable=True)  # (num, n) nearest rows first
     taken: set[int] = set()
     picks = []
     for row in order.tolist():
         pick = next(i for i in row if i not in taken)
+        taken.add(pick)
+        picks.append(pick)
+    return torch.tensor(picks, dtype=torch.int64)
+
+
+def check_representatives(name: Any) -> str:
+    """Raises ValueError unless ``name`` is one of :data:`REPRESENTATIVE_CHOICES`."""
+    if not isinstance(name, str) or name not in REPRESENTATIVE_CHOICES:
+        raise ValueError(f"selection_representatives must be one of {', '.join(REPRESENTATIVE_CHOICES)}, got {name!r}")
+    return name
+
+
+def dense_representatives(
+    x: Tensor, num: int, *, generator: torch.Generator, iterations: int = 20, neighbours: int = DENSITY_NEIGHBOURS
+) -> Tensor:
+    """Positions of the densest member of each cluster of the k-means clustering of ``x``.
+
+    The same clustering as :func:`kmeans_representatives` (the same generator draws give the same
+    centroids, in the same order). Each cluster is represented by the member with the smallest
+    distance to its ``neighbours``-th nearest other member of the same cluster — the k-nearest-neighbour
+    density estimate (Loftsgaarden & Quesenberry 1965), highest density first — instead of the
+    member nearest the centroid. A centroid of a cluster that straddles two classes can lie in the
+    low-density valley between them, where an ensemble disagrees; the cluster's mode lies inside
+    one class under the cluster assumption (Chapelle, Weston & Schölkopf 2003: class boundaries
+    run through low-density regions). Distances within the cluster only (an interior point's
+    within-cluster neighbours are its neighbours in ``x``; a border point's are farther, which
+    only favours interior points). A cluster with at most ``neighbours`` members, or an empty one,
+    falls back to the member nearest its centroid not already taken. Public data only: the
+    features of the candidates, no label and no vote.
+
+    Args:
+        x: (n, d) float features.
+        num: number of clusters / representatives, ≥ 1.
+        generator: draws the k-means++ start.
+        iterations: Lloyd iterations.
+        neighbours: k of the k-th-nearest-neighbour distance, ≥ 1.
+
+    Returns:
+        int64 distinct positions into ``x``, in centroid order.
+    """
+    x = check_tensor("x", x, ndim=2, floating=True).double()
+    neighbours = check_int("neighbours", neighbours, minimum=1)
+    centroids = _kmeans_centroids(x, min(check_int("num", num, minimum=1), x.shape[0]), generator, iterations)
+    assign = torch.cdist(x, centroids).argmin(1)  # (n,)
+    taken: set[int] = set()
+    picks = []
+    for c in range(centroids.shape[0]):
+        members = torch.nonzero(assign == c).flatten()
+        if members.numel() > neighbours:
+            block = x[members]
+            # the k-th other member's distance, in row blocks (memory O(1024 · n_c)); column 0 is itself
+            radius = torch.cat([torch.cdist(block[i : i + 1024], block).kthvalue(neighbours + 1, dim=1).values
+                                for i in range(0, members.numel(), 1024)])  # fmt: skip
+            order = members[radius.argsort(stable=True)].tolist()
+        else:
+            order = []
+        fallback = torch.cdist(centroids[c : c + 1], x).squeeze(0).argsort(stable=True).tolist()
+        pick = next(i for i in order + fallback if i not in taken)
         taken.add(pick)
         picks.append(pick)
     return torch.tensor(picks, dtype=torch.int64)
@@ -267,6 +337,7 @@ def release_in_rounds(
     round_size: int = 20,
     max_unstable: int | None = None,
     generator: torch.Generator | None = None,
+    representatives: str = "centroid",
 ) -> SelectionResult:
     """Choose up to ``num_queries`` pool points and have them released, round by round.
 
@@ -289,7 +360,11 @@ def release_in_rounds(
         round_size: size of round 0 and the smallest later round.
         max_unstable: T, the ⊥ the releaser allows before halting (paces the rounds); None for
             an aggregator that never halts (each round then doubles the queries offered).
-        generator: randomness of the k-means initialisation ("student-confidence").
+        generator: randomness of the k-means initialisation ("student-confidence" / "spread").
+        representatives: which member stands for each k-means cluster in round 0 and in class
+            discovery: ``"centroid"`` (the member nearest the centroid,
+            :func:`kmeans_representatives`) or ``"dense"`` (the cluster's densest member,
+            :func:`dense_representatives`). Public data only either way.
 
     Returns:
         A :class:`SelectionResult`.
@@ -319,9 +394,10 @@ def release_in_rounds(
     if strategy == "spread" and spread is None:
         raise TypeError("strategy 'spread' needs a spread function")
     coverage = check_real("coverage", coverage, low=0.0, high=1.0)
+    choose = dense_representatives if check_representatives(representatives) == "dense" else kmeans_representatives
     flat = pool_x.flatten(1)
     # typical points spread over the pool, in k-means++ order (public data only)
-    representatives = kmeans_representatives(flat, REPRESENTATIVES_PER_ROUND * round_size, generator=gen)
+    reps = choose(flat, REPRESENTATIVES_PER_ROUND * round_size, generator=gen)
     queried = torch.zeros(n, dtype=torch.bool)
     index_parts: list[Tensor] = []
     label_parts: list[Tensor] = []
@@ -333,7 +409,7 @@ def release_in_rounds(
         size = min(size, m - offered, candidates.numel())
         if size < 1:
             break
-        free = representatives[~queried[representatives]]
+        free = reps[~queried[reps]]
         answered_parts = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
         answered_index = torch.cat(answered_parts) if answered_parts else torch.empty(0, dtype=torch.int64)
         if answered_index.numel() == 0:
