@@ -279,3 +279,10 @@ def test_choices_unchecked_before_are_refused(key, value, message):
     """Choices that reached the run unchecked (and failed there, or were passed on) are refused on construction."""
     with pytest.raises(ValueError, match=message):
         TransferConfig(**{key: value})
+
+
+def test_docs_settings_lists_every_section_and_setting():
+    text = (ROOT / "docs" / "settings.md").read_text()
+    for name, cls in SECTIONS.items():
+        row = f"| `{name}` | `{cls.__name__}` | " + ", ".join(f"`{k}`" for k in cls.keys()) + " |"
+        assert row in text, f"docs/settings.md: the row of section {name} is missing or stale"
