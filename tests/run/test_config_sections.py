@@ -286,3 +286,12 @@ def test_docs_settings_lists_every_section_and_setting():
     for name, cls in SECTIONS.items():
         row = f"| `{name}` | `{cls.__name__}` | " + ", ".join(f"`{k}`" for k in cls.keys()) + " |"
         assert row in text, f"docs/settings.md: the row of section {name} is missing or stale"
+
+
+def test_arrays_config_takes_sections_over_a_config():
+    from pate_stab.run.api import arrays_config
+
+    base = TransferConfig(epsilon=3.0, num_teachers=9)
+    for given in ({"release": {"epsilon": 2.0}}, {"release": ReleaseSettings(epsilon=2.0)}, {"epsilon": 2.0}):
+        config = arrays_config(base, **given)
+        assert (config.dataset, config.epsilon, config.num_teachers) == ("arrays", 2.0, 9), given
