@@ -134,6 +134,8 @@ def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = value
             continue
         if key in SECTIONS:
+            if value is None:  # an empty section (its settings all commented out in a YAML)
+                continue
             if not isinstance(value, Mapping):
                 raise ValueError(f"{key} is a section: give its settings as a mapping ({key}: {{...}}), got {value!r}")
             items = [(f"{key}.{name}", v) for name, v in value.items()]

@@ -418,8 +418,8 @@ class RoundSettings(_Section):
 
 @dataclass(frozen=True)
 class StudentSettings(_Section):
-    """The student: post-processing of the release, so a rerun may change these and only refits it
-    (:data:`~pate_stab.run.config_names.STUDENT_FIELDS`)."""
+    """The student: post-processing of the release, so a rerun may change these settings
+    (:data:`~pate_stab.run.config_names.STUDENT_FIELDS`) and only refits the student."""
 
     student_model: StudentModel = "mlp"
     student_hidden: tuple[int, ...] = (64,)

@@ -133,6 +133,7 @@ def test_flat_and_nested_yaml_load_equal():
     assert TransferConfig.from_dict(config.to_dict()) == config
     assert TransferConfig.from_dict(config.to_dict(nested=True)) == config
     assert json.loads(json.dumps(config.to_dict())) == config.to_dict()  # config.json's flat form
+    assert TransferConfig.from_dict(yaml.safe_load("direct:\n  # dpsgd_epochs: 10\n")) == TransferConfig()
 
 
 def test_a_sectioned_recipe_loads_as_its_flat_form():
