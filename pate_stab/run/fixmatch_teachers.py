@@ -85,15 +85,15 @@ def fixmatch_teacher_config(config: TransferConfig, num_private: int, num_public
     ``num_private`` is read under label privacy only (the private inputs are public then)."""
     epochs = DEFAULT_TEACHER_EPOCHS if config.teacher_epochs is None else config.teacher_epochs
     per_epoch = max(1, unlabelled_size(config, num_private, num_public) // config.teacher_batch_size)
-    augment = augmentation_settings(TEACHER_AUGMENTATIONS.get(config.dataset, "none"))
-    return FixMatchConfig(
-        steps=epochs * per_epoch,
-        batch_size=config.teacher_batch_size,
-        lr=config.teacher_lr,
-        weight_decay=config.teacher_weight_decay,
-        channels=config.teacher_channels,
-        hidden=config.teacher_hidden,
-        log_every=max(1, min(100, epochs * per_epoch)),
+    settings: dict[str, Any] = {
+        "steps": epochs * per_epoch,
+        "batch_size": config.teacher_batch_size,
+        "lr": config.teacher_lr,
+        "weight_decay": config.teacher_weight_decay,
+        "channels": config.teacher_channels,
+        "hidden": config.teacher_hidden,
+        "log_every": max(1, min(100, epochs * per_epoch)),
         **FIXMATCH_TEACHER_FIXED,
-        **augment,
-    )
+        **augmentation_settings(TEACHER_AUGMENTATIONS.get(config.dataset, "none")),
+    }
+    return FixMatchConfig(**settings)
