@@ -10,6 +10,7 @@ import stat
 import pytest
 import torch
 
+import pate_stab.run.data as run_data
 from pate_stab.data import make_gaussian_mixture
 from pate_stab.run import TransferConfig
 from pate_stab.run.api import transfer_arrays
@@ -75,3 +76,32 @@ def test_the_teachers_fixmatch_settings_come_from_public_sizes_only():
     mnist = TransferConfig(**{**SETTINGS, "dataset": "fashion_mnist", "teacher_epochs": None})
     cfg = fixmatch_teacher_config(mnist, 60_000, 9_000)
     assert cfg.steps == 40 * (69_000 // 64) and cfg.hflip and cfg.threshold == 0.95
+
+
+def test_one_changed_label_under_fixmatch_teachers(tmp_path, monkeypatch):
+    """The label-privacy neighbour test (tests/run/test_label_neighbour_outputs.py) with FixMatch teachers:
+    D and D with one private label changed, seeded noise; every published file identical except the released
+    outputs and what follows from them, at most one teacher's votes differ and some queried vote does."""
+    from tests.run.test_neighbour_outputs import _run_pair
+
+    original = run_data._raw_splits
+
+    def install(monkeypatch: pytest.MonkeyPatch, *, change: bool = True) -> None:
+        def splits(config: TransferConfig, generator: torch.Generator):
+            (px, py, ux, uy, ex, ey), num_classes = original(config, generator)
+            px, ux, ex = (t.view(t.shape[0], 1, 4, 4) for t in (px, ux, ex))  # 16 features as 4 × 4 images
+            if change:
+                py = py.clone()
+                py[7] = (py[7] + 1) % num_classes
+            return [px, py, ux, uy, ex, ey], num_classes
+
+        monkeypatch.setattr(run_data, "_raw_splits", splits)
+
+    config = TransferConfig(
+        run_name="fmnb", checkpoints_dir=str(tmp_path), dim=16, num_private=300, num_public=100, num_eval=100,
+        separation=2.0, **{**SETTINGS, "num_teachers": 10, "num_queries": 400, "teacher_lr": 0.3, "teacher_epochs": 5},
+        allow_unanswerable=True,
+    )  # fmt: skip
+    assert config.teachers_changed == 1
+    install(monkeypatch, change=False)  # D
+    _run_pair(config, monkeypatch, install)
