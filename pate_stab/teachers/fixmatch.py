@@ -207,6 +207,7 @@ class FixMatchTeacherModule(L.LightningModule):
         ]
         self.augment_generators = [torch.Generator().manual_seed(s[2]) for s in seeds]
         self.ema: dict[str, Tensor] | None = None
+        self._trained = torch.ones(len(seeds))  # 0 for a teacher with an empty shard (set on the device at fit start)
         self._window: list[Tensor] = []
 
     def params(self) -> dict[str, Tensor]:
@@ -214,6 +215,7 @@ class FixMatchTeacherModule(L.LightningModule):
 
     def on_fit_start(self) -> None:
         self._images = self._images.to(self.device)
+        self._trained = torch.tensor([float(r.numel() > 0) for r in self.inputs.labelled_rows], device=self.device)
         self._labels = [t.to(self.device) for t in self._labels]
         if self.config.ema > 0:
             self.ema = {n: p.detach().clone() for n, p in self.params().items()}
@@ -222,8 +224,12 @@ class FixMatchTeacherModule(L.LightningModule):
         x_l, y_l, x_u = [], [], []
         for s, stream in enumerate(self._streams):
             i, j = next(stream)  # (B,), (μB,) positions in teacher s's labelled and unlabelled rows
-            x_l.append(self.inputs.labelled_rows[s][i])
-            y_l.append(self._labels[s][i.to(self.device)])
+            if self.inputs.labelled_rows[s].numel():
+                x_l.append(self.inputs.labelled_rows[s][i])
+                y_l.append(self._labels[s][i.to(self.device)])
+            else:  # an empty shard: a stand-in batch whose loss counts zero (the teacher is not trained)
+                x_l.append(self.inputs.unlabelled_rows[s][:1].expand(self.config.batch_size))
+                y_l.append(torch.zeros(self.config.batch_size, dtype=torch.int64, device=self.device))
             x_u.append(self.inputs.unlabelled_rows[s][j])
         rows_l = torch.stack(x_l).to(self.device)  # (S, B)
         rows_u = torch.stack(x_u).to(self.device)  # (S, μB)
@@ -234,7 +240,8 @@ class FixMatchTeacherModule(L.LightningModule):
             config=self.config, generators=self.augment_generators,
         )  # fmt: skip  # (4, S)
         self._window.append(terms.detach())
-        return terms[0].sum()  # the sum over teachers: each teacher's gradient is its own loss's
+        # the sum over teachers: each teacher's gradient is its own loss's (zero for an empty shard's)
+        return (terms[0] * self._trained).sum()
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.ema is None:

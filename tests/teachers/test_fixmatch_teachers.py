@@ -134,3 +134,16 @@ def test_stacks_train_the_teachers_one_at_a_time_would():
     for name in stacked.params:
         torch.testing.assert_close(stacked.params[name], alone.params[name], rtol=1e-5, atol=1e-6)
     assert teachers_per_stack(SPEC, CONFIG, 100, "cpu") == 8 and teachers_per_stack(SPEC, CONFIG, 3, "cpu") == 3
+
+
+def test_a_teacher_with_an_empty_shard_is_left_untrained_and_moves_no_other():
+    """A shard may be empty (keyed hashing); its teacher gets no loss, the others train as before."""
+    x, y, public, shards = _data()
+    empty = [shards[0], shards[1][:0], shards[2]]
+    common = {"public_x": public, "privacy_unit": "label", "spec": SPEC, "config": CONFIG, "accelerator": "cpu"}
+    with_empty = train_fixmatch_teachers(x, y, empty, generator=torch.Generator().manual_seed(1), **common)
+    full = _baseline("label")
+    for name in full.params:
+        assert torch.equal(with_empty.params[name][0], full.params[name][0])
+        assert torch.equal(with_empty.params[name][2], full.params[name][2])
+    assert with_empty.num_teachers == 3
