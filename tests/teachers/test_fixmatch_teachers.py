@@ -147,3 +147,18 @@ def test_a_teacher_with_an_empty_shard_is_left_untrained_and_moves_no_other():
         assert torch.equal(with_empty.params[name][0], full.params[name][0])
         assert torch.equal(with_empty.params[name][2], full.params[name][2])
     assert with_empty.num_teachers == 3
+
+
+def test_the_cost_recipe_runs_its_smoke_size():
+    """recipes/bench/fixmatch_teacher_cost.py --smoke: one stack of 3 tiny teachers, one JSON line."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "recipes" / "bench" / "fixmatch_teacher_cost.py"
+    proc = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["teachers_per_stack"] == 3 and record["device"] == "cpu" and record["timed_steps"] == 3
+    assert record["recipe_steps_per_teacher"] == 69_000 // 64
