@@ -718,11 +718,13 @@ def ligett_verdicts(repro: Path) -> list[Verdict]:
             key = ds if union else f"{ds}/no-union"
             if key in table:
                 alphas = sorted(table[key]["noise_reduction"])
+                trials = {int(r["trials"]) for m in table[key].values() for r in m.values() if "trials" in r}
+                per = f"; {min(trials)} trials per α" if len(trials) == 1 else ""
                 out.extend(
                     ligett_verdicts_for(
                         table[key],
                         f"{label}; {LIGETT_UNION[union]}; {len(alphas)} α of the paper's 40 "
-                        f"({', '.join(_alpha(a) for a in alphas)})",
+                        f"({', '.join(_alpha(a) for a in alphas)}){per}",
                         ridge_twitter=ds == "twitter-standin",
                     )
                 )
