@@ -68,7 +68,7 @@ __all__ = [
 Dataset = Literal["synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult", "files", "arrays"]
 ThreatModel = Literal["public-pool", "label-only"]
 FeatureMap = Literal["raw", "pca", "scattering", "ssl", "scattering+ssl"]
-TeacherModel = Literal["logistic", "mlp", "cnn", "propagate"]
+TeacherModel = Literal["logistic", "mlp", "cnn", "propagate", "fixmatch"]
 RunAggregator = Literal["stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax"]
 DirectLearner = Literal[
     "objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear", "dpsgd-cnn",
@@ -112,7 +112,10 @@ FEATURE_BLOCKS = {"scattering": ("scattering",), "ssl": ("ssl",), "scattering+ss
 extractor each, in the order concatenated)."""
 EXTRACTED_FEATURES = tuple(FEATURE_BLOCKS)
 """Features computed from images by the run's feature stage: they give vectors (no CNN teachers)."""
-TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate")
+TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate", "fixmatch")
+"""Teachers: dense heads, PATE's CNN, label propagation (:mod:`pate_stab.teachers.propagation`), or CNNs trained
+with FixMatch on their shard's labels and the unlabelled inputs the privacy unit allows (PATE-FM;
+:mod:`pate_stab.teachers.fixmatch`, settings: :mod:`pate_stab.run.fixmatch_teachers`)."""
 STUDENT_MODELS = ("logistic", "mlp", "cnn")
 BOTTOMS = ("drop", "random")
 """What the student does with ⊥: drops those queries, or gives them a random label."""
