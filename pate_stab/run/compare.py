@@ -84,7 +84,13 @@ from pate_stab.run.direct import (
 from pate_stab.run.prepare import prepare
 from pate_stab.run.private import write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
-from pate_stab.run.release import label_accuracy, recorded_spend_id, release_labels, release_spend_id
+from pate_stab.run.release import (
+    label_accuracy,
+    recorded_spend_id,
+    release_device,
+    release_labels,
+    release_spend_id,
+)
 from pate_stab.run.report import (
     LABEL_ACCURACY_NOTE,
     PlannedSpend,
@@ -99,7 +105,6 @@ from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import (
     FewLabelsWarning,
     fit_student,
-    release_device,
     released_label_warnings,
     student_accuracies,
     student_device,

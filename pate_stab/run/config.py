@@ -40,7 +40,7 @@ from pate_stab.run.config_names import (
     TEACHER_MODELS,
     THREAT_MODELS,
 )
-from pate_stab.run.selection import check_query_selection
+from pate_stab.run.selection import SPREAD_DEFAULTS, check_query_selection
 from pate_stab.student.augment import AUGMENTATIONS
 
 __all__ = [
@@ -153,12 +153,13 @@ class TransferConfig:
     # α = 0.99 (also Zhou et al. 2004's α), 20 iterations of the solver (here: 20 terms of the
     # series, the same number of sparse products), the graph on the features as they are (no
     # extra PCA). No label of the pool or the evaluation split chose them. They are also the
-    # graph of spread selection and of the spread student.
-    graph_neighbors: int = 50  # propagate / spread: kNN graph degree
-    graph_power: float = 3.0  # propagate / spread: affinity exponent γ in max(cos, 0)^γ
-    graph_alpha: float = 0.99  # propagate / spread: propagation weight α in [0, 1)
-    graph_steps: int = 20  # propagate / spread: terms of the series Σ (αS)^t
-    graph_pca_dim: int | None = None  # propagate / spread: public PCA of the features before the graph (None: none)
+    # graph of spread selection and of the spread student. Their defaults and the two selection_* below
+    # are pate_stab.run.selection.SPREAD_DEFAULTS: one place for the main job and release --votes.
+    graph_neighbors: int = SPREAD_DEFAULTS.graph_neighbors  # propagate / spread: kNN graph degree
+    graph_power: float = SPREAD_DEFAULTS.graph_power  # propagate / spread: affinity exponent γ in max(cos, 0)^γ
+    graph_alpha: float = SPREAD_DEFAULTS.graph_alpha  # propagate / spread: propagation weight α in [0, 1)
+    graph_steps: int = SPREAD_DEFAULTS.graph_steps  # propagate / spread: terms of the series Σ (αS)^t
+    graph_pca_dim: int | None = SPREAD_DEFAULTS.graph_pca_dim  # propagate / spread: public PCA first (None: none)
     # release
     aggregator: str = "stability"
     epsilon: float = 8.0
@@ -215,8 +216,8 @@ class TransferConfig:
     # which public inputs are queried: "first" (pool order) or "student-confidence" (rounds chosen
     # from public data and released labels; see pate_stab.run.selection)
     query_selection: str = "first"
-    selection_round_size: int = 20  # student-confidence / spread: first round's size and smallest round
-    selection_coverage: float = 0.1  # spread: share of each round for confident, not yet covered points
+    selection_round_size: int = SPREAD_DEFAULTS.selection_round_size  # first round's size and smallest round
+    selection_coverage: float = SPREAD_DEFAULTS.selection_coverage  # spread: round share for uncovered points
     # student
     student_model: Literal["logistic", "mlp", "cnn"] = "mlp"
     student_hidden: tuple[int, ...] = (64,)
