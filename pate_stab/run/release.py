@@ -48,6 +48,7 @@ from tqdm import tqdm
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.run.config import TransferConfig
 from pate_stab.run.prepare import Prepared, pool_graph
 from pate_stab.run.progress import accelerator_device
 from pate_stab.run.selection import (
@@ -243,32 +244,8 @@ def release_labels(
         return labels
 
     with bar, _naming_the_finish_option(finishable and recorded is not None and finish_calls is None):
-
-        def halted() -> bool:
-            return rel.halted or stopped
-
-        max_unstable = config.max_unstable if spec.halts else None  # the baselines never halt
-        if order is not None:
-            selected = _release_in_order(order[: config.num_queries], release)
-        elif config.query_selection == "spread":
-            assert selection_generator is not None  # checked above
-            selected = spread_selector(prep).select(prep.task.public_x, num_queries=config.num_queries,
-                                                    release=release, halted=halted, max_unstable=max_unstable,
-                                                    generator=selection_generator)  # fmt: skip
-        else:
-            selected = release_in_rounds(
-                prep.task.public_x,
-                num_queries=config.num_queries,
-                strategy=config.query_selection,
-                release=release,
-                halted=halted,
-                confidence=selector_confidence(prep, selection_generator)
-                if selection_generator is not None and config.query_selection == "student-confidence"
-                else None,
-                round_size=config.selection_round_size,
-                max_unstable=max_unstable,
-                generator=selection_generator,
-            )
+        selected = _offer(prep, order, release, lambda: rel.halted or stopped, halts=spec.halts,
+                          selection_generator=selection_generator)  # fmt: skip
     partial = None
     if stopped:  # keep the recorded calls only: one call per selection round
         selected = _recorded_prefix(selected, calls)
@@ -287,18 +264,61 @@ def release_labels(
             "queries_released": offered,
             "note": PARTIAL_RELEASE_NOTE,
         }
-    selection: dict[str, Any] = {"strategy": strategy, "offered": offered, "rounds": selected.rounds}
+    selection = _selection_record(config, strategy, selected)
+    if partial is not None:  # finishing writes nothing to the ledger: its record stays as the crash left it
+        return Release(aggregator, labels, spec.soft, summary, spend_id, True, selected.index, selection, partial)
+    stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
+    ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
+    return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+
+
+def _offer(
+    prep: Prepared,
+    order: Tensor | None,
+    release: Callable[[Tensor], Tensor],
+    halted: Callable[[], bool],
+    *,
+    halts: bool,
+    selection_generator: torch.Generator | None,
+) -> SelectionResult:
+    """Offer the run's queries to ``release``: a steered round's ``order`` in one batch, the spread
+    selection (:func:`spread_selector`), or :func:`~pate_stab.run.selection.release_in_rounds` ("first",
+    "student-confidence")."""
+    config = prep.config
+    max_unstable = config.max_unstable if halts else None  # the baselines never halt
+    if order is not None:
+        return _release_in_order(order[: config.num_queries], release)
+    if config.query_selection == "spread":
+        assert selection_generator is not None  # release_labels checked it
+        return spread_selector(prep).select(prep.task.public_x, num_queries=config.num_queries, release=release,
+                                            halted=halted, max_unstable=max_unstable,
+                                            generator=selection_generator)  # fmt: skip
+    return release_in_rounds(
+        prep.task.public_x,
+        num_queries=config.num_queries,
+        strategy=config.query_selection,
+        release=release,
+        halted=halted,
+        confidence=selector_confidence(prep, selection_generator)
+        if selection_generator is not None and config.query_selection == "student-confidence"
+        else None,
+        round_size=config.selection_round_size,
+        max_unstable=max_unstable,
+        generator=selection_generator,
+    )
+
+
+def _selection_record(config: TransferConfig, strategy: str, selected: SelectionResult) -> dict[str, Any]:
+    """How a release's queries were chosen, for the ledger's result (the pool positions included)."""
+    selection: dict[str, Any] = {"strategy": strategy, "offered": int(selected.index.numel()),
+                                 "rounds": selected.rounds}  # fmt: skip
     if strategy not in ("first", STEERED):
         selection["round_size"] = config.selection_round_size
         if strategy == "spread":
             selection["coverage"] = config.selection_coverage
     if strategy != "first":
         selection["index"] = selected.index.tolist()
-    if partial is not None:  # finishing writes nothing to the ledger: its record stays as the crash left it
-        return Release(aggregator, labels, spec.soft, summary, spend_id, True, selected.index, selection, partial)
-    stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
-    ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
-    return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+    return selection
 
 
 @contextlib.contextmanager

@@ -342,43 +342,10 @@ def release_in_rounds(
         size = min(size, m - offered, candidates.numel())
         if size < 1:
             break
-        free = representatives[~queried[representatives]]
-        answered_parts = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
-        answered_index = torch.cat(answered_parts) if answered_parts else torch.empty(0, dtype=torch.int64)
-        if answered_index.numel() == 0:
-            pick = torch.cat([free, candidates[~torch.isin(candidates, free)]])[:size]
-            record: dict[str, Any] = {"criterion": "k-means representatives"}
-        else:
-            index_so_far, labels_so_far = torch.cat(index_parts), torch.cat(label_parts)
-            if spread is not None and strategy == "spread":
-                shares, mass = spread(index_so_far, labels_so_far)  # (n, C + 1), (n,)
-                if shares.shape[0] != n or mass.shape != (n,):
-                    shapes = f"{tuple(shares.shape)}, {tuple(mass.shape)}"
-                    raise ValueError(f"spread returned shapes {shapes} for a pool of {n}")
-                proba = shares[candidates, :-1]  # (n_candidates, C): real classes
-            else:
-                assert confidence is not None
-                proba = confidence(index_so_far, labels_so_far, candidates)  # (n_candidates, C)
-            if proba.shape[0] != candidates.numel():
-                raise ValueError(f"confidence returned {proba.shape[0]} rows for {candidates.numel()} candidates")
-            # classes without an answered query cannot be predicted: look for them among the
-            # representatives farthest from every answered query, a share of the round per class
-            answered_labels = labels_so_far[answered_mask(labels_so_far)]
-            if answered_labels.is_floating_point():
-                answered_labels = (answered_labels >= 0.5).long()
-            unseen = proba.shape[1] - int(answered_labels.unique().numel())
-            explore = min(math.ceil(size * unseen / proba.shape[1]), free.numel())
-            novelty = torch.cdist(flat[free].double(), flat[answered_index].double()).min(1).values
-            explored = free[novelty.argsort(descending=True, stable=True)[:explore]]
-            rest = ~torch.isin(candidates, explored)
-            if strategy == "spread":
-                rows = _spread_picks(proba[rest], shares[candidates[rest], -1], mass[candidates[rest]],
-                                     size - explore, coverage=coverage)  # fmt: skip
-                pick = torch.cat([explored, candidates[rest][rows.index]])
-                record = {"criterion": "spread per class", "explored": int(explore), "coverage": rows.coverage}
-            else:
-                pick = torch.cat([explored, candidates[rest][confident_per_class(proba[rest], size - explore)]])
-                record = {"criterion": "confidence per class", "explored": int(explore)}
+        pick, record = _round_pick(
+            flat, representatives, queried, candidates, index_parts, label_parts, size,
+            strategy=strategy, confidence=confidence, spread=spread, coverage=coverage,
+        )  # fmt: skip
         labels = release(pick)
         if labels.shape != pick.shape:
             raise ValueError(f"release returned shape {tuple(labels.shape)} for {pick.numel()} queries")
@@ -400,6 +367,65 @@ def release_in_rounds(
     if not index_parts:
         return SelectionResult(torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64), rounds)
     return SelectionResult(torch.cat(index_parts), torch.cat(label_parts), rounds)
+
+
+def _round_pick(
+    flat: Tensor,
+    representatives: Tensor,
+    queried: Tensor,
+    candidates: Tensor,
+    index_parts: list[Tensor],
+    label_parts: list[Tensor],
+    size: int,
+    *,
+    strategy: str,
+    confidence: ConfidenceFn | None,
+    spread: SpreadFn | None,
+    coverage: float,
+) -> tuple[Tensor, dict[str, Any]]:
+    """The pool positions of the next round (``size`` of the not yet queried ``candidates``) and its record.
+
+    Before any answer: the free k-means representatives, then the rest in pool order. After: a
+    share of the round for each class not answered yet goes to the representatives farthest from
+    every answered query (class discovery), the rest by the selector (module docstring).
+    """
+    n = flat.shape[0]
+    free = representatives[~queried[representatives]]
+    answered_parts = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
+    answered_index = torch.cat(answered_parts) if answered_parts else torch.empty(0, dtype=torch.int64)
+    if answered_index.numel() == 0:
+        pick = torch.cat([free, candidates[~torch.isin(candidates, free)]])[:size]
+        return pick, {"criterion": "k-means representatives"}
+    index_so_far, labels_so_far = torch.cat(index_parts), torch.cat(label_parts)
+    if spread is not None and strategy == "spread":
+        shares, mass = spread(index_so_far, labels_so_far)  # (n, C + 1), (n,)
+        if shares.shape[0] != n or mass.shape != (n,):
+            shapes = f"{tuple(shares.shape)}, {tuple(mass.shape)}"
+            raise ValueError(f"spread returned shapes {shapes} for a pool of {n}")
+        proba = shares[candidates, :-1]  # (n_candidates, C): real classes
+    else:
+        assert confidence is not None
+        proba = confidence(index_so_far, labels_so_far, candidates)  # (n_candidates, C)
+    if proba.shape[0] != candidates.numel():
+        raise ValueError(f"confidence returned {proba.shape[0]} rows for {candidates.numel()} candidates")
+    # classes without an answered query cannot be predicted: look for them among the
+    # representatives farthest from every answered query, a share of the round per class
+    answered_labels = labels_so_far[answered_mask(labels_so_far)]
+    if answered_labels.is_floating_point():
+        answered_labels = (answered_labels >= 0.5).long()
+    unseen = proba.shape[1] - int(answered_labels.unique().numel())
+    explore = min(math.ceil(size * unseen / proba.shape[1]), free.numel())
+    novelty = torch.cdist(flat[free].double(), flat[answered_index].double()).min(1).values
+    explored = free[novelty.argsort(descending=True, stable=True)[:explore]]
+    rest = ~torch.isin(candidates, explored)
+    if strategy == "spread":
+        rows = _spread_picks(proba[rest], shares[candidates[rest], -1], mass[candidates[rest]],
+                             size - explore, coverage=coverage)  # fmt: skip
+        return torch.cat([explored, candidates[rest][rows.index]]), {
+            "criterion": "spread per class", "explored": int(explore), "coverage": rows.coverage,
+        }  # fmt: skip
+    pick = torch.cat([explored, candidates[rest][confident_per_class(proba[rest], size - explore)]])
+    return pick, {"criterion": "confidence per class", "explored": int(explore)}
 
 
 @dataclass(frozen=True)
