@@ -59,10 +59,14 @@ from pate_stab.theory.pac import (
     prescribed_num_teachers,
 )
 from pate_stab.theory.pac_sim import (
+    NearQueries,
     agnostic_offsets,
     halfspace_near_queries,
     halfspace_realizable_lines,
     halfspace_student,
+    homogeneous_agnostic_directions,
+    homogeneous_disagreement,
+    homogeneous_error,
     line_disagreement,
     near_queries,
     realizable_erm_error_limit,
@@ -72,11 +76,18 @@ from pate_stab.theory.pac_sim import (
 )
 
 # class -> (V, boundaries as fractions of the domain on the label-0 side; the halfspace's line x₂ = ½)
-CLASSES = {"threshold": (1, (0.5,)), "interval": (2, (0.25, 0.25)), "halfspace": (3, (0.5,))}
+# (the homogeneous halfspace's two boundaries, at ±¼ turn of its direction, share each teacher)
+CLASSES = {
+    "threshold": (1, (0.5,)),
+    "interval": (2, (0.25, 0.25)),
+    "halfspace": (3, (0.5,)),
+    "halfspace_homogeneous": (2, (-0.25, 0.25)),
+}
 SETTINGS = {
     "threshold": ("realizable", "agnostic"),
     "interval": ("realizable", "agnostic"),
     "halfspace": ("realizable",),
+    "halfspace_homogeneous": ("agnostic",),
 }
 FAR_FAIL = 1e-9  # total probability that some far query would not be answered with its majority
 
@@ -99,7 +110,11 @@ def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: i
     cutoff = cal.threshold + threshold_for_leak(probability=FAR_FAIL / m, noise_scale=cal.noise_scale)
     sizes = shard_sizes(n, k, rng)
     per_boundary = []
-    for below in bounds:
+    if cname == "halfspace_homogeneous":
+        # one direction τ_j per teacher (turns); the lower boundary sees offsets τ_j, the upper −τ_j
+        tau, _ = homogeneous_agnostic_directions(sizes, eta, rng, window=args.window)
+        per_boundary = [(tau, near_queries(tau, m, cutoff, rng)), (-tau, near_queries(-tau, m, cutoff, rng))]
+    for below in bounds if cname != "halfspace_homogeneous" else ():
         if realizable:
             off = realizable_offsets(sizes, below, rng)
         else:
@@ -137,14 +152,24 @@ def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: i
     inv[perm] = np.arange(perm.shape[0])
     lab_orig = labels[inv] if counts.shape[0] else np.empty(0, dtype=np.int64)
     start = 0
-    for off, nq in per_boundary:
+    if cname == "halfspace_homogeneous":
+        student = homogeneous_student(per_boundary, lab_orig.astype(np.int64), m, rng)
+        teacher = float(homogeneous_disagreement(per_boundary[0][0]).mean())
+    for off, nq in per_boundary if cname != "halfspace_homogeneous" else ():
         cnt = nq.ones.shape[0]
         student += abs(student_offset(nq, lab_orig[start : start + cnt].astype(np.int64), off, m, rng))
         start += cnt
-    teacher = float(sum(np.mean(np.abs(np.clip(o, -1.0, 1.0))) for o, _ in per_boundary))
+    if cname != "halfspace_homogeneous":
+        teacher = float(sum(np.mean(np.abs(np.clip(o, -1.0, 1.0))) for o, _ in per_boundary))
     # non-private ERM on all n points (k = 1), float64
     one = np.array([n])
-    if realizable:
+    extra = {}
+    if cname == "halfspace_homogeneous":
+        tau_np = homogeneous_agnostic_directions(one, eta, rng, window=args.window_np)[0]
+        nonpriv = float(homogeneous_disagreement(tau_np)[0])
+        # its 0–1 error against the noisy distribution, exact: η + (1 − 2η)·2|τ̂| (turns)
+        extra = {"nonprivate_error": float(homogeneous_error(tau_np, eta)[0])}
+    elif realizable:
         nonpriv = float(sum(abs(realizable_offsets(one, b, rng)[0]) for b in bounds))
     else:
         nonpriv = float(sum(abs(agnostic_offsets(one, eta, rng, window=args.window_np)[0][0]) for _ in bounds))
@@ -158,8 +183,35 @@ def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: i
         "student_disagree": student,
         "teacher_disagree": teacher,
         "nonprivate_disagree": nonpriv,
+        **extra,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def homogeneous_student(per_boundary: list, labels: np.ndarray, m: int, rng: np.random.Generator) -> float:
+    """Disagreement 2|τ̂| of the student's (Alg 5) ERM direction from both boundaries' answered queries.
+
+    ``per_boundary`` holds (teacher offsets, :class:`NearQueries`) for the lower boundary (offsets
+    τ_j) and the upper one (−τ_j, mirrored), ``labels`` the released labels of their near queries in
+    that order. In direction coordinates the upper queries sit at −(mirrored offset) with their
+    labels complemented (⊥ kept); merged, the ERM over τ is :func:`student_offset`'s threshold
+    ERM, whose sentinels are the nearest far query of either boundary (density 2m).
+    """
+    (tau, low), (_, up) = per_boundary
+    nl = low.ones.shape[0]
+    lab_low, lab_up = labels[:nl], labels[nl:]
+    merged = NearQueries(
+        offsets=np.concatenate([low.offsets, -up.offsets]),
+        ones=np.concatenate([low.ones, up.ones]),
+        clean=np.concatenate([low.clean, 1 - up.clean]),
+        far_wrong=low.far_wrong + up.far_wrong,
+        near_length=low.near_length + up.near_length,
+        lo=min([low.lo] * (low.near_length > 0) + [-up.hi] * (up.near_length > 0), default=0.0),
+        hi=max([low.hi] * (low.near_length > 0) + [-up.lo] * (up.near_length > 0), default=0.0),
+    )
+    merged_labels = np.concatenate([lab_low, np.where(lab_up >= 0, 1 - lab_up, lab_up)])
+    t = student_offset(merged, merged_labels.astype(np.int64), tau, 2 * m, rng)
+    return float(homogeneous_disagreement(t))
 
 
 def halfspace_run(n: int, m: int, setting, args, seed: int) -> dict:
