@@ -123,11 +123,9 @@ def segmented_threshold_erm(x_sorted: np.ndarray, y: np.ndarray, counts: np.ndar
     k = counts.shape[0]
     ends = np.cumsum(counts)
     starts = ends - counts
-    s = 2 * y.astype(np.int64) - 1
-    cs = np.cumsum(s)
+    cs = np.cumsum(2 * y.astype(np.int64) - 1)
     base = np.where(starts > 0, cs[np.maximum(starts - 1, 0)], 0)
-    seg = np.repeat(np.arange(k), counts)
-    prefix = cs - base[seg]
+    prefix = cs - np.repeat(base, counts)
     t = np.full(k, -np.inf)
     has = counts > 0
     if not has.any():
@@ -135,10 +133,13 @@ def segmented_threshold_erm(x_sorted: np.ndarray, y: np.ndarray, counts: np.ndar
     mins = np.full(k, np.iinfo(np.int64).max)
     mins[has] = np.minimum.reduceat(prefix, starts[has])
     use = has & (mins < 0)
-    hit = prefix == mins[seg]
-    pos = np.arange(prefix.shape[0])
+    # the first position of each segment's minimum: hits are in order, segments too
+    hp = np.flatnonzero(prefix == np.repeat(mins, counts))
+    sh = np.searchsorted(ends, hp, side="right")
+    lead = np.ones(hp.shape[0], dtype=bool)
+    lead[1:] = sh[1:] != sh[:-1]
     first = np.full(k, prefix.shape[0])
-    np.minimum.at(first, seg[hit], pos[hit])
+    first[sh[lead]] = hp[lead]
     f = first[use]
     last = f + 1 >= ends[use]
     nxt = np.minimum(f + 1, x_sorted.shape[0] - 1)
@@ -180,16 +181,14 @@ def _sorted_window_points(counts: np.ndarray, half: float, rng: np.random.Genera
     k = counts.shape[0]
     # c_j + 1 spacings per shard; point i of shard j at −W + 2W·(E_1 + … + E_i)/(E_1 + … + E_{c_j+1})
     spc = rng.exponential(size=int(counts.sum()) + k)
-    seg1 = np.repeat(np.arange(k), counts + 1)
     cs = np.cumsum(spc)
     ends1 = np.cumsum(counts + 1)
     starts1 = ends1 - (counts + 1)
     before = np.where(starts1 > 0, cs[np.maximum(starts1 - 1, 0)], 0.0)
     total = cs[ends1 - 1] - before
-    within = (cs - before[seg1]) / total[seg1]
-    keep = np.ones(within.shape[0], dtype=bool)
-    keep[ends1 - 1] = False  # the last cumulative sum is the normaliser, not a point
-    return -half + 2.0 * half * within[keep]
+    within = (cs - np.repeat(before, counts + 1)) / np.repeat(total, counts + 1)
+    # the last cumulative sum of each shard is the normaliser, not a point
+    return -half + 2.0 * half * np.delete(within, ends1 - 1)
 
 
 def realizable_erm_error_limit(n: float, boundaries: int = 1) -> float:

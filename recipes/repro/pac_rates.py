@@ -287,7 +287,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--window", type=float, default=10.0, help="agnostic teachers: expected points per side")
     ap.add_argument("--window-np", type=float, default=4000.0, help="agnostic non-private ERM window")
     ap.add_argument("--realizable-seeds", type=int, default=48)
-    ap.add_argument("--agnostic-seeds", type=int, default=24)
+    ap.add_argument(
+        "--agnostic-seeds",
+        type=int,
+        nargs="+",
+        default=[24],
+        help="seeds per n (one value: every n; or one per --agnostic-points)",
+    )
     ap.add_argument("--halfspace-n", type=float, nargs=2, default=[1e6, 10**8.5], help="halfspace n range")
     ap.add_argument("--halfspace-points", type=int, default=6)
     ap.add_argument(
@@ -312,12 +318,14 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
     if len(args.halfspace_seeds) not in (1, args.halfspace_points):
         ap.error(f"--halfspace-seeds: one value or --halfspace-points ({args.halfspace_points}) values")
+    if len(args.agnostic_seeds) not in (1, args.agnostic_points):
+        ap.error(f"--agnostic-seeds: one value or --agnostic-points ({args.agnostic_points}) values")
     unknown = [c for c in args.classes if c not in CLASSES]
     if unknown:
         ap.error(f"--classes: unknown {unknown}; known {list(CLASSES)}")
     if args.quick:
         args.realizable_n, args.realizable_points, args.realizable_seeds = [1e6, 1e7], 3, 6
-        args.agnostic_n, args.agnostic_points, args.agnostic_seeds = [1e7, 3e7], 2, 2
+        args.agnostic_n, args.agnostic_points, args.agnostic_seeds = [1e7, 3e7], 2, [2]
         args.halfspace_n, args.halfspace_points, args.halfspace_seeds = [1e6, 3e6], 2, [3]
         args.bootstrap = 200
     torch.set_num_threads(1)
@@ -347,8 +355,13 @@ def main(argv: list[str] | None = None) -> dict:
                 per_n = hs if len(hs) > 1 else hs * len(grid)
                 if len(per_n) != len(grid):
                     raise ValueError(f"--halfspace-seeds: one value or {len(grid)} (one per n), got {len(per_n)}")
+            elif realizable:
+                per_n = [args.realizable_seeds] * len(grid)
             else:
-                per_n = [args.realizable_seeds if realizable else args.agnostic_seeds] * len(grid)
+                ag = [int(x) for x in args.agnostic_seeds]
+                per_n = ag if len(ag) > 1 else ag * len(grid)
+                if len(per_n) != len(grid):
+                    raise ValueError(f"--agnostic-seeds: one value or {len(grid)} (one per n), got {len(per_n)}")
             for n, n_seeds in zip(grid, per_n, strict=True):
                 m = max(100, round(balanced_num_queries(num_samples=n, vc_dim=v, realizable=realizable, scale=scale)))
                 st = prescribed_num_teachers(
