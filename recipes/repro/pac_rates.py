@@ -49,6 +49,7 @@ import torch
 
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.privacy.mechanisms.calibration import calibrate, threshold_for_leak
+from pate_stab.repro.pac_plot import loglog_panel
 from pate_stab.rng import seeded_generator
 from pate_stab.theory import corollary_max_unstable
 from pate_stab.theory.pac import (
@@ -511,38 +512,42 @@ def plot(path: Path, summary: list[dict], slopes: list[dict]) -> None:
 
     groups = sorted({(s["class"], s["setting"]) for s in summary if s.get("usable")})
     fig, axes = plt.subplots(1, max(len(groups), 1), figsize=(4.2 * max(len(groups), 1), 4.0), squeeze=False)
-    for ax, (cname, setting) in zip(axes[0], groups, strict=False):
+    for i, (ax, (cname, setting)) in enumerate(zip(axes[0], groups, strict=False)):
         pts = sorted(
             (s for s in summary if s["class"] == cname and s["setting"] == setting and s.get("usable")),
             key=lambda s: s["n"],
         )
         ns = np.array([p["n"] for p in pts], dtype=float)
+        curves = []
         for metric, style in (("priv_disagree", "o-"), ("student_disagree", "s--"), ("nonprivate_disagree", "^:")):
-            mu = np.array([p[f"{metric}_mean"] for p in pts])
-            se = np.array([p[f"{metric}_se"] for p in pts])
             sl = next(x for x in slopes if (x["class"], x["setting"], x["metric"]) == (cname, setting, metric))
-            ax.errorbar(
-                ns,
-                mu,
-                yerr=1.96 * se,
-                fmt=style,
-                ms=4,
-                capsize=2,
-                label=f"{metric.split('_')[0]} {sl['slope']:+.2f} [{sl['ci_low']:+.2f},{sl['ci_high']:+.2f}]",
+            curves.append(
+                {
+                    "x": ns,
+                    "y": np.array([p[f"{metric}_mean"] for p in pts]),
+                    "yerr": 1.96 * np.array([p[f"{metric}_se"] for p in pts]),
+                    "fmt": style,
+                    "ms": 4,
+                    "capsize": 2,
+                    "label": f"{metric.split('_')[0]} {sl['slope']:+.2f} [{sl['ci_low']:+.2f},{sl['ci_high']:+.2f}]",
+                }
             )
-        ax.plot(
-            ns,
-            [p["bound_T_over_m"] for p in pts],
-            "k-",
-            lw=0.8,
-            label="Cor 4.1 bound T/m" + ("" if setting == "realizable" else " − 3γ"),
+        bound = {
+            "x": ns,
+            "y": [p["bound_T_over_m"] for p in pts],
+            "fmt": "k-",
+            "lw": 0.8,
+            "label": "Cor 4.1 bound T/m" + ("" if setting == "realizable" else " − 3γ"),
+        }
+        loglog_panel(
+            ax,
+            curves,
+            [bound],
+            title=f"{cname}, {setting}",
+            xlabel="n",
+            ylabel="disagreement with the target" if i == 0 else None,
+            legend_fontsize=6,
         )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(f"{cname}, {setting}")
-        ax.set_xlabel("n")
-        ax.legend(fontsize=6)
-    axes[0][0].set_ylabel("disagreement with the target")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -189,7 +189,7 @@ def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
         assert math.isfinite(s["bound_slope"])
     usable = [s for s in saved["summary"] if s.get("usable")]
     assert usable and all(s["priv_disagree_mean"] <= s["bound_T_over_m"] + 3 * 0.05 for s in usable)
-    for name in ("pac_rates_runs.csv", "pac_rates_summary.csv", "pac_rates_slopes.csv"):
+    for name in ("pac_rates_runs.csv", "pac_rates_summary.csv", "pac_rates_slopes.csv", "pac_rates.png"):
         assert (tmp_path / name).stat().st_size > 0
 
 
@@ -469,3 +469,26 @@ def test_pac_rates_homogeneous_halfspace_jobs_change_nothing_but_time(tmp_path):
     assert strip(one) == strip(two) and one["slopes"] == two["slopes"]
     assert {s["setting"] for s in one["summary"]} == {"agnostic"}
     assert all(s["usable"] and s["k"] < s["n"] for s in one["summary"])
+
+
+def test_loglog_panel_draws_the_curves_and_lines_it_is_given():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pate_stab.repro.pac_plot import loglog_panel
+
+    fig, ax = plt.subplots()
+    ns = np.array([1e6, 1e7, 1e8])
+    curves = [{"x": ns, "y": 1 / ns, "yerr": 0.1 / ns, "fmt": "o-", "label": "priv"}]
+    lines = [
+        {"x": ns, "y": 2 / ns, "fmt": "k-", "label": "bound"},
+        {"x": ns, "y": 3 / ns, "color": "gray", "label": "rate"},
+    ]
+    loglog_panel(ax, curves, lines, title="t", xlabel="n", ylabel="err", legend_fontsize=6)
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["bound", "rate", "priv"]
+    assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("t", "n", "err")
+    assert len(ax.containers) == 1 and len(ax.get_lines()) >= 3
+    plt.close(fig)
