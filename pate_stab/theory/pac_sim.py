@@ -1,4 +1,7 @@
-"""Fast exact simulation of BTT18 §4's releaser and learners: 1-D classes, realizable halfspaces in R².
+"""Fast exact simulation of BTT18 §4's releaser and learners: 1-D classes, halfspaces in R².
+
+Halfspaces: general ones (V = 3) realizable, homogeneous ones (V = 2) agnostic (see their
+sections at the end of the module).
 
 The PAC curves of Thm 4.3 / 4.4 / 4.6 / 4.7 need n over several decades (10⁶ … 10⁹) and m up to
 10⁶ queries; drawing every point is out of reach on a CPU. For 1-D classes with x uniform on

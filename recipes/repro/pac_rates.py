@@ -1,11 +1,13 @@
 """BTT18 §4 PAC rates over ≥ 2.5 decades of n, with bootstrap intervals on the slopes.
 
 Successor of ``recipes/repro/pac_curves.py``'s hard-label part for the 1-D classes (thresholds
-V = 1, intervals V = 2), realizable and agnostic (label noise η), and halfspaces in R² (V = 3),
-realizable only (the agnostic 0–1 ERM of a halfspace has no window that can be checked, see
-:mod:`pate_stab.theory.pac_sim`), paper calibration (Alg 4 line 1). Per class, setting and n
-(geometric grid; halfspaces with more seeds at small n, ``--halfspace-seeds``, where a seed
-holds about one error event):
+V = 1, intervals V = 2), realizable and agnostic (label noise η), halfspaces in R² (V = 3),
+realizable only (the agnostic 0–1 ERM of a general halfspace has no window that can be checked,
+see :mod:`pate_stab.theory.pac_sim`), and homogeneous halfspaces in R² (through the origin, V =
+2), agnostic (``halfspace_homogeneous``: exact ERM by an angular sweep, inputs rotationally
+symmetric, error η + (1 − 2η)·|θ − θ*|/π exact), paper calibration (Alg 4 line 1). Per class,
+setting and n (geometric grid; halfspaces with more seeds at small n, ``--halfspace-seeds``,
+where a seed holds about one error event; ``--agnostic-seeds`` likewise per n):
 
 1. m = scale·(n/V)^{4/3} (realizable) or scale·(n/V)^{4/5} (agnostic) queries (Thm 4.3 / 4.4);
    T and k from the fixed point of :func:`pate_stab.theory.pac.prescribed_num_teachers`.
@@ -29,6 +31,8 @@ Outputs under ``--out``: <stem>_runs.csv, <stem>_summary.csv, <stem>_slopes.csv,
 
     python recipes/repro/pac_rates.py --classes threshold interval --out docs/results/repro   # 1-D classes
     python recipes/repro/pac_rates.py --classes halfspace --stem pac_rates_halfspace --out docs/results/repro
+    python recipes/repro/pac_rates.py --classes halfspace_homogeneous --agnostic-seeds 96 80 64 48 48 \
+        --stem pac_rates_halfspace_agnostic --out docs/results/repro
     python recipes/repro/pac_rates.py --quick --out /tmp/pac        # CI: seconds
 """
 
@@ -275,7 +279,7 @@ def bound_excess(setting, m: int, realizable: bool, noise: float, beta: float) -
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("checkpoints/pac_rates"))
-    ap.add_argument("--quick", action="store_true", help="CI mode: 2 classes × 2 settings, 3 n, 4 seeds (seconds)")
+    ap.add_argument("--quick", action="store_true", help="CI mode: every class and setting, 2–3 n, 2–6 seeds (seconds)")
     ap.add_argument("--classes", nargs="+", default=list(CLASSES))
     ap.add_argument("--settings", nargs="+", default=["realizable", "agnostic"])
     ap.add_argument("--realizable-n", type=float, nargs=2, default=[1e6, 1e9], help="n range (geometric)")
