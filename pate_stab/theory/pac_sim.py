@@ -857,7 +857,7 @@ def homogeneous_agnostic_directions(
         raise ValueError("window covers the whole circle: use more points per shard")
     counts = rng.binomial(sizes, 4 * half)
     x = _sorted_window_points(counts, half, rng)
-    upper = rng.random(x.shape[0]) < 0.5
+    upper = np.asarray(rng.random(x.shape[0]) < 0.5)
     clean = np.where(upper, x <= 0, x >= 0).astype(np.int64)
     y = np.where(rng.random(x.shape[0]) < noise, 1 - clean, clean)
     t = window_direction_erm(x, upper, y, counts)
