@@ -138,7 +138,7 @@ class TransferConfig:
     num_teachers: int = 250
     # "propagate": label propagation over a kNN graph of the public pool's features (no training;
     # pate_stab.teachers.PropagationTeachers); the graph_* settings below apply to it only
-    teacher_model: Literal["logistic", "mlp", "cnn", "propagate"] = "logistic"
+    teacher_model: Literal["logistic", "mlp", "cnn", "propagate", "fixmatch"] = "logistic"
     teacher_hidden: tuple[int, ...] = (64,)  # MLP widths, or the CNN's fully connected widths
     teacher_channels: tuple[int, int] = (64, 128)  # CNN only: the two convolution widths (PATE's)
     # None: sized in optimiser steps (pate_stab.teachers.training.teacher_epochs); a number is used as

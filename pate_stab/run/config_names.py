@@ -50,7 +50,10 @@ FEATURE_BLOCKS = {"scattering": ("scattering",), "ssl": ("ssl",), "scattering+ss
 extractor each, in the order concatenated)."""
 EXTRACTED_FEATURES = tuple(FEATURE_BLOCKS)
 """Features computed from images by the run's feature stage: they give vectors (no CNN teachers)."""
-TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate")
+TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate", "fixmatch")
+"""Teachers: dense heads, PATE's CNN, label propagation (:mod:`pate_stab.teachers.propagation`), or CNNs trained
+with FixMatch on their shard's labels and the unlabelled inputs the privacy unit allows (PATE-FM;
+:mod:`pate_stab.teachers.fixmatch`, settings: :mod:`pate_stab.run.fixmatch_teachers`)."""
 RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
 """The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
 DIRECT_LEARNER_NAMES = (
