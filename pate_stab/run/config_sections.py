@@ -68,7 +68,7 @@ from pate_stab.run.config_names import (
     TeacherModel,
     ThreatModel,
 )
-from pate_stab.run.selection import check_query_selection
+from pate_stab.run.selection import SPREAD_DEFAULTS, check_query_selection
 from pate_stab.student.augment import AUGMENTATIONS
 
 __all__ = [
@@ -243,14 +243,15 @@ class GraphSettings(_Section):
     (LP-DeepSSL, update_plabels) runs it: k = 50 neighbours, γ = 3, α = 0.99 (also Zhou et al.
     2004's α), 20 iterations of the solver (here: 20 terms of the series, the same number of sparse
     products), the graph on the features as they are (no extra PCA). No label of the pool or the
-    evaluation split chose them.
+    evaluation split chose them. Their defaults and the selection section's round size and coverage
+    are :data:`pate_stab.run.selection.SPREAD_DEFAULTS`: one place for the main job and ``release --votes``.
     """
 
-    graph_neighbors: int = 50  # kNN graph degree
-    graph_power: float = 3.0  # affinity exponent γ in max(cos, 0)^γ
-    graph_alpha: float = 0.99  # propagation weight α in [0, 1)
-    graph_steps: int = 20  # terms of the series Σ (αS)^t
-    graph_pca_dim: int | None = None  # public PCA of the features before the graph (None: none)
+    graph_neighbors: int = SPREAD_DEFAULTS.graph_neighbors  # kNN graph degree
+    graph_power: float = SPREAD_DEFAULTS.graph_power  # affinity exponent γ in max(cos, 0)^γ
+    graph_alpha: float = SPREAD_DEFAULTS.graph_alpha  # propagation weight α in [0, 1)
+    graph_steps: int = SPREAD_DEFAULTS.graph_steps  # terms of the series Σ (αS)^t
+    graph_pca_dim: int | None = SPREAD_DEFAULTS.graph_pca_dim  # public PCA of the features first (None: none)
 
     def __post_init__(self) -> None:
         _positive_ints(self, "graph_neighbors")
@@ -365,8 +366,10 @@ class SelectionSettings(_Section):
     # class, with a share of each round for confident points not yet covered): all from public data
     # and released labels (post-processing)
     query_selection: QuerySelection = "first"
-    selection_round_size: int = 20  # student-confidence / spread: first round's size and smallest round
-    selection_coverage: float = 0.1  # spread: share of each round for confident, not yet covered points
+    # student-confidence / spread: first round's size and smallest round
+    selection_round_size: int = SPREAD_DEFAULTS.selection_round_size
+    # spread: share of each round for confident, not yet covered points
+    selection_coverage: float = SPREAD_DEFAULTS.selection_coverage
 
     def __post_init__(self) -> None:
         check_query_selection(self.query_selection)

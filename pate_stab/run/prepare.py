@@ -40,6 +40,7 @@ from pate_stab.run.fixmatch_teachers import check_fixmatch_teachers, fixmatch_te
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, compute_device, report_stage
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
+from pate_stab.run.selection import SpreadSettings
 from pate_stab.teachers import (
     ModelSpec,
     PoolVotes,
@@ -227,11 +228,7 @@ def pool_graph(prep: Prepared) -> PoolGraph:
         if isinstance(teachers, PropagationTeachers) and teachers.graph_nodes == prep.task.public_x.shape[0]:
             prep.graph = teachers.graph  # built on the run's compute device (prepare)
         else:
-            c = prep.config
-            prep.graph = PoolGraph(
-                num_neighbors=c.graph_neighbors, power=c.graph_power, alpha=c.graph_alpha, steps=c.graph_steps,
-                pca_dim=c.graph_pca_dim,
-            ).fit(prep.task.public_x.flatten(1).float().to(device))  # fmt: skip
+            prep.graph = SpreadSettings.of(prep.config).pool_graph(prep.task.public_x.flatten(1).float().to(device))
         prep.graph_device = device
     return prep.graph
 

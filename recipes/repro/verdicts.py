@@ -1117,7 +1117,7 @@ def _fm_monotone(s: Mapping[str, Mapping[str, float]], epsilons: Sequence[float]
 # Bassily, Thakkar & Thakurta 2018 (Cor 4.1, Thm 4.3, 4.4, 4.6, 4.7): recipes/repro/pac_rates.py
 # ---------------------------------------------------------------------------------------------
 
-_BTT_V = {"threshold": 1, "interval": 2, "halfspace": 3}
+_BTT_V = {"threshold": 1, "interval": 2, "halfspace": 3, "halfspace_homogeneous": 2}
 BTT_METRICS = {
     "priv_disagree": "h_priv (Alg 4)",
     "student_disagree": "student (Alg 5)",
@@ -1257,8 +1257,9 @@ def btt_soft_verdicts_from(soft: Mapping[str, Any]) -> list[Verdict]:
 
 def btt_verdicts(repro: Path) -> list[Verdict]:
     out: list[Verdict] = []
-    # the 1-D classes and the halfspaces are two runs of recipes/repro/pac_rates.py (--stem pac_rates_halfspace)
-    for name in ("pac_rates.json", "pac_rates_halfspace.json"):
+    # the 1-D classes, the halfspaces and the agnostic homogeneous halfspaces are three runs of
+    # recipes/repro/pac_rates.py (--stem pac_rates_halfspace, --stem pac_rates_halfspace_agnostic)
+    for name in ("pac_rates.json", "pac_rates_halfspace.json", "pac_rates_halfspace_agnostic.json"):
         path = repro / name
         if path.exists():
             out += btt_verdicts_from(json.loads(path.read_text()))
