@@ -7,7 +7,7 @@ aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-expor
 
 | module | step |
 |---|---|
-| :mod:`~pate_stab.run.config` | :class:`TransferConfig`: every setting of a run, checked |
+| :mod:`~pate_stab.run.config` | :class:`TransferConfig`: every setting of a run, in sections, checked |
 | :mod:`~pate_stab.run.data` | the private set, public pool and evaluation split (features fitted on public data) |
 | :mod:`~pate_stab.run.prepare` | budget check, run folder, record-keyed partition, teachers |
 | :mod:`~pate_stab.run.selection` | which pool points to query, from public data and released outputs; SpreadSelector |
