@@ -15,14 +15,15 @@ changes one shard, hence one teacher's vote (so does replacing one record when t
 record ids): the histogram changes by −1 in one class and +1 in another. So the count vector has
 ℓ1 sensitivity 2 and ℓ2 sensitivity √2, and the largest count moves by at most 1. Replacing a
 record under content keys can change two teachers (``teachers_changed=2``): every sensitivity
-doubles (ℓ1 4, ℓ2 2√2, largest count 2), and each aggregator's noise, expressed per unit of
-sensitivity, is divided by 2 in its event (calibration doubles the noise).
+doubles (ℓ1 4, ℓ2 2√2, largest count 2), each event records the doubled sensitivity, and
+calibration doubles the noise.
 Each aggregator releases a post-processing of noisy counts (the noisy argmax of a noisy
 histogram, the outcome of a noisy comparison of the largest count), so its event is the
-Laplace / Gaussian mechanism on those counts with the noise divided by the sensitivity. The
-events are expressed at unit sensitivity, which is dp-accounting's ``ADD_OR_REMOVE_ONE``
-relation for unsampled Laplace / Gaussian events; the record-level relation enters only
-through "one record moves one vote".
+Laplace / Gaussian mechanism on those counts with that sensitivity (``LaplaceEvent``,
+``GaussianEvent``, … carry it). The accountant sees each event at unit sensitivity (the noise
+divided by the sensitivity, :meth:`~pate_stab.privacy.accounting.events.PrivacyEvent.to_dp_event`),
+dp-accounting's ``ADD_OR_REMOVE_ONE`` relation for unsampled Laplace / Gaussian mechanisms; the
+record-level relation enters only through "one record moves one vote".
 
 Noise (DESIGN fact 9). ``noise="secure"`` (the default) adds exact integer noise to the integer
 counts, from the OS's CSPRNG (or a ``source=``), so that the low bits of floating-point noise
@@ -32,14 +33,15 @@ discrete laws, not borrowed from the continuous ones, whose loss distributions d
 
 * LNMax: DLap with parameter a = :func:`exact_laplace_parameter` (b) <= 1/b. One teacher moves
   one vote (−1, +1 in two counts), so one query's privacy loss is the sum of two independent
-  sensitivity-1 discrete Laplace losses: with PLD accounting ``ComposedDpEvent([DiscreteLaplaceDpEvent
-  (a, 1)] * 2)``, exactly. Otherwise (RDP, or two changed teachers) the query is pure
+  sensitivity-1 discrete Laplace losses: with PLD accounting ``ComposedEvent((DiscreteLaplaceEvent(a, 1),)
+  * 2)``, exactly. Otherwise (RDP, or two changed teachers) the query is pure
   (2g·a)-DP (the ratio bound P[X = x]/P[X = x + j] <= e^{a|j|}), hence (2g²a²)-zCDP (Bun & Steinke
-  2016, Prop 3.3): ``ZCDpEvent``.
+  2016, Prop 3.3): ``ZCdpEvent(rho=2g²a²)``.
 * GNMax, Confident-GNMax: N_Z(0, σ'²) with σ'² >= σ² exact. For independent coordinates and an
   integer shift v the Rényi divergence is at most α‖v‖²/(2σ'²) (Canonne, Kamath & Steinke 2020,
-  Prop 5 and Thm 14): exactly the RDP of ``GaussianDpEvent`` at the calibrated σ, so these events
-  are accounted with the RDP accountant (PLD accounting of the continuous Gaussian is refused).
+  Prop 5 and Thm 14): exactly the RDP of the continuous Gaussian at the calibrated σ, so their events
+  (``DiscreteGaussianEvent``) are accounted with the RDP accountant (PLD accounting of the continuous
+  Gaussian is refused for them).
 
 ``noise="seeded"`` draws float64 Laplace / Gaussian noise from the ``generator`` passed to
 :meth:`release`: reproducible research only — it carries no privacy against anyone who knows the
@@ -91,8 +93,8 @@ __all__ = ["LNMax", "GNMax", "ConfidentGNMax", "ABSTAIN"]
 
 def gaussian_event(sigma: float, sensitivity: float, noise: str) -> PrivacyEvent:
     """N(0, σ²) on counts of ℓ2 sensitivity Δ: the continuous Gaussian (seeded noise) or the discrete
-    Gaussian N_Z (secure noise, RDP accounting only; module docstring). Either is accounted as
-    dp-accounting's ``GaussianDpEvent(σ/Δ)``."""
+    Gaussian N_Z (secure noise, RDP accounting only; module docstring): ``GaussianEvent(σ, Δ)`` or
+    ``DiscreteGaussianEvent(σ, Δ)``, both with the RDP of a Gaussian of noise multiplier σ/Δ."""
     if noise == "secure":
         return DiscreteGaussianEvent(sigma=sigma, sensitivity=sensitivity)
     return GaussianEvent(sigma=sigma, sensitivity=sensitivity)
@@ -105,10 +107,11 @@ class LNMax(PateAggregator):
     """Laplace noisy max [PAE+17, §3.1]: ``argmax_c (n_c + Lap(b))``.
 
     Sensitivity: one record moves one vote, so the count vector has ℓ1 sensitivity 2 and the
-    Laplace mechanism on it with scale b is (2/b)-DP; the argmax is post-processing. One query
-    is ``LaplaceDpEvent(noise_multiplier=b/2)`` (PATE 2017's per-query 2γ with γ = 1/b, as in
-    tensorflow/privacy ``research/pate_2017/analysis.py``: ``logmgf_exact(q, 2.0 * noise_eps, l)``); the
-    run composes it ``num_queries`` times in the accountant. Holds for neighbours that change
+    Laplace mechanism on it with scale b is (2/b)-DP; the argmax is post-processing. With seeded
+    noise one query is ``LaplaceEvent(noise_scale=b, sensitivity=2)`` (PATE 2017's per-query 2γ
+    with γ = 1/b, as in tensorflow/privacy ``research/pate_2017/analysis.py``:
+    ``logmgf_exact(q, 2.0 * noise_eps, l)``), with secure noise :meth:`secure_event`; the run
+    composes it ``num_queries`` times in the accountant (``SelfComposedEvent``). Holds for neighbours that change
     ``teachers_changed`` teachers (module docstring, DESIGN.md fact 1).
 
     Args:
@@ -237,9 +240,10 @@ class GNMax(PateAggregator):
     """Gaussian noisy max [PSM+18, §4.1]: ``argmax_c (n_c + N(0, σ²))``.
 
     Sensitivity: one record moves one vote, so the count vector has ℓ2 sensitivity √2; one
-    query is the Gaussian mechanism ``GaussianDpEvent(noise_multiplier=σ/√2)`` (the argmax is
-    post-processing), composed ``num_queries`` times in the accountant (data-independent:
-    PATE 2018's data-dependent analysis is not used). Holds for neighbours that change
+    query is the Gaussian mechanism ``GaussianEvent(sigma=σ, sensitivity=√2)``
+    (``DiscreteGaussianEvent`` with secure noise; the argmax is post-processing), composed
+    ``num_queries`` times in the accountant (data-independent: PATE 2018's data-dependent
+    analysis is not used). Holds for neighbours that change
     ``teachers_changed`` teachers (module docstring, DESIGN.md fact 1).
 
     Args:
@@ -315,14 +319,14 @@ class ConfidentGNMax(PateAggregator):
     else ⊥ (−1).
 
     Sensitivity: one record moves one vote, so the largest count moves by at most 1 (the
-    threshold check is the Gaussian mechanism ``GaussianDpEvent(σ1)``) and the count vector by
-    ℓ2 √2 (the answer is ``GaussianDpEvent(σ2/√2)``). Every query pays the check. Which queries
-    are answered depends on the data, and PATE 2018 accounts for that data-dependently; here the
-    accounting is data-independent, so every query is also charged the GNMax answer — one query
-    is ``ComposedDpEvent([GaussianDpEvent(σ1), GaussianDpEvent(σ2/√2)])``, composed
-    ``num_queries`` times. (Releasing ⊥ or not and the noisy argmax are post-processing of
-    those two Gaussian releases.) Holds for neighbours that change ``teachers_changed``
-    teachers (module docstring, DESIGN.md fact 1).
+    threshold check is the Gaussian mechanism ``GaussianEvent(sigma=σ1, sensitivity=1)``) and the
+    count vector by ℓ2 √2 (the answer is ``GaussianEvent(sigma=σ2, sensitivity=√2)``; the discrete
+    events with secure noise). Every query pays the check. Which queries are answered depends on
+    the data, and PATE 2018 accounts for that data-dependently; here the accounting is
+    data-independent, so every query is also charged the GNMax answer — one query is
+    ``ComposedEvent((check, answer))`` of those two, composed ``num_queries`` times. (Releasing ⊥
+    or not and the noisy argmax are post-processing of those two Gaussian releases.) Holds for
+    neighbours that change ``teachers_changed`` teachers (module docstring, DESIGN.md fact 1).
 
     Args:
         threshold: T, compared with the noisy largest count (a vote count, e.g. 0.6·k).

@@ -142,11 +142,14 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
                    "noise is drawn, nothing spent; other queries are not asked, the report says partial")  # fmt: skip
     p.add_argument("--progress", dest="progress", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other configuration key (YAML syntax for the value)")  # fmt: skip
+                   help="any other configuration key, flat (epsilon=2) or with its section (release.epsilon=2); "
+                   "YAML syntax for the value")  # fmt: skip
 
 
 def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base: dict[str, Any]) -> dict[str, Any]:
     import yaml
+
+    from pate_stab.run.config import flat_key, flat_settings
 
     data = dict(base)
     extra: dict[str, Any] = {}
@@ -157,7 +160,10 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
         if not isinstance(loaded, dict):
             parser.error(f"{args.config} must hold a mapping of configuration keys")
         extra = loaded.pop("compare", None) or {}
-        data.update(loaded)
+        try:  # sections (release: {epsilon: 2}) or flat names: every setting under its flat name
+            data.update(flat_settings(loaded))
+        except ValueError as exc:
+            parser.error(f"{args.config}: {exc}")
     for _, dest, _, _ in _FLAGS:
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
@@ -185,7 +191,11 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
         key, sep, value = item.partition("=")
         if not sep:
             parser.error(f"--set expects KEY=VALUE, got {item!r}")
-        data[key.strip().replace("-", "_")] = yaml.safe_load(value)
+        try:  # KEY: a flat name (epsilon) or with its section (release.epsilon)
+            name = flat_key(key.strip().replace("-", "_"))
+        except ValueError as exc:
+            parser.error(f"--set {item}: {exc}")
+        data[name] = yaml.safe_load(value)
     from pate_stab.run.progress import default_progress
 
     data.setdefault("progress", default_progress())  # on in a terminal, off under CI or when piped

@@ -22,7 +22,7 @@ from pate_stab.erm.density import (
     private_histogram_density,
 )
 from pate_stab.erm.functional_mechanism import FunctionalMechanismModel, functional_mechanism
-from pate_stab.erm.heads import PrivateLinearHead
+from pate_stab.erm.heads import PrivateLinearHead, public_divisor_lambda
 from pate_stab.erm.inversion import inversion_accuracy, invert_attribute
 from pate_stab.erm.losses import (
     HingeLoss,
@@ -77,6 +77,7 @@ __all__ = [
     "ObjectivePerturbationBudget",
     "PrivateHistogram",
     "PrivateLinearHead",
+    "public_divisor_lambda",
     "PrivateLinearModel",
     "RampLoss",
     "SolverResult",

@@ -11,6 +11,10 @@ The class set is declared (``classes``), never read from the labels (DESIGN.md f
 fixes how many heads are fitted, the ε each gets and the shape of the published weights, and a
 class present in one neighbouring data set only (its one record removed or relabelled) would
 change all three. Labels outside the declared set are refused.
+
+:func:`public_divisor_lambda` gives the regularisation under which the library's (1/n)-normalised
+solvers minimise the objective with a fixed public divisor N instead of the private count n (the main
+job's convex heads, :mod:`pate_stab.run.direct`).
 """
 
 from __future__ import annotations
@@ -19,14 +23,34 @@ from collections.abc import Sequence
 
 import torch
 
-from pate_stab._checks import check_epsilon, check_generator, check_positive, check_tensor
+from pate_stab._checks import check_epsilon, check_generator, check_int, check_positive, check_tensor
 from pate_stab.erm.losses import get_loss
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import PrivateLinearModel, output_perturbation
 
-__all__ = ["PrivateLinearHead"]
+__all__ = ["PrivateLinearHead", "public_divisor_lambda"]
 
 _DTYPE = torch.float64
+
+
+def public_divisor_lambda(lam: float, *, public_size: int, private_size: int) -> float:
+    """λ′ = λ·N/n: the regularisation that makes the (1/n)-normalised objective minimise J with divisor N.
+
+    Chaudhuri, Monteleoni & Sarwate 2011 (JMLR 12; Thm 6 output, Thm 9 objective perturbation)
+    minimise J_n(w) = (1/n) Σ ℓ(w, z_i) + (λ/2)||w||² for a fixed, public n. With a fixed public
+    divisor N instead, J(w) = (1/N) Σ ℓ(w, z_i) + (λ/2)||w||² = (n/N)·J_n(w; λ′) with λ′ = λN/n, so
+    the solvers' minimiser of J_n(·; λ′) is J's, and every noise scale, a function of λ′n = λN, is
+    the paper's with n := N (the argument for both relations: :mod:`pate_stab.run.direct`, "The
+    heads' public size"). n, the private count, stays inside the mechanism.
+
+    Example:
+        >>> public_divisor_lambda(1e-3, public_size=60000, private_size=30000)
+        0.002
+    """
+    lam = check_positive("lam", lam)
+    n_public = check_int("public_size", public_size, minimum=1)
+    n = check_int("private_size", private_size, minimum=1)
+    return lam * (n_public / n)
 
 
 class PrivateLinearHead:

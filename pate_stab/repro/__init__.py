@@ -8,6 +8,8 @@
 * :mod:`pate_stab.repro.cv2013_direction` -- why Random trails Control on Adult under min-max scaling.
 * :mod:`pate_stab.repro.wu2016_inversion` -- Wu et al. 2016, Sec. 5: output and objective
   perturbation on the warfarin table and the model-inversion attack on each model.
+* :mod:`pate_stab.repro.pac_plot` -- Bassily, Thakkar & Thakurta 2018: the log-log panel of the
+  PAC curves (``recipes/repro/pac_rates.py``, ``pac_curves.py``).
 
 This package sits at the top of the import order beside ``run`` and ``audit``: it imports
 ``data``, ``erm`` and ``rng``, and no module of the library imports it. Its paper protocols read
@@ -15,4 +17,4 @@ statistics of every row and are no release path; results and verdicts are in
 ``docs/results/repro/README.md``.
 """
 
-__all__ = ["cv2013", "cv2013_direction", "glm_step", "wu2016_inversion"]
+__all__ = ["cv2013", "cv2013_direction", "glm_step", "pac_plot", "wu2016_inversion"]

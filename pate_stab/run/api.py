@@ -35,16 +35,21 @@ from typing import Any
 
 from pate_stab.data.own import OwnData, own_data
 from pate_stab.run.compare import run_compare
-from pate_stab.run.config import DIRECT_LEARNER_NAMES, TransferConfig
+from pate_stab.run.config import DIRECT_LEARNER_NAMES, SECTIONS, TransferConfig, flat_settings
 from pate_stab.run.transfer import TransferResult, transfer_result
 
 __all__ = ["arrays_config", "compare_arrays", "transfer_arrays"]
 
 
 def arrays_config(config: TransferConfig | None = None, **settings: Any) -> TransferConfig:
-    """A ``dataset="arrays"`` configuration: ``config``'s settings (default: the defaults) with ``settings``."""
+    """A ``dataset="arrays"`` configuration: ``config``'s settings (default: the defaults) with ``settings``
+    (flat names, or sections as mappings or section objects)."""
     base = {} if config is None else config.to_dict()
-    data = {**base, **settings, "dataset": "arrays"}
+    given = flat_settings(settings)
+    for name in SECTIONS:  # a section object: each of its settings replaces config's
+        if name in given:
+            given.update(given.pop(name).to_dict())
+    data = {**base, **given, "dataset": "arrays"}
     for key in ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels"):
         if isinstance(data.get(key), list):
             data[key] = tuple(data[key])

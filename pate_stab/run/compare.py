@@ -52,9 +52,10 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from pate_stab._checks import check_int
@@ -81,10 +82,17 @@ from pate_stab.run.direct import (
     direct_planned_spend,
     run_direct,
 )
-from pate_stab.run.prepare import prepare
+from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
-from pate_stab.run.release import label_accuracy, recorded_spend_id, release_labels, release_spend_id
+from pate_stab.run.release import (
+    Release,
+    label_accuracy,
+    recorded_spend_id,
+    release_device,
+    release_labels,
+    release_spend_id,
+)
 from pate_stab.run.report import (
     LABEL_ACCURACY_NOTE,
     PlannedSpend,
@@ -99,7 +107,6 @@ from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import (
     FewLabelsWarning,
     fit_student,
-    release_device,
     released_label_warnings,
     student_accuracies,
     student_device,
@@ -108,8 +115,8 @@ from pate_stab.run.student import (
 from pate_stab.run.student_file import save_student
 from pate_stab.run.units import check_learner_units
 
-__all__ = ["PRIVATE_COMPARE", "format_rows", "format_summary", "plot_rows", "run_compare", "summarise_rows",
-           "total_cost", "total_cost_line"]  # fmt: skip
+__all__ = ["PRIVATE_COMPARE", "compare_title", "format_rows", "format_summary", "plot_rows", "run_compare",
+           "summarise_rows", "total_cost", "total_cost_line"]  # fmt: skip
 
 PRIVATE_COMPARE = "private_compare.json"
 UNANSWERABLE_NOTE = (
@@ -162,15 +169,18 @@ def run_compare(
                             direct=direct)  # fmt: skip
 
 
-def _run_compare(
-    config: TransferConfig,
-    *,
-    epsilons: Sequence[float],
-    aggregators: Sequence[str] | None,
-    repeats: int,
-    data: OwnData | None,
-    direct: Sequence[str],
-) -> dict[str, Any]:
+def compare_title(config: TransferConfig, repeats: int = 1) -> str:
+    """The title of ``compare.png``: data set and privacy unit, teachers, queries and their selection,
+    the student and δ (and the releases per setting when ``repeats`` > 1)."""
+    return (
+        f"{config.dataset} ({config.privacy_unit} privacy): k={config.num_teachers} {config.teacher_model} teachers, "
+        f"m={config.num_queries} ({config.query_selection})\n"
+        f"{config.student_method} student, δ={config.delta:g}" + (f", {repeats} releases" if repeats > 1 else "")
+    )
+
+
+def _check_compare(config: TransferConfig, epsilons: Sequence[float]) -> None:
+    """Settings compare refuses before anything is read, trained or spent."""
     if not epsilons or any(not (isinstance(e, int | float) and math.isfinite(e) and e > 0) for e in epsilons):
         raise ValueError(f"epsilons must be positive finite numbers, got {list(epsilons)!r}")
     if config.finish_from_ledger:
@@ -189,6 +199,55 @@ def _run_compare(
             f"epsilons repeat {', '.join(f'{e!r}' for e in repeated)}: each ε is one release per repeat; "
             "use repeats=R (--repeats R) for independent releases at one ε"
         )
+
+
+def _planned_spends(
+    config: TransferConfig,
+    aggregators: Sequence[str],
+    epsilons: Sequence[float],
+    repeats: int,
+    direct_plan: list[tuple[float, str, int]],
+) -> Callable[[PrivacyLedger | None], list[PlannedSpend]]:
+    """The plan's spends (each release is (ε, δ)-DP on its own; the ledger counts their basic
+    composition), with their ids as ``ledger`` holds them (None: as a new ledger would)."""
+
+    def spends(ledger: PrivacyLedger | None) -> list[PlannedSpend]:
+        out = [
+            PlannedSpend(
+                release_spend_id(config.run_name, a, e, r) if ledger is None
+                else recorded_spend_id(ledger, config.run_name, a, e, r),
+                e, config.delta,
+            )  # fmt: skip
+            for r in range(repeats) for e in map(float, epsilons) for a in aggregators
+        ]  # fmt: skip
+        return out + [direct_planned_spend(config, d, e, r) for e, d, r in direct_plan]
+
+    return spends
+
+
+def _run_aggregators(aggregators: Sequence[str] | None, *, binary: bool) -> list[str]:
+    """The rows' aggregators: the given ones, checked, or every run aggregator the task allows."""
+    if aggregators is None:
+        return [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
+    bad = [a for a in aggregators if a not in RUN_AGGREGATORS or (aggregator_spec(a).binary_only and not binary)]
+    if bad:
+        raise ValueError(
+            f"aggregators not available for this task: {bad} (choose from {', '.join(RUN_AGGREGATORS)}; "
+            "stability-soft needs a binary task)"
+        )
+    return list(aggregators)
+
+
+def _run_compare(
+    config: TransferConfig,
+    *,
+    epsilons: Sequence[float],
+    aggregators: Sequence[str] | None,
+    repeats: int,
+    data: OwnData | None,
+    direct: Sequence[str],
+) -> dict[str, Any]:
+    _check_compare(config, epsilons)
     start = time.perf_counter()
     direct = check_direct_learners(list(direct), dataset=config.dataset)
     check_direct_config(config, direct)  # DP-SGD's N and batch size: before any data are read or teachers trained
@@ -196,22 +255,6 @@ def _run_compare(
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
     direct_plan = [(float(e), d, r) for r in range(repeats) for e in epsilons for d in direct]
-
-    def planned(aggs: Sequence[str]) -> Any:
-        def spends(ledger: PrivacyLedger | None) -> list[PlannedSpend]:
-            """Each release is (ε, δ)-DP on its own; the ledger counts their basic composition."""
-            out = [
-                PlannedSpend(
-                    release_spend_id(config.run_name, a, e, r) if ledger is None
-                    else recorded_spend_id(ledger, config.run_name, a, e, r),
-                    e, config.delta,
-                )  # fmt: skip
-                for r in range(repeats) for e in map(float, epsilons) for a in aggs
-            ]  # fmt: skip
-            return out + [direct_planned_spend(config, d, e, r) for e, d, r in direct_plan]
-
-        return spends
-
     how = (
         f"lower the plan (fewer repeats, ε values or rows), or use a new run folder (not {config.run_name!r}: a new "
         "ledger, a new use of the data that you must account for)"
@@ -220,202 +263,242 @@ def _run_compare(
                    "privacy_unit": config.privacy_unit, "how": how,
                    "cap_epsilon": config.budget_epsilon, "cap_delta": config.budget_delta}  # fmt: skip
     if aggregators is not None:  # before any training: the plan against the cap (the default list needs C)
-        check_run_budget(config.run_dir, spends=planned(aggregators), **budget_args)
+        spends = _planned_spends(config, aggregators, epsilons, repeats, direct_plan)
+        check_run_budget(config.run_dir, spends=spends, **budget_args)
     # direct learners only: no teachers; no feature stage unless a learner reads the features
     asks_teachers = aggregators is None or len(aggregators) > 0
     uses_features = asks_teachers or any(d not in IMAGE_DIRECT_LEARNERS for d in direct)
     prep = prepare(config, check_budget=False, data=data, with_teachers=asks_teachers, with_features=uses_features,
                    before_teachers=(lambda p: check_direct_inputs(p, direct)) if direct else None)  # fmt: skip
-    binary = prep.task.num_classes == 2
-    if aggregators is None:
-        aggregators = [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
-    bad = [a for a in aggregators if a not in RUN_AGGREGATORS or (aggregator_spec(a).binary_only and not binary)]
-    if bad:
-        raise ValueError(
-            f"aggregators not available for this task: {bad} (choose from {', '.join(RUN_AGGREGATORS)}; "
-            "stability-soft needs a binary task)"
-        )
-    k, m = config.num_teachers, config.num_queries
+    aggregators = _run_aggregators(aggregators, binary=prep.task.num_classes == 2)
     plan = [(float(e), a, r) for r in range(repeats) for e in epsilons for a in aggregators]
     if not plan and not direct:
         raise ValueError("nothing to compare: no aggregators and no direct learners")
     n_gens = max(len(plan), 1)
-    release_gens = spawn_generators(prep.generators["release"], n_gens)
-    student_gens = spawn_generators(prep.generators["student"], n_gens)
-    bottom_gens = spawn_generators(prep.generators["bottom"], n_gens)
-    selection_gens = spawn_generators(prep.generators["selection"], n_gens)
-    dd_gens = spawn_generators(prep.generators["data_dependent"], n_gens)
+    gens = {name: spawn_generators(prep.generators[name], n_gens)
+            for name in ("release", "student", "bottom", "selection", "data_dependent")}  # fmt: skip
     # the whole plan's unspent cost against the cap, before any release or student
-    ledger = open_run_ledger(prep.run_dir, spends=planned(aggregators), **budget_args)
-    teacher_mean, plurality = (None, None)
-    if prep.teachers is not None:
-        teacher_mean, plurality = teacher_accuracies(
-            prep.teachers, prep.task.eval_x, prep.task.eval_y, prep.task.num_classes
-        )
-    rows: list[dict[str, Any]] = []
-    private_rows: list[dict[str, Any]] = []
-    devices, direct_device = prep.devices, accelerator_device(config.accelerator)
+    spends = _planned_spends(config, aggregators, epsilons, repeats, direct_plan)
+    ledger = open_run_ledger(prep.run_dir, spends=spends, **budget_args)
     try:
+        teachers = _teacher_accuracies(prep)
+        rows: list[dict[str, Any]] = []
+        private_rows: list[dict[str, Any]] = []
         for i, (eps, agg, rep) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
-            note = ""
-            needed: dict[str, Any] = {}
-            status = answerability(agg, config.aggregator_settings(eps))
-            if status is not None:
-                needed["teachers_needed"] = status.teachers_needed
-                if not status.answerable:
-                    needed["epsilon_needed"] = status.epsilon_needed
-                    note = UNANSWERABLE_NOTE  # the k and ε it needs: teachers_needed, epsilon_needed
             row_name = f"{agg} ε={eps:g}" + (f" repeat {rep}" if repeats > 1 else "")
-            t0, votes_before = time.perf_counter(), prep.votes.seconds if prep.votes is not None else 0.0
-            release = release_labels(
-                prep,
-                ledger,
-                aggregator=agg,
-                epsilon=eps,
-                generator=release_gens[i],
-                selection_generator=selection_gens[i],
-                repeat=rep,
-            )
-            if prep.votes is not None:  # votes are computed as releases ask for them (part of the release)
-                report_stage(
-                    prep.timings, f"votes ({row_name})", prep.votes.seconds - votes_before, prep.votes.device, devices
-                )
-            report_stage(prep.timings, f"release ({row_name})", time.perf_counter() - t0, release_device(prep), devices)
-            acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
-            s = release.summary
-            t0 = time.perf_counter()
-            dd, dd_private = split_data_dependent(release_data_dependent(prep, release, generator=dd_gens[i]))
-            report_stage(prep.timings, f"data-dependent ({row_name})", time.perf_counter() - t0, "cpu", devices)
-            label_warnings = released_label_warnings(release, prep.task.num_classes, prep.task.class_names)
-            empty = int(s["answered"]) == 0 and not config.allow_empty_student
-            student_file: str | None = None
-            if empty:  # nothing released to learn from: no student (allow_empty_student keeps one)
-                accuracy: dict[str, Any] = {"student": None, "student_unlabelled_pool": None,
-                                            "unlabelled_pool_size": None}  # fmt: skip
-                trained_on, selection = 0, None
-                note = NO_STUDENT_NOTE if not note else UNANSWERABLE_NO_STUDENT_NOTE
-            else:
-                t0 = time.perf_counter()
-                student, targets = fit_student(prep, release, generator=student_gens[i],
-                                               bottom_generator=bottom_gens[i])  # fmt: skip
-                report_stage(
-                    prep.timings, f"student ({row_name})", time.perf_counter() - t0, student_device(prep), devices
-                )
-                student_file = f"{STUDENTS_DIR}/{student_name(agg, eps, rep)}"
-                (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
-                save_student(prep.run_dir / student_file, student, prep.task, config)
-                accuracy = student_accuracies(prep, student, release)
-                trained_on, selection = int(targets.index.numel()), getattr(student, "selection", None)
-                for message in label_warnings:
-                    warnings.warn(f"{agg} at ε={eps:g}: {message}", FewLabelsWarning, stacklevel=2)
-            rows.append(
-                {
-                    "aggregator": agg,
-                    "privacy_unit": config.privacy_unit,
-                    "repeat": rep,
-                    "calibration": s.get("calibration", "data-independent"),
-                    "target_epsilon": eps,
-                    "epsilon": s["epsilon"],
-                    "delta": s["delta"],
-                    "query_selection": config.query_selection,
-                    "offered": int(release.index.numel()),
-                    "selection_rounds": len(release.selection.get("rounds", [])),
-                    "seen": int(s.get("queries_seen", m)),
-                    "answered": int(s["answered"]),
-                    "label_acc": acc_answered,
-                    "label_acc_all": acc_all,
-                    "student_trained_on": trained_on,
-                    "student_acc": accuracy["student"],
-                    "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
-                    "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
-                    "student_selection": selection,  # student_select: cv
-                    "student_warnings": [] if empty else label_warnings,
-                    "student_file": student_file,
-                    "spend_id": release.spend_id,
-                    "reused": release.reused,
-                    **noise_report(s),
-                    **dd,
-                    **needed,
-                    "note": note,
-                }
-            )
-            private_row = {"aggregator": agg, "target_epsilon": eps, "repeat": rep, "spend_id": release.spend_id,
-                           **dd_private}  # fmt: skip
-            if prep.task.pool_labels_private is not None:  # queries over private inputs: their labels are private
-                private_answered, private_all = label_accuracy(release, prep.task.pool_labels_private[release.index])
-                private_row |= {"label_acc_private": private_answered, "label_acc_all_private": private_all}
+            row, private_row = _aggregator_row(prep, ledger, agg, eps, rep, {k: g[i] for k, g in gens.items()},
+                                               row_name=row_name)  # fmt: skip
+            rows.append(row)
             private_rows.append(private_row)
+        direct_device = accelerator_device(config.accelerator)
         for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.progress):
             t0 = time.perf_counter()
             rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep))
             device = direct_device if learner in IMAGE_DIRECT_LEARNERS else "cpu"
             name = f"direct {learner} ε={eps:g}" + (f" repeat {rep}" if repeats > 1 else "")
-            report_stage(prep.timings, name, time.perf_counter() - t0, device, devices)
-        t_report = time.perf_counter()
-        summary = summarise_rows(rows)
-        table = format_rows(rows, run_neighbouring=config.neighbouring)
-        table += "\n\n" + format_summary(summary) if repeats > 1 else ""
-        if direct:
-            table += "\n" + direct_legend(rows, run_neighbouring=config.neighbouring)
-        plot = plot_rows(
-            rows,
-            prep.run_dir / "compare.png",
-            title=f"{config.dataset} ({config.privacy_unit} privacy): k={k} {config.teacher_model} teachers, m={m} "
-            f"({config.query_selection})\n"
-            f"{config.student_method} student, δ={config.delta:g}" + (f", {repeats} releases" if repeats > 1 else ""),
-            caption=total_cost_line(rows, run_neighbouring=config.neighbouring),
-        )
-        out = {
-            "run": config.run_name,
-            "dataset": config.dataset,
-            "num_teachers": k,
-            "num_queries": m,
-            "max_unstable": config.max_unstable,
-            "calibration": config.calibration,
-            "query_selection": {
-                "strategy": config.query_selection,
-                "round_size": config.selection_round_size,
-                "privacy": SELECTION_PRIVACY,
-            },
-            "delta": config.delta,
-            "noise": noise_report({"noise": config.releaser_noise}),
-            "privacy": config.privacy_relation(),
-            "epsilon_columns": DATA_DEPENDENT_LABEL,
-            "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},
-            "label_accuracy_note": LABEL_ACCURACY_NOTE,
-            "rows": rows,
-            "summary": summary,
-            "total_cost": total_cost(rows, run_neighbouring=config.neighbouring),
-            "repeats": repeats,
-            "direct_learners": direct,
-            "student": {"model": config.student_model, "method": config.student_method},
-            "ledger": ledger.report(),
-            "plot": str(plot),
-            "files": run_files(
-                prep.run_dir,
-                ["compare.json", "compare.txt", "compare.png", *([f"{STUDENTS_DIR}/"] if plan else [])],
-                [PRIVATE_COMPARE],
-            ),
-        }
-        private = {
-            "run": config.run_name,
-            "teachers": {
-                "mean_accuracy": teacher_mean,
-                "plurality_accuracy": plurality,
-                "evaluated_on": "evaluation split" if prep.task.eval_y.numel() else None,
-            },  # fmt: skip
-            "sizes": {"private": int(prep.task.private_y.shape[0])},
-            "rows": private_rows,
-            "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
-            "stage_device": dict(devices),
-        }
-        out, private = clean_json(out), clean_json(private)
-        write_private_json(prep.run_dir / PRIVATE_COMPARE, private)
-        write_published(prep.run_dir / "compare.json", json.dumps(out, indent=2, sort_keys=True))
-        write_published(prep.run_dir / "compare.txt", table + "\n")
-        report_stage({}, "report", time.perf_counter() - t_report, "cpu")
-        out["table"] = table
-        out["private"] = private  # in memory only: written to private_compare.json
-        return out
+            report_stage(prep.timings, name, time.perf_counter() - t0, device, prep.devices)
+        return _write_compare(prep, ledger, rows, private_rows, teachers=teachers, repeats=repeats, direct=direct,
+                              has_students=bool(plan), start=start)  # fmt: skip
     finally:
         ledger.close()
+
+
+def _answerability(agg: str, eps: float, config: TransferConfig) -> tuple[dict[str, Any], str]:
+    """What a stability row needs to answer (``teachers_needed``, and ``epsilon_needed`` where it cannot),
+    from the configuration alone, and the row's note."""
+    needed: dict[str, Any] = {}
+    status = answerability(agg, config.aggregator_settings(eps))
+    if status is None:
+        return needed, ""
+    needed["teachers_needed"] = status.teachers_needed
+    if status.answerable:
+        return needed, ""
+    needed["epsilon_needed"] = status.epsilon_needed
+    return needed, UNANSWERABLE_NOTE  # the k and ε it needs: teachers_needed, epsilon_needed
+
+
+def _aggregator_row(
+    prep: Prepared,
+    ledger: PrivacyLedger,
+    agg: str,
+    eps: float,
+    rep: int,
+    gens: dict[str, torch.Generator],
+    *,
+    row_name: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One aggregator row: release (one spend), data-dependent ε, student; (published row, private row)."""
+    config, devices = prep.config, prep.devices
+    needed, note = _answerability(agg, eps, config)
+    t0, votes_before = time.perf_counter(), prep.votes.seconds if prep.votes is not None else 0.0
+    release = release_labels(prep, ledger, aggregator=agg, epsilon=eps, generator=gens["release"],
+                             selection_generator=gens["selection"], repeat=rep)  # fmt: skip
+    if prep.votes is not None:  # votes are computed as releases ask for them (part of the release)
+        report_stage(prep.timings, f"votes ({row_name})", prep.votes.seconds - votes_before, prep.votes.device, devices)
+    report_stage(prep.timings, f"release ({row_name})", time.perf_counter() - t0, release_device(prep), devices)
+    acc_answered, acc_all = label_accuracy(release, pool_truth(prep.task, release.index))
+    s = release.summary
+    t0 = time.perf_counter()
+    dd, dd_private = split_data_dependent(release_data_dependent(prep, release, generator=gens["data_dependent"]))
+    report_stage(prep.timings, f"data-dependent ({row_name})", time.perf_counter() - t0, "cpu", devices)
+    label_warnings = released_label_warnings(release, prep.task.num_classes, prep.task.class_names)
+    empty = int(s["answered"]) == 0 and not config.allow_empty_student
+    if empty:  # nothing released to learn from: no student (allow_empty_student keeps one)
+        student: dict[str, Any] = {"accuracy": {"student": None, "student_unlabelled_pool": None,
+                                                "unlabelled_pool_size": None}, "trained_on": 0, "selection": None,
+                                   "file": None}  # fmt: skip
+        note = NO_STUDENT_NOTE if not note else UNANSWERABLE_NO_STUDENT_NOTE
+    else:
+        student = _row_student(prep, release, agg, eps, rep, gens, row_name=row_name)
+        for message in label_warnings:
+            warnings.warn(f"{agg} at ε={eps:g}: {message}", FewLabelsWarning, stacklevel=3)
+    accuracy = student["accuracy"]
+    row = {
+        "aggregator": agg,
+        "privacy_unit": config.privacy_unit,
+        "repeat": rep,
+        "calibration": s.get("calibration", "data-independent"),
+        "target_epsilon": eps,
+        "epsilon": s["epsilon"],
+        "delta": s["delta"],
+        "query_selection": config.query_selection,
+        "offered": int(release.index.numel()),
+        "selection_rounds": len(release.selection.get("rounds", [])),
+        "seen": int(s.get("queries_seen", config.num_queries)),
+        "answered": int(s["answered"]),
+        "label_acc": acc_answered,
+        "label_acc_all": acc_all,
+        "student_trained_on": student["trained_on"],
+        "student_acc": accuracy["student"],
+        "student_acc_unlabelled_pool": accuracy["student_unlabelled_pool"],
+        "unlabelled_pool_size": accuracy["unlabelled_pool_size"],
+        "student_selection": student["selection"],  # student_select: cv
+        "student_warnings": [] if empty else label_warnings,
+        "student_file": student["file"],
+        "spend_id": release.spend_id,
+        "reused": release.reused,
+        **noise_report(s),
+        **dd,
+        **needed,
+        "note": note,
+    }
+    private_row = {"aggregator": agg, "target_epsilon": eps, "repeat": rep, "spend_id": release.spend_id, **dd_private}
+    if prep.task.pool_labels_private is not None:  # queries over private inputs: their labels are private
+        private_answered, private_all = label_accuracy(release, prep.task.pool_labels_private[release.index])
+        private_row |= {"label_acc_private": private_answered, "label_acc_all_private": private_all}
+    return row, private_row
+
+
+def _row_student(
+    prep: Prepared, release: Release, agg: str, eps: float, rep: int, gens: dict[str, torch.Generator], *, row_name: str
+) -> dict[str, Any]:
+    """Train and save a row's student (``students/``); its accuracies, size of training set and selection record."""
+    t0 = time.perf_counter()
+    student, targets = fit_student(prep, release, generator=gens["student"], bottom_generator=gens["bottom"])
+    report_stage(prep.timings, f"student ({row_name})", time.perf_counter() - t0, student_device(prep), prep.devices)
+    student_file = f"{STUDENTS_DIR}/{student_name(agg, eps, rep)}"
+    (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
+    save_student(prep.run_dir / student_file, student, prep.task, prep.config)
+    return {
+        "accuracy": student_accuracies(prep, student, release),
+        "trained_on": int(targets.index.numel()),
+        "selection": getattr(student, "selection", None),
+        "file": student_file,
+    }
+
+
+def _write_compare(
+    prep: Prepared,
+    ledger: PrivacyLedger,
+    rows: list[dict[str, Any]],
+    private_rows: list[dict[str, Any]],
+    *,
+    teachers: tuple[float | None, float | None],
+    repeats: int,
+    direct: list[str],
+    has_students: bool,
+    start: float,
+) -> dict[str, Any]:
+    """The table, the plot, ``compare.json`` / ``compare.txt`` (published) and ``private_compare.json``."""
+    config = prep.config
+    t_report = time.perf_counter()
+    summary = summarise_rows(rows)
+    table = format_rows(rows, run_neighbouring=config.neighbouring)
+    table += "\n\n" + format_summary(summary) if repeats > 1 else ""
+    if direct:
+        table += "\n" + direct_legend(rows, run_neighbouring=config.neighbouring)
+    plot = plot_rows(rows, prep.run_dir / "compare.png", title=compare_title(config, repeats),
+                     caption=total_cost_line(rows, run_neighbouring=config.neighbouring))  # fmt: skip
+    out = {
+        "run": config.run_name,
+        "dataset": config.dataset,
+        "num_teachers": config.num_teachers,
+        "num_queries": config.num_queries,
+        "max_unstable": config.max_unstable,
+        "calibration": config.calibration,
+        "query_selection": {
+            "strategy": config.query_selection,
+            "round_size": config.selection_round_size,
+            "privacy": SELECTION_PRIVACY,
+        },
+        "delta": config.delta,
+        "noise": noise_report({"noise": config.releaser_noise}),
+        "privacy": config.privacy_relation(),
+        "epsilon_columns": DATA_DEPENDENT_LABEL,
+        "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},
+        "label_accuracy_note": LABEL_ACCURACY_NOTE,
+        "rows": rows,
+        "summary": summary,
+        "total_cost": total_cost(rows, run_neighbouring=config.neighbouring),
+        "repeats": repeats,
+        "direct_learners": direct,
+        "student": {"model": config.student_model, "method": config.student_method},
+        "ledger": ledger.report(),
+        "plot": str(plot),
+        "files": run_files(
+            prep.run_dir,
+            ["compare.json", "compare.txt", "compare.png", *([f"{STUDENTS_DIR}/"] if has_students else [])],
+            [PRIVATE_COMPARE],
+        ),
+    }
+    private = _private_compare(prep, private_rows, teachers=teachers, start=start)
+    out, private = clean_json(out), clean_json(private)
+    write_private_json(prep.run_dir / PRIVATE_COMPARE, private)
+    write_published(prep.run_dir / "compare.json", json.dumps(out, indent=2, sort_keys=True))
+    write_published(prep.run_dir / "compare.txt", table + "\n")
+    report_stage({}, "report", time.perf_counter() - t_report, "cpu")
+    out["table"] = table
+    out["private"] = private  # in memory only: written to private_compare.json
+    return out
+
+
+def _teacher_accuracies(prep: Prepared) -> tuple[float | None, float | None]:
+    """Mean teacher and plurality accuracy on the evaluation split (private; None without teachers)."""
+    if prep.teachers is None:
+        return None, None
+    task = prep.task
+    return teacher_accuracies(prep.teachers, task.eval_x, task.eval_y, task.num_classes)
+
+
+def _private_compare(
+    prep: Prepared,
+    private_rows: list[dict[str, Any]],
+    *,
+    teachers: tuple[float | None, float | None],
+    start: float,
+) -> dict[str, Any]:
+    """``private_compare.json``: what no mechanism paid for (teacher accuracy, the private size, raw
+    data-dependent ε, wall times, devices)."""
+    teacher_mean, plurality = teachers
+    return {
+        "run": prep.config.run_name,
+        "teachers": {
+            "mean_accuracy": teacher_mean,
+            "plurality_accuracy": plurality,
+            "evaluated_on": "evaluation split" if prep.task.eval_y.numel() else None,
+        },  # fmt: skip
+        "sizes": {"private": int(prep.task.private_y.shape[0])},
+        "rows": private_rows,
+        "wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
+        "stage_device": dict(prep.devices),
+    }

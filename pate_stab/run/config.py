@@ -1,24 +1,31 @@
 """The main job's configuration: every setting of a transfer run, checked on construction.
 
-A recipe YAML holds these keys (``pate-stab transfer --config recipes/configs/mnist_quick.yaml``); the
-command line's flags override them. :data:`STUDENT_FIELDS` are the settings a rerun of a finished
-run folder may change (the student is post-processing); any other change is refused
-(:func:`pate_stab.run.prepare.prepare`).
+:class:`TransferConfig` is made of sections, one per stage of the run
+(:mod:`pate_stab.run.config_sections`): ``data``, ``feature_stage``, ``teachers``, ``graph``,
+``release``, ``selection``, ``release_rounds``, ``student``, ``direct`` and ``execution``, beside the
+run's ``run_name``, ``checkpoints_dir`` and ``seed``. A recipe YAML holds the sections
+(``release: {epsilon: 2}``) or, as before, the flat names (``epsilon: 2``)
+(``pate-stab transfer --config recipes/configs/mnist_quick.yaml``); the command line's flags and
+``--set`` (``--set release.epsilon=2`` or ``--set epsilon=2``) override them. :data:`STUDENT_FIELDS`
+are the settings a rerun of a finished run folder may change (the student is post-processing); any
+other change is refused (:func:`pate_stab.run.prepare.prepare`).
+
+Flat names are shorthand, kept so that a configuration reads and is made as before:
+``TransferConfig(epsilon=2)`` sorts ``epsilon`` into its section, ``config.epsilon`` reads
+``config.release.epsilon``, and ``dataclasses.replace(config, epsilon=2)`` replaces it there.
+``to_dict()`` is flat (the form of ``config.json``); ``to_dict(nested=True)`` gives the sections.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec
-from pate_stab.aggregation.releaser import NOISE_MODES
-from pate_stab.features.pca import check_pca_dim
-from pate_stab.privacy.ledger.privacy_ledger import NEIGHBOURING_RELATIONS
+from pate_stab.aggregation.registry import AggregatorSettings
 from pate_stab.run.config_names import (
-    _WIDTH_FIELDS,
     DATASETS,
     DIRECT_LEARNER_NAMES,
     EXTRACTED_FEATURES,
@@ -32,7 +39,6 @@ from pate_stab.run.config_names import (
     PARTITION_KEYS,
     PRIVACY_UNIT_DESCRIPTIONS,
     REPORT_FIELDS,
-    ROUND_FEATURES,
     RUN_AGGREGATORS,
     STUDENT_FIELDS,
     STUDENT_METHODS,
@@ -40,8 +46,21 @@ from pate_stab.run.config_names import (
     TEACHER_MODELS,
     THREAT_MODELS,
 )
-from pate_stab.run.selection import check_query_selection, check_representatives
-from pate_stab.student.augment import AUGMENTATIONS
+from pate_stab.run.config_sections import (
+    SECTION_OF,
+    SECTIONS,
+    DataSettings,
+    DirectSettings,
+    ExecutionSettings,
+    FeatureSettings,
+    GraphSettings,
+    ReleaseSettings,
+    RoundSettings,
+    SelectionSettings,
+    StudentSettings,
+    TeacherSettings,
+    check_cap,
+)
 
 __all__ = [
     "DATASETS",
@@ -58,445 +77,196 @@ __all__ = [
     "PRIVACY_UNIT_DESCRIPTIONS",
     "REPORT_FIELDS",
     "RUN_AGGREGATORS",
+    "SECTIONS",
     "STUDENT_FIELDS",
     "STUDENT_METHODS",
     "STUDENT_SELECT",
     "TEACHER_MODELS",
     "THREAT_MODELS",
+    "TOP_LEVEL",
     "TransferConfig",
     "check_cap",
+    "flat_key",
+    "flat_settings",
 ]
 
+TOP_LEVEL = ("run_name", "checkpoints_dir", "seed")
+"""The settings outside every section: the run's folder and its seed."""
 
-@dataclass(frozen=True)
+
+def flat_key(key: str) -> str:
+    """The flat name of a setting given flat (``epsilon``) or with its section (``release.epsilon``).
+
+    Raises:
+        ValueError: an unknown name (naming the known ones), or a setting under another section.
+    """
+    section, dot, name = key.rpartition(".")
+    if not dot:
+        if key in TOP_LEVEL or key in SECTION_OF:
+            return key
+        close = difflib.get_close_matches(key, [*TOP_LEVEL, *SECTION_OF], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(f"unknown configuration keys: {key}{hint}; sections: {', '.join(SECTIONS)}")
+    if section not in SECTIONS:
+        raise ValueError(f"unknown configuration section {section!r} in {key!r}; sections: {', '.join(SECTIONS)}")
+    if name not in SECTIONS[section].keys():
+        owner = SECTION_OF.get(name)
+        where = f" ({name} belongs to {owner}: {owner}.{name})" if owner else ""
+        raise ValueError(
+            f"unknown configuration key {key}{where}; section {section} holds: {', '.join(SECTIONS[section].keys())}"
+        )
+    return name
+
+
+def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (a recipe's keys: sections as mappings, flat names, ``section.name``) with every setting
+    under its flat name; section objects (:data:`SECTIONS`) are kept as given.
+
+    Raises:
+        ValueError: an unknown key (naming it and its section's keys), a section that is not a
+            mapping, or a setting given twice (flat and in its section, naming both).
+    """
+    out: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    unknown = []
+    for key, value in data.items():
+        if key in SECTIONS and isinstance(value, SECTIONS[key]):
+            out[key] = value
+            continue
+        if key in SECTIONS:
+            if value is None:  # an empty section (its settings all commented out in a YAML)
+                continue
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{key} is a section: give its settings as a mapping ({key}: {{...}}), got {value!r}")
+            items = [(f"{key}.{name}", v) for name, v in value.items()]
+        else:
+            items = [(key, value)]
+        for given, v in items:
+            try:
+                name = flat_key(str(given))
+            except ValueError:
+                if "." in str(given):
+                    raise
+                unknown.append(str(given))
+                continue
+            if name in origin:
+                raise ValueError(f"{name} is given twice, as {origin[name]} and as {given}: keep one")
+            origin[name] = str(given)
+            out[name] = v
+    if unknown:
+        close = [m for k in unknown for m in difflib.get_close_matches(k, [*TOP_LEVEL, *SECTION_OF], n=1)]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ValueError(f"unknown configuration keys: {', '.join(sorted(unknown))}{hint}; sections: "
+                         f"{', '.join(SECTIONS)}")  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True, init=False)
 class TransferConfig:
-    """Everything a transfer run needs; a recipe YAML holds these keys.
+    """Everything a transfer run needs, in sections (:mod:`pate_stab.run.config_sections`).
 
-    Defaults describe a small synthetic task; see ``recipes/configs/*.yaml`` for data sets. How the
-    defaults were chosen (DESIGN.md fact 10; docs/settings.md, "How the settings were chosen"): ``graph_*``
-    in advance from Iscen et al. 2019 (comment below); the privacy settings (ε, δ, T, m,
-    calibration, relation) state the problem and tune nothing; ``dd_order`` / ``dd_sigma`` are
-    fixed before any vote; the teacher, selection, student and FixMatch defaults were set for the
-    synthetic demo when the code was written (FixMatch's τ, μ, λ_u from Sohn et al. 2020) and no
-    record says how — none may be tuned on pool or evaluation labels: fix them on another public
-    task, or (selection, student: post-processing) by cross-validation on released labels.
+    Made from flat settings (``TransferConfig(dataset="mnist", epsilon=2.0)``), from sections
+    (``TransferConfig(release=ReleaseSettings(epsilon=2.0))`` or ``release={"epsilon": 2.0}``), or
+    both; a flat setting beside its section's object replaces that field (what
+    ``dataclasses.replace(config, epsilon=2.0)`` does), beside its section's mapping it is refused
+    as given twice. Read ``config.release.epsilon``, or ``config.epsilon`` as shorthand. Defaults
+    describe a small synthetic task; see ``recipes/configs/*.yaml`` for data sets and each section
+    for how its defaults were chosen.
     """
 
     run_name: str = "transfer"
     checkpoints_dir: str = "checkpoints"
     seed: int = 0
-    # data
-    dataset: str = "synthetic"
-    data_dir: str | None = None
-    download: bool = False
-    threat_model: Literal["public-pool", "label-only"] = "public-pool"
-    # label-only: the expected share of training records whose labels are discarded; each record's
-    # membership is a keyed hash of the record alone (1/6: PATE's 10,000 of MNIST's 60,000)
-    label_only_share: float = 1.0 / 6.0
-    num_private: int = 20000  # synthetic only
-    num_public: int = 2000  # synthetic only; image data sets use PATE's 9,000
-    num_eval: int = 2000  # synthetic only
-    num_classes: int = 3  # synthetic only
-    dim: int = 10  # synthetic only
-    separation: float = 4.0  # synthetic only
-    label_noise: float = 0.0  # synthetic only
-    # dataset "files": the three sets' paths (a file by its suffix: .npz / .pt / .npy / .csv; a
-    # folder: images), the CSV's public schema file, the declared classes (a count or names) and
-    # the images' (channels, height, width); see pate_stab.data.own
-    private: str | None = None
-    public: str | None = None
-    evaluation: str | None = None
-    schema: str | None = None
-    classes: int | tuple[str, ...] | None = None
-    image_shape: tuple[int, int, int] | None = None
-    # the public pool's file holds true labels (a CSV's label column, an .npz's y), declared by the
-    # user: read for reporting only (label and pool accuracy). Undeclared, such a file is refused
-    pool_labels: bool = False
-    # privacy: the neighbouring relation the run's guarantee is stated for, and the partition key
-    # (see teachers_changed): content keys + replace_one need group privacy over two teachers
-    neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
-    partition_key: Literal["content", "record_id"] = "content"
-    # the privacy unit (DESIGN.md fact 13; docs/label_privacy.md): "record" (a record's inputs and label) or
-    # "label" (label differential privacy: the private inputs are public, one changed label is the neighbour).
-    # Under "label" the relation is replace-one of a label (``neighbouring: replace_one``, required), content
-    # keys hash the inputs only (a changed label keeps its shard: one teacher moves), the features and the
-    # propagation teachers' graph are fitted on the private and public inputs, and ``label_queries`` may ask
-    # about the private inputs. Part of the run's identity and of its ledger's relation.
-    privacy_unit: Literal["record", "label"] = "record"
-    # label privacy only: what the releaser is asked about (LABEL_QUERIES): "pool" (the public pool),
-    # "private" (the private inputs) or "both" (the private inputs, then the public pool)
-    label_queries: Literal["pool", "private", "both"] = "pool"
-    features: Literal["raw", "pca", "scattering", "ssl", "scattering+ssl"] = "raw"
-    # pca: components of the inputs; scattering / ssl: of the public projection (of each block's, for
-    # scattering+ssl). An int is a count;
-    # a float in (0, 1) keeps the fewest components holding that share of the public pool's variance
-    pca_dim: int | float = 50
-    whiten: bool = True
-    scattering_j: int = 2  # scattering scales J (L = 8 angles)
-    ssl_epochs: int = 20  # ssl: SimCLR epochs on the public pool
-    # teachers
-    num_teachers: int = 250
-    # "propagate": label propagation over a kNN graph of the public pool's features (no training;
-    # pate_stab.teachers.PropagationTeachers); the graph_* settings below apply to it only
-    teacher_model: Literal["logistic", "mlp", "cnn", "propagate"] = "logistic"
-    teacher_hidden: tuple[int, ...] = (64,)  # MLP widths, or the CNN's fully connected widths
-    teacher_channels: tuple[int, int] = (64, 128)  # CNN only: the two convolution widths (PATE's)
-    # None: sized in optimiser steps (pate_stab.teachers.training.teacher_epochs); a number is used as
-    # given, with a ShortScheduleWarning when some teacher would make fewer than DEFAULT_MIN_STEPS steps
-    teacher_epochs: int | None = None
-    teacher_batch_size: int = 8
-    teacher_lr: float = 1e-2
-    teacher_weight_decay: float = 1e-3
-    # The graph settings are fixed in advance from Iscen, Tolias, Avrithis & Chum (2019), "Label
-    # propagation for deep semi-supervised learning" (CVPR; the affinity max(cos, 0)^γ is theirs),
-    # as their public code (LP-DeepSSL, update_plabels) runs it: k = 50 neighbours, γ = 3,
-    # α = 0.99 (also Zhou et al. 2004's α), 20 iterations of the solver (here: 20 terms of the
-    # series, the same number of sparse products), the graph on the features as they are (no
-    # extra PCA). No label of the pool or the evaluation split chose them. They are also the
-    # graph of spread selection and of the spread student.
-    graph_neighbors: int = 50  # propagate / spread: kNN graph degree
-    graph_power: float = 3.0  # propagate / spread: affinity exponent γ in max(cos, 0)^γ
-    graph_alpha: float = 0.99  # propagate / spread: propagation weight α in [0, 1)
-    graph_steps: int = 20  # propagate / spread: terms of the series Σ (αS)^t
-    graph_pca_dim: int | None = None  # propagate / spread: public PCA of the features before the graph (None: none)
-    # release
-    aggregator: str = "stability"
-    epsilon: float = 8.0
-    delta: float = 1e-5
-    max_unstable: int = 10
-    num_queries: int = 500
-    calibration: Literal["paper", "tight"] = "tight"
-    gamma: float = 0.1  # soft labels
-    confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
-    sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
-    allow_unanswerable: bool = False
-    # a release that answered no query leaves the student nothing to learn from: the run stops
-    # (NoLabelsError) and writes no student, unless this is set (the student is then its initial network)
-    allow_empty_student: bool = False
-    # the run folder's budget cap (DESIGN.md fact 12; pate_stab.run.report.open_ledger): the first run
-    # records it in the ledger (None: that run's own total); a rerun may lower it, never raise it, and
-    # a plan that does not fit is refused before any noise is drawn. Not part of the run's identity.
-    budget_epsilon: float | None = None
-    budget_delta: float | None = None
-    # dpsgd-cnn (direct learner): epochs of DP-SGD over the private images; None: Tramèr & Boneh
-    # 2021's 40 (pate_stab.direct.cnn.CNN_DPSGD). Fixed before the run; σ is computed for it
-    dpsgd_cnn_epochs: int | None = None
-    # DP-SGD (dpsgd-linear, dpsgd-cnn; add/remove): the private set's PUBLIC size N, from which the
-    # sampling rate q = B / N, the steps, σ and the gradient divisor are computed (never from the
-    # actual count, which is private under add/remove). None: the documented size of a bundled
-    # data set's published training file (pate_stab.run.direct_size); own data need it. Never
-    # compute it from the private data: use a rounded figure you would publish anyway.
-    private_size_hint: int | None = None
-    # DP-SGD's expected batch size B, epochs and learning rate (dpsgd-linear; dpsgd-cnn where set).
-    # None: computed from the public size N by pate_stab.direct.dpsgd.default_batch_size (Tramèr &
-    # Boneh 2021's sampling rate kept, B = 8192 for N ≥ 60,000), 40 epochs and lr 4 (theirs); the
-    # CNN keeps its data set's settings (pate_stab.direct.cnn.CNN_DPSGD) with B at most that rule's.
-    # Public settings, fixed before the run: never chosen on evaluation or pool labels
-    dpsgd_batch_size: int | None = None
-    dpsgd_epochs: int | None = None
-    dpsgd_lr: float | None = None
-    # a release in rounds (pate_stab.run.rounds): round r spends (ε·s_r, δ·s_r) of the run's budget
-    # (basic composition), s = round_budget_shares (None: equal shares), each round calibrated for
-    # num_queries queries; round 1 selects by query_selection, every later round by the predictions
-    # of the student trained on the earlier rounds (post-processing). 1: one release, as before.
-    rounds: int = 1
-    round_budget_shares: tuple[float, ...] | None = None
-    # the teachers' inputs in rounds r > 1: "same" (the run's features in every round) or "student"
-    # (the last hidden layer of the student fitted on rounds < r, applied to the run's features of
-    # the private and public rows; the propagation teachers are rebuilt on it with the same shards).
-    # That student is post-processing of earlier releases, so the map is public; propagate teachers
-    # and a dense student with a hidden layer only.
-    round_features: Literal["same", "student"] = "same"
-    # every aggregator's noise: "secure" (exact discrete Laplace / Gaussian from the OS's CSPRNG,
-    # immune to the floating-point attack) or "seeded" (float noise from the run's seed, which
-    # config.json publishes: reproducible research only, no privacy against anyone who knows it).
-    # Part of the run's identity: a rerun with the other mode is refused.
-    releaser_noise: Literal["secure", "seeded"] = "secure"
-    # which public inputs are queried: "first" (pool order) or "student-confidence" (rounds chosen
-    # from public data and released labels; see pate_stab.run.selection)
-    query_selection: str = "first"
-    selection_round_size: int = 20  # student-confidence / spread: first round's size and smallest round
-    selection_coverage: float = 0.1  # spread: share of each round for confident, not yet covered points
-    # student-confidence / spread: which member stands for a k-means cluster in round 0 and class
-    # discovery, "centroid" (nearest the centroid) or "dense" (the cluster's densest member); public data only
-    selection_representatives: str = "centroid"
-    # student
-    student_model: Literal["logistic", "mlp", "cnn"] = "mlp"
-    student_hidden: tuple[int, ...] = (64,)
-    student_channels: tuple[int, int] = (64, 128)  # CNN student only
-    student_epochs: int = 30
-    student_batch_size: int = 32
-    student_lr: float = 3e-3
-    bottom: Literal["drop", "random"] = "drop"
-    pseudo_label_rounds: int = 0
-    pseudo_label_threshold: float = 0.95
-    student_method: str = "supervised"  # one of STUDENT_METHODS
-    spread_threshold: float = 0.5  # spread: least class share of a spread pseudo-label
-    # how the settings above are chosen: "none" (as configured) or "cv" (student_lr and spread_threshold by
-    # cross-validation on the released labels; STUDENT_SELECT, pate_stab.run.student_select)
-    student_select: str = "none"
-    fixmatch_preset: Literal["cpu", "gpu"] = "cpu"  # fixmatch: pate_stab.student.FixMatchConfig preset
-    fixmatch_steps: int | None = None  # fixmatch: optimiser steps (None: the preset's)
-    # fixmatch: the weak/strong augmentations, a named per-data-set setting fixed in advance
-    # (pate_stab.student.augment.AUGMENTATIONS: digits = 2 px shift, no flip; clothes = the same plus
-    # horizontal flips; natural = FixMatch's flip + 12.5 % shift; none = no weak augmentation)
-    student_augment: Literal["digits", "clothes", "natural", "none"] = "digits"
-    # PATE's data-dependent ε of the baselines, reported beside the enforced data-independent ε:
-    # the smooth-sensitivity sanitisation's Rényi order and noise multiplier, fixed before any vote
-    dd_order: float = 10.0
-    dd_sigma: float = 5.0
-    # execution
-    accelerator: str = "auto"
-    progress: bool = False
-    stop_after: Literal["teachers", "release"] | None = None
-    # finish a run whose release was interrupted (a crash after some of its calls were recorded)
-    # from the outputs its spend recorded, without drawing noise: the unrecorded remainder of the
-    # num_queries queries is not asked, the report says "partial" (pate_stab.run.release). Not
-    # part of the run's identity
-    finish_from_ledger: bool = False
+    data: DataSettings = field(default_factory=DataSettings)
+    feature_stage: FeatureSettings = field(default_factory=FeatureSettings)
+    teachers: TeacherSettings = field(default_factory=TeacherSettings)
+    graph: GraphSettings = field(default_factory=GraphSettings)
+    release: ReleaseSettings = field(default_factory=ReleaseSettings)
+    selection: SelectionSettings = field(default_factory=SelectionSettings)
+    release_rounds: RoundSettings = field(default_factory=RoundSettings)
+    student: StudentSettings = field(default_factory=StudentSettings)
+    direct: DirectSettings = field(default_factory=DirectSettings)
+    execution: ExecutionSettings = field(default_factory=ExecutionSettings)
+
+    def __init__(self, **settings: Any) -> None:
+        flat = flat_settings(settings)
+        object.__setattr__(self, "run_name", flat.pop("run_name", "transfer"))
+        object.__setattr__(self, "checkpoints_dir", flat.pop("checkpoints_dir", "checkpoints"))
+        object.__setattr__(self, "seed", flat.pop("seed", 0))
+        for name, cls in SECTIONS.items():
+            given = flat.pop(name, None)
+            own = {k: flat.pop(k) for k in cls.keys() if k in flat}
+            section = cls(**own) if given is None else replace(given, **own) if own else given  # type: ignore[type-var]
+            object.__setattr__(self, name, section)
+        self.__post_init__()
+
+    def __getattr__(self, name: str) -> Any:
+        """A setting by its flat name (shorthand for its section's field: ``config.epsilon``)."""
+        section = SECTION_OF.get(name)
+        holder = self.__dict__.get(section) if section is not None else None
+        if holder is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(holder, name)
 
     def __post_init__(self) -> None:
-        if self.dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)}")
-        self._check_own_data()
-        if self.aggregator not in RUN_AGGREGATORS + DIRECT_LEARNER_NAMES:
-            choices = ", ".join(RUN_AGGREGATORS + DIRECT_LEARNER_NAMES)
-            raise ValueError(f"unknown aggregator {self.aggregator!r}; choose from {choices}")
-        if self.aggregator in RUN_AGGREGATORS:
-            aggregator_spec(self.aggregator)
-        if self.aggregator in IMAGE_DIRECT_LEARNERS and self.dataset in FEATURE_DATASETS:
+        """The checks that span two sections (each section checks its own settings)."""
+        data, release, rounds, student = self.data, self.release, self.release_rounds, self.student
+        if release.aggregator in IMAGE_DIRECT_LEARNERS and data.dataset in FEATURE_DATASETS:
             raise ValueError(
-                f"{self.aggregator} trains a CNN on images; dataset {self.dataset!r} has none (feature vectors or "
+                f"{release.aggregator} trains a CNN on images; dataset {data.dataset!r} has none (feature vectors or "
                 "a table): use dpsgd-linear or a convex head"
             )
-        if self.threat_model not in THREAT_MODELS:
-            raise ValueError(f"threat_model must be one of {', '.join(THREAT_MODELS)}, got {self.threat_model!r}")
-        if not (isinstance(self.label_only_share, int | float) and 0.0 < self.label_only_share < 1.0):
-            raise ValueError(f"label_only_share must be in (0, 1), got {self.label_only_share!r}")
-        if self.calibration not in ("paper", "tight"):
-            raise ValueError(f"calibration must be 'paper' or 'tight', got {self.calibration!r}")
-        if self.releaser_noise not in NOISE_MODES:
-            raise ValueError(f"releaser_noise must be one of {', '.join(NOISE_MODES)}, got {self.releaser_noise!r}")
-        if self.neighbouring not in NEIGHBOURING_RELATIONS:
-            choices = ", ".join(NEIGHBOURING_RELATIONS)
-            raise ValueError(f"neighbouring must be one of {choices}, got {self.neighbouring!r}")
-        check_cap(self.budget_epsilon, self.budget_delta)
-        self._check_privacy_unit()
-        if self.partition_key not in PARTITION_KEYS:
-            raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {self.partition_key!r}")
-        if self.features not in FEATURES:
-            raise ValueError(f"features must be one of {', '.join(FEATURES)}, got {self.features!r}")
-        if self.teacher_model not in TEACHER_MODELS:
-            raise ValueError(f"teacher_model must be one of {', '.join(TEACHER_MODELS)}, got {self.teacher_model!r}")
-        if self.teacher_model == "cnn" and self.features in EXTRACTED_FEATURES:
-            raise ValueError(f"CNN teachers need images; features={self.features!r} gives vectors")
-        if self.stop_after not in (None, "teachers", "release"):
-            raise ValueError(f"stop_after must be None, 'teachers' or 'release', got {self.stop_after!r}")
-        if not isinstance(self.finish_from_ledger, bool):
-            raise ValueError(f"finish_from_ledger must be true or false, got {self.finish_from_ledger!r}")
-        if self.finish_from_ledger and self.rounds != 1:
-            raise ValueError(
-                f"finish_from_ledger finishes a release made in one round; this run has rounds={self.rounds}"
-            )
-        if not self.run_name or "/" in self.run_name or self.run_name in (".", ".."):
-            raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
-        check_query_selection(self.query_selection)
-        check_representatives(self.selection_representatives)
-        for name in (
-            "num_teachers", "num_queries", "max_unstable", "selection_round_size", "scattering_j",
-            "ssl_epochs", "graph_neighbors",
-        ):  # fmt: skip
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        check_pca_dim("pca_dim", self.pca_dim)
-        for name in ("epsilon", "delta", "dd_sigma"):
-            v = getattr(self, name)
-            if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-        if not isinstance(self.graph_steps, int) or self.graph_steps < 0:
-            raise ValueError(f"graph_steps must be a nonnegative integer, got {self.graph_steps!r}")
-        if self.graph_pca_dim is not None and (not isinstance(self.graph_pca_dim, int) or self.graph_pca_dim < 1):
-            raise ValueError(f"graph_pca_dim must be a positive integer or None, got {self.graph_pca_dim!r}")
-        p, a = self.graph_power, self.graph_alpha
-        if not isinstance(p, int | float) or not math.isfinite(p) or p <= 0:
-            raise ValueError(f"graph_power must be a positive finite number, got {p!r}")
-        if not isinstance(a, int | float) or not (0 <= a < 1):
-            raise ValueError(f"graph_alpha must lie in [0, 1), got {a!r}")
-        if self.student_method not in STUDENT_METHODS:
-            raise ValueError(f"student_method must be one of {', '.join(STUDENT_METHODS)}, got {self.student_method!r}")
-        self._check_student_select()
-        if self.fixmatch_preset not in ("cpu", "gpu"):
-            raise ValueError(f"fixmatch_preset must be 'cpu' or 'gpu', got {self.fixmatch_preset!r}")
-        if self.student_augment not in AUGMENTATIONS:
-            choices = ", ".join(AUGMENTATIONS)
-            raise ValueError(f"student_augment must be one of {choices}, got {self.student_augment!r}")
-        if self.private_size_hint is not None and (
-            not isinstance(self.private_size_hint, int) or isinstance(self.private_size_hint, bool)
-            or self.private_size_hint < 1
-        ):  # fmt: skip
-            raise ValueError(f"private_size_hint must be a positive integer or None, got {self.private_size_hint!r}")
-        for key in ("dpsgd_batch_size", "dpsgd_epochs"):
-            value = getattr(self, key)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{key} must be a positive integer or None, got {value!r}")
-        if self.dpsgd_lr is not None and (
-            not isinstance(self.dpsgd_lr, int | float) or isinstance(self.dpsgd_lr, bool)
-            or not math.isfinite(self.dpsgd_lr) or self.dpsgd_lr <= 0
-        ):  # fmt: skip
-            raise ValueError(f"dpsgd_lr must be a positive number or None, got {self.dpsgd_lr!r}")
-        if self.dpsgd_cnn_epochs is not None and (
-            not isinstance(self.dpsgd_cnn_epochs, int) or isinstance(self.dpsgd_cnn_epochs, bool)
-            or self.dpsgd_cnn_epochs < 1
-        ):  # fmt: skip
-            raise ValueError(f"dpsgd_cnn_epochs must be a positive integer or None, got {self.dpsgd_cnn_epochs!r}")
-        if self.fixmatch_steps is not None and (not isinstance(self.fixmatch_steps, int) or self.fixmatch_steps < 1):
-            raise ValueError(f"fixmatch_steps must be a positive integer or None, got {self.fixmatch_steps!r}")
-        for name in ("selection_coverage", "spread_threshold"):
-            v = getattr(self, name)
-            if not isinstance(v, int | float) or not (0 <= v <= 1):
-                raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
-        if self.delta >= 1:
-            raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
-        self._check_rounds()
-        if not isinstance(self.dd_order, int | float) or not math.isfinite(self.dd_order) or self.dd_order <= 1:
-            raise ValueError(f"dd_order must be a Rényi order > 1, got {self.dd_order!r}")
-        for name in _WIDTH_FIELDS:
-            widths = tuple(int(h) for h in getattr(self, name))
-            if any(h < 1 for h in widths) or (name.endswith("channels") and len(widths) != 2):
-                what = "two positive integers" if name.endswith("channels") else "positive integers"
-                raise ValueError(f"{name} must be {what}, got {widths}")
-            object.__setattr__(self, name, widths)
-
-    def _check_privacy_unit(self) -> None:
-        if self.privacy_unit not in PRIVACY_UNIT_DESCRIPTIONS:
-            choices = ", ".join(PRIVACY_UNIT_DESCRIPTIONS)
-            raise ValueError(f"privacy_unit must be one of {choices}, got {self.privacy_unit!r}")
-        if self.label_queries not in LABEL_QUERIES:
-            raise ValueError(f"label_queries must be one of {', '.join(LABEL_QUERIES)}, got {self.label_queries!r}")
-        if self.privacy_unit == "record":
-            if self.label_queries != "pool":
-                raise ValueError(
-                    f"label_queries={self.label_queries!r} asks about the private inputs, which record privacy "
-                    "protects: use privacy_unit: label (the inputs are then public) or label_queries: pool"
-                )
-            return
-        if self.neighbouring != "replace_one":
-            # one changed label replaces one record by one with the same inputs; a label cannot be added or removed
-            raise ValueError(
-                "privacy_unit: label protects one changed label, a replacement that keeps the record's inputs: set "
-                f"neighbouring: replace_one (--neighbouring replace_one), got neighbouring={self.neighbouring!r}"
-            )
-        if self.threat_model != "public-pool":
+        if release.privacy_unit == "label" and data.threat_model != "public-pool":
             raise ValueError(
                 "privacy_unit: label keeps every private input and asks about them itself (label_queries); the "
                 f"label-only threat model's discarded-label pool is not used with it: use threat_model: public-pool, "
-                f"got {self.threat_model!r}"
+                f"got {data.threat_model!r}"
             )
-
-    def _check_student_select(self) -> None:
-        if self.student_select not in STUDENT_SELECT:
-            choices = ", ".join(STUDENT_SELECT)
-            raise ValueError(f"student_select must be one of {choices}, got {self.student_select!r}")
-        if self.student_select != "cv":
-            return
-        if self.student_method == "fixmatch":
+        if self.teachers.teacher_model == "cnn" and self.feature_stage.features in EXTRACTED_FEATURES:
+            raise ValueError(f"CNN teachers need images; features={self.feature_stage.features!r} gives vectors")
+        if self.execution.finish_from_ledger and rounds.rounds != 1:
             raise ValueError(
-                "student_select='cv' chooses the settings of the supervised and spread students; the fixmatch "
-                "student's are fixed in advance (Sohn et al. 2020): use student_select='none'"
+                f"finish_from_ledger finishes a release made in one round; this run has rounds={rounds.rounds}"
             )
-        if self.student_model == "cnn":
-            raise ValueError("student_select='cv' fits dense students (logistic, mlp), got student_model='cnn'")
-        if self.pseudo_label_rounds:
+        if not self.run_name or "/" in self.run_name or self.run_name in (".", ".."):
+            raise ValueError(f"run_name must be a plain folder name, got {self.run_name!r}")
+        if rounds.rounds > 1 and release.aggregator != "stability":
             raise ValueError(
-                f"student_select='cv' scores students without self-training; got pseudo_label_rounds="
-                f"{self.pseudo_label_rounds} (use 0)"
+                f"rounds > 1 is implemented for the stability aggregator only, got aggregator={release.aggregator!r}"
             )
-
-    def _check_rounds(self) -> None:
-        if not isinstance(self.rounds, int) or isinstance(self.rounds, bool) or self.rounds < 1:
-            raise ValueError(f"rounds must be a positive integer, got {self.rounds!r}")
-        shares = self.round_budget_shares
-        if shares is not None:
-            shares = tuple(shares)
-            if len(shares) != self.rounds:
-                raise ValueError(f"round_budget_shares must hold one share per round ({self.rounds}), got {shares}")
-            if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in shares):
-                raise ValueError(f"round_budget_shares must be positive numbers, got {shares}")
-            if abs(math.fsum(shares) - 1.0) > 1e-9:
-                raise ValueError(f"round_budget_shares must sum to 1, got {shares} (sum {math.fsum(shares)!r})")
-            object.__setattr__(self, "round_budget_shares", tuple(float(v) for v in shares))
-        if self.rounds > 1 and self.aggregator != "stability":
-            raise ValueError(
-                f"rounds > 1 is implemented for the stability aggregator only, got aggregator={self.aggregator!r}"
-            )
-        self._check_round_features()
-
-    def _check_round_features(self) -> None:
-        if self.round_features not in ROUND_FEATURES:
-            choices = ", ".join(ROUND_FEATURES)
-            raise ValueError(f"round_features must be one of {choices}, got {self.round_features!r}")
-        if self.round_features == "same":
-            return
-        if self.rounds < 2:
-            raise ValueError(
-                f"round_features='student' changes the teachers of rounds 2, 3, …; got rounds={self.rounds}"
-            )
-        if self.teacher_model != "propagate":
-            raise ValueError(
-                "round_features='student' rebuilds the propagation teachers on the student's representation; "
-                f"got teacher_model={self.teacher_model!r} (use teacher_model: propagate)"
-            )
-        if self.student_method == "fixmatch" or self.student_model != "mlp" or not self.student_hidden:
-            raise ValueError(
-                "round_features='student' takes the last hidden layer of a dense student: use student_model: mlp "
-                f"with student_hidden set and a supervised or spread student_method (got student_model="
-                f"{self.student_model!r}, student_hidden={tuple(self.student_hidden)}, "
-                f"student_method={self.student_method!r})"
-            )
+        if rounds.round_features == "student":
+            if self.teachers.teacher_model != "propagate":
+                raise ValueError(
+                    "round_features='student' rebuilds the propagation teachers on the student's representation; "
+                    f"got teacher_model={self.teachers.teacher_model!r} (use teacher_model: propagate)"
+                )
+            if student.student_method == "fixmatch" or student.student_model != "mlp" or not student.student_hidden:
+                raise ValueError(
+                    "round_features='student' takes the last hidden layer of a dense student: use student_model: "
+                    f"mlp with student_hidden set and a supervised or spread student_method (got student_model="
+                    f"{student.student_model!r}, student_hidden={tuple(student.student_hidden)}, "
+                    f"student_method={student.student_method!r})"
+                )
 
     @property
     def round_shares(self) -> tuple[float, ...]:
         """Each round's share of (ε, δ): ``round_budget_shares``, or equal shares."""
-        if self.round_budget_shares is not None:
-            return self.round_budget_shares
-        return tuple(1.0 / self.rounds for _ in range(self.rounds))
-
-    def _check_own_data(self) -> None:
-        if self.dataset == "files":
-            missing = [k for k in ("private", "public") if not getattr(self, k)]
-            if missing:
-                flags = " ".join(f"--{k}" for k in missing)
-                raise ValueError(f"dataset 'files' needs the paths of {' and '.join(missing)} ({flags})")
-            if self.threat_model != "public-pool":
-                raise ValueError("dataset 'files' brings its own public pool: use threat_model 'public-pool'")
-        elif self.dataset != "arrays":
-            given = [k for k in OWN_DATA_FIELDS if getattr(self, k) is not None]
-            if given:
-                raise ValueError(f"{', '.join(given)} apply to dataset 'files' only, not {self.dataset!r}")
-        if isinstance(self.classes, list):
-            object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
-        if self.image_shape is not None:
-            shape = tuple(self.image_shape)
-            if len(shape) != 3 or not all(isinstance(v, int) and v > 0 for v in shape):
-                raise ValueError(f"image_shape must be three positive integers (channels, height, width), got {shape}")
-            object.__setattr__(self, "image_shape", shape)
+        rounds = self.release_rounds
+        if rounds.round_budget_shares is not None:
+            return rounds.round_budget_shares
+        return tuple(1.0 / rounds.rounds for _ in range(rounds.rounds))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TransferConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown configuration keys: {', '.join(unknown)}")
-        return cls(**data)
+    def from_dict(cls, data: Mapping[str, Any]) -> TransferConfig:
+        """A configuration from a recipe's keys: sections as mappings, flat names, or both (:func:`flat_settings`)."""
+        return cls(**flat_settings(data))
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for name in _WIDTH_FIELDS:
-            d[name] = list(getattr(self, name))
-        for name in ("classes", "image_shape", "round_budget_shares"):
-            if isinstance(d[name], tuple):
-                d[name] = list(d[name])
-        return d
+    def to_dict(self, nested: bool = False) -> dict[str, Any]:
+        """The settings by their flat names (``config.json``'s form), or by section (``nested=True``)."""
+        top = {"run_name": self.run_name, "checkpoints_dir": self.checkpoints_dir, "seed": self.seed}
+        if nested:
+            return top | {name: getattr(self, name).to_dict() for name in SECTIONS}
+        return top | {k: v for name in SECTIONS for k, v in getattr(self, name).to_dict().items()}
 
     @property
     def run_dir(self) -> Path:
@@ -516,49 +286,39 @@ class TransferConfig:
         neighbour changes one label and keeps the inputs, which are all a content key hashes
         (:func:`pate_stab.run.prepare.partition_keys`): one teacher, with either key.
         """
-        if self.privacy_unit == "label":
+        if self.release.privacy_unit == "label":
             # content keys hash the inputs only under label privacy: a changed label keeps its shard
             return 1
-        return 2 if (self.neighbouring, self.partition_key) == ("replace_one", "content") else 1
+        return 2 if (self.release.neighbouring, self.release.partition_key) == ("replace_one", "content") else 1
 
     def privacy_relation(self) -> dict[str, Any]:
         """The guarantee's relation, as the report and the ledger state it."""
-        key_description = PARTITION_KEYS[self.partition_key]
-        if self.privacy_unit == "label" and self.partition_key == "content":
+        key_description = PARTITION_KEYS[self.release.partition_key]
+        if self.release.privacy_unit == "label" and self.release.partition_key == "content":
             key_description = "the record's inputs only (label privacy: a changed label keeps the record's shard)"
         return {
-            "privacy_unit": self.privacy_unit,
-            "privacy_unit_description": PRIVACY_UNIT_DESCRIPTIONS[self.privacy_unit],
-            "neighbouring": self.neighbouring,
-            "partition_key": self.partition_key,
+            "privacy_unit": self.release.privacy_unit,
+            "privacy_unit_description": PRIVACY_UNIT_DESCRIPTIONS[self.release.privacy_unit],
+            "neighbouring": self.release.neighbouring,
+            "partition_key": self.release.partition_key,
             "partition_key_description": key_description,
             "teachers_changed_per_neighbour": self.teachers_changed,
-            **({"label_queries": self.label_queries} if self.privacy_unit == "label" else {}),
+            **({"label_queries": self.release.label_queries} if self.release.privacy_unit == "label" else {}),
         }
 
     def aggregator_settings(self, epsilon: float | None = None, delta: float | None = None) -> AggregatorSettings:
         """The registry's settings for this run's aggregators at ``epsilon`` and ``delta`` (default: the run's)."""
+        r = self.release
         return AggregatorSettings(
-            epsilon=self.epsilon if epsilon is None else float(epsilon),
-            delta=self.delta if delta is None else float(delta),
-            num_queries=self.num_queries,
-            num_teachers=self.num_teachers,
-            max_unstable=self.max_unstable,
-            calibration=self.calibration,
-            gamma=self.gamma,
-            confident_fraction=self.confident_threshold,
-            sigma_ratio=self.sigma_ratio,
+            epsilon=r.epsilon if epsilon is None else float(epsilon),
+            delta=r.delta if delta is None else float(delta),
+            num_queries=r.num_queries,
+            num_teachers=self.teachers.num_teachers,
+            max_unstable=r.max_unstable,
+            calibration=r.calibration,
+            gamma=r.gamma,
+            confident_fraction=r.confident_threshold,
+            sigma_ratio=r.sigma_ratio,
             teachers_changed=self.teachers_changed,
-            noise=self.releaser_noise,
+            noise=r.releaser_noise,
         )
-
-
-def check_cap(cap_epsilon: float | None, cap_delta: float | None) -> None:
-    """A user's budget cap: ε > 0 finite, δ in [0, 1), each or both None (ValueError otherwise)."""
-    for name, value, top in (("budget_epsilon", cap_epsilon, math.inf), ("budget_delta", cap_delta, 1.0)):
-        if value is None:
-            continue
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or not (0 < value < top if name == "budget_epsilon" else 0 <= value < top):
-            want = "a positive finite number" if name == "budget_epsilon" else "a number in [0, 1)"
-            raise ValueError(f"{name} (the run's budget cap) must be {want}, got {value!r}")

@@ -1,18 +1,25 @@
 """The names a run's configuration chooses from: data sets, feature maps, teachers, aggregators
-and direct learners, threat models, partition keys, student methods, and which settings a rerun
-may change (:data:`STUDENT_FIELDS`). :class:`pate_stab.run.config.TransferConfig` checks its
-fields against these tables; ``pate_stab.run.config`` re-exports them.
+and direct learners, threat models, partition keys, student methods (each also as a ``Literal``
+type), and which settings a rerun may change (:data:`STUDENT_FIELDS`).
+:class:`pate_stab.run.config.TransferConfig` checks its fields against these tables;
+``pate_stab.run.config`` re-exports them.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
+    "ACCELERATORS",
+    "BOTTOMS",
+    "CALIBRATIONS",
     "DATASETS",
     "DIRECT_LEARNER_NAMES",
     "EXTRACTED_FEATURES",
     "FEATURES",
     "FEATURE_BLOCKS",
     "FEATURE_DATASETS",
+    "FIXMATCH_PRESETS",
     "IMAGE_DIRECT_LEARNERS",
     "LABEL_DIRECT_LEARNERS",
     "LABEL_QUERIES",
@@ -24,11 +31,66 @@ __all__ = [
     "ROUND_FEATURES",
     "RUN_AGGREGATORS",
     "STUDENT_FIELDS",
+    "STOP_AFTER",
     "STUDENT_METHODS",
+    "STUDENT_MODELS",
     "STUDENT_SELECT",
     "TEACHER_MODELS",
     "THREAT_MODELS",
+    "Accelerator",
+    "Aggregator",
+    "Bottom",
+    "Calibration",
+    "Dataset",
+    "DirectLearner",
+    "FeatureMap",
+    "FixmatchPreset",
+    "LabelQueries",
+    "Neighbouring",
+    "NoiseMode",
+    "PartitionKey",
+    "PrivacyUnit",
+    "QuerySelection",
+    "RoundFeatures",
+    "RunAggregator",
+    "StopAfter",
+    "StudentAugment",
+    "StudentMethod",
+    "StudentModel",
+    "StudentSelect",
+    "TeacherModel",
+    "ThreatModel",
 ]
+
+# The choices as types (for the settings' annotations and a type checker). Each equals its table
+# below or the table of the module that owns the choice (tests/run/test_config_sections.py checks
+# every one, so a new name is added to both).
+Dataset = Literal["synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult", "files", "arrays"]
+ThreatModel = Literal["public-pool", "label-only"]
+FeatureMap = Literal["raw", "pca", "scattering", "ssl", "scattering+ssl"]
+TeacherModel = Literal["logistic", "mlp", "cnn", "propagate", "fixmatch"]
+RunAggregator = Literal["stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax"]
+DirectLearner = Literal[
+    "objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear", "dpsgd-cnn",
+    "rr-lp1st", "rr-lp2st", "alibi",
+]  # fmt: skip
+Aggregator = Literal[RunAggregator, DirectLearner]  # a transfer's aggregator: a releaser or a direct learner
+Calibration = Literal["paper", "tight"]
+NoiseMode = Literal["secure", "seeded"]  # pate_stab.privacy.noise.secure.NOISE_MODES
+Neighbouring = Literal["add_remove", "replace_one"]  # pate_stab.privacy.ledger.format.NEIGHBOURING_RELATIONS
+PartitionKey = Literal["content", "record_id"]
+PrivacyUnit = Literal["record", "label"]
+LabelQueries = Literal["pool", "private", "both"]
+QuerySelection = Literal["first", "student-confidence", "spread"]  # pate_stab.run.selection.QUERY_SELECTIONS
+RoundFeatures = Literal["same", "student"]
+StudentModel = Literal["logistic", "mlp", "cnn"]
+Bottom = Literal["drop", "random"]
+StudentMethod = Literal["supervised", "spread", "fixmatch"]
+StudentSelect = Literal["none", "cv"]
+FixmatchPreset = Literal["cpu", "gpu"]  # pate_stab.student.FixMatchConfig.cpu() / .gpu()
+StudentAugment = Literal["digits", "clothes", "natural", "none"]  # pate_stab.student.augment.AUGMENTATIONS
+StopAfter = Literal["teachers", "release"]
+Accelerator = Literal["auto", "cpu", "gpu", "cuda", "mps"]
 
 DATASETS = ("synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult", "files", "arrays")
 """Bundled loaders; ``"files"``: the user's own files (``private`` / ``public`` / ``evaluation`` paths);
@@ -50,7 +112,20 @@ FEATURE_BLOCKS = {"scattering": ("scattering",), "ssl": ("ssl",), "scattering+ss
 extractor each, in the order concatenated)."""
 EXTRACTED_FEATURES = tuple(FEATURE_BLOCKS)
 """Features computed from images by the run's feature stage: they give vectors (no CNN teachers)."""
-TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate")
+TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate", "fixmatch")
+"""Teachers: dense heads, PATE's CNN, label propagation (:mod:`pate_stab.teachers.propagation`), or CNNs trained
+with FixMatch on their shard's labels and the unlabelled inputs the privacy unit allows (PATE-FM;
+:mod:`pate_stab.teachers.fixmatch`, settings: :mod:`pate_stab.run.fixmatch_teachers`)."""
+STUDENT_MODELS = ("logistic", "mlp", "cnn")
+BOTTOMS = ("drop", "random")
+"""What the student does with ⊥: drops those queries, or gives them a random label."""
+CALIBRATIONS = ("paper", "tight")
+"""The stability releasers' calibration (:func:`pate_stab.privacy.mechanisms.calibration.calibrate`)."""
+FIXMATCH_PRESETS = ("cpu", "gpu")
+STOP_AFTER = ("teachers", "release")
+"""Stages a run may stop after (and resume from later)."""
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
+"""Lightning's accelerator names the run understands (:func:`pate_stab.run.progress.accelerator_device`)."""
 RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
 """The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
 DIRECT_LEARNER_NAMES = (

@@ -219,7 +219,7 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         feature_map.update(feats.meta)
         feature_map["state"] = feats.state_dict()
         preprocess.append({"op": "pca", "state": feats.state_dict()})
-    elif config.features == "raw" and config.teacher_model != "cnn":
+    elif config.features == "raw" and config.teacher_model not in ("cnn", "fixmatch"):  # CNN teachers keep images
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
         preprocess.append({"op": "flatten"})
     # scattering / ssl / scattering+ssl: images stay as they are; prepare() maps them (pate_stab.run.features)

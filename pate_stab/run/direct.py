@@ -67,9 +67,9 @@ b's density of objective perturbation). That calibration holds under both relati
 
 So the guarantee is ε under the run's relation for any private count n, and neither N nor n
 needs to bound the other. The objective is solved through the library's (1/n)-normalised solvers
-with λ' = λ N / n, whose minimiser is J's (J = (N/n)(J_n with λ')) and whose noise scales, all
-functions of λ' n = λ N, are the paper's with n := N. n stays inside the mechanism: it is neither
-recorded nor published.
+with λ' = λ N / n (:func:`pate_stab.erm.heads.public_divisor_lambda`), whose minimiser is J's
+(J = (n/N)(J_n with λ')) and whose noise scales, all functions of λ' n = λ N, are the paper's with
+n := N. n stays inside the mechanism: it is neither recorded nor published.
 
 Relations. The ledger's header holds the run's relation, the ledger counts every spend under it
 (:meth:`pate_stab.privacy.ledger.privacy_ledger.PrivacyLedger.cost`), and every direct spend records its own in
@@ -132,6 +132,7 @@ from pate_stab.direct.label_dp import (
     train_lp_2st,
 )
 from pate_stab.direct.opacus_engine import engine_schedule
+from pate_stab.erm.heads import public_divisor_lambda
 from pate_stab.erm.multinomial import check_class_labels, softmax_objective_perturbation, softmax_output_perturbation
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
@@ -533,8 +534,8 @@ def _train(
         return {"kind": "linear", "weight": model.weight, "bias": model.bias, "mean": mean, "std": std,
                 "epsilon": model.epsilon}  # fmt: skip
     bound, x = _head_inputs(prep)
-    # the objective with the public divisor N through the (1/n)-normalised solvers: λ' = λ N / n (module docstring)
-    lam = HEAD_LAMBDA * (meta["public_size"] / x.shape[0])
+    # the objective with the public divisor N through the (1/n)-normalised solvers (module docstring)
+    lam = public_divisor_lambda(HEAD_LAMBDA, public_size=meta["public_size"], private_size=x.shape[0])
     # output perturbation draws exact lattice noise from ``source``; objective perturbation float noise
     exact = learner.startswith("output")
     if learner.endswith("-softmax"):

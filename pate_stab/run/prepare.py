@@ -36,9 +36,11 @@ from pate_stab.run.config import (
 )
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
+from pate_stab.run.fixmatch_teachers import check_fixmatch_teachers, fixmatch_teacher_config
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, compute_device, report_stage
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
+from pate_stab.run.selection import SpreadSettings
 from pate_stab.teachers import (
     ModelSpec,
     PoolVotes,
@@ -50,6 +52,7 @@ from pate_stab.teachers import (
     record_keys_from_tensors,
     train_teachers,
 )
+from pate_stab.teachers.fixmatch import train_fixmatch_teachers
 from pate_stab.teachers.partition import RecordKeys
 
 __all__ = [
@@ -225,11 +228,7 @@ def pool_graph(prep: Prepared) -> PoolGraph:
         if isinstance(teachers, PropagationTeachers) and teachers.graph_nodes == prep.task.public_x.shape[0]:
             prep.graph = teachers.graph  # built on the run's compute device (prepare)
         else:
-            c = prep.config
-            prep.graph = PoolGraph(
-                num_neighbors=c.graph_neighbors, power=c.graph_power, alpha=c.graph_alpha, steps=c.graph_steps,
-                pca_dim=c.graph_pca_dim,
-            ).fit(prep.task.public_x.flatten(1).float().to(device))  # fmt: skip
+            prep.graph = SpreadSettings.of(prep.config).pool_graph(prep.task.public_x.flatten(1).float().to(device))
         prep.graph_device = device
     return prep.graph
 
@@ -343,6 +342,8 @@ def prepare(
         with_teachers = config.aggregator not in DIRECT_LEARNER_NAMES
     if with_features is None:
         with_features = config.aggregator not in IMAGE_DIRECT_LEARNERS
+    if with_teachers:
+        check_fixmatch_teachers(config)  # images needed: refused before the data are read
     timings: dict[str, float] = {}
     devices: dict[str, str] = {}
     run_dir = config.run_dir
@@ -374,6 +375,7 @@ def prepare(
         )
     if with_teachers:
         check_teachers_fit(config.num_teachers, int(task.private_x.shape[0]))
+        check_fixmatch_teachers(config, task)
     if check_budget:
         check_answerable(config, task.num_classes)
     pool_size = query_pool_size(config, task)
@@ -408,6 +410,7 @@ def prepare(
         report_stage(timings, "features", time.perf_counter() - t0, device, devices)
 
     graph_nodes = None
+    pool_inputs = task.public_x  # the public pool, before label_queries may put the private inputs in it
     if config.privacy_unit == "label":
         # label privacy: every input is public. The propagation graph spans the private and public
         # inputs; the queries may be the private inputs themselves (label_queries)
@@ -459,7 +462,7 @@ def prepare(
         return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features, devices=devices)
     in_shape = tuple(task.private_x.shape[1:])
     spec = ModelSpec(
-        config.teacher_model,
+        "cnn" if config.teacher_model == "fixmatch" else config.teacher_model,
         in_shape,
         task.num_classes,
         hidden=config.teacher_hidden,
@@ -471,6 +474,15 @@ def prepare(
         teachers = TeacherEnsemble.load(teacher_dir)
         if teachers.num_teachers != config.num_teachers or teachers.spec != spec:
             raise ValueError(f"{teacher_dir} holds other teachers; remove the run folder to retrain")
+    elif config.teacher_model == "fixmatch":
+        # PATE-FM: each teacher FixMatch on its shard's labels; unlabelled: every input under label
+        # privacy, its own shard's and the public pool's under record privacy (pate_stab.teachers.fixmatch)
+        fixmatch = fixmatch_teacher_config(config, int(task.private_x.shape[0]), int(pool_inputs.shape[0]))
+        teachers = train_fixmatch_teachers(
+            task.private_x, task.private_y, shards, public_x=pool_inputs, privacy_unit=config.privacy_unit,
+            spec=spec, config=fixmatch, generator=gens["teachers"], run_dir=teacher_dir,
+            accelerator=config.accelerator, progress_bar=config.progress,
+        )  # fmt: skip
     else:
         train = TrainConfig(
             epochs=config.teacher_epochs,

@@ -6,7 +6,11 @@
 instance, one calibrated spend for ``num_queries`` queries, however many rounds), and records the
 result. The teachers' votes on a pool point are computed (``prep.votes``) only inside the release
 call that hands the point to the aggregator, so selection never sees the votes of a point it has
-not had released.
+not had released. The selectors are the release stage's: ``"spread"`` is
+:class:`~pate_stab.run.selection.SpreadSelector` on the run's pool graph (:func:`spread_selector`; the
+same object ``release --votes`` selects through), ``"student-confidence"`` the student's architecture
+fitted on the answered queries (:func:`selector_confidence`, from :mod:`pate_stab.run.student_base`).
+This module does not import the student stage (:mod:`pate_stab.run.student`).
 
 Replay. The spend id is ``<run>:<aggregator>:eps=<repr(ε)>`` (exact: two different ε never share
 one; ledgers written with ``eps=<ε:g>`` still replay where that form is exact). The aggregator records each call's
@@ -34,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -44,22 +48,39 @@ from tqdm import tqdm
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
-from pate_stab.run.prepare import Prepared
-from pate_stab.run.selection import SELECTION_PRIVACY, SelectionResult, answered_mask, release_in_rounds
-from pate_stab.run.student import selector_confidence, selector_spread
+from pate_stab.run.config import TransferConfig
+from pate_stab.run.prepare import Prepared, pool_graph
+from pate_stab.run.progress import accelerator_device
+from pate_stab.run.selection import (
+    SELECTION_PRIVACY,
+    ConfidenceFn,
+    SelectionResult,
+    SpreadSelector,
+    SpreadSettings,
+    answered_mask,
+    release_in_rounds,
+)
+from pate_stab.run.student_base import student_config, student_spec, student_targets
+from pate_stab.student import train_student
 
 STEERED = "steered"
 """The selection of a later round of a release in rounds (:mod:`pate_stab.run.rounds`)."""
 
 __all__ = [
+    "SELECTOR_MIN_STEPS",
     "STEERED",
     "Release",
     "label_accuracy",
     "recorded_spend_id",
+    "release_device",
     "release_labels",
     "release_spend_id",
     "selection_report",
+    "selector_confidence",
+    "spread_selector",
 ]
+
+SELECTOR_MIN_STEPS = 300  # optimiser steps of the student-confidence selector, at least
 
 
 @dataclass
@@ -223,23 +244,8 @@ def release_labels(
         return labels
 
     with bar, _naming_the_finish_option(finishable and recorded is not None and finish_calls is None):
-        selected = (
-            _release_in_order(order[: config.num_queries], release) if order is not None else release_in_rounds(
-            prep.task.public_x,
-            num_queries=config.num_queries,
-            strategy=config.query_selection,
-            release=release,
-            halted=lambda: rel.halted or stopped,
-            confidence=selector_confidence(prep, selection_generator)
-            if selection_generator is not None and config.query_selection == "student-confidence"
-            else None,
-            spread=selector_spread(prep) if config.query_selection == "spread" else None,
-            coverage=config.selection_coverage,
-            round_size=config.selection_round_size,
-            max_unstable=config.max_unstable if spec.halts else None,  # the baselines never halt
-            generator=selection_generator,
-            representatives=config.selection_representatives,
-        ))  # fmt: skip
+        selected = _offer(prep, order, release, lambda: rel.halted or stopped, halts=spec.halts,
+                          selection_generator=selection_generator)  # fmt: skip
     partial = None
     if stopped:  # keep the recorded calls only: one call per selection round
         selected = _recorded_prefix(selected, calls)
@@ -258,7 +264,55 @@ def release_labels(
             "queries_released": offered,
             "note": PARTIAL_RELEASE_NOTE,
         }
-    selection: dict[str, Any] = {"strategy": strategy, "offered": offered, "rounds": selected.rounds}
+    selection = _selection_record(config, strategy, selected)
+    if partial is not None:  # finishing writes nothing to the ledger: its record stays as the crash left it
+        return Release(aggregator, labels, spec.soft, summary, spend_id, True, selected.index, selection, partial)
+    stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
+    ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
+    return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+
+
+def _offer(
+    prep: Prepared,
+    order: Tensor | None,
+    release: Callable[[Tensor], Tensor],
+    halted: Callable[[], bool],
+    *,
+    halts: bool,
+    selection_generator: torch.Generator | None,
+) -> SelectionResult:
+    """Offer the run's queries to ``release``: a steered round's ``order`` in one batch, the spread
+    selection (:func:`spread_selector`), or :func:`~pate_stab.run.selection.release_in_rounds` ("first",
+    "student-confidence")."""
+    config = prep.config
+    max_unstable = config.max_unstable if halts else None  # the baselines never halt
+    if order is not None:
+        return _release_in_order(order[: config.num_queries], release)
+    if config.query_selection == "spread":
+        assert selection_generator is not None  # release_labels checked it
+        return spread_selector(prep).select(prep.task.public_x, num_queries=config.num_queries, release=release,
+                                            halted=halted, max_unstable=max_unstable,
+                                            generator=selection_generator)  # fmt: skip
+    return release_in_rounds(
+        prep.task.public_x,
+        num_queries=config.num_queries,
+        strategy=config.query_selection,
+        release=release,
+        halted=halted,
+        confidence=selector_confidence(prep, selection_generator)
+        if selection_generator is not None and config.query_selection == "student-confidence"
+        else None,
+        round_size=config.selection_round_size,
+        max_unstable=max_unstable,
+        generator=selection_generator,
+        representatives=config.selection_representatives,
+    )
+
+
+def _selection_record(config: TransferConfig, strategy: str, selected: SelectionResult) -> dict[str, Any]:
+    """How a release's queries were chosen, for the ledger's result (the pool positions included)."""
+    selection: dict[str, Any] = {"strategy": strategy, "offered": int(selected.index.numel()),
+                                 "rounds": selected.rounds}  # fmt: skip
     if strategy not in ("first", STEERED):
         selection["round_size"] = config.selection_round_size
         if strategy == "spread":
@@ -267,11 +321,7 @@ def release_labels(
             selection["representatives"] = config.selection_representatives
     if strategy != "first":
         selection["index"] = selected.index.tolist()
-    if partial is not None:  # finishing writes nothing to the ledger: its record stays as the crash left it
-        return Release(aggregator, labels, spec.soft, summary, spend_id, True, selected.index, selection, partial)
-    stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
-    ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
-    return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+    return selection
 
 
 @contextlib.contextmanager
@@ -304,6 +354,59 @@ def _release_in_order(order: Tensor, release: Callable[[Tensor], Tensor]) -> Sel
     rounds = [{"criterion": STEERED, "size": int(order.numel()), "answered": answered,
                "unanswered": int(order.numel()) - answered}]  # fmt: skip
     return SelectionResult(order, labels, rounds)
+
+
+def selector_confidence(prep: Prepared, generator: torch.Generator) -> ConfidenceFn:
+    """The selector of ``"student-confidence"``: the student's architecture, fitted on the answered
+    queries (⊥ dropped) and their released labels, scores the candidate pool points.
+
+    It trains with the student's hyper-parameters, but for at least ``SELECTOR_MIN_STEPS``
+    optimiser steps (a few dozen labels make one batch per epoch). Post-processing: public
+    inputs and released outputs only; no pseudo-labelling.
+    """
+    config, task = prep.config, prep.task
+    spec = student_spec(config, task)
+    base = student_config(config, pseudo_labels=False)
+
+    def confidence(index: Tensor, labels: Tensor, candidates: Tensor) -> Tensor:
+        targets = student_targets(
+            labels, soft=labels.is_floating_point(), num_classes=task.num_classes, bottom="drop", generator=None
+        )
+        batches = math.ceil(targets.index.numel() / base.batch_size)
+        cheap = replace(base, epochs=max(base.epochs, math.ceil(SELECTOR_MIN_STEPS / batches)))
+        model = train_student(
+            task.public_x[index],
+            targets,
+            spec=spec,
+            config=cheap,
+            generator=generator,
+            accelerator=config.accelerator,
+            progress_bar=False,
+        )
+        prep.selection_device = accelerator_device(config.accelerator)
+        return model.predict_proba(task.public_x[candidates])  # (n_candidates, C)
+
+    return confidence
+
+
+def spread_selector(prep: Prepared) -> SpreadSelector:
+    """The run's ``"spread"`` selector: :class:`~pate_stab.run.selection.SpreadSelector` on the pool
+    graph (:func:`~pate_stab.run.prepare.pool_graph`, on the run's compute device, built once) with the
+    run's graph and selection settings; each spread records that device for the release's stage line."""
+
+    def used() -> None:
+        prep.selection_device = prep.graph_device
+
+    return SpreadSelector(pool_graph(prep), num_classes=prep.task.num_classes, settings=SpreadSettings.of(prep.config),
+                          on_spread=used)  # fmt: skip
+
+
+def release_device(prep: Prepared) -> str:
+    """The device(s) of the release that just ended, for its stage line: the releaser computes on the
+    CPU; a query selector that ran (spread over the pool graph, or the student-confidence model) is
+    named with its device when that is not the CPU. Reading it clears the record for the next release."""
+    used, prep.selection_device = prep.selection_device, None
+    return "cpu" if used in (None, "cpu") else f"cpu, {used} (selection)"
 
 
 def selection_report(release: Release) -> dict[str, Any]:

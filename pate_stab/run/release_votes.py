@@ -18,11 +18,13 @@ is opened, and ``report.json`` states the C released over.
 
 Query order. By default the queries are asked in file order. With ``public_inputs`` — the public
 points' inputs or features, one row per query in the votes' order — the main job's query
-selection applies (:func:`~pate_stab.run.selection.release_in_rounds`, ``query_selection="spread"``
-by default): k-means representatives first, then the points whose neighbourhood on the public
-points' kNN graph was answered most consistently, away from earlier ⊥. The selection sees the
-public inputs and the released outputs only; a query's votes are read inside the releaser's call,
-when it is asked. ``labels.npy`` / ``labels.csv`` stay in file order (⊥ or not asked: −1 / empty),
+selection applies (``query_selection="spread"`` by default), through the same
+:class:`~pate_stab.run.selection.SpreadSelector` as the main job's with the main job's default settings
+(:data:`~pate_stab.run.selection.SPREAD_DEFAULTS`): k-means representatives first, then the points whose
+neighbourhood on the public points' kNN graph was answered most consistently, away from earlier ⊥. The
+graph is built before the output folder is touched (inputs it cannot be built from are refused then).
+The selection sees the public inputs and the released outputs only; a query's votes are read inside
+the releaser's call, when it is asked. ``labels.npy`` / ``labels.csv`` stay in file order (⊥ or not asked: −1 / empty),
 and ``report.json`` lists the order in which the queries were asked.
 
 Unanswerable settings. A stability releaser whose unanimous vote of the file's k teachers would
@@ -57,6 +59,7 @@ import json
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, cast
 
@@ -64,7 +67,13 @@ import numpy as np
 import torch
 
 from pate_stab.aggregation.base import inputs_digest
-from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, make_releaser
+from pate_stab.aggregation.registry import (
+    AggregatorSettings,
+    AggregatorSpec,
+    aggregator_spec,
+    answerability,
+    make_releaser,
+)
 from pate_stab.data.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS, PrivacyLedger, anchor_path
@@ -75,6 +84,7 @@ from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend, clean_json, noise_report, open_run_ledger
 from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
+from pate_stab.run.selection import SpreadSelector
 
 __all__ = [
     "LAYOUTS",
@@ -177,6 +187,71 @@ def release_votes(
         ReplayedSpendError: from the ledger; nothing was released.
         RunFolderLockedError: another release holds the output folder's lock; nothing was written.
     """
+    neighbouring = _relation(privacy_unit, neighbouring)
+    spec = aggregator_spec(aggregator)
+    votes = _read_votes(votes_path, spec, aggregator=aggregator, layout=layout, num_classes=num_classes)
+    m = votes.n if num_queries is None else int(num_queries)
+    if m < votes.n:
+        raise VotesError(f"num_queries={m} is smaller than the {votes.n} queries in the file")
+    _check_target(epsilon, delta, budget_epsilon, budget_delta)
+    settings = _settings(
+        epsilon=float(epsilon), delta=float(delta), num_queries=m, num_teachers=votes.k, max_unstable=max_unstable,
+        calibration=calibration, gamma=gamma, confident_fraction=confident_threshold, sigma_ratio=sigma_ratio,
+        teachers_changed=teachers_changed, noise=noise,
+    )  # fmt: skip
+    releaser = _releaser(aggregator, settings, seed=seed, allow_unanswerable=allow_unanswerable)
+    selection, selector, pool_x = _query_order(query_selection, public_inputs, votes)
+    plan = _Plan(
+        votes=votes, spec=spec, aggregator=aggregator, settings=settings, releaser=releaser, selection=selection,
+        selector=selector, pool_x=pool_x, neighbouring=neighbouring, privacy_unit=privacy_unit, seed=seed,
+        progress=progress, budget=(budget_epsilon, budget_delta),
+    )  # fmt: skip
+    out = Path(out_dir)
+    claim_run_folder(out)  # created, and locked (release_votes holds its run_lock) from here on
+    payload, spend_id, reused, ledger_report = _release_or_replay(plan, out, run_name or out.name)
+    _write_labels(out, payload["labels"], soft=spec.soft)
+    report = _report(plan, payload, out=out, spend_id=spend_id, reused=reused, ledger_report=ledger_report)
+    write_published(out / "report.json", json.dumps(report, indent=2, sort_keys=True))
+    return report
+
+
+@dataclass(frozen=True)
+class _Votes:
+    """A votes file as read and checked (:func:`~pate_stab.data.votes_file.load_votes`)."""
+
+    tensor: torch.Tensor  # (n, C) histograms, or (k, n) scores
+    path: str
+    layout: Layout  # as read: "scores" for a scores aggregator
+    n: int  # queries in the file
+    k: int  # teachers
+    num_classes: int  # declared (module docstring): a counts file's width, 2 for scores
+
+    def rows(self, index: torch.Tensor) -> torch.Tensor:
+        """The votes on the queries at ``index`` (file positions), read when the releaser is asked about them."""
+        return self.tensor[:, index] if self.layout == "scores" else self.tensor[index]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One release, checked before the output folder is touched: what is released, how, in which order."""
+
+    votes: _Votes
+    spec: AggregatorSpec
+    aggregator: str
+    settings: AggregatorSettings  # ε, δ, m, k, T, …; the releaser's
+    releaser: Any  # built (and so checked), bound to the ledger only for the release
+    selection: str  # "first" or "spread"
+    selector: SpreadSelector | None  # "spread": on the public inputs' graph
+    pool_x: torch.Tensor | None  # "spread": the public inputs, one row per query
+    neighbouring: str
+    privacy_unit: str
+    seed: int
+    progress: bool
+    budget: tuple[float | None, float | None]  # the user's cap
+
+
+def _relation(privacy_unit: str, neighbouring: str | None) -> str:
+    """The neighbouring relation of the release (default: the privacy unit's), checked against the unit."""
     if privacy_unit not in PRIVACY_UNITS:
         raise VotesError(f"privacy_unit must be one of {', '.join(PRIVACY_UNITS)}, got {privacy_unit!r}")
     if neighbouring is None:
@@ -186,7 +261,18 @@ def release_votes(
             f"label privacy's neighbours differ in one record's label (a replacement): neighbouring must be "
             f"'replace_one' under privacy_unit='label', got {neighbouring!r}"
         )
-    spec = aggregator_spec(aggregator)
+    return neighbouring
+
+
+def _read_votes(
+    votes_path: str | os.PathLike[str],
+    spec: AggregatorSpec,
+    *,
+    aggregator: str,
+    layout: Layout,
+    num_classes: int | None,
+) -> _Votes:
+    """The votes file in the layout the aggregator takes (VotesError otherwise)."""
     wanted: Layout = "scores" if spec.votes == "scores" else layout
     if spec.votes == "scores" and layout != "scores":
         raise VotesError(f"{aggregator} releases soft labels from teacher scores: use layout 'scores'")
@@ -194,9 +280,12 @@ def release_votes(
         raise VotesError(f"{aggregator} takes vote histograms: use layout 'predictions' or 'counts'")
     votes, n = load_votes(votes_path, layout=wanted, num_classes=num_classes)
     k = int(votes.shape[0]) if wanted == "scores" else int(votes[0].sum())
-    m = n if num_queries is None else int(num_queries)
-    if m < n:
-        raise VotesError(f"num_queries={m} is smaller than the {n} queries in the file")
+    declared = 2 if wanted == "scores" else int(votes.shape[1])
+    return _Votes(votes, str(votes_path), wanted, n, k, declared)
+
+
+def _check_target(epsilon: float, delta: float, budget_epsilon: float | None, budget_delta: float | None) -> None:
+    """The release's (ε, δ) and the user's cap, as numbers the ledger takes (VotesError otherwise)."""
     for name, value in (("epsilon", epsilon), ("delta", delta)):
         if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
             raise VotesError(f"{name} must be a positive finite number, got {value!r}")
@@ -206,124 +295,194 @@ def release_votes(
         check_cap(budget_epsilon, budget_delta)
     except ValueError as exc:
         raise VotesError(str(exc)) from exc
+
+
+def _settings(**kwargs: Any) -> AggregatorSettings:
     try:
-        settings = AggregatorSettings(
-            epsilon=float(epsilon), delta=float(delta), num_queries=m, num_teachers=k, max_unstable=max_unstable,
-            calibration=calibration, gamma=gamma, confident_fraction=confident_threshold, sigma_ratio=sigma_ratio,
-            teachers_changed=teachers_changed, noise=noise,
-        )  # fmt: skip
-        # built (and so checked) before the ledger is opened; it spends only once bound to the ledger below
+        return AggregatorSettings(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise VotesError(str(exc)) from exc
+
+
+def _releaser(aggregator: str, settings: AggregatorSettings, *, seed: int, allow_unanswerable: bool) -> Any:
+    """The aggregator, built (and so checked) before the ledger is opened; it spends only once bound to it.
+
+    Raises:
+        VotesError: settings the aggregator refuses.
+        UnanswerableError: a stability releaser that could not answer a unanimous vote of these teachers.
+    """
+    try:
         rel = make_releaser(aggregator, settings, generator=seeded_generator(seed))
         status = answerability(aggregator, settings)
     except (TypeError, ValueError) as exc:
         raise VotesError(str(exc)) from exc
     if status is not None and not status.answerable and not allow_unanswerable:
-        eps = status.epsilon_needed
+        eps, s = status.epsilon_needed, settings
         raise UnanswerableError(
-            f"{aggregator} cannot answer anything with k={k} teachers at ε={epsilon:g}, δ={delta:g}, T={max_unstable}, "
-            f"m={m} ({calibration} calibration): a unanimous vote needs k ≥ {status.teachers_needed}, so the budget "
-            f"would be spent on {max_unstable} ⊥. Use more teachers"
+            f"{aggregator} cannot answer anything with k={s.num_teachers} teachers at ε={s.epsilon:g}, δ={s.delta:g}, "
+            f"T={s.max_unstable}, m={s.num_queries} ({s.calibration} calibration): a unanimous vote needs "
+            f"k ≥ {status.teachers_needed}, so the budget would be spent on {s.max_unstable} ⊥. Use more teachers"
             + ("" if eps is None or math.isinf(eps) else f", ε ≥ {eps:.3g}")
             + ", a smaller T or m, or a PATE aggregator, which labels every query (--aggregator gnmax; "
             "`pate-stab plan` shows what each aggregator needs), or --allow-unanswerable. Nothing was spent"
         )
+    return rel
+
+
+def _query_order(
+    query_selection: str | None, public_inputs: str | os.PathLike[str] | None, votes: _Votes
+) -> tuple[str, SpreadSelector | None, torch.Tensor | None]:
+    """How the queries are chosen: ``"first"`` (file order), or ``"spread"`` with its selector on the
+    public inputs' graph, built now (before the output folder is touched)."""
     selection = query_selection or ("spread" if public_inputs is not None else "first")
     if selection not in ("first", "spread"):
         raise VotesError(f"query_selection must be 'first' or 'spread', got {selection!r}")
     if selection != "first" and public_inputs is None:
         raise VotesError(f"query_selection={selection!r} needs the public points' inputs (public_inputs)")
-    pool_x = load_public_inputs(public_inputs, n) if public_inputs is not None else None
-    out = Path(out_dir)
-    claim_run_folder(out)  # created, and locked (release_votes holds its run_lock) from here on
-    run = run_name or out.name
-    spend_id = release_spend_id(run, aggregator, float(epsilon))
-    legacy = f"{run}:{aggregator}:eps={float(epsilon):g}"  # the spend id of older folders
+    pool_x = load_public_inputs(public_inputs, votes.n) if public_inputs is not None else None
+    if selection == "first" or pool_x is None:
+        return selection, None, pool_x
+    try:
+        selector = SpreadSelector.from_inputs(pool_x, num_classes=votes.num_classes)
+    except ValueError as exc:
+        raise VotesError(f"the public inputs' kNN graph cannot be built: {exc}") from exc
+    return selection, selector, pool_x
+
+
+def _release_or_replay(plan: _Plan, out: Path, run: str) -> tuple[dict[str, Any], str, bool, dict[str, Any]]:
+    """Release through the output folder's ledger, or return the release it records (module docstring,
+    "Replay"): (payload, spend id, replayed, the ledger's report)."""
+    s = plan.settings
+    spend_id = release_spend_id(run, plan.aggregator, s.epsilon)
+    legacy = f"{run}:{plan.aggregator}:eps={s.epsilon:g}"  # the spend id of older folders
 
     def spends(ledger: PrivacyLedger | None) -> list[PlannedSpend]:
         old = ledger is not None and ledger.entry(spend_id) is None and ledger.entry(legacy) is not None
-        return [PlannedSpend(legacy if old else spend_id, float(epsilon), float(delta))]
+        return [PlannedSpend(legacy if old else spend_id, s.epsilon, s.delta)]
 
     with open_run_ledger(
-        out, run_name=run, neighbouring=neighbouring, privacy_unit=privacy_unit, spends=spends,
-        cap_epsilon=budget_epsilon,
-        cap_delta=budget_delta, how="use a lower ε, or a new output folder (a new ledger: a new use of the data "
+        out, run_name=run, neighbouring=plan.neighbouring, privacy_unit=plan.privacy_unit, spends=spends,
+        cap_epsilon=plan.budget[0],
+        cap_delta=plan.budget[1], how="use a lower ε, or a new output folder (a new ledger: a new use of the data "
         "that you must account for)",
     ) as ledger:  # fmt: skip
         if ledger.entry(spend_id) is None and ledger.entry(legacy) is not None:
             spend_id = legacy
-        votes_mac = keyed_digest(run_private_key(out), tensor_bytes(votes))
+        votes_mac = keyed_digest(run_private_key(out), tensor_bytes(plan.votes.tensor))
         identity_path = out / PRIVATE_IDENTITY
         identity = json.loads(identity_path.read_text()) if identity_path.is_file() else {}
         recorded = ledger.entry(spend_id)
+        where = f"spend {spend_id!r} in {out / 'ledger.jsonl'}"
         if recorded is not None and recorded.has_result:
-            payload = recorded.result
-            # older folders kept an unkeyed digest of the votes in the ledger
-            same = identity.get("votes_mac", {}).get(spend_id) == votes_mac or (
-                "votes_digest" in payload and payload["votes_digest"] == inputs_digest(votes)
+            _check_replay(plan, recorded.result, where, same_votes=identity.get("votes_mac", {}).get(spend_id)
+                          == votes_mac)  # fmt: skip
+            return recorded.result, spend_id, True, ledger.report()
+        known = identity.get("votes_mac", {}).get(spend_id)
+        if known is not None and known != votes_mac:
+            raise ReplayedSpendError(
+                f"{where} was started on other votes; nothing was released now. Use a new output folder (with its "
+                "own budget) for these votes"
             )
-            if not same:
-                raise ReplayedSpendError(
-                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} released other votes; the recorded labels "
-                    "belong to them. Use a new output folder (with its own budget) for these votes"
-                )
-            recorded_noise = payload.get("summary", {}).get("noise", "seeded")
-            if recorded_noise != noise:
-                raise ReplayedSpendError(
-                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} was released with noise={recorded_noise!r}, not "
-                    f"{noise!r}; its labels carry that mode's guarantee. Ask for noise={recorded_noise!r} to read "
-                    "them again, or use a new output folder (with its own budget)"
-                )
-            asked = payload.get("selection", {"strategy": "first"})
-            if asked["strategy"] != selection:
-                raise ReplayedSpendError(
-                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} was released with query selection "
-                    f"{asked['strategy']!r}, not {selection!r}; use a new output folder for another selection"
-                )
-            reused = True
-        else:
-            known = identity.get("votes_mac", {}).get(spend_id)
-            if known is not None and known != votes_mac:
-                raise ReplayedSpendError(
-                    f"spend {spend_id!r} in {out / 'ledger.jsonl'} was started on other votes; nothing was released "
-                    "now. Use a new output folder (with its own budget) for these votes"
-                )
-            identity.setdefault("votes_mac", {})[spend_id] = votes_mac
-            write_private_json(identity_path, {k: v for k, v in identity.items() if k != "private"})
-            rel.bind_ledger(ledger, spend_id=spend_id)
-            labels, asked = _release_in_order(rel, votes, spec, selection, pool_x, n, max_unstable, seed, progress)
-            summary = rel.summary()
-            summary["not_asked"] = n - int(summary["queries_seen"])
-            payload = {"labels": clean_json(labels.tolist()), "summary": clean_json(summary), "selection": asked}
-            ledger.record_result(spend_id, payload)
-            reused = False
-        ledger_report = ledger.report()
-    labels_list = payload["labels"]
-    soft = spec.soft
-    array = np.array([np.nan if v is None else v for v in labels_list], dtype=np.float64 if soft else np.int64)
+        identity.setdefault("votes_mac", {})[spend_id] = votes_mac
+        write_private_json(identity_path, {k: v for k, v in identity.items() if k != "private"})
+        plan.releaser.bind_ledger(ledger, spend_id=spend_id)
+        labels, asked = _release_in_order(plan)
+        summary = plan.releaser.summary()
+        summary["not_asked"] = plan.votes.n - int(summary["queries_seen"])
+        payload = {"labels": clean_json(labels.tolist()), "summary": clean_json(summary), "selection": asked}
+        ledger.record_result(spend_id, payload)
+        return payload, spend_id, False, ledger.report()
+
+
+def _check_replay(plan: _Plan, payload: dict[str, Any], where: str, *, same_votes: bool) -> None:
+    """A recorded release is returned only for the same votes, noise mode and selection (ReplayedSpendError)."""
+    # older folders kept an unkeyed digest of the votes in the ledger
+    if not (same_votes or ("votes_digest" in payload and payload["votes_digest"] == inputs_digest(plan.votes.tensor))):
+        raise ReplayedSpendError(
+            f"{where} released other votes; the recorded labels belong to them. Use a new output folder (with its own "
+            "budget) for these votes"
+        )
+    noise = plan.settings.noise
+    recorded_noise = payload.get("summary", {}).get("noise", "seeded")
+    if recorded_noise != noise:
+        raise ReplayedSpendError(
+            f"{where} was released with noise={recorded_noise!r}, not {noise!r}; its labels carry that mode's "
+            f"guarantee. Ask for noise={recorded_noise!r} to read them again, or use a new output folder (with its "
+            "own budget)"
+        )
+    asked = payload.get("selection", {"strategy": "first"})
+    if asked["strategy"] != plan.selection:
+        raise ReplayedSpendError(
+            f"{where} was released with query selection {asked['strategy']!r}, not {plan.selection!r}; use a new "
+            "output folder for another selection"
+        )
+
+
+def _release_in_order(plan: _Plan) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Release the file's queries in file order or by the spread selection; labels come back in file order.
+
+    The selection gets only ``release`` (pool positions → released outputs); the votes are indexed
+    inside it, when the releaser is asked about those positions.
+    """
+    from tqdm import tqdm
+
+    rel, n, spec = plan.releaser, plan.votes.n, plan.spec
+    bar = tqdm(total=n, desc=f"release {rel.mechanism}", unit="query", disable=not plan.progress)
+    with bar:
+        if plan.selector is None or plan.pool_x is None:
+            # the queries' positions in the file identify the call in the (published) ledger
+            labels = rel.release(plan.votes.tensor, query_ids=torch.arange(n)).labels
+            bar.update(n)
+            return labels, {"strategy": "first"}
+
+        def release(index: torch.Tensor) -> torch.Tensor:
+            out = rel.release(plan.votes.rows(index), query_ids=index).labels
+            bar.update(int(index.numel()))
+            return out
+
+        selected = plan.selector.select(
+            plan.pool_x, num_queries=n, release=release, halted=lambda: rel.halted,
+            max_unstable=plan.settings.max_unstable if spec.halts else None, generator=seeded_generator(plan.seed),
+        )  # fmt: skip
+    fill = math.nan if spec.soft else -1
+    labels = torch.full((n,), fill, dtype=torch.float64 if spec.soft else torch.int64)
+    labels[selected.index] = selected.labels.to(labels.dtype)
+    return labels, {"strategy": "spread", "order": selected.index.tolist(), "rounds": selected.rounds}
+
+
+def _write_labels(out: Path, labels: list[Any], *, soft: bool) -> None:
+    """``labels.npy`` and ``labels.csv``, in file order (⊥ or not asked: −1 / NaN, an empty cell)."""
+    array = np.array([np.nan if v is None else v for v in labels], dtype=np.float64 if soft else np.int64)
     npy = io.BytesIO()
     np.save(npy, array)
     write_published(out / "labels.npy", npy.getvalue())
     table = io.StringIO(newline="")
     writer = csv.writer(table)
     writer.writerow(["query", "label"])
-    for i, v in enumerate(labels_list):
+    for i, v in enumerate(labels):
         writer.writerow([i, "" if v is None or v == -1 else v])
     write_published(out / "labels.csv", table.getvalue())
-    s = payload["summary"]
-    report = clean_json(
+
+
+def _report(
+    plan: _Plan, payload: dict[str, Any], *, out: Path, spend_id: str, reused: bool, ledger_report: dict[str, Any]
+) -> dict[str, Any]:
+    """``report.json``: the release's certified (ε, δ), counts, relation, noise, selection, files."""
+    s, votes = payload["summary"], plan.votes
+    return clean_json(
         {
             "votes": {
-                "path": str(votes_path),
-                "layout": wanted,
-                "num_teachers": k,
-                "num_queries_in_file": n,
-                "num_classes": 2 if wanted == "scores" else int(votes.shape[1]),  # declared (module docstring)
+                "path": votes.path,
+                "layout": votes.layout,
+                "num_teachers": votes.k,
+                "num_queries_in_file": votes.n,
+                "num_classes": votes.num_classes,  # declared (module docstring)
             },  # fmt: skip
-            "aggregator": aggregator,
-            "accounting": spec.accounting,
+            "aggregator": plan.aggregator,
+            "accounting": plan.spec.accounting,
             "epsilon": s["epsilon"],
             "delta": s["delta"],
-            "calibrated_for_queries": m,
+            "calibrated_for_queries": plan.settings.num_queries,
             "queries": {
                 "seen": int(s["queries_seen"]),
                 "answered": int(s["answered"]),
@@ -332,9 +491,9 @@ def release_votes(
                 "halted": bool(s.get("halted", False)),
             },
             "privacy": {
-                "neighbouring": neighbouring,
-                "privacy_unit": privacy_unit,
-                "teachers_changed_per_neighbour": teachers_changed,
+                "neighbouring": plan.neighbouring,
+                "privacy_unit": plan.privacy_unit,
+                "teachers_changed_per_neighbour": plan.settings.teachers_changed,
             },  # fmt: skip
             "noise": noise_report(s),
             "summary": s,
@@ -348,71 +507,3 @@ def release_votes(
             ),
         }
     )
-    write_published(out / "report.json", json.dumps(report, indent=2, sort_keys=True))
-    return report
-
-
-def _release_in_order(
-    rel: Any,
-    votes: torch.Tensor,
-    spec: Any,
-    selection: str,
-    pool_x: torch.Tensor | None,
-    n: int,
-    max_unstable: int,
-    seed: int,
-    progress: bool,
-) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Release the file's queries in file order or by the spread selection; labels come back in file order.
-
-    The selection gets only ``release`` (pool positions → released outputs); the votes are indexed
-    inside it, when the releaser is asked about those positions.
-    """
-    from tqdm import tqdm
-
-    def rows(index: torch.Tensor) -> torch.Tensor:
-        return votes[:, index] if spec.votes == "scores" else votes[index]
-
-    bar = tqdm(total=n, desc=f"release {rel.mechanism}", unit="query", disable=not progress)
-    with bar:
-        if selection == "first" or pool_x is None:
-            # the queries' positions in the file identify the call in the (published) ledger
-            labels = rel.release(votes, query_ids=torch.arange(n)).labels
-            bar.update(n)
-            return labels, {"strategy": "first"}
-        from pate_stab.features.propagation import PoolGraph
-        from pate_stab.run.config import TransferConfig
-        from pate_stab.run.selection import release_in_rounds
-        from pate_stab.student.spreading import spread_labels
-
-        defaults = TransferConfig()  # the main job's graph and selection settings
-        num_classes = 2 if spec.votes == "scores" else int(votes.shape[1])
-        graph = PoolGraph(
-            num_neighbors=defaults.graph_neighbors, power=defaults.graph_power, alpha=defaults.graph_alpha,
-            steps=defaults.graph_steps, pca_dim=defaults.graph_pca_dim,
-        ).fit(pool_x)  # fmt: skip
-        if graph.adjacency is None:
-            raise VotesError("the public inputs' kNN graph could not be built")
-        adjacency = graph.adjacency
-
-        def spread(index: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            answered = ~torch.isnan(labels) if labels.is_floating_point() else labels != -1
-            hard = (labels >= 0.5).long() if labels.is_floating_point() else labels.long()
-            classes = torch.where(answered, hard, torch.full_like(hard, num_classes))  # ⊥ → class C
-            return spread_labels(adjacency, index, classes, num_classes=num_classes + 1, alpha=defaults.graph_alpha,
-                                 steps=defaults.graph_steps)  # fmt: skip
-
-        def release(index: torch.Tensor) -> torch.Tensor:
-            out = rel.release(rows(index), query_ids=index).labels
-            bar.update(int(index.numel()))
-            return out
-
-        selected = release_in_rounds(
-            pool_x, num_queries=n, strategy="spread", release=release, halted=lambda: rel.halted, spread=spread,
-            coverage=defaults.selection_coverage, round_size=min(defaults.selection_round_size, n),
-            max_unstable=max_unstable if spec.halts else None, generator=seeded_generator(seed),
-        )  # fmt: skip
-    fill = math.nan if spec.soft else -1
-    labels = torch.full((n,), fill, dtype=torch.float64 if spec.soft else torch.int64)
-    labels[selected.index] = selected.labels.to(labels.dtype)
-    return labels, {"strategy": "spread", "order": selected.index.tolist(), "rounds": selected.rounds}

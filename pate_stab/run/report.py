@@ -49,8 +49,10 @@ __all__ = [
     "check_run_budget",
     "open_run_ledger",
     "clean_json",
+    "ledger_cap",
     "noise_report",
     "open_ledger",
+    "plan_default_cap",
     "plan_cost",
     "run_files",
     "transfer_report",
@@ -115,10 +117,7 @@ def open_ledger(
     path = run_dir / "ledger.jsonl"
     recorded = recorded_budget(path)
     base = recorded if recorded is not None else (float(budget_epsilon), float(budget_delta))
-    wanted = (
-        base[0] if cap_epsilon is None else float(cap_epsilon),
-        base[1] if cap_delta is None else float(cap_delta),
-    )
+    wanted = ledger_cap(base, cap_epsilon, cap_delta)
     lower = None
     if recorded is not None and wanted != recorded:
         lower = f"lowered by the user's cap (budget_epsilon={cap_epsilon}, budget_delta={cap_delta})"
@@ -213,6 +212,27 @@ def _check_fits(
         )
 
 
+def ledger_cap(base: tuple[float, float], cap_epsilon: float | None, cap_delta: float | None) -> tuple[float, float]:
+    """The cap a ledger holds: the user's ε and δ where set, else ``base``'s (the recorded cap; for a new
+    ledger, :func:`plan_default_cap`). Example: ``ledger_cap((8.0, 1e-5), 4.0, None) == (4.0, 1e-5)``."""
+    return (
+        base[0] if cap_epsilon is None else float(cap_epsilon),
+        base[1] if cap_delta is None else float(cap_delta),
+    )
+
+
+def plan_default_cap(
+    planned: list[PlannedSpend],
+    *,
+    neighbouring: str,
+    privacy_unit: str,
+    default_cap: tuple[float, float] | None,
+) -> tuple[float, float]:
+    """A new run folder's cap where the user sets none: ``default_cap`` (the run's declared (ε, δ)) if
+    given, else what the plan's spends count together (:func:`plan_cost`)."""
+    return default_cap or plan_cost(planned, neighbouring=neighbouring, privacy_unit=privacy_unit)
+
+
 def open_run_ledger(
     run_dir: Path,
     *,
@@ -235,7 +255,7 @@ def open_run_ledger(
         BudgetExhaustedError: the plan does not fit; nothing was drawn or spent (a lowered cap stays recorded).
         LedgerError: the user's cap would raise the recorded one, or fall below what is spent.
     """
-    need = default_cap or plan_cost(spends(None), neighbouring=neighbouring, privacy_unit=privacy_unit)
+    need = plan_default_cap(spends(None), neighbouring=neighbouring, privacy_unit=privacy_unit, default_cap=default_cap)
     ledger = open_ledger(run_dir, run_name=run_name, budget_epsilon=need[0], budget_delta=need[1],
                          neighbouring=neighbouring, cap_epsilon=cap_epsilon, cap_delta=cap_delta,
                          privacy_unit=privacy_unit)  # fmt: skip
@@ -274,8 +294,8 @@ def check_run_budget(
     check_cap(cap_epsilon, cap_delta)
     planned = spends(None)
     need = plan_cost(planned, neighbouring=neighbouring, privacy_unit=privacy_unit)
-    base = default_cap or need
-    cap = (base[0] if cap_epsilon is None else float(cap_epsilon), base[1] if cap_delta is None else float(cap_delta))
+    default = plan_default_cap(planned, neighbouring=neighbouring, privacy_unit=privacy_unit, default_cap=default_cap)
+    cap = ledger_cap(default, cap_epsilon, cap_delta)  # what open_run_ledger would record
     _check_fits(cap, (0.0, 0.0), need, where="the user's cap; no ledger yet", new=len(planned), replayed=0, how=how)
 
 

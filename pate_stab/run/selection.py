@@ -40,6 +40,10 @@ strategies:
     to confident points (real-class share at least ``COVERAGE_CONFIDENCE``) that the spread
     reaches with the least mass: points far, along the graph, from every labelled point — the
     regions the labelled set does not cover yet, where the ensemble is still likely to agree.
+    :class:`SpreadSelector` holds this selection whole — the pool graph, the spreading, the round
+    size and coverage — with its settings' defaults in :data:`SPREAD_DEFAULTS`; the main job
+    (:func:`pate_stab.run.release.release_labels`) and ``release --votes``
+    (:func:`pate_stab.run.release_votes.release_votes`) both select through it.
 
 Privacy. The selection is post-processing. Its only inputs are the public pool, the generator
 (independent of the data) and the releaser's outputs on the queries already processed (labels
@@ -63,18 +67,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from pate_stab._checks import check_generator, check_int, check_real, check_tensor
+from pate_stab.features.propagation import PoolGraph
+from pate_stab.student.spreading import spread_labels
 
 __all__ = [
     "QUERY_SELECTIONS",
     "SELECTION_PRIVACY",
+    "SPREAD_DEFAULTS",
     "SelectionResult",
+    "SpreadSelector",
+    "SpreadSettings",
     "check_query_selection",
     "confident_per_class",
     "per_class_order",
@@ -397,7 +406,7 @@ def release_in_rounds(
     choose = dense_representatives if check_representatives(representatives) == "dense" else kmeans_representatives
     flat = pool_x.flatten(1)
     # typical points spread over the pool, in k-means++ order (public data only)
-    reps = choose(flat, REPRESENTATIVES_PER_ROUND * round_size, generator=gen)
+    representatives = choose(flat, REPRESENTATIVES_PER_ROUND * round_size, generator=gen)
     queried = torch.zeros(n, dtype=torch.bool)
     index_parts: list[Tensor] = []
     label_parts: list[Tensor] = []
@@ -409,43 +418,10 @@ def release_in_rounds(
         size = min(size, m - offered, candidates.numel())
         if size < 1:
             break
-        free = reps[~queried[reps]]
-        answered_parts = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
-        answered_index = torch.cat(answered_parts) if answered_parts else torch.empty(0, dtype=torch.int64)
-        if answered_index.numel() == 0:
-            pick = torch.cat([free, candidates[~torch.isin(candidates, free)]])[:size]
-            record: dict[str, Any] = {"criterion": "k-means representatives"}
-        else:
-            index_so_far, labels_so_far = torch.cat(index_parts), torch.cat(label_parts)
-            if spread is not None and strategy == "spread":
-                shares, mass = spread(index_so_far, labels_so_far)  # (n, C + 1), (n,)
-                if shares.shape[0] != n or mass.shape != (n,):
-                    shapes = f"{tuple(shares.shape)}, {tuple(mass.shape)}"
-                    raise ValueError(f"spread returned shapes {shapes} for a pool of {n}")
-                proba = shares[candidates, :-1]  # (n_candidates, C): real classes
-            else:
-                assert confidence is not None
-                proba = confidence(index_so_far, labels_so_far, candidates)  # (n_candidates, C)
-            if proba.shape[0] != candidates.numel():
-                raise ValueError(f"confidence returned {proba.shape[0]} rows for {candidates.numel()} candidates")
-            # classes without an answered query cannot be predicted: look for them among the
-            # representatives farthest from every answered query, a share of the round per class
-            answered_labels = labels_so_far[answered_mask(labels_so_far)]
-            if answered_labels.is_floating_point():
-                answered_labels = (answered_labels >= 0.5).long()
-            unseen = proba.shape[1] - int(answered_labels.unique().numel())
-            explore = min(math.ceil(size * unseen / proba.shape[1]), free.numel())
-            novelty = torch.cdist(flat[free].double(), flat[answered_index].double()).min(1).values
-            explored = free[novelty.argsort(descending=True, stable=True)[:explore]]
-            rest = ~torch.isin(candidates, explored)
-            if strategy == "spread":
-                rows = _spread_picks(proba[rest], shares[candidates[rest], -1], mass[candidates[rest]],
-                                     size - explore, coverage=coverage)  # fmt: skip
-                pick = torch.cat([explored, candidates[rest][rows.index]])
-                record = {"criterion": "spread per class", "explored": int(explore), "coverage": rows.coverage}
-            else:
-                pick = torch.cat([explored, candidates[rest][confident_per_class(proba[rest], size - explore)]])
-                record = {"criterion": "confidence per class", "explored": int(explore)}
+        pick, record = _round_pick(
+            flat, representatives, queried, candidates, index_parts, label_parts, size,
+            strategy=strategy, confidence=confidence, spread=spread, coverage=coverage,
+        )  # fmt: skip
         labels = release(pick)
         if labels.shape != pick.shape:
             raise ValueError(f"release returned shape {tuple(labels.shape)} for {pick.numel()} queries")
@@ -467,3 +443,178 @@ def release_in_rounds(
     if not index_parts:
         return SelectionResult(torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64), rounds)
     return SelectionResult(torch.cat(index_parts), torch.cat(label_parts), rounds)
+
+
+def _round_pick(
+    flat: Tensor,
+    representatives: Tensor,
+    queried: Tensor,
+    candidates: Tensor,
+    index_parts: list[Tensor],
+    label_parts: list[Tensor],
+    size: int,
+    *,
+    strategy: str,
+    confidence: ConfidenceFn | None,
+    spread: SpreadFn | None,
+    coverage: float,
+) -> tuple[Tensor, dict[str, Any]]:
+    """The pool positions of the next round (``size`` of the not yet queried ``candidates``) and its record.
+
+    Before any answer: the free k-means representatives, then the rest in pool order. After: a
+    share of the round for each class not answered yet goes to the representatives farthest from
+    every answered query (class discovery), the rest by the selector (module docstring).
+    """
+    n = flat.shape[0]
+    free = representatives[~queried[representatives]]
+    answered_parts = [p[answered_mask(q)] for p, q in zip(index_parts, label_parts, strict=True)]
+    answered_index = torch.cat(answered_parts) if answered_parts else torch.empty(0, dtype=torch.int64)
+    if answered_index.numel() == 0:
+        pick = torch.cat([free, candidates[~torch.isin(candidates, free)]])[:size]
+        return pick, {"criterion": "k-means representatives"}
+    index_so_far, labels_so_far = torch.cat(index_parts), torch.cat(label_parts)
+    if spread is not None and strategy == "spread":
+        shares, mass = spread(index_so_far, labels_so_far)  # (n, C + 1), (n,)
+        if shares.shape[0] != n or mass.shape != (n,):
+            shapes = f"{tuple(shares.shape)}, {tuple(mass.shape)}"
+            raise ValueError(f"spread returned shapes {shapes} for a pool of {n}")
+        proba = shares[candidates, :-1]  # (n_candidates, C): real classes
+    else:
+        assert confidence is not None
+        proba = confidence(index_so_far, labels_so_far, candidates)  # (n_candidates, C)
+    if proba.shape[0] != candidates.numel():
+        raise ValueError(f"confidence returned {proba.shape[0]} rows for {candidates.numel()} candidates")
+    # classes without an answered query cannot be predicted: look for them among the
+    # representatives farthest from every answered query, a share of the round per class
+    answered_labels = labels_so_far[answered_mask(labels_so_far)]
+    if answered_labels.is_floating_point():
+        answered_labels = (answered_labels >= 0.5).long()
+    unseen = proba.shape[1] - int(answered_labels.unique().numel())
+    explore = min(math.ceil(size * unseen / proba.shape[1]), free.numel())
+    novelty = torch.cdist(flat[free].double(), flat[answered_index].double()).min(1).values
+    explored = free[novelty.argsort(descending=True, stable=True)[:explore]]
+    rest = ~torch.isin(candidates, explored)
+    if strategy == "spread":
+        rows = _spread_picks(proba[rest], shares[candidates[rest], -1], mass[candidates[rest]],
+                             size - explore, coverage=coverage)  # fmt: skip
+        return torch.cat([explored, candidates[rest][rows.index]]), {
+            "criterion": "spread per class", "explored": int(explore), "coverage": rows.coverage,
+        }  # fmt: skip
+    pick = torch.cat([explored, candidates[rest][confident_per_class(proba[rest], size - explore)]])
+    return pick, {"criterion": "confidence per class", "explored": int(explore)}
+
+
+@dataclass(frozen=True)
+class SpreadSettings:
+    """The settings of the ``"spread"`` selection: the public pool's kNN graph, the spreading, the rounds.
+
+    The field names are the main job's configuration keys (:class:`~pate_stab.run.config.TransferConfig`,
+    whose defaults for them are :data:`SPREAD_DEFAULTS`). The graph settings are fixed in advance from
+    Iscen, Tolias, Avrithis & Chum (2019), "Label propagation for deep semi-supervised learning" (CVPR;
+    the affinity max(cos, 0)^γ is theirs), as their public code (LP-DeepSSL, ``update_plabels``) runs
+    it: k = 50 neighbours, γ = 3, α = 0.99 (also Zhou et al. 2004's α), 20 iterations of the solver
+    (here: 20 terms of the series, the same number of sparse products), the graph on the features as
+    they are (no extra PCA). No label of the pool or the evaluation split chose them, nor the round
+    size and coverage.
+    """
+
+    graph_neighbors: int = 50  # kNN graph degree
+    graph_power: float = 3.0  # affinity exponent γ in max(cos, 0)^γ
+    graph_alpha: float = 0.99  # propagation weight α in [0, 1)
+    graph_steps: int = 20  # terms of the series Σ (αS)^t
+    graph_pca_dim: int | None = None  # public PCA of the features before the graph (None: none)
+    selection_round_size: int = 20  # the first round's size and the smallest round
+    selection_coverage: float = 0.1  # share of each round for confident, not yet covered points
+    # which member stands for a k-means cluster in round 0 and class discovery: "centroid" or "dense"
+    selection_representatives: str = "centroid"
+
+    @classmethod
+    def of(cls, config: Any) -> SpreadSettings:
+        """The settings of a run's configuration: any object with these attributes (a ``TransferConfig``)."""
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
+
+    def pool_graph(self, x: Tensor) -> PoolGraph:
+        """The kNN graph of the public points' (n, d) inputs ``x`` (public data only), built where ``x`` is."""
+        return PoolGraph(
+            num_neighbors=self.graph_neighbors, power=self.graph_power, alpha=self.graph_alpha,
+            steps=self.graph_steps, pca_dim=self.graph_pca_dim,
+        ).fit(x)  # fmt: skip
+
+
+SPREAD_DEFAULTS = SpreadSettings()
+"""The spread selection's defaults: the main job's (``TransferConfig``'s) and ``release --votes``'."""
+
+
+class SpreadSelector:
+    """The ``"spread"`` selection (module docstring): one object for the main job and ``release --votes``.
+
+    It holds the public pool's kNN graph and its :class:`SpreadSettings`. Called with (queried
+    positions, released outputs), it spreads the answered labels and the ⊥ (an extra class C; a soft
+    output counts as the class it rounds to) over the graph
+    (:func:`pate_stab.student.spreading.spread_labels`, α and steps from the settings) and returns the
+    (n, C + 1) shares over the whole pool (⊥ last) and the (n,) mass, on the CPU: the
+    :data:`SpreadFn` of :func:`release_in_rounds`. :meth:`select` runs the rounds with the settings'
+    round size and coverage. Post-processing: public inputs and released outputs only.
+
+    Args:
+        graph: the public pool's fitted kNN graph; the spreading computes where it is.
+        num_classes: C, the released labels' declared range.
+        settings: where its α and steps, round size and coverage come from.
+        on_spread: called after each spread (the main job records the selection's device with it).
+    """
+
+    def __init__(
+        self,
+        graph: PoolGraph,
+        *,
+        num_classes: int,
+        settings: SpreadSettings = SPREAD_DEFAULTS,
+        on_spread: Callable[[], None] | None = None,
+    ) -> None:
+        if graph.adjacency is None:
+            raise ValueError("the spread selection needs a fitted pool graph")
+        self.graph = graph
+        self.adjacency: Tensor = graph.adjacency
+        self.num_classes = check_int("num_classes", num_classes, minimum=2)
+        self.settings = settings
+        self.on_spread = on_spread
+
+    @classmethod
+    def from_inputs(
+        cls, pool_x: Tensor, *, num_classes: int, settings: SpreadSettings = SPREAD_DEFAULTS, device: Any = None
+    ) -> SpreadSelector:
+        """A selector on the graph of the public points' inputs ``pool_x`` (rows flattened), built on
+        ``device`` (default: where ``pool_x`` is)."""
+        x = check_tensor("pool_x", pool_x, floating=True).flatten(1).float()
+        return cls(settings.pool_graph(x if device is None else x.to(device)), num_classes=num_classes,
+                   settings=settings)  # fmt: skip
+
+    def __call__(self, index: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+        c = self.num_classes
+        hard = (labels >= 0.5).long() if labels.is_floating_point() else labels.long()
+        classes = torch.where(answered_mask(labels), hard, torch.full_like(hard, c))  # ⊥ → class C
+        # spread where the graph is (the round's seeds move there); the selection reads the shares on the CPU
+        proba, mass = spread_labels(self.adjacency, index, classes, num_classes=c + 1,
+                                    alpha=self.settings.graph_alpha, steps=self.settings.graph_steps)  # fmt: skip
+        if self.on_spread is not None:
+            self.on_spread()
+        return proba.cpu(), mass.cpu()
+
+    def select(
+        self,
+        pool_x: Tensor,
+        *,
+        num_queries: int,
+        release: Callable[[Tensor], Tensor],
+        halted: Callable[[], bool],
+        max_unstable: int | None,
+        generator: torch.Generator,
+    ) -> SelectionResult:
+        """The spread selection of up to ``num_queries`` of the pool ``pool_x`` (the graph's nodes):
+        :func:`release_in_rounds` with this selector, its round size and its coverage."""
+        return release_in_rounds(
+            pool_x, num_queries=num_queries, strategy="spread", release=release, halted=halted, spread=self,
+            coverage=self.settings.selection_coverage, round_size=self.settings.selection_round_size,
+            max_unstable=max_unstable, generator=generator,
+            representatives=self.settings.selection_representatives,
+        )  # fmt: skip

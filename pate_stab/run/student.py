@@ -14,14 +14,12 @@ used (:data:`~pate_stab.run.config.STUDENT_METHODS`):
 - ``"fixmatch"``: a CNN on the pool's images (:func:`pate_stab.student.train_fixmatch`): the
   answered queries labelled, every other pool point (⊥ queries included) unlabelled.
 
-The selectors of ``query_selection`` are post-processing too: ``"student-confidence"`` fits the
-student's architecture on the answered queries (:func:`selector_confidence`); ``"spread"``
-spreads the answered labels and the ⊥ over the pool graph (:func:`selector_spread`).
+The selectors of ``query_selection`` belong to the release stage (:mod:`pate_stab.run.release`;
+the spread one is :class:`pate_stab.run.selection.SpreadSelector`), which does not import this module.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
@@ -29,27 +27,27 @@ import torch
 from torch import Tensor
 
 from pate_stab.aggregation.votes import vote_histogram
-from pate_stab.run.config import TransferConfig
-from pate_stab.run.prepare import Prepared, pool_graph
+from pate_stab.run.prepare import Prepared
 from pate_stab.run.progress import accelerator_device
-from pate_stab.run.selection import ConfidenceFn, SpreadFn, answered_mask
-from pate_stab.run.student_base import ReleasedLabels, spread_pseudo_labels, student_spec
+from pate_stab.run.selection import answered_mask
+from pate_stab.run.student_base import (
+    ReleasedLabels,
+    spread_pseudo_labels,
+    student_config,
+    student_spec,
+    student_targets,
+)
 from pate_stab.run.student_select import select_student_settings, selection_generator
-from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets, train_student
-from pate_stab.student.spreading import spread_labels
+from pate_stab.student import StudentTargets, train_student
 from pate_stab.teachers import VotingTeachers
 
 __all__ = [
-    "SELECTOR_MIN_STEPS",
     "FewLabelsWarning",
     "NoLabelsError",
     "ReleasedLabels",
     "check_labels_released",
     "fit_student",
-    "release_device",
     "released_label_warnings",
-    "selector_confidence",
-    "selector_spread",
     "spread_pseudo_labels",
     "student_accuracies",
     "student_device",
@@ -59,8 +57,6 @@ __all__ = [
     "student_targets",
     "teacher_accuracies",
 ]
-
-SELECTOR_MIN_STEPS = 300  # optimiser steps of the student-confidence selector, at least
 
 
 class NoLabelsError(ValueError):
@@ -106,91 +102,6 @@ def released_label_warnings(release: ReleasedLabels, num_classes: int, class_nam
         return [f"the student was trained on {n} released labels covering {len(seen)} of {num_classes} classes: "
                 f"it never saw {', '.join(repr(m) for m in missing) or 'some classes'}"]  # fmt: skip
     return []
-
-
-def student_config(config: TransferConfig, *, pseudo_labels: bool) -> StudentConfig:
-    """The student's training settings (pseudo-labelling only for the student itself, not the selector)."""
-    return StudentConfig(
-        epochs=config.student_epochs,
-        batch_size=config.student_batch_size,
-        lr=config.student_lr,
-        pseudo_label_rounds=config.pseudo_label_rounds if pseudo_labels else 0,
-        pseudo_label_threshold=config.pseudo_label_threshold,
-    )
-
-
-def student_targets(
-    labels: Tensor, *, soft: bool, num_classes: int, bottom: str, generator: torch.Generator | None
-) -> StudentTargets:
-    """Released labels → the student's training targets (⊥ dropped or replaced at random)."""
-    if soft:
-        return soft_targets(labels, bottom=bottom, generator=generator)  # type: ignore[arg-type]
-    return hard_targets(labels, num_classes=num_classes, bottom=bottom, generator=generator)  # type: ignore[arg-type]
-
-
-def selector_confidence(prep: Prepared, generator: torch.Generator) -> ConfidenceFn:
-    """The selector of ``"student-confidence"``: the student's architecture, fitted on the answered
-    queries (⊥ dropped) and their released labels, scores the candidate pool points.
-
-    It trains with the student's hyper-parameters, but for at least ``SELECTOR_MIN_STEPS``
-    optimiser steps (a few dozen labels make one batch per epoch). Post-processing: public
-    inputs and released outputs only; no pseudo-labelling.
-    """
-    config, task = prep.config, prep.task
-    spec = student_spec(config, task)
-    base = student_config(config, pseudo_labels=False)
-
-    def confidence(index: Tensor, labels: Tensor, candidates: Tensor) -> Tensor:
-        targets = student_targets(
-            labels, soft=labels.is_floating_point(), num_classes=task.num_classes, bottom="drop", generator=None
-        )
-        batches = math.ceil(targets.index.numel() / base.batch_size)
-        cheap = replace(base, epochs=max(base.epochs, math.ceil(SELECTOR_MIN_STEPS / batches)))
-        model = train_student(
-            task.public_x[index],
-            targets,
-            spec=spec,
-            config=cheap,
-            generator=generator,
-            accelerator=config.accelerator,
-            progress_bar=False,
-        )
-        prep.selection_device = accelerator_device(config.accelerator)
-        return model.predict_proba(task.public_x[candidates])  # (n_candidates, C)
-
-    return confidence
-
-
-def selector_spread(prep: Prepared) -> SpreadFn:
-    """The selector of ``"spread"``: answered labels and ⊥ (an extra class C) spread over the pool graph.
-
-    Returns a function of (queried positions, released outputs) giving (n, C + 1) shares over
-    the whole pool (⊥ last) and the (n,) mass. Soft outputs count as the class they round to.
-    Post-processing: public features and released outputs only.
-    """
-    config, c = prep.config, prep.task.num_classes
-    adjacency = pool_graph(prep).adjacency  # on the run's compute device, moved there once
-    assert adjacency is not None
-
-    def spread(index: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
-        answered = answered_mask(labels)
-        hard = (labels >= 0.5).long() if labels.is_floating_point() else labels.long()
-        classes = torch.where(answered, hard, torch.full_like(hard, c))  # ⊥ → class C
-        # spread where the graph is (the round's seeds move there); the selection reads the shares on the CPU
-        proba, mass = spread_labels(adjacency, index, classes, num_classes=c + 1, alpha=config.graph_alpha,
-                                    steps=config.graph_steps)  # fmt: skip
-        prep.selection_device = prep.graph_device
-        return proba.cpu(), mass.cpu()
-
-    return spread
-
-
-def release_device(prep: Prepared) -> str:
-    """The device(s) of the release that just ended, for its stage line: the releaser computes on the
-    CPU; a query selector that ran (spread over the pool graph, or the student-confidence model) is
-    named with its device when that is not the CPU. Reading it clears the record for the next release."""
-    used, prep.selection_device = prep.selection_device, None
-    return "cpu" if used in (None, "cpu") else f"cpu, {used} (selection)"
 
 
 def student_device(prep: Prepared) -> str:

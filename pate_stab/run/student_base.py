@@ -1,9 +1,12 @@
 """What the student stage and its settings' cross-validation share: the release's shape, the
-student's architecture, and the spread of released labels over the public pool's graph.
+student's architecture, its training settings and targets, and the spread of released labels over
+the public pool's graph.
 
 Post-processing only: public inputs, the pool graph (public features) and released labels.
-:mod:`pate_stab.run.student` (the student) and :mod:`pate_stab.run.student_select` (its
-settings by cross-validation on the released labels) both build on it.
+:mod:`pate_stab.run.student` (the student), :mod:`pate_stab.run.student_select` (its settings by
+cross-validation on the released labels) and the release's ``"student-confidence"`` selector
+(:func:`pate_stab.run.release.selector_confidence`, the student's architecture on the answered
+queries) build on it, so the release stage never imports the student stage.
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from torch import Tensor
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.data import Task
 from pate_stab.run.prepare import Prepared, pool_graph
-from pate_stab.student import StudentTargets
+from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets
 from pate_stab.student.spreading import label_rows, spread_scores
 from pate_stab.teachers import ModelSpec
 
-__all__ = ["ReleasedLabels", "spread_pseudo_labels", "student_spec"]
+__all__ = ["ReleasedLabels", "spread_pseudo_labels", "student_config", "student_spec", "student_targets"]
 
 
 class ReleasedLabels(Protocol):
@@ -40,6 +43,26 @@ def student_spec(config: TransferConfig, task: Task) -> ModelSpec:
         hidden=config.student_hidden,
         channels=config.student_channels,
     )
+
+
+def student_config(config: TransferConfig, *, pseudo_labels: bool) -> StudentConfig:
+    """The student's training settings (pseudo-labelling only for the student itself, not the selector)."""
+    return StudentConfig(
+        epochs=config.student_epochs,
+        batch_size=config.student_batch_size,
+        lr=config.student_lr,
+        pseudo_label_rounds=config.pseudo_label_rounds if pseudo_labels else 0,
+        pseudo_label_threshold=config.pseudo_label_threshold,
+    )
+
+
+def student_targets(
+    labels: Tensor, *, soft: bool, num_classes: int, bottom: str, generator: torch.Generator | None
+) -> StudentTargets:
+    """Released labels → the student's training targets (⊥ dropped or replaced at random)."""
+    if soft:
+        return soft_targets(labels, bottom=bottom, generator=generator)  # type: ignore[arg-type]
+    return hard_targets(labels, num_classes=num_classes, bottom=bottom, generator=generator)  # type: ignore[arg-type]
 
 
 def spread_pseudo_labels(

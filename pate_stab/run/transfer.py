@@ -68,7 +68,14 @@ from pate_stab.run.direct import check_direct_config, check_direct_inputs, direc
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
-from pate_stab.run.release import Release, label_accuracy, recorded_spend_id, release_labels, release_spend_id
+from pate_stab.run.release import (
+    Release,
+    label_accuracy,
+    recorded_spend_id,
+    release_device,
+    release_labels,
+    release_spend_id,
+)
 from pate_stab.run.report import (
     PlannedSpend,
     check_run_budget,
@@ -83,7 +90,6 @@ from pate_stab.run.student import (
     FewLabelsWarning,
     check_labels_released,
     fit_student,
-    release_device,
     released_label_warnings,
     student_accuracies,
     student_device,

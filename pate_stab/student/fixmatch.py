@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -46,7 +46,7 @@ from pate_stab.student.augment import strong_augment, weak_augment
 from pate_stab.student.training import StudentPredictions, fit_module, initialised_network
 from pate_stab.teachers.models import ModelSpec
 
-__all__ = ["FixMatchConfig", "FixMatchModule", "FixMatchStudent", "train_fixmatch"]
+__all__ = ["FixMatchConfig", "FixMatchModule", "FixMatchStudent", "fixmatch_losses", "train_fixmatch"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,59 @@ def _lr_factor(step: int, total: int) -> float:
     return math.cos(7 * math.pi * step / (16 * total))
 
 
+def fixmatch_losses(
+    forward: Callable[[Tensor], Tensor],
+    x_l: Tensor,
+    y_l: Tensor,
+    x_u: Tensor,
+    *,
+    config: FixMatchConfig,
+    generators: Sequence[torch.Generator],
+) -> Tensor:
+    """FixMatch's loss of S models at once, each on its own batch (Sohn et al. 2020, Eq. 2–4).
+
+    Model s: the supervised term is the mean cross-entropy on its weakly augmented labelled images;
+    its pseudo-labels are its own predictions on a weak augmentation of its unlabelled images
+    where their top probability is at least τ (no gradient); the unsupervised term is the mean,
+    over all μB images with those below τ masked out, of the cross-entropy of its predictions on
+    a strong augmentation to those pseudo-labels. Nothing of model s's terms reads another
+    model's batch or outputs, so the sum of the S losses has, for model s's parameters, the
+    gradient of model s's own loss.
+
+    Args:
+        forward: maps images (S, n, C, H, W) to logits (S, n, K), model s on batch s.
+        x_l: labelled images (S, B, C, H, W); y_l: their classes (S, B).
+        x_u: unlabelled images (S, μB, C, H, W) (μB = 0: the supervised term alone).
+        config: τ, λ_u and the augmentations' settings.
+        generators: one per model; model s's augmentations draw from ``generators[s]`` in the
+            order weak (labelled), weak (unlabelled), strong (unlabelled), as one model alone would.
+
+    Returns:
+        (4, S): each model's loss L_s + λ_u·L_u, L_s, L_u and mask rate (share of its unlabelled
+        images at or above τ).
+    """
+    cfg = config
+    weak = {"max_shift": cfg.weak_shift, "hflip": cfg.hflip}
+    models, batch = y_l.shape
+
+    def each(augment: Callable[..., Tensor], x: Tensor, **settings: Any) -> Tensor:
+        return torch.stack([augment(x[s], generator=g, **settings) for s, g in enumerate(generators)])
+
+    logits = forward(each(weak_augment, x_l, **weak))  # (S, B, K)
+    loss_s = F.cross_entropy(logits.flatten(0, 1), y_l.flatten(), reduction="none").view(models, batch).mean(1)
+    loss_u = mask_rate = torch.zeros(models, device=x_l.device)
+    if cfg.lambda_u > 0 and x_u.shape[1]:
+        with torch.no_grad():
+            probs = forward(each(weak_augment, x_u, **weak)).softmax(-1)
+            confidence, pseudo = probs.max(-1)  # (S, μB), (S, μB)
+            mask = (confidence >= cfg.threshold).float()
+        logits_strong = forward(each(strong_augment, x_u, hflip=cfg.hflip))  # (S, μB, K)
+        per_image = F.cross_entropy(logits_strong.flatten(0, 1), pseudo.flatten(), reduction="none")
+        loss_u = (per_image.view(mask.shape) * mask).mean(1)
+        mask_rate = mask.mean(1)
+    return torch.stack([loss_s + cfg.lambda_u * loss_u, loss_s, loss_u, mask_rate])
+
+
 class FixMatchModule(L.LightningModule):
     """Wraps an injected network; one FixMatch step per batch; keeps the EMA copy and history.
 
@@ -187,21 +240,13 @@ class FixMatchModule(L.LightningModule):
         i, j = batch  # (B,), (μB,) indices into the labelled and unlabelled images
         all_x_l, all_y_l, all_x_u = self._data_on(self.device)
         x_l, y_l, x_u = all_x_l[i], all_y_l[i], all_x_u[j]  # (B, C, H, W), (B,), (μB, C, H, W)
-        cfg, g = self.config, self.augment_generator
-        weak = {"generator": g, "max_shift": cfg.weak_shift, "hflip": cfg.hflip}
-        loss_s = F.cross_entropy(self.network(weak_augment(x_l, **weak)), y_l)
-        loss_u = mask_rate = torch.zeros((), device=x_l.device)
-        if cfg.lambda_u > 0 and x_u.shape[0]:
-            with torch.no_grad():
-                probs = self.network(weak_augment(x_u, **weak)).softmax(-1)
-                confidence, pseudo = probs.max(-1)  # (μB,), (μB,)
-                mask = (confidence >= cfg.threshold).float()
-            logits_strong = self.network(strong_augment(x_u, generator=g, hflip=cfg.hflip))  # (μB, C)
-            loss_u = (F.cross_entropy(logits_strong, pseudo, reduction="none") * mask).mean()
-            mask_rate = mask.mean()
-        loss = loss_s + cfg.lambda_u * loss_u
-        self._window.append(torch.stack([loss, loss_s, loss_u, mask_rate]).detach())
-        return loss
+        # one model: a stack of one (fixmatch_losses is shared with the stacked FixMatch teachers)
+        terms = fixmatch_losses(
+            lambda x: self.network(x[0]).unsqueeze(0), x_l[None], y_l[None], x_u[None],
+            config=self.config, generators=[self.augment_generator],
+        )[:, 0]  # fmt: skip
+        self._window.append(terms.detach())
+        return terms[0]
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         step = self.global_step  # optimiser steps done, this one included

@@ -95,6 +95,9 @@ CHECKPOINTS_PER_FIT = 20
 class TeacherEnsembleModule(L.LightningModule):
     """Trains ``len(seeds)`` teachers at once; teacher j sees only ``x[shards[j]]``.
 
+    ``y``: the labels (n,), or per-teacher targets (k, n) where teacher j's target for row i is
+    ``y[j, i]`` and teacher j reads row j only (:mod:`pate_stab.teachers.self_training`).
+
     The network is injected through ``spec`` and rebuilt here; the private tensors ``x``, ``y``
     are plain attributes (never in ``state_dict``, so never in a checkpoint). Per-teacher
     metrics of every finished epoch are kept in ``self.history``.
@@ -194,7 +197,10 @@ class TeacherEnsembleModule(L.LightningModule):
         # (k, B, ...), (k, B); index_select copies whole rows (several times faster than x[idx])
         flat = idx.reshape(-1)
         xb = self.x.index_select(0, flat).view(*idx.shape, *self.x.shape[1:])
-        yb = self.y.index_select(0, flat).view(idx.shape)
+        if self.y.dim() == 2:  # per-teacher targets (k, n): teacher j reads row j only (self-training)
+            yb = torch.gather(self.y, 1, idx).long()
+        else:
+            yb = self.y.index_select(0, flat).view(idx.shape)
         logits = stacked_forward(self.base, self.params(), xb, shared_input=False)  # (k, B, C)
         k, b, c = logits.shape
         per_example = F.cross_entropy(logits.reshape(k * b, c), yb.reshape(-1), reduction="none")

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from pate_stab.run import TransferConfig, run_compare
+from pate_stab.run.config import flat_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,6 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     data = yaml.safe_load(args.config.read_text())
     data.pop("compare", None)
+    data = flat_settings(data)  # the recipe's sections (or flat names) by flat name
     data["teacher_hidden"] = tuple(data.get("teacher_hidden", (64,)))
     data["student_hidden"] = tuple(data.get("student_hidden", (64,)))
     base = TransferConfig.from_dict({**data, "checkpoints_dir": args.checkpoints_dir})

@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from pate_stab.run import TransferConfig, run_compare
+from pate_stab.run.config import flat_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "recipes" / "configs"
@@ -45,7 +46,7 @@ def split_test(data_dir: Path, out: Path) -> tuple[Path, Path]:
 def load_recipe(path: Path, **override: object) -> tuple[TransferConfig, dict]:
     data = yaml.safe_load(path.read_text())
     extra = data.pop("compare", {})
-    return TransferConfig.from_dict({**data, **override}), extra
+    return TransferConfig.from_dict({**flat_settings(data), **override}), extra
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from pate_stab.rng import spawn_generators
-from pate_stab.run.config import TransferConfig
+from pate_stab.run.config import TransferConfig, flat_settings
 from pate_stab.run.prepare import prepare
 from pate_stab.run.private import write_private_json
 from pate_stab.run.release import Release
@@ -38,6 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     data = yaml.safe_load(open(args.config).read())
     data.pop("compare", None)
+    data = flat_settings(data)  # the recipe's sections (or flat names) by flat name
     for key in ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels"):
         if isinstance(data.get(key), list):
             data[key] = tuple(data[key])

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from pate_stab.run.config import LABEL_DIRECT_LEARNERS, TransferConfig
+from pate_stab.run.config import LABEL_DIRECT_LEARNERS, TransferConfig, flat_settings
 from pate_stab.run.direct import run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.report import open_ledger
@@ -40,13 +40,9 @@ ANCHORS = {  # Ghazi et al. 2021, LP-2ST, ε = 1 / 2 / 3
 
 def label_config(data: dict, run_name: str) -> TransferConfig:
     """The configuration under label privacy and replace-one (the label-DP learners' relation)."""
-    data = {k: v for k, v in data.items() if k != "compare"}
+    data = flat_settings({k: v for k, v in data.items() if k != "compare"})
     data.update(run_name=run_name, aggregator=LABEL_DIRECT_LEARNERS[0], neighbouring="replace_one")
-    if "privacy_unit" in TransferConfig.__dataclass_fields__:
-        return TransferConfig.from_dict(data | {"privacy_unit": "label"})
-    config = TransferConfig.from_dict(data)
-    object.__setattr__(config, "privacy_unit", "label")  # a configuration without the field yet
-    return config
+    return TransferConfig.from_dict(data | {"privacy_unit": "label"})
 
 
 def main() -> None:

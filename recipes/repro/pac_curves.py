@@ -53,6 +53,7 @@ from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.data import make_halfspace, make_interval, make_threshold
 from pate_stab.privacy.mechanisms.calibration import calibrate
+from pate_stab.repro.pac_plot import loglog_panel
 from pate_stab.rng import seeded_generator, spawn_generators
 from pate_stab.theory import soft_label_num_teachers
 from pate_stab.theory.erm_classes import (
@@ -425,74 +426,76 @@ def plot(out: Path, summary: list[dict], slopes: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def slope(cls_name: str, setting: str, metric: str, mode: str | None) -> float:
+        return next(
+            (
+                x["slope"]
+                for x in slopes
+                if (x["class"], x["setting"], x["metric"]) == (cls_name, setting, metric)
+                and (mode is None or x["mode"] == mode)
+            ),
+            math.nan,
+        )
+
     for cls_name in sorted({s["class"] for s in summary}):
         for setting in ("realizable", "agnostic"):
             sub = [s for s in summary if s["class"] == cls_name and s["setting"] == setting]
             if not sub:
                 continue
             fig, ax = plt.subplots(figsize=(6.4, 4.6))
+            curves, lines = [], []
             for mode, marker in (("paper", "o"), ("tight", "s")):
                 pts = sorted((s for s in sub if s["mode"] == mode), key=lambda s: s["n"])
                 if not pts:
                     continue
                 ns = np.array([s["n"] for s in pts], dtype=float)
                 for metric, ls in (("priv_disagree", "-"), ("student_disagree", "--")):
-                    mu = np.array([s[f"{metric}_mean"] for s in pts])
-                    sd = np.array([s[f"{metric}_std"] for s in pts])
-                    sl = next(
-                        (
-                            x["slope"]
-                            for x in slopes
-                            if x["class"] == cls_name
-                            and x["setting"] == setting
-                            and x["mode"] == mode
-                            and x["metric"] == metric
-                        ),
-                        math.nan,
-                    )
-                    ax.errorbar(
-                        ns,
-                        mu,
-                        yerr=sd,
-                        marker=marker,
-                        ls=ls,
-                        capsize=2,
-                        label=f"{mode}: {metric.split('_')[0]} (slope {sl:.2f})",
+                    sl = slope(cls_name, setting, metric, mode)
+                    curves.append(
+                        {
+                            "x": ns,
+                            "y": np.array([s[f"{metric}_mean"] for s in pts]),
+                            "yerr": np.array([s[f"{metric}_std"] for s in pts]),
+                            "marker": marker,
+                            "ls": ls,
+                            "capsize": 2,
+                            "label": f"{mode}: {metric.split('_')[0]} (slope {sl:.2f})",
+                        }
                     )
             npr = sorted({(s["n"], s["nonprivate_disagree_mean"]) for s in sub})
             if npr:
-                sl = next(
-                    (
-                        x["slope"]
-                        for x in slopes
-                        if x["class"] == cls_name and x["setting"] == setting and x["metric"] == "nonprivate_disagree"
-                    ),
-                    math.nan,
-                )
-                ax.plot(
-                    [a for a, _ in npr],
-                    [b for _, b in npr],
-                    "k:",
-                    marker="^",
-                    label=f"non-private ERM on n (slope {sl:.2f})",
+                sl = slope(cls_name, setting, "nonprivate_disagree", None)
+                lines.append(
+                    {
+                        "x": [a for a, _ in npr],
+                        "y": [b for _, b in npr],
+                        "fmt": "k:",
+                        "marker": "^",
+                        "label": f"non-private ERM on n (slope {sl:.2f})",
+                    }
                 )
             ns_all = np.array(sorted({s["n"] for s in sub}), dtype=float)
             expo = REALIZABLE_ERROR_EXPONENT if setting == "realizable" else AGNOSTIC_ERROR_EXPONENT
             anchor = [s["priv_disagree_mean"] for s in sub if s["n"] == ns_all[0] and s["priv_disagree_mean"] > 0]
             if anchor:
-                ax.plot(
-                    ns_all,
-                    anchor[0] * (ns_all / ns_all[0]) ** expo,
-                    color="gray",
-                    alpha=0.6,
-                    label=f"theorem rate n^{expo:.2f}",
+                lines.append(
+                    {
+                        "x": ns_all,
+                        "y": anchor[0] * (ns_all / ns_all[0]) ** expo,
+                        "color": "gray",
+                        "alpha": 0.6,
+                        "label": f"theorem rate n^{expo:.2f}",
+                    }
                 )
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("private sample size n")
-            ax.set_ylabel("disagreement with target (⊥ = random label)")
-            ax.set_title(f"{cls_name}, {setting}")
-            ax.legend(fontsize=7)
+            loglog_panel(
+                ax,
+                curves,
+                lines,
+                title=f"{cls_name}, {setting}",
+                xlabel="private sample size n",
+                ylabel="disagreement with target (⊥ = random label)",
+                legend_fontsize=7,
+            )
             fig.tight_layout()
             fig.savefig(out / f"{cls_name}_{setting}.png", dpi=110)
             plt.close(fig)

@@ -1,11 +1,13 @@
 """BTT18 §4 PAC rates over ≥ 2.5 decades of n, with bootstrap intervals on the slopes.
 
 Successor of ``recipes/repro/pac_curves.py``'s hard-label part for the 1-D classes (thresholds
-V = 1, intervals V = 2), realizable and agnostic (label noise η), and halfspaces in R² (V = 3),
-realizable only (the agnostic 0–1 ERM of a halfspace has no window that can be checked, see
-:mod:`pate_stab.theory.pac_sim`), paper calibration (Alg 4 line 1). Per class, setting and n
-(geometric grid; halfspaces with more seeds at small n, ``--halfspace-seeds``, where a seed
-holds about one error event):
+V = 1, intervals V = 2), realizable and agnostic (label noise η), halfspaces in R² (V = 3),
+realizable only (the agnostic 0–1 ERM of a general halfspace has no window that can be checked,
+see :mod:`pate_stab.theory.pac_sim`), and homogeneous halfspaces in R² (through the origin, V =
+2), agnostic (``halfspace_homogeneous``: exact ERM by an angular sweep, inputs rotationally
+symmetric, error η + (1 − 2η)·|θ − θ*|/π exact), paper calibration (Alg 4 line 1). Per class,
+setting and n (geometric grid; halfspaces with more seeds at small n, ``--halfspace-seeds``,
+where a seed holds about one error event; ``--agnostic-seeds`` likewise per n):
 
 1. m = scale·(n/V)^{4/3} (realizable) or scale·(n/V)^{4/5} (agnostic) queries (Thm 4.3 / 4.4);
    T and k from the fixed point of :func:`pate_stab.theory.pac.prescribed_num_teachers`.
@@ -29,6 +31,8 @@ Outputs under ``--out``: <stem>_runs.csv, <stem>_summary.csv, <stem>_slopes.csv,
 
     python recipes/repro/pac_rates.py --classes threshold interval --out docs/results/repro   # 1-D classes
     python recipes/repro/pac_rates.py --classes halfspace --stem pac_rates_halfspace --out docs/results/repro
+    python recipes/repro/pac_rates.py --classes halfspace_homogeneous --agnostic-seeds 96 80 64 48 48 \
+        --stem pac_rates_halfspace_agnostic --out docs/results/repro
     python recipes/repro/pac_rates.py --quick --out /tmp/pac        # CI: seconds
 """
 
@@ -49,6 +53,7 @@ import torch
 
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.privacy.mechanisms.calibration import calibrate, threshold_for_leak
+from pate_stab.repro.pac_plot import loglog_panel
 from pate_stab.rng import seeded_generator
 from pate_stab.theory import corollary_max_unstable
 from pate_stab.theory.pac import (
@@ -59,10 +64,14 @@ from pate_stab.theory.pac import (
     prescribed_num_teachers,
 )
 from pate_stab.theory.pac_sim import (
+    NearQueries,
     agnostic_offsets,
     halfspace_near_queries,
     halfspace_realizable_lines,
     halfspace_student,
+    homogeneous_agnostic_directions,
+    homogeneous_disagreement,
+    homogeneous_error,
     line_disagreement,
     near_queries,
     realizable_erm_error_limit,
@@ -72,11 +81,18 @@ from pate_stab.theory.pac_sim import (
 )
 
 # class -> (V, boundaries as fractions of the domain on the label-0 side; the halfspace's line x₂ = ½)
-CLASSES = {"threshold": (1, (0.5,)), "interval": (2, (0.25, 0.25)), "halfspace": (3, (0.5,))}
+# (the homogeneous halfspace's two boundaries, at ±¼ turn of its direction, share each teacher)
+CLASSES = {
+    "threshold": (1, (0.5,)),
+    "interval": (2, (0.25, 0.25)),
+    "halfspace": (3, (0.5,)),
+    "halfspace_homogeneous": (2, (-0.25, 0.25)),
+}
 SETTINGS = {
     "threshold": ("realizable", "agnostic"),
     "interval": ("realizable", "agnostic"),
     "halfspace": ("realizable",),
+    "halfspace_homogeneous": ("agnostic",),
 }
 FAR_FAIL = 1e-9  # total probability that some far query would not be answered with its majority
 
@@ -99,7 +115,11 @@ def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: i
     cutoff = cal.threshold + threshold_for_leak(probability=FAR_FAIL / m, noise_scale=cal.noise_scale)
     sizes = shard_sizes(n, k, rng)
     per_boundary = []
-    for below in bounds:
+    if cname == "halfspace_homogeneous":
+        # one direction τ_j per teacher (turns); the lower boundary sees offsets τ_j, the upper −τ_j
+        tau, _ = homogeneous_agnostic_directions(sizes, eta, rng, window=args.window)
+        per_boundary = [(tau, near_queries(tau, m, cutoff, rng)), (-tau, near_queries(-tau, m, cutoff, rng))]
+    for below in bounds if cname != "halfspace_homogeneous" else ():
         if realizable:
             off = realizable_offsets(sizes, below, rng)
         else:
@@ -137,14 +157,24 @@ def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: i
     inv[perm] = np.arange(perm.shape[0])
     lab_orig = labels[inv] if counts.shape[0] else np.empty(0, dtype=np.int64)
     start = 0
-    for off, nq in per_boundary:
+    if cname == "halfspace_homogeneous":
+        student = homogeneous_student(per_boundary, lab_orig.astype(np.int64), m, rng)
+        teacher = float(homogeneous_disagreement(per_boundary[0][0]).mean())
+    for off, nq in per_boundary if cname != "halfspace_homogeneous" else ():
         cnt = nq.ones.shape[0]
         student += abs(student_offset(nq, lab_orig[start : start + cnt].astype(np.int64), off, m, rng))
         start += cnt
-    teacher = float(sum(np.mean(np.abs(np.clip(o, -1.0, 1.0))) for o, _ in per_boundary))
+    if cname != "halfspace_homogeneous":
+        teacher = float(sum(np.mean(np.abs(np.clip(o, -1.0, 1.0))) for o, _ in per_boundary))
     # non-private ERM on all n points (k = 1), float64
     one = np.array([n])
-    if realizable:
+    extra = {}
+    if cname == "halfspace_homogeneous":
+        tau_np = homogeneous_agnostic_directions(one, eta, rng, window=args.window_np)[0]
+        nonpriv = float(homogeneous_disagreement(tau_np)[0])
+        # its 0–1 error against the noisy distribution, exact: η + (1 − 2η)·2|τ̂| (turns)
+        extra = {"nonprivate_error": float(homogeneous_error(tau_np, eta)[0])}
+    elif realizable:
         nonpriv = float(sum(abs(realizable_offsets(one, b, rng)[0]) for b in bounds))
     else:
         nonpriv = float(sum(abs(agnostic_offsets(one, eta, rng, window=args.window_np)[0][0]) for _ in bounds))
@@ -158,8 +188,35 @@ def one_run(cname: str, realizable: bool, n: int, m: int, setting, args, seed: i
         "student_disagree": student,
         "teacher_disagree": teacher,
         "nonprivate_disagree": nonpriv,
+        **extra,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def homogeneous_student(per_boundary: list, labels: np.ndarray, m: int, rng: np.random.Generator) -> float:
+    """Disagreement 2|τ̂| of the student's (Alg 5) ERM direction from both boundaries' answered queries.
+
+    ``per_boundary`` holds (teacher offsets, :class:`NearQueries`) for the lower boundary (offsets
+    τ_j) and the upper one (−τ_j, mirrored), ``labels`` the released labels of their near queries in
+    that order. In direction coordinates the upper queries sit at −(mirrored offset) with their
+    labels complemented (⊥ kept); merged, the ERM over τ is :func:`student_offset`'s threshold
+    ERM, whose sentinels are the nearest far query of either boundary (density 2m).
+    """
+    (tau, low), (_, up) = per_boundary
+    nl = low.ones.shape[0]
+    lab_low, lab_up = labels[:nl], labels[nl:]
+    merged = NearQueries(
+        offsets=np.concatenate([low.offsets, -up.offsets]),
+        ones=np.concatenate([low.ones, up.ones]),
+        clean=np.concatenate([low.clean, 1 - up.clean]),
+        far_wrong=low.far_wrong + up.far_wrong,
+        near_length=low.near_length + up.near_length,
+        lo=min([low.lo] * (low.near_length > 0) + [-up.hi] * (up.near_length > 0), default=0.0),
+        hi=max([low.hi] * (low.near_length > 0) + [-up.lo] * (up.near_length > 0), default=0.0),
+    )
+    merged_labels = np.concatenate([lab_low, np.where(lab_up >= 0, 1 - lab_up, lab_up)])
+    t = student_offset(merged, merged_labels.astype(np.int64), tau, 2 * m, rng)
+    return float(homogeneous_disagreement(t))
 
 
 def halfspace_run(n: int, m: int, setting, args, seed: int) -> dict:
@@ -222,7 +279,7 @@ def bound_excess(setting, m: int, realizable: bool, noise: float, beta: float) -
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("checkpoints/pac_rates"))
-    ap.add_argument("--quick", action="store_true", help="CI mode: 2 classes × 2 settings, 3 n, 4 seeds (seconds)")
+    ap.add_argument("--quick", action="store_true", help="CI mode: every class and setting, 2–3 n, 2–6 seeds (seconds)")
     ap.add_argument("--classes", nargs="+", default=list(CLASSES))
     ap.add_argument("--settings", nargs="+", default=["realizable", "agnostic"])
     ap.add_argument("--realizable-n", type=float, nargs=2, default=[1e6, 1e9], help="n range (geometric)")
@@ -235,7 +292,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--window", type=float, default=10.0, help="agnostic teachers: expected points per side")
     ap.add_argument("--window-np", type=float, default=4000.0, help="agnostic non-private ERM window")
     ap.add_argument("--realizable-seeds", type=int, default=48)
-    ap.add_argument("--agnostic-seeds", type=int, default=24)
+    ap.add_argument(
+        "--agnostic-seeds",
+        type=int,
+        nargs="+",
+        default=[24],
+        help="seeds per n (one value: every n; or one per --agnostic-points)",
+    )
     ap.add_argument("--halfspace-n", type=float, nargs=2, default=[1e6, 10**8.5], help="halfspace n range")
     ap.add_argument("--halfspace-points", type=int, default=6)
     ap.add_argument(
@@ -260,12 +323,14 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
     if len(args.halfspace_seeds) not in (1, args.halfspace_points):
         ap.error(f"--halfspace-seeds: one value or --halfspace-points ({args.halfspace_points}) values")
+    if len(args.agnostic_seeds) not in (1, args.agnostic_points):
+        ap.error(f"--agnostic-seeds: one value or --agnostic-points ({args.agnostic_points}) values")
     unknown = [c for c in args.classes if c not in CLASSES]
     if unknown:
         ap.error(f"--classes: unknown {unknown}; known {list(CLASSES)}")
     if args.quick:
         args.realizable_n, args.realizable_points, args.realizable_seeds = [1e6, 1e7], 3, 6
-        args.agnostic_n, args.agnostic_points, args.agnostic_seeds = [1e7, 3e7], 2, 2
+        args.agnostic_n, args.agnostic_points, args.agnostic_seeds = [1e7, 3e7], 2, [2]
         args.halfspace_n, args.halfspace_points, args.halfspace_seeds = [1e6, 3e6], 2, [3]
         args.bootstrap = 200
     torch.set_num_threads(1)
@@ -295,8 +360,13 @@ def main(argv: list[str] | None = None) -> dict:
                 per_n = hs if len(hs) > 1 else hs * len(grid)
                 if len(per_n) != len(grid):
                     raise ValueError(f"--halfspace-seeds: one value or {len(grid)} (one per n), got {len(per_n)}")
+            elif realizable:
+                per_n = [args.realizable_seeds] * len(grid)
             else:
-                per_n = [args.realizable_seeds if realizable else args.agnostic_seeds] * len(grid)
+                ag = [int(x) for x in args.agnostic_seeds]
+                per_n = ag if len(ag) > 1 else ag * len(grid)
+                if len(per_n) != len(grid):
+                    raise ValueError(f"--agnostic-seeds: one value or {len(grid)} (one per n), got {len(per_n)}")
             for n, n_seeds in zip(grid, per_n, strict=True):
                 m = max(100, round(balanced_num_queries(num_samples=n, vc_dim=v, realizable=realizable, scale=scale)))
                 st = prescribed_num_teachers(
@@ -446,38 +516,42 @@ def plot(path: Path, summary: list[dict], slopes: list[dict]) -> None:
 
     groups = sorted({(s["class"], s["setting"]) for s in summary if s.get("usable")})
     fig, axes = plt.subplots(1, max(len(groups), 1), figsize=(4.2 * max(len(groups), 1), 4.0), squeeze=False)
-    for ax, (cname, setting) in zip(axes[0], groups, strict=False):
+    for i, (ax, (cname, setting)) in enumerate(zip(axes[0], groups, strict=False)):
         pts = sorted(
             (s for s in summary if s["class"] == cname and s["setting"] == setting and s.get("usable")),
             key=lambda s: s["n"],
         )
         ns = np.array([p["n"] for p in pts], dtype=float)
+        curves = []
         for metric, style in (("priv_disagree", "o-"), ("student_disagree", "s--"), ("nonprivate_disagree", "^:")):
-            mu = np.array([p[f"{metric}_mean"] for p in pts])
-            se = np.array([p[f"{metric}_se"] for p in pts])
             sl = next(x for x in slopes if (x["class"], x["setting"], x["metric"]) == (cname, setting, metric))
-            ax.errorbar(
-                ns,
-                mu,
-                yerr=1.96 * se,
-                fmt=style,
-                ms=4,
-                capsize=2,
-                label=f"{metric.split('_')[0]} {sl['slope']:+.2f} [{sl['ci_low']:+.2f},{sl['ci_high']:+.2f}]",
+            curves.append(
+                {
+                    "x": ns,
+                    "y": np.array([p[f"{metric}_mean"] for p in pts]),
+                    "yerr": 1.96 * np.array([p[f"{metric}_se"] for p in pts]),
+                    "fmt": style,
+                    "ms": 4,
+                    "capsize": 2,
+                    "label": f"{metric.split('_')[0]} {sl['slope']:+.2f} [{sl['ci_low']:+.2f},{sl['ci_high']:+.2f}]",
+                }
             )
-        ax.plot(
-            ns,
-            [p["bound_T_over_m"] for p in pts],
-            "k-",
-            lw=0.8,
-            label="Cor 4.1 bound T/m" + ("" if setting == "realizable" else " − 3γ"),
+        bound = {
+            "x": ns,
+            "y": [p["bound_T_over_m"] for p in pts],
+            "fmt": "k-",
+            "lw": 0.8,
+            "label": "Cor 4.1 bound T/m" + ("" if setting == "realizable" else " − 3γ"),
+        }
+        loglog_panel(
+            ax,
+            curves,
+            [bound],
+            title=f"{cname}, {setting}",
+            xlabel="n",
+            ylabel="disagreement with the target" if i == 0 else None,
+            legend_fontsize=6,
         )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(f"{cname}, {setting}")
-        ax.set_xlabel("n")
-        ax.legend(fontsize=6)
-    axes[0][0].set_ylabel("disagreement with the target")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -37,6 +37,7 @@ import argparse
 import csv
 import json
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,7 @@ def ligett_figure(root: Path) -> Path:
                     ax.plot([r["alpha"] for r in rows], [r["mean_epsilon"] for r in rows], style, alpha=0.7,
                             label={"noise_reduction": "Noise Reduction", "theory": "theory approach",
                                    "doubling": "Doubling"}[method] + f" ({extra[1]})")  # fmt: skip
-            ax.set_title(f"({'abcd'[2 * row + col]}) {title}: NR vs {other}", fontsize=9)
+            ax.set_title(textwrap.fill(f"({'abcd'[2 * row + col]}) {title}: NR vs {other}", 60), fontsize=9)
             ax.set_xlabel("input alpha (excess error guarantee)")
             ax.set_ylabel("ex-post privacy loss epsilon")
             ax.legend(fontsize=7)

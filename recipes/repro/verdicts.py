@@ -8,8 +8,12 @@ cannot say more than the numbers do.
 
 Verdicts: ``yes`` (the predicate holds at every point it ranges over, e.g. every α), ``partly``
 (at some), ``no`` (at none), ``not run`` (the method the claim needs is not implemented or not
-recorded). A protocol marked *post hoc* is a hypothesis formed after seeing the paper protocol's
-result; a data set marked *synthetic stand-in* is not the paper's data.
+recorded). Every predicate returns its points (:class:`Point`), each with its numbers and, where it
+fails, by how much; a row that is not ``yes`` carries a cause computed from them (which points
+fail, by how much) and, where the recorded data measure one, a structural cause (e.g. the IAT
+test cost against the theory ε, a non-monotone mean, the stand-in data). A protocol marked
+*post hoc* is a hypothesis formed after seeing the paper protocol's result; a data set marked
+*synthetic stand-in* is not the paper's data.
 
 Statistical reading. "A outperforms B" is read as: A's mean is better than B's by more than
 2 standard errors of the difference, s.e. = √(s.e.²_A + s.e.²_B) (the recipes record each
@@ -46,8 +50,27 @@ CV_MSE_MARGIN = 0.005  # a quarter of Fig. 1b's tick spacing (0.18, 0.20, 0.22, 
 
 
 @dataclass(frozen=True)
+class Point:
+    """One point a predicate ranges over (an α, an ε, an n, one printed number).
+
+    ``where`` names the point, ``ok`` says whether the predicate holds there, ``numbers`` is its
+    text in the numbers column, and ``miss`` (empty where it holds) says by how much it fails,
+    computed from the same numbers.
+    """
+
+    where: str
+    ok: bool
+    numbers: str
+    miss: str = ""
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """One evaluated row: the claim, where it was evaluated, how, the outcome and its numbers."""
+    """One evaluated row: the claim, where it was evaluated, how, the outcome, its numbers and cause.
+
+    ``cause`` (empty for ``yes``) lists the failing points with their shortfalls, then any
+    measured structural cause; ``failing`` names the failing points.
+    """
 
     paper: str
     claim: str
@@ -55,6 +78,51 @@ class Verdict:
     predicate: str
     verdict: str
     numbers: str
+    cause: str = ""
+    failing: tuple[str, ...] = ()
+
+
+def cause_of(points: Sequence[Point], notes: Sequence[str] = ()) -> str:
+    """The failing points with their shortfalls ("fails at k of n: where: miss; …"), then ``notes``.
+
+    Empty when every point holds and there is no note.
+    """
+    bad = [p for p in points if not p.ok]
+    text = ""
+    if bad:
+        head = f"fails at {len(bad)} of {len(points)}" if len(points) > 1 else "fails"
+        text = f"{head}: " + "; ".join(f"{p.where}: {p.miss}" for p in bad)
+    if notes:
+        text += (". Recorded: " if text else "") + "; ".join(notes)
+    return text
+
+
+def judged(
+    paper: str,
+    claim: str,
+    protocol: str,
+    predicate: str,
+    points: Sequence[Point],
+    *,
+    notes: Sequence[str] = (),
+    numbers: str | None = None,
+) -> Verdict:
+    """A row whose verdict aggregates the points and whose cause (non-``yes`` rows only) is computed from them.
+
+    ``notes`` are measured structural causes (read from the recorded data) added to the cause;
+    ``numbers`` replaces the points' joined texts when the row shows more than its points.
+    """
+    verdict = aggregate([p.ok for p in points])
+    return Verdict(
+        paper,
+        claim,
+        protocol,
+        predicate,
+        verdict,
+        "; ".join(p.numbers for p in points) if numbers is None else numbers,
+        "" if verdict == "yes" else cause_of(points, notes),
+        tuple(p.where for p in points if not p.ok),
+    )
 
 
 def aggregate(flags: Sequence[bool]) -> str:
@@ -96,6 +164,15 @@ def _cv(summary: CVSummary, prefix: str, method: str, alpha: float) -> Mapping[s
     return summary[f"{prefix}/{method}/{alpha}"]
 
 
+def _lead(better: str, leads: Sequence[tuple[str, float]], metric: str) -> str:
+    """``better``'s leads (in s.e. of the difference; negative: behind) over the methods it does not beat."""
+    return (
+        f"{better}'s {metric.upper()} lead over "
+        + ", ".join(f"{o} {z:+.1f}" for o, z in leads)
+        + f" s.e. (needs > {Z:g})"
+    )
+
+
 def cv_outperforms(
     summary: CVSummary,
     prefix: str,
@@ -103,14 +180,14 @@ def cv_outperforms(
     others: Sequence[str],
     metric: str,
     alphas: Iterable[float] = CV_ALPHAS,
-) -> tuple[list[bool], list[str]]:
+) -> list[Point]:
     """At each α: does ``better`` beat every method in ``others`` on ``metric`` by > Z s.e.?
 
-    AUC: higher is better; MSE: lower is better. Returns the per-α flags and their numbers
-    ("α: better vs other1 / other2 (z1, z2)").
+    AUC: higher is better; MSE: lower is better. One point per α, its numbers "α: better vs
+    other1 / other2 (z1, z2)"; where it fails, each method ``better`` does not lead by > Z s.e.
     """
     sign = 1.0 if metric == "auc" else -1.0
-    flags, parts = [], []
+    points = []
     for a in alphas:
         b = _cv(summary, prefix, better, a)
         zs, vals = [], []
@@ -118,66 +195,75 @@ def cv_outperforms(
             r = _cv(summary, prefix, o, a)
             zs.append(sign * z_score(b[metric], b[f"{metric}_se"], r[metric], r[f"{metric}_se"]))
             vals.append(_fmt(r[metric]))
-        flags.append(all(z > Z for z in zs))
-        parts.append(
-            f"α={_alpha(a)}: {_fmt(b[metric])} vs {' / '.join(vals)} ({', '.join(f'{z:+.1f}' for z in zs)} s.e.)"
+        points.append(
+            Point(
+                f"α={_alpha(a)}",
+                all(z > Z for z in zs),
+                f"α={_alpha(a)}: {_fmt(b[metric])} vs {' / '.join(vals)} ({', '.join(f'{z:+.1f}' for z in zs)} s.e.)",
+                _lead(better, [(o, z) for o, z in zip(others, zs, strict=True) if not z > Z], metric),
+            )
         )
-    return flags, parts
+    return points
 
 
 def cv_only_above(
     summary: CVSummary, prefix: str, better: str, other: str, cut: float, alphas: Iterable[float] = CV_ALPHAS
-) -> tuple[str, str]:
+) -> list[Point]:
     """ "``better`` outperformed ``other`` (AUC) only for α > cut": ahead by > Z s.e. exactly above the cut.
 
-    yes: ahead at every α > cut and not ahead at any α ≤ cut; partly: one of the two halves holds;
-    no: neither.
+    One point per α: above the cut it holds when ``better`` leads by > Z s.e., at or below the cut
+    when it does not.
     """
-    ahead_below: list[float] = []
-    behind_above: list[float] = []
-    parts = []
+    points = []
     for a in alphas:
         b, r = _cv(summary, prefix, better, a), _cv(summary, prefix, other, a)
         z = z_score(b["auc"], b["auc_se"], r["auc"], r["auc_se"])
-        if a > cut and not z > Z:
-            behind_above.append(a)
-        if a <= cut and z > Z:
-            ahead_below.append(a)
-        parts.append(f"α={_alpha(a)}: {_fmt(b['auc'])} vs {_fmt(r['auc'])} ({z:+.1f} s.e.)")
-    ok_above, ok_below = not behind_above, not ahead_below
-    verdict = "yes" if ok_above and ok_below else ("partly" if ok_above or ok_below else "no")
-    note = []
-    if ahead_below:
-        note.append(f"also ahead at α = {', '.join(_alpha(a) for a in ahead_below)} (≤ {_alpha(cut)})")
-    if behind_above:
-        note.append(f"not ahead at α = {', '.join(_alpha(a) for a in behind_above)} (> {_alpha(cut)})")
-    return verdict, "; ".join(parts) + (". " + "; ".join(note) if note else "")
+        ahead = z > Z
+        nums = f"α={_alpha(a)}: {_fmt(b['auc'])} vs {_fmt(r['auc'])} ({z:+.1f} s.e.)"
+        if a > cut:
+            points.append(Point(f"α={_alpha(a)}", ahead, nums, "" if ahead else _lead(better, [(other, z)], "auc")))
+        else:
+            miss = f"{better} already ahead of {other} on AUC by {z:.1f} s.e. (> {Z:g}) at α ≤ {_alpha(cut)}"
+            points.append(Point(f"α={_alpha(a)}", not ahead, nums, miss if ahead else ""))
+    return points
 
 
 def cv_equal(
     summary: CVSummary, prefix: str, a_method: str, b_method: str, tol: float, alphas: Iterable[float] = CV_ALPHAS
-) -> tuple[list[bool], list[str]]:
+) -> list[Point]:
     """At each α: |AUC_a − AUC_b| ≤ tol."""
-    flags, parts = [], []
+    points = []
     for a in alphas:
         x, y = _cv(summary, prefix, a_method, a), _cv(summary, prefix, b_method, a)
         d = x["auc"] - y["auc"]
-        flags.append(abs(d) <= tol)
-        parts.append(f"α={_alpha(a)}: {_fmt(x['auc'])} vs {_fmt(y['auc'])} (Δ {d:+.3f})")
-    return flags, parts
+        points.append(
+            Point(
+                f"α={_alpha(a)}",
+                abs(d) <= tol,
+                f"α={_alpha(a)}: {_fmt(x['auc'])} vs {_fmt(y['auc'])} (Δ {d:+.3f})",
+                f"AUC({a_method}) − AUC({b_method}) = {d:+.3f}, beyond ±{tol:g}",
+            )
+        )
+    return points
 
 
-def cv_flat(
-    summary: CVSummary, prefix: str, methods: Sequence[str], above: float, tol: float
-) -> tuple[list[bool], list[str]]:
+def cv_flat(summary: CVSummary, prefix: str, methods: Sequence[str], above: float, tol: float) -> list[Point]:
     """For each method: max − min of AUC over α > ``above`` is ≤ tol."""
-    flags, parts = [], []
+    points = []
     for m in methods:
-        vals = [_cv(summary, prefix, m, a)["auc"] for a in CV_ALPHAS if a > above]
-        rng = max(vals) - min(vals)
-        flags.append(rng <= tol)
-        parts.append(f"{m} {_fmt(min(vals))}–{_fmt(max(vals))} (range {rng:.3f})")
-    return flags, parts
+        vals = {a: _cv(summary, prefix, m, a)["auc"] for a in CV_ALPHAS if a > above}
+        lo, hi = min(vals, key=vals.__getitem__), max(vals, key=vals.__getitem__)
+        rng = vals[hi] - vals[lo]
+        points.append(
+            Point(
+                m,
+                rng <= tol,
+                f"{m} {_fmt(vals[lo])}–{_fmt(vals[hi])} (range {rng:.3f})",
+                f"AUC moves by {rng:.3f} (> {tol:g}) between α={_alpha(lo)} ({_fmt(vals[lo])}) and "
+                f"α={_alpha(hi)} ({_fmt(vals[hi])})",
+            )
+        )
+    return points
 
 
 def cv_material_margin(
@@ -187,16 +273,28 @@ def cv_material_margin(
     others: Sequence[str],
     margin: float,
     alphas: Iterable[float] = CV_ALPHAS,
-) -> tuple[list[bool], list[str]]:
+) -> list[Point]:
     """At each α: MSE(``better``) below the lowest MSE of ``others`` by at least ``margin``."""
-    flags, parts = [], []
+    points = []
     for a in alphas:
         b = _cv(summary, prefix, better, a)["mse"]
-        best_other = min(_cv(summary, prefix, o, a)["mse"] for o in others)
-        gap = best_other - b
-        flags.append(gap >= margin)
-        parts.append(f"α={_alpha(a)}: {_fmt(b)} vs {_fmt(best_other)} (gap {gap:+.4f})")
-    return flags, parts
+        mses = {o: _cv(summary, prefix, o, a)["mse"] for o in others}
+        best = min(mses, key=mses.__getitem__)
+        gap = mses[best] - b
+        miss = (
+            f"{better}'s MSE above {best}'s by {-gap:.4f}"
+            if gap < 0
+            else f"{better}'s MSE only {gap:.4f} below {best}'s (< {margin:g})"
+        )
+        points.append(
+            Point(
+                f"α={_alpha(a)}",
+                gap >= margin,
+                f"α={_alpha(a)}: {_fmt(b)} vs {_fmt(mses[best])} (gap {gap:+.4f})",
+                miss,
+            )
+        )
+    return points
 
 
 @dataclass(frozen=True)
@@ -273,103 +371,103 @@ def cv_protocols(repro: Path) -> list[CVProtocol]:
     ]
 
 
+def _near_half(summary: CVSummary, prefix: str, methods: Sequence[str], points: Sequence[Point]) -> list[str]:
+    """A measured note: at the failing α every compared MSE is within 0.01 of 0.25 (the constant ½)."""
+    bad = [float(p.where.removeprefix("α=")) for p in points if not p.ok]
+    if not bad:
+        return []
+    dist = max(abs(_cv(summary, prefix, m, a)["mse"] - 0.25) for m in methods for a in bad)
+    if dist >= 0.01:
+        return []
+    return [f"at the failing α every compared MSE is within {dist:.4f} of 0.25, the MSE of the constant prediction ½"]
+
+
 def cv_verdicts(repro: Path) -> list[Verdict]:
     out: list[Verdict] = []
     paper = "Chaudhuri & Vinterbo 2013"
     for p in cv_protocols(repro):
         proto = f"{p.dataset}: {p.label}"
         s1, s2 = p.splits
-        flags, parts = cv_outperforms(p.summary, p.prefix, "Stability", p.splits, "auc")
         out.append(
-            Verdict(
+            judged(
                 paper,
                 '"Stability significantly outperformed alphaSplit and dataSplit" (AUC; Sec. 5)',
                 proto,
                 f"AUC(Stability) > AUC({s1}) and AUC({s2}) by > {Z:g} s.e., at every α",
-                aggregate(flags),
-                "; ".join(parts),
+                cv_outperforms(p.summary, p.prefix, "Stability", p.splits, "auc"),
             )
         )
         if p.dataset == "Magic":
-            v, nums = cv_only_above(p.summary, p.prefix, "Stability", "Random", 1.0)
             out.append(
-                Verdict(
+                judged(
                     paper,
                     '"Stability only outperformed Random for α > 1 in the Magic data set" (AUC; Sec. 5)',
                     proto,
                     f"AUC(Stability) > AUC(Random) by > {Z:g} s.e. at every α > 1, and not at any α ≤ 1",
-                    v,
-                    nums,
+                    cv_only_above(p.summary, p.prefix, "Stability", "Random", 1.0),
                 )
             )
-            flags, parts = cv_outperforms(p.summary, p.prefix, "Control", ["Random"], "auc")
             out.append(
-                Verdict(
+                judged(
                     paper,
                     '"there is a AUC performance gap between Control and Random in the Magic data set" (Sec. 5)',
                     proto,
                     f"AUC(Control) > AUC(Random) by > {Z:g} s.e., at every α",
-                    aggregate(flags),
-                    "; ".join(parts),
+                    cv_outperforms(p.summary, p.prefix, "Control", ["Random"], "auc"),
                 )
             )
         else:
-            flags, parts = cv_outperforms(p.summary, p.prefix, "Random", ["Stability"], "auc")
             out.append(
-                Verdict(
+                judged(
                     paper,
                     'Stability "was in fact outperformed by Random in the Adult data set" (AUC; Sec. 5)',
                     proto,
                     f"AUC(Random) > AUC(Stability) by > {Z:g} s.e., at every α",
-                    aggregate(flags),
-                    "; ".join(parts),
+                    cv_outperforms(p.summary, p.prefix, "Random", ["Stability"], "auc"),
                 )
             )
-            flags, parts = cv_equal(p.summary, p.prefix, "Random", "Control", tol=0.01)
             out.append(
-                Verdict(
+                judged(
                     paper,
                     '"Random performed equally well to Control" (Adult, AUC; Sec. 5)',
                     proto,
                     '|AUC(Random) − AUC(Control)| ≤ 0.01 (reading of "equally well"), at every α',
-                    aggregate(flags),
-                    "; ".join(parts),
+                    cv_equal(p.summary, p.prefix, "Random", "Control", tol=0.01),
                 )
             )
-            flags, parts = cv_flat(p.summary, p.prefix, ["Control", "Random"], above=0.5, tol=0.02)
             out.append(
-                Verdict(
+                judged(
                     paper,
                     '"the minor change in AUC of Control and Random for α > 0.5" (Adult; Sec. 5)',
                     proto,
                     'max − min of AUC over α > 0.5 ≤ 0.02 (reading of "minor"), for Control and for Random',
-                    aggregate(flags),
-                    "; ".join(parts),
+                    cv_flat(p.summary, p.prefix, ["Control", "Random"], above=0.5, tol=0.02),
                 )
             )
-        flags, parts = cv_outperforms(p.summary, p.prefix, "Stability", [s1, s2, "Random"], "mse")
+        compared = ["Stability", s1, s2, "Random"]
+        pts = cv_outperforms(p.summary, p.prefix, "Stability", [s1, s2, "Random"], "mse")
         out.append(
-            Verdict(
+            judged(
                 paper,
                 '"For MSE … Stability outperformed the differentially private alternatives in all experiments"'
                 " (Sec. 5)",
                 proto,
                 f"MSE(Stability) < MSE({s1}), MSE({s2}), MSE(Random) by > {Z:g} s.e., at every α",
-                aggregate(flags),
-                "; ".join(parts),
+                pts,
+                notes=_near_half(p.summary, p.prefix, compared, pts),
             )
         )
-        flags, parts = cv_material_margin(p.summary, p.prefix, "Stability", [s1, s2, "Random"], CV_MSE_MARGIN)
+        pts = cv_material_margin(p.summary, p.prefix, "Stability", [s1, s2, "Random"], CV_MSE_MARGIN)
         out.append(
-            Verdict(
+            judged(
                 paper,
                 '"For MSE … Stability outperformed the differentially private alternatives": a gap Fig. 1b can show',
                 proto,
                 f"MSE(Stability) ≤ the lowest of MSE({s1}), MSE({s2}), MSE(Random) − {CV_MSE_MARGIN:g} (a quarter of"
                 " Fig. 1b's tick spacing 0.02; reading of a visible gap), at every α; the constant prediction ½ has"
                 " MSE 0.25",
-                aggregate(flags),
-                "; ".join(parts),
+                pts,
+                notes=_near_half(p.summary, p.prefix, compared, pts),
             )
         )
     return out
@@ -433,6 +531,37 @@ def ligett_table(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[
     return t
 
 
+def _test_share(row: Mapping[str, Any]) -> str:
+    """NR's or Doubling's test ε (the IAT cost, set by n, λ, T, γ and α, not by the data) beside its total."""
+    return f"test ε {row['mean_epsilon_test']:.3g} of its {row['mean_epsilon']:.3g}"
+
+
+def _printed_points(eps: Mapping[float, Mapping[str, float]], what: str) -> tuple[list[Point], list[str]]:
+    """The four printed e^ε (Sec. 4) against ``eps[α][method]``: a point each (ε within ±25 % of ln e^ε)."""
+    points, ratios = [], []
+    for a, printed in LIGETT_PRINTED.items():
+        if a not in eps:
+            continue
+        for m, name in (("noise_reduction", "NR"), ("doubling", "Doubling")):
+            if m not in eps[a]:
+                continue
+            e, target = eps[a][m], math.log(printed[m])
+            points.append(
+                Point(
+                    f"α={_alpha(a)} {name}",
+                    abs(e - target) <= 0.25 * target,
+                    f"α={_alpha(a)} {name}: ε {what}{e:.2f} vs printed {target:.2f} (e^ε {printed[m]:g})",
+                    f"ε {e:.2f} is {e / target:.2f}× ln(printed e^ε) = {target:.2f} (allowed 0.75–1.25×)",
+                )
+            )
+        if "noise_reduction" in eps[a] and "doubling" in eps[a]:
+            ratios.append(
+                f"α={_alpha(a)} ratio ε(Doubling)/ε(NR): {eps[a]['doubling'] / eps[a]['noise_reduction']:.2f} vs "
+                f"printed {_printed_ratio(a):.2f}"
+            )
+    return points, ratios
+
+
 def ligett_verdicts_for(
     data: Mapping[str, Mapping[float, Mapping[str, Any]]], label: str, ridge_twitter: bool
 ) -> list[Verdict]:
@@ -440,74 +569,113 @@ def ligett_verdicts_for(
     out: list[Verdict] = []
     nr, db, th = data["noise_reduction"], data["doubling"], data["theory"]
     alphas = sorted(nr)
-    flags = [nr[a]["mean_epsilon"] < db[a]["mean_epsilon"] for a in alphas]
+    has_test = all("mean_epsilon_test" in nr[a] and "mean_epsilon_test" in db[a] for a in alphas)
+    points = [
+        Point(
+            f"α={_alpha(a)}",
+            nr[a]["mean_epsilon"] < db[a]["mean_epsilon"],
+            f"α={_alpha(a)}: {nr[a]['mean_epsilon']:.3g} vs {db[a]['mean_epsilon']:.3g}",
+            f"NR {100 * (nr[a]['mean_epsilon'] / db[a]['mean_epsilon'] - 1):.1f} % above Doubling",
+        )
+        for a in alphas
+    ]
+    bad = [a for a, p in zip(alphas, points, strict=True) if not p.ok]
+    notes = (
+        [f"at α={_alpha(bad[0])}, NR's {_test_share(nr[bad[0]])}, Doubling's {_test_share(db[bad[0]])}"]
+        if bad and has_test
+        else []
+    )
     out.append(
-        Verdict(
+        judged(
             paper,
             "Noise Reduction's ex-post ε below DoublingMethod's (Fig. 1c/1d; Sec. 4)",
             label,
             "mean ε(NR) < mean ε(Doubling), at every α (means over trials; no s.e. recorded)",
-            aggregate(flags),
-            "; ".join(f"α={_alpha(a)}: {nr[a]['mean_epsilon']:.3g} vs {db[a]['mean_epsilon']:.3g}" for a in alphas),
+            points,
+            notes=notes,
         )
     )
-    flags = [2.0 * max(nr[a]["mean_epsilon"], db[a]["mean_epsilon"]) <= th[a]["mean_epsilon"] for a in alphas]
+    points = []
+    for a in alphas:
+        worst = max(nr[a]["mean_epsilon"], db[a]["mean_epsilon"])
+        points.append(
+            Point(
+                f"α={_alpha(a)}",
+                2.0 * worst <= th[a]["mean_epsilon"],
+                f"α={_alpha(a)}: NR {nr[a]['mean_epsilon']:.3g}, Doubling {db[a]['mean_epsilon']:.3g}, "
+                f"theory {th[a]['mean_epsilon']:.3g}",
+                f"theory only {th[a]['mean_epsilon'] / worst:.2f}× the larger of NR and Doubling (needs ≥ 2×)",
+            )
+        )
+    bad = [a for a, p in zip(alphas, points, strict=True) if not p.ok]
+    notes = (
+        [
+            f"NR's test ε alone (the IAT cost ε_0, set by n, λ, T, γ and α, not by the data) is "
+            f"{nr[bad[0]]['mean_epsilon_test'] / th[bad[0]]['mean_epsilon']:.2f}× theory's ε at α={_alpha(bad[0])}"
+        ]
+        if bad and has_test
+        else []
+    )
     out.append(
-        Verdict(
+        judged(
             paper,
             "\"a large improvement over the 'theory' approach\" (Fig. 1a/1b; Sec. 4)",
             label,
             'mean ε(NR) and mean ε(Doubling) ≤ ε(theory)/2 (reading of "large"), at every α',
-            aggregate(flags),
-            "; ".join(
-                f"α={_alpha(a)}: NR {nr[a]['mean_epsilon']:.3g}, Doubling {db[a]['mean_epsilon']:.3g}, "
-                f"theory {th[a]['mean_epsilon']:.3g}"
-                for a in alphas
-            ),
+            points,
+            notes=notes,
         )
     )
-    flags, parts = [], []
+    points = []
     for a in alphas:
-        worst = max(nr[a]["mean_excess_risk"], db[a]["mean_excess_risk"])
-        flags.append(worst <= a / 4.0)
-        parts.append(
-            f"α={_alpha(a)}: NR {nr[a]['mean_excess_risk']:.3g} ({nr[a]['mean_excess_risk'] / a:.2f}α), "
-            f"Doubling {db[a]['mean_excess_risk']:.3g} ({db[a]['mean_excess_risk'] / a:.2f}α)"
+        over = []
+        for name, r in (("NR", nr[a]), ("Doubling", db[a])):
+            if r["mean_excess_risk"] > a / 4.0:
+                top = f", max {r['max_excess_risk'] / a:.2f}α" if "max_excess_risk" in r else ""
+                over.append(f"{name}'s mean excess risk {r['mean_excess_risk'] / a:.2f}α > α/4{top}")
+        points.append(
+            Point(
+                f"α={_alpha(a)}",
+                not over,
+                f"α={_alpha(a)}: NR {nr[a]['mean_excess_risk']:.3g} ({nr[a]['mean_excess_risk'] / a:.2f}α), "
+                f"Doubling {db[a]['mean_excess_risk']:.3g} ({db[a]['mean_excess_risk'] / a:.2f}α)",
+                ", ".join(over),
+            )
         )
+    ratios = [nr[a]["mean_excess_risk"] / a for a in alphas]
+    notes = (
+        [
+            f"NR's mean excess risk is {min(ratios):.2f}–{max(ratios):.2f}α over the α run: its T dense levels "
+            "stop at the first whose noisy test clears the threshold α/2"
+        ]
+        if max(ratios) > 0.25
+        else []
+    )
     out.append(
-        Verdict(
+        judged(
             paper,
             '"excess risks were concentrated well below α/2" (Sec. 4)',
             label,
             'mean excess risk of NR and of Doubling ≤ α/4, i.e. half of α/2 (reading of "well below"), at every α',
-            aggregate(flags),
-            "; ".join(parts),
+            points,
+            notes=notes,
         )
     )
     if ridge_twitter:
-        flags, parts = [], []
-        for a, printed in LIGETT_PRINTED.items():
-            for m, name in (("noise_reduction", "NR"), ("doubling", "Doubling")):
-                if a not in data[m]:
-                    continue
-                eps = data[m][a]["mean_epsilon"]
-                target = math.log(printed[m])
-                flags.append(abs(eps - target) <= 0.25 * target)
-                parts.append(f"α={_alpha(a)} {name}: ε {eps:.2f} vs printed {target:.2f} (e^ε {printed[m]:g})")
-        for a in LIGETT_PRINTED:
-            if a in nr and a in db:
-                parts.append(
-                    f"α={_alpha(a)} ratio ε(Doubling)/ε(NR): {db[a]['mean_epsilon'] / nr[a]['mean_epsilon']:.2f} vs "
-                    f"printed {_printed_ratio(a):.2f}"
-                )
+        eps = {a: {m: data[m][a]["mean_epsilon"] for m in ("noise_reduction", "doubling") if a in data[m]} for a in nr}
+        points, ratios = _printed_points(eps, "")
+        notes = ["the data are the synthetic stand-in, not the paper's Twitter set"]
+        if has_test and 0.05 in nr:
+            notes.append(f"at α=0.05 NR's {_test_share(nr[0.05])} (union bound over T levels)")
         out.append(
-            Verdict(
+            judged(
                 paper,
                 "printed e^ε: NR ≈ 10.0, Doubling ≈ 495 at α = 0.05; 4.65 and 56.6 at α = 0.075 (ridge; Sec. 4)",
                 label,
                 "measured mean ε within ±25 % of ln(printed e^ε), for each of the four numbers",
-                aggregate(flags),
-                "; ".join(parts),
+                points,
+                notes=notes,
+                numbers="; ".join([p.numbers for p in points] + ratios),
             )
         )
     return out
@@ -550,11 +718,13 @@ def ligett_verdicts(repro: Path) -> list[Verdict]:
             key = ds if union else f"{ds}/no-union"
             if key in table:
                 alphas = sorted(table[key]["noise_reduction"])
+                trials = {int(r["trials"]) for m in table[key].values() for r in m.values() if "trials" in r}
+                per = f"; {min(trials)} trials per α" if len(trials) == 1 else ""
                 out.extend(
                     ligett_verdicts_for(
                         table[key],
                         f"{label}; {LIGETT_UNION[union]}; {len(alphas)} α of the paper's 40 "
-                        f"({', '.join(_alpha(a) for a in alphas)})",
+                        f"({', '.join(_alpha(a) for a in alphas)}){per}",
                         ridge_twitter=ds == "twitter-standin",
                     )
                 )
@@ -563,27 +733,23 @@ def ligett_verdicts(repro: Path) -> list[Verdict]:
         est = ligett_union_bound_dropped(
             table["twitter-standin"], n=100_000, levels=int(cfg["levels"]), gamma=float(cfg["gamma"])
         )
-        flags, parts = [], []
-        for a, printed in LIGETT_PRINTED.items():
-            if a not in est:
-                continue
-            for m, name in (("noise_reduction", "NR"), ("doubling", "Doubling")):
-                target = math.log(printed[m])
-                flags.append(abs(est[a][m] - target) <= 0.25 * target)
-                parts.append(f"α={_alpha(a)} {name}: ε ≈ {est[a][m]:.2f} vs printed {target:.2f}")
-            parts.append(
-                f"α={_alpha(a)} ratio {est[a]['doubling'] / est[a]['noise_reduction']:.2f} vs printed "
-                f"{_printed_ratio(a):.2f} (T_d = {est[a]['doubling_levels']:.0f})"
-            )
+        points, _ = _printed_points(est, "≈ ")
+        ratios = [
+            f"α={_alpha(a)} ratio {est[a]['doubling'] / est[a]['noise_reduction']:.2f} vs printed "
+            f"{_printed_ratio(a):.2f} (T_d = {est[a]['doubling_levels']:.0f})"
+            for a in LIGETT_PRINTED
+            if a in est
+        ]
         out.append(
-            Verdict(
+            judged(
                 "Ligett et al. 2017",
                 "printed e^ε: NR ≈ 10.0, Doubling ≈ 495 at α = 0.05; 4.65 and 56.6 at α = 0.075 (ridge; Sec. 4)",
                 f"post hoc: union bound dropped for NR *and* Doubling (first-order estimate from the recorded "
                 f"test ε, stopping steps fixed) — {LIGETT_DATASETS['twitter-standin']}",
                 "estimated ε within ±25 % of ln(printed e^ε), for each of the four numbers",
-                aggregate(flags),
-                "; ".join(parts),
+                points,
+                notes=["the data are the synthetic stand-in, not the paper's Twitter set"],
+                numbers="; ".join([p.numbers for p in points] + ratios),
             )
         )
     return out
@@ -605,6 +771,49 @@ def _wu(summary: Mapping[str, Mapping[str, float]], method: str, eps: float) -> 
     return float(summary[f"{method}/{eps}"]["mean"])
 
 
+def _wu_close(where: str, v: float, np_mse: float) -> Point:
+    """One point: MSE ``v`` ≤ 2 × the non-private MSE (the reading of "very close" / "accurate")."""
+    return Point(
+        where,
+        v <= 2.0 * np_mse,
+        f"{v:.3g} vs non-private {np_mse:.3g} ({v / np_mse:.1f}×)",
+        f"MSE {v:.3g} is {v / np_mse:.1f}× the non-private {np_mse:.3g} (needs ≤ 2×)",
+    )
+
+
+def _wu_max_gap(gaps: Mapping[float, float], numbers: str) -> Point:
+    """One point, the largest gap over ε against the printed 0.1; its miss names every ε above 0.1."""
+    worst = max(gaps, key=gaps.__getitem__)
+    above = [f"ε={_alpha(e)} ({g:.3g})" for e, g in gaps.items() if g > 0.1]
+    return Point(
+        "max over ε",
+        gaps[worst] <= 0.1,
+        numbers,
+        f"gap {gaps[worst]:.3g} at ε={_alpha(worst)} > 0.1; above 0.1 at {', '.join(above)}",
+    )
+
+
+WU_VARIANTS = (
+    ("-exact", "with the exact utility sensitivity (deviation)"),
+    ("-expnorm", "with the noise norm drawn Exp(s) instead of Gamma(d, s) (post hoc, not DP)"),
+    ("-noiseless", "with the same fit on ‖w‖ ≤ 1 and no noise"),
+)
+
+
+def _wu_variant_notes(s: Mapping[str, Mapping[str, float]], method: str, eps: float, np_mse: float) -> list[str]:
+    """Measured beside a base method's point: the same point for each of its recorded variants
+    (``-exact``, ``-expnorm``, ``-noiseless``), which isolates the part of the error each one changes."""
+    if any(method.endswith(suffix) for suffix, _ in WU_VARIANTS):
+        return []
+    notes = []
+    for suffix, what in WU_VARIANTS:
+        key = f"{method}{suffix}/{eps}"
+        if key in s:
+            v = float(s[key]["mean"])
+            notes.append(f"{what} the same point gives {v:.3g} ({v / np_mse:.1f}× non-private)")
+    return notes
+
+
 def wu_verdicts(repro: Path) -> list[Verdict]:
     paper = "Wu et al. 2016"
     rec = json.loads((repro / "wu2016_warfarin.json").read_text())
@@ -617,16 +826,15 @@ def wu_verdicts(repro: Path) -> list[Verdict]:
         s = res["summary"]
         np_mse = _wu(s, "NonPrivate", epsilons[0])
         for method, tag in (("DataIndependent", ""), ("DI-expnorm", "post hoc, not DP: noise norm Exp(s) — ")):
-            v = _wu(s, method, 0.1)
             out.append(
-                Verdict(
+                judged(
                     paper,
                     'Data-Independent "provide[s] accurate models even for ε = 0.1 … very close to the '
                     'models produced by the non-private algorithm" (Sec. 5.2, Fig. 1)',
                     f"{tag}{label}; {method}",
                     'MSE at ε = 0.1 ≤ 2 × non-private MSE (reading of "very close")',
-                    "yes" if v <= 2.0 * np_mse else "no",
-                    f"{v:.3g} vs non-private {np_mse:.3g} ({v / np_mse:.1f}×)",
+                    [_wu_close("ε=0.1", _wu(s, method, 0.1), np_mse)],
+                    notes=_wu_variant_notes(s, "DI", 0.1, np_mse) if method == "DataIndependent" else [],
                 )
             )
         for method, tag in (
@@ -636,16 +844,21 @@ def wu_verdicts(repro: Path) -> list[Verdict]:
                 "post hoc, not DP, against the DP Oracle (both with Exp-norm: the rows of the added run) — ",
             ),
         ):
-            gaps = [abs(_wu(s, method, e) - _wu(s, "Oracle", e)) for e in epsilons]
+            gaps = {e: abs(_wu(s, method, e) - _wu(s, "Oracle", e)) for e in epsilons}
+            worst = max(gaps, key=gaps.__getitem__)
             out.append(
-                Verdict(
+                judged(
                     paper,
                     'Data-Independent vs Oracle: "the maximum MSE gap we observed is only 0.1" (Sec. 5.2, Fig. 2)',
                     f"{tag}{label}; {method}",
                     "max over ε of |MSE(DI) − MSE(Oracle)| ≤ 0.1, in this protocol's MSE unit (the paper names none)",
-                    "yes" if max(gaps) <= 0.1 else "no",
-                    f"max gap {max(gaps):.3g} at ε = {_alpha(epsilons[gaps.index(max(gaps))])}; "
-                    + ", ".join(f"ε={_alpha(e)}: {g:.3g}" for e, g in zip(epsilons, gaps, strict=True)),
+                    [
+                        _wu_max_gap(
+                            gaps,
+                            f"max gap {gaps[worst]:.3g} at ε = {_alpha(worst)}; "
+                            + ", ".join(f"ε={_alpha(e)}: {g:.3g}" for e, g in gaps.items()),
+                        )
+                    ],
                 )
             )
         for method, tag in (
@@ -653,15 +866,14 @@ def wu_verdicts(repro: Path) -> list[Verdict]:
             ("Tuned-R1-exact", "deviation: exact utility sensitivity — "),
             ("Tuned-R1-expnorm", "post hoc, not DP: noise norm Exp(s) — "),
         ):
-            v = _wu(s, method, 0.3)
             out.append(
-                Verdict(
+                judged(
                     paper,
                     '"Tuned Output Perturbation obtains accurate models at ε = 0.3" (Sec. 5.2, Fig. 1; R1 grid)',
                     f"{tag}{label}; {method}",
                     'MSE at ε = 0.3 ≤ 2 × non-private MSE (reading of "accurate")',
-                    "yes" if v <= 2.0 * np_mse else "no",
-                    f"{v:.3g} vs non-private {np_mse:.3g} ({v / np_mse:.1f}×)",
+                    [_wu_close("ε=0.3", _wu(s, method, 0.3), np_mse)],
+                    notes=_wu_variant_notes(s, method, 0.3, np_mse),
                 )
             )
     added = repro / "wu2016_added.json"
@@ -684,6 +896,7 @@ def wu_verdicts(repro: Path) -> list[Verdict]:
             "Functional Mechanism not implemented: the comparison cannot be made; Oracle's MSE set beside 1.82",
             "not run",
             "; ".join(parts),
+            "the Functional Mechanism's MSE is not recorded (wu2016_added.json missing)",
         )
     )
     out.append(
@@ -695,6 +908,7 @@ def wu_verdicts(repro: Path) -> list[Verdict]:
             "Functional Mechanism not implemented",
             "not run",
             "—",
+            "the Functional Mechanism's MSE is not recorded (wu2016_added.json missing)",
         )
     )
     out.append(
@@ -706,6 +920,7 @@ def wu_verdicts(repro: Path) -> list[Verdict]:
             "Tuned R2 and the Fig. 7 chunk-share study not run (only Tuned R1 is recorded)",
             "not run",
             "—",
+            "Tuned R2 and Fig. 7 are not recorded (wu2016_added.json missing)",
         )
     )
     return out
@@ -744,45 +959,70 @@ def wu_added_verdicts(rec: Mapping[str, Any]) -> list[Verdict]:
         printed = WU_FM_ORACLE[1] / WU_FM_ORACLE[0]
         ratio = fm / orc
         out.append(
-            Verdict(
+            judged(
                 paper,
                 'Oracle vs Functional Mechanism at ε = 0.2: "mean squared error 1.82 compared to … 22.57" (Sec. 5.3)',
                 f"{lab}; FM (Δ = 2(1 + d)², spectral trimming) and Oracle",
                 "MSE(FM)/MSE(Oracle) at ε = 0.2 within a factor 2 of the printed 22.57/1.82 = 12.4 (" + WU_UNITS + ")",
-                "yes" if printed / 2 <= ratio <= printed * 2 else "no",
-                f"ratio {ratio:.2f} vs printed {printed:.1f}; Oracle {_units(orc, res)} vs printed 1.82; "
-                f"FM {_units(fm, res)} vs printed 22.57",
+                [
+                    Point(
+                        "ε=0.2",
+                        printed / 2 <= ratio <= printed * 2,
+                        f"ratio {ratio:.2f} vs printed {printed:.1f}; Oracle {_units(orc, res)} vs printed 1.82; "
+                        f"FM {_units(fm, res)} vs printed 22.57",
+                        f"MSE(FM)/MSE(Oracle) = {ratio:.2f}, {ratio / printed:.2f}× the printed {printed:.1f} "
+                        "(allowed ½–2×)",
+                    )
+                ],
+                notes=_fm_monotone(s, epsilons),
             )
         )
-        flags, parts = [], []
         others = [m for m in ("DataIndependent", "Oracle", "Tuned-R2", "Tuned-R2-exact") if f"{m}/0.1" in s]
+        points = []
         for e in epsilons:
             f = _wu(s, "FM", e)
-            worst = max(_wu(s, m, e) for m in others)
-            flags.append(f >= 2.0 * worst)
-            parts.append(f"ε={_alpha(e)}: FM {f:.3g} vs worst output perturbation {worst:.3g} ({f / worst:.1f}×)")
+            op = {m: _wu(s, m, e) for m in others}
+            worst = max(op, key=op.__getitem__)
+            w = op[worst]
+            points.append(
+                Point(
+                    f"ε={_alpha(e)}",
+                    f >= 2.0 * w,
+                    f"ε={_alpha(e)}: FM {f:.3g} vs worst output perturbation {w:.3g} ({f / w:.1f}×)",
+                    f"FM's MSE only {f / w:.1f}× {worst}'s {w:.3g} (needs ≥ 2×)",
+                )
+            )
         out.append(
-            Verdict(
+            judged(
                 paper,
                 '"all the output perturbation give much better model accuracy compared to the functional mechanism,'
                 ' especially for small ε" (Sec. 5.2, Fig. 1)',
                 f"{lab}; FM vs {', '.join(others)}",
                 'MSE(FM) ≥ 2 × the largest MSE of the output perturbation methods (reading of "much better"), '
                 "at every ε",
-                aggregate(flags),
-                "; ".join(parts),
+                points,
+                notes=_fm_monotone(s, epsilons),
             )
         )
-        below = [e for e in epsilons if e < 5.0]
-        flags = [_wu(s, "FM", e) > 2.0 * np_mse for e in below] + [_wu(s, "FM", 5.0) <= 2.0 * np_mse]
+        points = []
+        for e in epsilons:
+            f = _wu(s, "FM", e)
+            if e < 5.0:
+                miss = f"FM's MSE {f:.3g} already within 2× non-private ({f / np_mse:.1f}×) below ε = 5"
+                points.append(Point(f"ε={_alpha(e)}", f > 2.0 * np_mse, f"ε={_alpha(e)}: {f:.3g}", miss))
+            elif e == 5.0:
+                miss = f"FM's MSE {f:.3g} is {f / np_mse:.1f}× non-private (needs ≤ 2×)"
+                points.append(Point(f"ε={_alpha(e)}", f <= 2.0 * np_mse, f"ε={_alpha(e)}: {f:.3g}", miss))
         out.append(
-            Verdict(
+            judged(
                 paper,
                 '"the functional mechanism does not provide comparable models until ε ≥ 5" (Sec. 5)',
                 f"{lab}; FM",
                 'MSE(FM) > 2 × non-private at every ε < 5 and ≤ 2 × non-private at ε = 5 (reading of "comparable")',
-                aggregate(flags),
-                ", ".join(f"ε={_alpha(e)}: {_wu(s, 'FM', e):.3g}" for e in epsilons) + f"; non-private {np_mse:.3g}",
+                points,
+                notes=_fm_monotone(s, epsilons),
+                numbers=", ".join(f"ε={_alpha(e)}: {_wu(s, 'FM', e):.3g}" for e in epsilons)
+                + f"; non-private {np_mse:.3g}",
             )
         )
         for method, tag in (
@@ -790,30 +1030,33 @@ def wu_added_verdicts(rec: Mapping[str, Any]) -> list[Verdict]:
             ("Tuned-R2-exact", "deviation: exact utility sensitivity — "),
             ("Tuned-R2-expnorm", "post hoc, not DP: noise norm Exp(s) — "),
         ):
-            v = _wu(s, method, 0.3)
             out.append(
-                Verdict(
+                judged(
                     paper,
                     '"two tuned mechanisms obtain accurate models with ε-DP for ε = 0.3" (Sec. 1; Fig. 1, R2 grid)',
                     f"{tag}{lab}; {method}",
                     'MSE at ε = 0.3 ≤ 2 × non-private MSE (reading of "accurate")',
-                    "yes" if v <= 2.0 * np_mse else "no",
-                    f"{v:.3g} vs non-private {np_mse:.3g} ({v / np_mse:.1f}×)",
+                    [_wu_close("ε=0.3", _wu(s, method, 0.3), np_mse)],
+                    notes=_wu_variant_notes(s, method, 0.3, np_mse),
                 )
             )
-        gaps = [abs(_wu(s, "DI-expnorm", e) - _wu(s, "Oracle-expnorm", e)) for e in epsilons]
+        gaps = {e: abs(_wu(s, "DI-expnorm", e) - _wu(s, "Oracle-expnorm", e)) for e in epsilons}
         out.append(
-            Verdict(
+            judged(
                 paper,
                 'Data-Independent vs Oracle: "the maximum MSE gap we observed is only 0.1" (Sec. 5.2, Fig. 2)',
                 f"post hoc, not DP: noise norm Exp(s) for DI *and* Oracle — {lab}",
                 "max over ε of |MSE(DI-expnorm) − MSE(Oracle-expnorm)| ≤ 0.1, in this protocol's MSE unit",
-                "yes" if max(gaps) <= 0.1 else "no",
-                f"max gap {max(gaps):.3g}; "
-                + ", ".join(
-                    f"ε={_alpha(e)}: {_wu(s, 'DI-expnorm', e):.3g} vs {_wu(s, 'Oracle-expnorm', e):.3g}"
-                    for e in epsilons
-                ),
+                [
+                    _wu_max_gap(
+                        gaps,
+                        f"max gap {max(gaps.values()):.3g}; "
+                        + ", ".join(
+                            f"ε={_alpha(e)}: {_wu(s, 'DI-expnorm', e):.3g} vs {_wu(s, 'Oracle-expnorm', e):.3g}"
+                            for e in epsilons
+                        ),
+                    )
+                ],
             )
         )
     f7 = rec.get("fig7")
@@ -825,28 +1068,56 @@ def wu_added_verdicts(rec: Mapping[str, Any]) -> list[Verdict]:
             lo, hi = rows["0.1"], rows["0.9"]
             ratio = lo["mean"] / hi["mean"]
             z = z_score(lo["mean"], lo["se"], hi["mean"], hi["se"])
-            ok = [abs(ratio - printed) <= 0.25 * printed, z > Z]
+            nums = (
+                f"ratio {ratio:.2f} ({z:+.1f} s.e.); r = 10 %: {_units(lo['mean'], res)}; r = 90 %: "
+                f"{_units(hi['mean'], res)}; " + ", ".join(f"r={r}: {v['mean']:.3g}" for r, v in rows.items())
+            )
+            points = [
+                Point(
+                    "ratio",
+                    abs(ratio - printed) <= 0.25 * printed,
+                    nums,
+                    f"MSE(r = 10 %)/MSE(r = 90 %) = {ratio:.2f} vs printed {printed:.2f} (allowed ±25 %)",
+                ),
+                Point("drop", z > Z, "", f"the drop is {z:+.1f} s.e. (needs > {Z:g})"),
+            ]
             out.append(
-                Verdict(
+                judged(
                     paper,
                     "Fig. 7: Tuned's MSE drops from 5.05 (r = 10 %) to 2.9 (r = 90 %) at ε_p = 0.5 (Sec. 5.3)",
                     f"{WU_PROTOCOLS[f7['protocol']]}; Tuned R1, {utility} utility sensitivity; {f7['repeats']} repeats "
                     "per rate; deviation: MSE on a held-out 20 % split",
                     f"MSE(r = 10 %)/MSE(r = 90 %) within ±25 % of the printed 5.05/2.9 = {printed:.2f}, and the drop "
                     f"> {Z:g} s.e. ({WU_UNITS})",
-                    aggregate(ok),
-                    f"ratio {ratio:.2f} ({z:+.1f} s.e.); r = 10 %: {_units(lo['mean'], res)}; r = 90 %: "
-                    f"{_units(hi['mean'], res)}; " + ", ".join(f"r={r}: {v['mean']:.3g}" for r, v in rows.items()),
+                    points,
+                    numbers=nums,
                 )
             )
     return out
+
+
+def _fm_monotone(s: Mapping[str, Mapping[str, float]], epsilons: Sequence[float]) -> list[str]:
+    """Measured: the largest rise of FM's mean MSE from a smaller to a larger ε, when it rises at all."""
+    mse = [_wu(s, "FM", e) for e in epsilons]
+    pairs = [(mse[j] / mse[i], i, j) for i in range(len(mse)) for j in range(i + 1, len(mse)) if mse[j] > mse[i]]
+    if not pairs:
+        return []
+    _, i, j = max(pairs)
+    row = s[f"FM/{epsilons[j]}"]
+    tail = (
+        f" (median {row['median']:.3g}, s.d. {row['std']:.3g} over splits)" if "median" in row and "std" in row else ""
+    )
+    return [
+        f"FM's mean MSE is not monotone in ε ({mse[i]:.3g} at ε={_alpha(epsilons[i])} vs {mse[j]:.3g} at "
+        f"ε={_alpha(epsilons[j])}{tail})"
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
 # Bassily, Thakkar & Thakurta 2018 (Cor 4.1, Thm 4.3, 4.4, 4.6, 4.7): recipes/repro/pac_rates.py
 # ---------------------------------------------------------------------------------------------
 
-_BTT_V = {"threshold": 1, "interval": 2, "halfspace": 3}
+_BTT_V = {"threshold": 1, "interval": 2, "halfspace": 3, "halfspace_homogeneous": 2}
 BTT_METRICS = {
     "priv_disagree": "h_priv (Alg 4)",
     "student_disagree": "student (Alg 5)",
@@ -869,20 +1140,25 @@ def btt_verdicts_from(report: Mapping[str, Any]) -> list[Verdict]:
         label = f"{cname} (V = {_BTT_V.get(cname, '?')}), {setting}; {span}, {seed_text}"
         # Cor 4.1 (ii): misclassification ≤ T/m; with random label noise γ the misclassification is
         # γ + (1 − 2γ)·disagreement, and the recipe records T/m − 3γ.
-        flags, parts = [], []
+        points = []
         for p in pts:
             t_over_m = p["bound_T_over_m"] + 3.0 * gamma
             err = gamma + (1.0 - 2.0 * gamma) * p["priv_disagree_mean"]
-            flags.append(err <= t_over_m)
-            parts.append(f"n={p['n']:.2g}: {err:.3g} ≤ {t_over_m:.3g}")
+            points.append(
+                Point(
+                    f"n={p['n']:.2g}",
+                    err <= t_over_m,
+                    f"n={p['n']:.2g}: {err:.3g} ≤ {t_over_m:.3g}",
+                    f"misclassification {err:.3g} above T/m = {t_over_m:.3g} by {err - t_over_m:.3g}",
+                )
+            )
         out.append(
-            Verdict(
+            judged(
                 paper,
                 "Cor 4.1 (ii): the misclassification rate of Alg 4 is at most T/m",
                 label,
                 "mean misclassification γ + (1 − 2γ)·disagreement ≤ T/m (Cor 4.1's T at the run's α, m), at every n",
-                aggregate(flags),
-                "; ".join(parts),
+                points,
             )
         )
         events = min(p["priv_error_events_total"] for p in pts)
@@ -902,18 +1178,30 @@ def btt_verdicts_from(report: Mapping[str, Any]) -> list[Verdict]:
             thm, bnd = sl["theorem_exponent"], sl["bound_slope"]
             agrees = [lo <= thm <= hi, lo <= bnd <= hi]
             tight = hi - lo <= 0.2
-            verdict = "yes" if all(agrees) else ("partly" if any(agrees) else "no")
             rate = "(V/n)^{2/3}" if setting == "realizable" else "γ + (V/n)^{2/5}"
+            points = [
+                Point(
+                    where,
+                    ok,
+                    "",
+                    f"{ref:+.3f} outside the slope's interval [{lo:+.3f}, {hi:+.3f}] by {max(lo - ref, ref - hi):.3f}",
+                )
+                for where, ref, ok in (
+                    ("theorem's exponent", thm, agrees[0]),
+                    ("bound's own slope", bnd, agrees[1]),
+                )
+            ]
             out.append(
-                Verdict(
+                judged(
                     paper,
                     f"{'Thm 4.3' if setting == 'realizable' else 'Thm 4.4'} / "
                     f"{'Thm 4.6' if setting == 'realizable' else 'Thm 4.7'}: {who} error ≈ {rate}",
                     label,
                     "95 % bootstrap interval of the log-log slope contains the theorem's exponent and the "
                     "slope of Cor 4.1's T/m over the same runs",
-                    verdict,
-                    f"slope {sl['slope']:+.3f} [{lo:+.3f}, {hi:+.3f}] over {sl['decades']:.2f} decades"
+                    points,
+                    notes=[f"k/n (Alg 4's k) falls as n^{kn_slope:+.3f} over the same runs"],
+                    numbers=f"slope {sl['slope']:+.3f} [{lo:+.3f}, {hi:+.3f}] over {sl['decades']:.2f} decades"
                     f"{' (±0.1: tight)' if tight else ''}; theorem {thm:+.3f} "
                     f"({'inside' if agrees[0] else 'excluded'}); bound's own slope {bnd:+.3f} "
                     f"({'inside' if agrees[1] else 'excluded'})"
@@ -935,16 +1223,30 @@ def btt_soft_verdicts_from(soft: Mapping[str, Any]) -> list[Verdict]:
     """Thm 5.14 on queries where E h spans (0, 1): every query answered, and the released bin holds E h."""
     out = []
     for r in soft["releases"]:
-        ok = [r["answered"] == soft["queries"], r["fraction_bin_missed"] == 0.0, r["fraction_within_radius"] == 1.0]
+        ok = [
+            Point("answered", r["answered"] == soft["queries"], "", f"{soft['queries'] - r['answered']} unanswered"),
+            Point(
+                "bins",
+                r["fraction_bin_missed"] == 0.0,
+                "",
+                f"{r['fraction_bin_missed']:.3f} of the released bins miss E h",
+            ),
+            Point(
+                "radius",
+                r["fraction_within_radius"] == 1.0,
+                "",
+                f"{1.0 - r['fraction_within_radius']:.3f} of errors beyond the radius (max {r['max_error']:.3f})",
+            ),
+        ]
         out.append(
-            Verdict(
+            judged(
                 "Bassily, Thakkar & Thakurta 2018",
                 "Thm 5.14: all m soft-label queries answered, |ŝ − E h| ≤ 8α√(2n′) + ν/2",
                 f"boundary queries (E h spread {r['expected_score_spread']:.2f}), n′ = {soft['shard_size']}, "
                 f"{r['mode']} calibration, k = {r['k']}, one seed",
                 "all answered, no released bin misses E h, every error within the theorem's radius",
-                aggregate(ok),
-                f"answered {r['answered']} / {soft['queries']}; bins missed {r['fraction_bin_missed']:.3f}; "
+                ok,
+                numbers=f"answered {r['answered']} / {soft['queries']}; bins missed {r['fraction_bin_missed']:.3f}; "
                 f"max error {r['max_error']:.3f} vs radius {soft['radius_theorem']:.3f} (γ = "
                 f"{soft['gamma_theorem']:.2f}, lattice γ′ = {soft['gamma_used']:.2f}: two bins, so the radius "
                 "says no more than the right half)",
@@ -955,8 +1257,9 @@ def btt_soft_verdicts_from(soft: Mapping[str, Any]) -> list[Verdict]:
 
 def btt_verdicts(repro: Path) -> list[Verdict]:
     out: list[Verdict] = []
-    # the 1-D classes and the halfspaces are two runs of recipes/repro/pac_rates.py (--stem pac_rates_halfspace)
-    for name in ("pac_rates.json", "pac_rates_halfspace.json"):
+    # the 1-D classes, the halfspaces and the agnostic homogeneous halfspaces are three runs of
+    # recipes/repro/pac_rates.py (--stem pac_rates_halfspace, --stem pac_rates_halfspace_agnostic)
+    for name in ("pac_rates.json", "pac_rates_halfspace.json", "pac_rates_halfspace_agnostic.json"):
         path = repro / name
         if path.exists():
             out += btt_verdicts_from(json.loads(path.read_text()))
@@ -987,15 +1290,13 @@ def render(verdicts: Sequence[Verdict], shares: Sequence[str] | None = None) -> 
         + f" (of {len(verdicts)} rows). yes / partly / no: the predicate holds at every / some / no point it "
         f'ranges over. "> {Z:g} s.e.": difference of means over √(s.e.²₁ + s.e.²₂).',
         "",
-        "| paper | claim (quoted; section) | data set / protocol | predicate | verdict | numbers |",
-        "|---|---|---|---|---|---|",
+        "| paper | claim (quoted; section) | data set / protocol | predicate | verdict "
+        "| cause (computed: where and by how much it fails; measured causes) | numbers |",
+        "|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
-        lines.append(
-            "| "
-            + " | ".join(_cell(x) for x in (v.paper, v.claim, v.protocol, v.predicate, f"**{v.verdict}**", v.numbers))
-            + " |"
-        )
+        cells = (v.paper, v.claim, v.protocol, v.predicate, f"**{v.verdict}**", v.cause or "—", v.numbers)
+        lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     if shares:
         lines += ["", "Chaudhuri & Vinterbo 2013: share of rounds choosing θ = 0.001 (recorded `frac_theta_min`):", ""]
         lines += list(shares)

@@ -1,7 +1,7 @@
 """Broken mechanisms that the statistical DP test must flag, beside their correct versions.
 
 Mutations already covered elsewhere: sparse vector without query noise, without cutoff, with the
-noisy value released (tests/privacy/test_sparse_vector.py); the paper's sensitivity-2 distance
+noisy value released (tests/privacy/mechanisms/test_sparse_vector.py); the paper's sensitivity-2 distance
 with sensitivity-1 noise (tests/aggregation/test_releasers.py); LNMax/GNMax scales and
 Confident-GNMax's noiseless check (tests/aggregation/test_baselines.py); output perturbation
 with too little noise (tests/erm/test_output_perturbation.py). This file adds the remaining

@@ -38,16 +38,15 @@ def test_z_score_uses_the_standard_error_of_the_difference():
 def test_outperforms_needs_more_than_two_standard_errors_at_each_alpha():
     # se of the difference = √2·0.01 ≈ 0.0141: a lead of 0.02 is 1.41 s.e. (not enough), 0.05 is 3.5.
     s = _summary("p", {"A": [(0.70, 0.01)] * 3 + [(0.75, 0.01)] * 3, "B": [(0.68, 0.01)] * 3 + [(0.70, 0.01)] * 3})
-    flags, parts = rv.cv_outperforms(s, "p", "A", ["B"], "auc")
-    assert flags == [False] * 3 + [True] * 3
-    assert rv.aggregate(flags) == "partly"
-    assert parts[0].startswith("α=0.3: 0.700 vs 0.680 (+1.4 s.e.)")
+    pts = rv.cv_outperforms(s, "p", "A", ["B"], "auc")
+    assert [p.ok for p in pts] == [False] * 3 + [True] * 3
+    assert rv.aggregate([p.ok for p in pts]) == "partly"
+    assert pts[0].numbers.startswith("α=0.3: 0.700 vs 0.680 (+1.4 s.e.)")
+    assert pts[0].miss == "A's AUC lead over B +1.4 s.e. (needs > 2)"
     # MSE: lower is better, so the same numbers read the other way round.
     s_mse = _summary("p", {"A": [(0.20, 0.001)] * 6, "B": [(0.21, 0.001)] * 6}, metric="mse")
-    flags, _ = rv.cv_outperforms(s_mse, "p", "A", ["B"], "mse")
-    assert flags == [True] * 6
-    flags, _ = rv.cv_outperforms(s_mse, "p", "B", ["A"], "mse")
-    assert flags == [False] * 6
+    assert [p.ok for p in rv.cv_outperforms(s_mse, "p", "A", ["B"], "mse")] == [True] * 6
+    assert [p.ok for p in rv.cv_outperforms(s_mse, "p", "B", ["A"], "mse")] == [False] * 6
 
 
 def test_only_above_fails_when_the_method_is_also_ahead_below_the_cut():
@@ -59,26 +58,30 @@ def test_only_above_fails_when_the_method_is_also_ahead_below_the_cut():
             "Random": [(0.659, 0.007)] * 6,
         },
     )
-    v, nums = rv.cv_only_above(ahead_early, "p", "Stability", "Random", 1.0)
-    assert v == "partly"
-    assert "also ahead at α = 1" in nums
+    row = rv.judged("P", "claim", "proto", "pred", rv.cv_only_above(ahead_early, "p", "Stability", "Random", 1.0))
+    assert row.verdict == "partly"
+    assert row.failing == ("α=1",)
+    assert row.cause == "fails at 1 of 6: α=1: Stability already ahead of Random on AUC by 3.0 s.e. (> 2) at α ≤ 1"
     exact = _summary(
         "p",
         {"Stability": [(0.66, 0.007)] * 3 + [(0.76, 0.007)] * 3, "Random": [(0.659, 0.007)] * 6},
     )
-    assert rv.cv_only_above(exact, "p", "Stability", "Random", 1.0)[0] == "yes"
+    verdict = lambda s: rv.aggregate([p.ok for p in rv.cv_only_above(s, "p", "Stability", "Random", 1.0)])  # noqa: E731
+    assert verdict(exact) == "yes"
     never = _summary("p", {"Stability": [(0.66, 0.007)] * 6, "Random": [(0.70, 0.007)] * 6})
-    assert rv.cv_only_above(never, "p", "Stability", "Random", 1.0)[0] == "partly"  # only "not below" holds
+    assert verdict(never) == "partly"  # only "not below" holds
     backwards = _summary("p", {"Stability": [(0.76, 0.007)] * 3 + [(0.66, 0.007)] * 3, "Random": [(0.659, 0.007)] * 6})
-    assert rv.cv_only_above(backwards, "p", "Stability", "Random", 1.0)[0] == "no"
+    assert verdict(backwards) == "no"
 
 
 def test_equal_and_flat_use_their_stated_tolerances():
     s = _summary("p", {"R": [(0.80, 0.0)] * 6, "C": [(0.805, 0.0)] * 5 + [(0.82, 0.0)]})
-    flags, _ = rv.cv_equal(s, "p", "R", "C", tol=0.01)
-    assert flags == [True] * 5 + [False]
-    flags, parts = rv.cv_flat(s, "p", ["R", "C"], above=0.5, tol=0.01)
-    assert flags == [True, False] and "range 0.015" in parts[1]
+    pts = rv.cv_equal(s, "p", "R", "C", tol=0.01)
+    assert [p.ok for p in pts] == [True] * 5 + [False]
+    assert pts[-1].miss == "AUC(R) − AUC(C) = -0.020, beyond ±0.01"
+    pts = rv.cv_flat(s, "p", ["R", "C"], above=0.5, tol=0.01)
+    assert [p.ok for p in pts] == [True, False] and "range 0.015" in pts[1].numbers
+    assert pts[1].miss == "AUC moves by 0.015 (> 0.01) between α=1 (0.805) and α=5 (0.820)"
 
 
 def _ligett_rows(nr_eps, db_eps, th_eps, nr_risk, db_risk, alphas=(0.05, 0.075)):
@@ -101,6 +104,43 @@ def test_ligett_predicates_can_fail():
     bad = _ligett_rows([1.0, 1.6], [2.0, 1.5], [3.0, 2.4], [0.025, 0.0375], [0.005, 0.01])
     verdicts = [r.verdict for r in rv.ligett_verdicts_for(bad, "d", ridge_twitter=False)]
     assert verdicts == ["partly", "no", "no"]
+
+
+def test_ligett_causes_name_the_failing_alpha_and_the_shortfall():
+    # A KDD-like record: NR's excess risk at α/2 everywhere, Doubling's at α/8; NR 5 % above Doubling at α = 0.075.
+    rows = _ligett_rows([1.0, 0.84], [2.0, 0.8], [5.0, 4.0], [0.025, 0.0375], [0.00625, 0.009375])
+    by_claim = {r.claim.split(" (")[0]: r for r in rv.ligett_verdicts_for(rows, "d", ridge_twitter=False)}
+    below = by_claim["Noise Reduction's ex-post ε below DoublingMethod's"]
+    assert below.verdict == "partly" and below.failing == ("α=0.075",)
+    assert below.cause == "fails at 1 of 2: α=0.075: NR 5.0 % above Doubling"
+    excess = by_claim['"excess risks were concentrated well below α/2"']
+    assert excess.verdict == "no" and excess.failing == ("α=0.05", "α=0.075")
+    assert excess.cause.startswith(
+        "fails at 2 of 2: α=0.05: NR's mean excess risk 0.50α > α/4; α=0.075: NR's mean excess risk 0.50α > α/4. "
+        "Recorded: NR's mean excess risk is 0.50–0.50α"
+    )
+    assert by_claim["\"a large improvement over the 'theory' approach\""].cause == ""  # a yes row has no cause
+
+
+def test_every_row_that_is_not_yes_carries_a_cause_naming_a_failing_point():
+    rows = rv.all_verdicts()
+    assert rows
+    for v in rows:
+        if v.verdict == "yes":
+            assert v.cause == "" and v.failing == ()
+            continue
+        assert v.verdict in ("partly", "no"), v
+        assert v.failing, v
+        assert v.cause.startswith("fails"), v
+        assert any(f"{w}: " in v.cause for w in v.failing), v
+    # the README's table shows the same cause in its cause column
+    block = rv.readme_block(rv.README.read_text())
+    table = [line for line in block.splitlines() if line.startswith("| ") and "**" in line]
+    assert len(table) == len(rows)
+    for line, v in zip(table, rows, strict=True):
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        assert cells[4] == f"**{v.verdict}**"
+        assert cells[5] == (rv._cell(v.cause) if v.verdict != "yes" else "—")
 
 
 def test_ligett_printed_numbers_compare_in_epsilon():
@@ -236,10 +276,13 @@ def test_mse_margin_row_fails_for_a_nominal_gap():
         metric="mse",
     )
     # 0.001 below the best other is > 2 s.e. (a "significant" lead) but not a gap Fig. 1b can show
-    assert rv.cv_outperforms(s, "p", "S", ["A", "R"], "mse")[0] == [True] * 6
-    flags, parts = rv.cv_material_margin(s, "p", "S", ["A", "R"], rv.CV_MSE_MARGIN)
-    assert flags == [False] * 3 + [True] * 3
-    assert parts[0] == "α=0.3: 0.247 vs 0.248 (gap +0.0010)"
+    assert [p.ok for p in rv.cv_outperforms(s, "p", "S", ["A", "R"], "mse")] == [True] * 6
+    pts = rv.cv_material_margin(s, "p", "S", ["A", "R"], rv.CV_MSE_MARGIN)
+    assert [p.ok for p in pts] == [False] * 3 + [True] * 3
+    assert pts[0].numbers == "α=0.3: 0.247 vs 0.248 (gap +0.0010)"
+    assert pts[0].miss == "S's MSE only 0.0010 below A's (< 0.005)"
+    notes = rv._near_half(s, "p", ["S", "A", "R"], pts)
+    assert notes and "within 0.0030 of 0.25" in notes[0]
 
 
 def test_one_chosen_protocol_is_evaluated_on_both_data_sets_at_the_papers_100_rounds():

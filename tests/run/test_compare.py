@@ -193,3 +193,16 @@ def test_spend_ids_are_exact(tmp_path):
         ledger.spend("r:lnmax:eps=3", epsilon=3.0, delta=0.0)  # the form older ledgers used
         assert recorded_spend_id(ledger, "r", "lnmax", 3.0) == "r:lnmax:eps=3"  # still replays
         assert recorded_spend_id(ledger, "r", "lnmax", 3.0000001) == "r:lnmax:eps=3.0000001"
+
+
+def test_compare_title_names_the_unit_teachers_selection_student_and_releases():
+    """compare.png's title (compare_title, also used to rebuild the plot in test_neighbour_outputs)."""
+    from pate_stab.run.compare import compare_title
+
+    config = TransferConfig(num_teachers=250, num_queries=100, query_selection="spread", delta=1e-6)
+    one = (
+        f"synthetic (record privacy): k=250 {config.teacher_model} teachers, m=100 (spread)\n"
+        f"{config.student_method} student, δ=1e-06"
+    )
+    assert compare_title(config) == one
+    assert compare_title(config, repeats=3) == one + ", 3 releases"

@@ -27,11 +27,7 @@ def _config(tmp_path, name="label_dp", **changes):
 
 def label_unit(config):
     """``config`` under label privacy and replace-one (the label-DP learners' relation)."""
-    if "privacy_unit" in {f.name for f in dataclasses.fields(config)}:
-        return dataclasses.replace(config, privacy_unit="label", neighbouring="replace_one")
-    config = dataclasses.replace(config, neighbouring="replace_one")
-    object.__setattr__(config, "privacy_unit", "label")  # a configuration without the field yet
-    return config
+    return dataclasses.replace(config, privacy_unit="label", neighbouring="replace_one")
 
 
 def _ledger(prep):

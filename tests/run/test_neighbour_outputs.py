@@ -515,7 +515,7 @@ def _published_compare(config: TransferConfig, direct: list[str]) -> tuple[dict[
     """(raw published files, the same with released outputs masked, the released outputs by spend id) of
     a compare run folder. compare.txt and compare.png must be what compare.json's rows give (the table and
     plot functions read published rows only): they are checked against a rebuild and then stand for it."""
-    from pate_stab.run.compare import format_rows, plot_rows, total_cost_line
+    from pate_stab.run.compare import compare_title, format_rows, plot_rows, total_cost_line
     from pate_stab.run.direct import direct_legend
 
     run_dir = config.run_dir
@@ -530,10 +530,7 @@ def _published_compare(config: TransferConfig, direct: list[str]) -> tuple[dict[
     rows, relation = report["rows"], report["ledger"]["neighbouring"]
     table = format_rows(rows, run_neighbouring=relation) + "\n" + direct_legend(rows, run_neighbouring=relation)
     assert (run_dir / "compare.txt").read_text() == table + "\n", "compare.txt is not computed from compare.json"
-    title = (f"{config.dataset} ({config.privacy_unit} privacy): k={config.num_teachers} {config.teacher_model} "
-             f"teachers, m={config.num_queries} "
-             f"({config.query_selection})\n{config.student_method} student, δ={config.delta:g}")  # fmt: skip
-    rebuilt = plot_rows(rows, run_dir.parent / "rebuilt.png", title=title,
+    rebuilt = plot_rows(rows, run_dir.parent / "rebuilt.png", title=compare_title(config),
                         caption=total_cost_line(rows, run_neighbouring=relation))  # fmt: skip
     assert rebuilt.read_bytes() == (run_dir / "compare.png").read_bytes(), "compare.png is not drawn from compare.json"
     raw: dict[str, Any] = {}

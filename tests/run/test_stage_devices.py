@@ -118,10 +118,11 @@ def test_content_keys_of_gpu_features_read_the_records_as_loaded(tmp_path, monke
 def _spread_outputs(prep) -> list[torch.Tensor]:
     """The spread selector's shares and mass after two rounds of released outputs (answered and ⊥),
     and the spread student's pseudo-labels."""
-    from pate_stab.run.student import selector_spread, spread_pseudo_labels
+    from pate_stab.run.release import spread_selector
+    from pate_stab.run.student import spread_pseudo_labels
     from pate_stab.student import StudentTargets
 
-    spread = selector_spread(prep)
+    spread = spread_selector(prep)
     first, second = torch.arange(0, 40, 4), torch.arange(0, 80, 4)
     labels = torch.tensor([0, 1, -1, 1, 0, -1, 0, 1, 1, 0])
     out = [*spread(first, labels), *spread(second, torch.cat([labels, labels.flip(0)]))]
@@ -141,7 +142,8 @@ def test_spread_graph_moves_once_and_spreading_runs_on_the_runs_gpu(tmp_path, mo
     import pate_stab.run.student_base as student_base
     import pate_stab.student.spreading as spreading
     from pate_stab.run.prepare import pool_graph
-    from pate_stab.run.student import release_device, student_device
+    from pate_stab.run.release import release_device
+    from pate_stab.run.student import student_device
 
     monkeypatch.setattr(run_data, "_raw_splits", fake_splits)
     kw = dict(features="pca", pca_dim=10, query_selection="spread", student_method="spread")

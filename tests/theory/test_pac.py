@@ -216,6 +216,8 @@ def test_recipe_smoke(tmp_path, monkeypatch):
     out = tmp_path / "checkpoints" / "t"
     for name in ("hard_runs.csv", "hard_summary.csv", "slopes.csv", "usability.csv", "soft.csv", "report.json"):
         assert (out / name).exists(), name
+    for name in ("threshold_realizable.png", "interval_realizable.png"):  # the shared log-log panel
+        assert (out / name).exists(), name
     assert report["largest_run"] is not None
     for r in report["soft"]["releases"]:
         assert 0.0 <= r["fraction_within_radius"] <= 1.0

@@ -19,6 +19,10 @@ from pate_stab.theory.pac_sim import (
     halfspace_near_queries,
     halfspace_realizable_lines,
     halfspace_student,
+    homogeneous_agnostic_directions,
+    homogeneous_disagreement,
+    homogeneous_erm,
+    homogeneous_error,
     line_disagreement,
     max_vertical_margin,
     near_queries,
@@ -27,6 +31,8 @@ from pate_stab.theory.pac_sim import (
     segmented_threshold_erm,
     shard_sizes,
     student_offset,
+    window_direction_erm,
+    wrap_turns,
 )
 from tests._recipes import load_recipe
 
@@ -169,7 +175,13 @@ def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
     report = pac_rates.main(["--quick", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "pac_rates.json").read_text())
     assert saved["slopes"] and {s["metric"] for s in saved["slopes"]} >= {"priv_disagree", "student_disagree"}
-    assert {(s["class"], s["setting"]) for s in saved["slopes"]} >= {("halfspace", "realizable")}
+    assert {(s["class"], s["setting"]) for s in saved["slopes"]} >= {
+        ("halfspace", "realizable"),
+        ("halfspace_homogeneous", "agnostic"),
+    }
+    hh = [r for r in saved["summary"] if r["class"] == "halfspace_homogeneous"]
+    assert hh and all(r["priv_disagree_mean"] > 0 and r["teacher_disagree_mean"] > 0 for r in hh)
+    assert "nonprivate_error" in (tmp_path / "pac_rates_runs.csv").read_text().splitlines()[0]
     hs = [s for s in saved["summary"] if s["class"] == "halfspace"]
     assert hs and all("student_nonseparable_runs" in s and s["nonprivate_disagree_mean"] > 0 for s in hs)
     for s in report["slopes"]:
@@ -177,7 +189,7 @@ def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
         assert math.isfinite(s["bound_slope"])
     usable = [s for s in saved["summary"] if s.get("usable")]
     assert usable and all(s["priv_disagree_mean"] <= s["bound_T_over_m"] + 3 * 0.05 for s in usable)
-    for name in ("pac_rates_runs.csv", "pac_rates_summary.csv", "pac_rates_slopes.csv"):
+    for name in ("pac_rates_runs.csv", "pac_rates_summary.csv", "pac_rates_slopes.csv", "pac_rates.png"):
         assert (tmp_path / name).stat().st_size > 0
 
 
@@ -310,3 +322,173 @@ def test_pac_rates_jobs_change_nothing_but_time(tmp_path):
     strip = lambda rep: [{k: v for k, v in s.items() if k != "seconds"} for s in rep["summary"]]  # noqa: E731
     assert strip(one) == strip(two) and one["slopes"] == two["slopes"]
     assert (tmp_path / "b" / "two.json").exists() and (tmp_path / "b" / "two_summary.csv").exists()
+
+
+# --- homogeneous halfspaces in R² (agnostic) -------------------------------------------------
+
+
+def _brute_homogeneous_erm(phi: np.ndarray, y: np.ndarray) -> tuple[float, int]:
+    """First minimal arc midpoint over [−½, ½), errors counted with dot products in R²."""
+    events = np.unique(np.concatenate([wrap_turns(phi - 0.25), wrap_turns(phi + 0.25), [-0.5, 0.5]]))
+    mids = 0.5 * (events[:-1] + events[1:])
+    w = np.stack([np.cos(2 * np.pi * mids), np.sin(2 * np.pi * mids)])
+    x = np.stack([np.cos(2 * np.pi * phi), np.sin(2 * np.pi * phi)], axis=1)
+    errors = ((x @ w >= 0) != (y[:, None] == 1)).sum(0)
+    i = int(np.argmin(errors))
+    return float(mids[i]), int(errors[i])
+
+
+@pytest.mark.parametrize("grid", [None, 16])
+def test_homogeneous_erm_sweep_equals_brute_force(grid):
+    rng = np.random.default_rng(20)
+    k = 400
+    c = rng.integers(0, 11, k)
+    c[:3] = 0  # empty shards: every direction is an ERM; the rule gives τ = 0
+    if grid is None:
+        phi = rng.random(c.sum()) - 0.5
+    else:  # dyadic angles: coinciding events (ties, zero-length arcs) and events at −½
+        phi = wrap_turns(rng.integers(0, grid, c.sum()) / grid)
+    y = rng.integers(0, 2, c.sum())
+    tau, err, lo, hi = homogeneous_erm(phi, y, c)
+    start = np.cumsum(c) - c
+    for j in range(k):
+        sl = slice(start[j], start[j] + c[j])
+        bt, be = _brute_homogeneous_erm(phi[sl], y[sl])
+        assert tau[j] == pytest.approx(bt, abs=1e-12) and err[j] == be, j
+        assert lo[j] < tau[j] < hi[j]
+    assert np.array_equal(tau[:3], np.zeros(3))
+    # no direction at all does better than the ERM (the candidate arcs cover the circle)
+    dirs = rng.random(500) - 0.5
+    for j in range(3, 40):
+        sl = slice(start[j], start[j] + c[j])
+        pred = np.abs(wrap_turns(phi[sl][:, None] - dirs[None, :])) <= 0.25
+        assert (pred != (y[sl][:, None] == 1)).sum(0).min() >= err[j]
+
+
+def test_homogeneous_error_matches_monte_carlo():
+    rng = np.random.default_rng(21)
+    n, eta, target = 2_000_000, 0.1, 0.3
+    x = rng.standard_normal((n, 2))  # rotationally symmetric input
+    w_star = np.array([np.cos(2 * np.pi * target), np.sin(2 * np.pi * target)])
+    y = (x @ w_star >= 0) != (rng.random(n) < eta)
+    for tau in (0.3, 0.31, 0.37, 0.55, -0.1):
+        w = np.array([np.cos(2 * np.pi * tau), np.sin(2 * np.pi * tau)])
+        pred = x @ w >= 0
+        emp, dis = float((pred != y).mean()), float((pred != (x @ w_star >= 0)).mean())
+        err = float(homogeneous_error(tau, eta, target))
+        se = math.sqrt(err * (1 - err) / n)
+        assert abs(emp - err) < 4 * se + 1e-12
+        assert abs(dis - float(homogeneous_disagreement(tau, target))) < 4 * math.sqrt(dis * (1 - dis) / n) + 1e-12
+        if tau != target:  # a factor slip (|θ − θ*|/(2π) for the disagreement) is detected
+            wrong = eta + (1 - 2 * eta) * abs(float(wrap_turns(tau - target)))
+            assert abs(emp - wrong) > 4 * se
+    with pytest.raises(ValueError, match="noise"):
+        homogeneous_error(0.1, 0.5)
+
+
+def _full_homogeneous_shards(k: int, p: int, eta: float, rng: np.random.Generator):
+    phi = rng.random((k, p)) - 0.5
+    clean = np.abs(phi) <= 0.25  # target τ* = 0
+    y = np.where(rng.random((k, p)) < eta, ~clean, clean).astype(np.int64)
+    return phi, y
+
+
+def test_window_direction_erm_is_the_full_erm_wherever_that_lies_inside_the_window():
+    rng = np.random.default_rng(22)
+    k, p, eta, window = 3000, 300, 0.05, 10.0
+    phi, y = _full_homogeneous_shards(k, p, eta, rng)
+    tau, _, lo, hi = homogeneous_erm(phi.ravel(), y.ravel(), np.full(k, p))
+    half = window / (2 * p)  # W of homogeneous_agnostic_directions at this size
+    up, low = np.abs(phi - 0.25) <= half, np.abs(phi + 0.25) <= half
+    off = np.where(up, phi - 0.25, phi + 0.25)
+    xs, us, ys, cs = [], [], [], []
+    for j in range(k):
+        sel = up[j] | low[j]
+        order = np.argsort(off[j][sel])
+        xs.append(off[j][sel][order])
+        us.append(up[j][sel][order])
+        ys.append(y[j][sel][order])
+        cs.append(int(sel.sum()))
+    win = np.clip(
+        window_direction_erm(np.concatenate(xs), np.concatenate(us), np.concatenate(ys), np.array(cs)), -half, half
+    )
+    inside = (lo > -half) & (hi < half)
+    assert inside.mean() > 0.995  # the full ERM's arc leaves the window rarely (measured: 1 in 1000 or less)
+    assert np.array_equal(win[inside], tau[inside])
+    # the drawn windows have the full ERM's error law
+    fast, w = homogeneous_agnostic_directions(np.full(k, p), eta, rng, window=window)
+    assert w == pytest.approx(half)
+    full_d, fast_d = homogeneous_disagreement(tau), homogeneous_disagreement(fast)
+    se = math.hypot(full_d.std(), fast_d.std()) / math.sqrt(k)
+    assert abs(full_d.mean() - fast_d.mean()) < 4 * se
+    # and a density slip (the window's points drawn at half the shard size) is detected
+    slow, _ = homogeneous_agnostic_directions(np.full(k, p // 2), eta, rng, window=window)
+    assert abs(full_d.mean() - homogeneous_disagreement(slow).mean()) > 4 * se
+
+
+def test_homogeneous_student_fits_clean_labels_at_both_boundaries():
+    pac_rates = load_recipe("repro/pac_rates.py")
+    rng = np.random.default_rng(23)
+    checked = 0
+    for _ in range(10):
+        tau, _ = homogeneous_agnostic_directions(np.full(301, 400), 0.05, rng)
+        m = 200_000
+        low, up = near_queries(tau, m, 20.0, rng), near_queries(-tau, m, 20.0, rng)
+        assert low.ones.size and up.ones.size
+        # upper queries: teacher j votes 1 at ¼ + q iff q ≤ τ_j (mirrored: q' = −q, offsets −τ_j)
+        assert np.array_equal(up.ones, (tau[None, :] >= -up.offsets[:, None]).sum(1))
+        assert np.array_equal(low.ones, (tau[None, :] <= low.offsets[:, None]).sum(1))
+        labels = np.concatenate([low.clean, up.clean])
+        # clean labels on every near query: the student's direction separates them; in direction
+        # coordinates (upper queries at −q', labels complemented) it is the midpoint of the gap
+        # between the largest merged 0 and the smallest merged 1, and its disagreement 2|τ̂|
+        pos = np.concatenate([low.offsets, -up.offsets])
+        merged = np.concatenate([low.clean, 1 - up.clean])
+        if merged.min() == merged.max():
+            continue  # all near queries on one side of the target: the gap runs to a sentinel
+        checked += 1
+        gap_lo, gap_hi = pos[merged == 0].max(), pos[merged == 1].min()
+        assert gap_lo < 0 <= gap_hi
+        d = pac_rates.homogeneous_student([(tau, low), (-tau, up)], labels, m, rng)
+        assert d == pytest.approx(abs(gap_lo + gap_hi), rel=1e-9)
+        assert float(homogeneous_disagreement(0.5 * (gap_lo + gap_hi))) == pytest.approx(d)
+        # every label flipped at one boundary: the student moves past the queries there
+        bad = np.concatenate([low.clean, 1 - up.clean])
+        assert pac_rates.homogeneous_student([(tau, low), (-tau, up)], bad, m, rng) > d
+    assert checked >= 5
+
+
+def test_pac_rates_homogeneous_halfspace_jobs_change_nothing_but_time(tmp_path):
+    pac_rates = load_recipe("repro/pac_rates.py")
+
+    common = ["--classes", "halfspace_homogeneous", "--bootstrap", "50"]
+    common += ["--agnostic-n", "1e7", "2e7", "--agnostic-points", "2", "--agnostic-seeds", "3"]
+    one = pac_rates.main([*common, "--out", str(tmp_path / "a")])
+    two = pac_rates.main([*common, "--jobs", "2", "--out", str(tmp_path / "b")])
+    strip = lambda rep: [{k: v for k, v in s.items() if k != "seconds"} for s in rep["summary"]]  # noqa: E731
+    assert strip(one) == strip(two) and one["slopes"] == two["slopes"]
+    assert {s["setting"] for s in one["summary"]} == {"agnostic"}
+    assert all(s["usable"] and s["k"] < s["n"] for s in one["summary"])
+
+
+def test_loglog_panel_draws_the_curves_and_lines_it_is_given():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pate_stab.repro.pac_plot import loglog_panel
+
+    fig, ax = plt.subplots()
+    ns = np.array([1e6, 1e7, 1e8])
+    curves = [{"x": ns, "y": 1 / ns, "yerr": 0.1 / ns, "fmt": "o-", "label": "priv"}]
+    lines = [
+        {"x": ns, "y": 2 / ns, "fmt": "k-", "label": "bound"},
+        {"x": ns, "y": 3 / ns, "color": "gray", "label": "rate"},
+    ]
+    loglog_panel(ax, curves, lines, title="t", xlabel="n", ylabel="err", legend_fontsize=6)
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["bound", "rate", "priv"]
+    assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("t", "n", "err")
+    assert len(ax.containers) == 1 and len(ax.get_lines()) >= 3
+    plt.close(fig)

@@ -396,8 +396,18 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
     rng = random.Random(seed)
     stats = {"trials": 0, "violations": 0, "released": 0, "recorded": 0, "refused_to_open": 0}
     for trial in range(trials):
+        size_before = released_path.stat().st_size if released_path.exists() else 0
         child = int(ask(worker, f"kill-spawn {ledger_path} {released_path} {mode} t{trial}"))
-        time.sleep(rng.uniform(0.0, 0.1))
+        # kill only once the child is in its loop (it has released at least once): a kill while it is
+        # still opening the ledger would test nothing, and under load that can take longer than the delay
+        deadline = time.monotonic() + 30.0
+        while not (released_path.exists() and released_path.stat().st_size > size_before):
+            if time.monotonic() > deadline:
+                os.kill(child, signal.SIGKILL)
+                ask(worker, f"reap {child}")
+                raise AssertionError(f"trial {trial}: the child released nothing within 30 s")
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0.0, 0.05))
         os.kill(child, signal.SIGKILL)
         status = int(ask(worker, f"reap {child}"))
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status

@@ -30,7 +30,7 @@ from pate_stab.privacy.accounting.events import (
     event_from_dict,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 INTERVAL = 1e-4  # the default value_discretization_interval
 # Float64 round-off of dp-accounting's FFT convolutions and sums, relative to the value compared.
 # (Observed below 1e-10; this is not a modelling tolerance, which the sandwich bounds below pin.)
