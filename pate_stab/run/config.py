@@ -224,6 +224,18 @@ class TransferConfig:
             )
         if self.teachers.teacher_model == "cnn" and self.feature_stage.features in EXTRACTED_FEATURES:
             raise ValueError(f"CNN teachers need images; features={self.feature_stage.features!r} gives vectors")
+        if self.teachers.teacher_self_training_rounds:
+            if release.privacy_unit != "label":
+                raise ValueError(
+                    "teacher_self_training_rounds pseudo-labels every private input, which only label privacy makes "
+                    "public to every teacher: use privacy_unit: label or 0 rounds, got privacy_unit="
+                    f"{release.privacy_unit!r}"
+                )
+            if self.teachers.teacher_model not in ("logistic", "mlp"):
+                raise ValueError(
+                    "teacher_self_training_rounds is for the vectorised heads (teacher_model: logistic or mlp), got "
+                    f"teacher_model={self.teachers.teacher_model!r}"
+                )
         if self.execution.finish_from_ledger and rounds.rounds != 1:
             raise ValueError(
                 f"finish_from_ledger finishes a release made in one round; this run has rounds={rounds.rounds}"

@@ -51,6 +51,7 @@ __all__ = [
     "PartitionKey",
     "PrivacyUnit",
     "QuerySelection",
+    "SelectionRepresentatives",
     "RoundFeatures",
     "RunAggregator",
     "StopAfter",
@@ -82,6 +83,7 @@ PartitionKey = Literal["content", "record_id"]
 PrivacyUnit = Literal["record", "label"]
 LabelQueries = Literal["pool", "private", "both"]
 QuerySelection = Literal["first", "student-confidence", "spread"]  # pate_stab.run.selection.QUERY_SELECTIONS
+SelectionRepresentatives = Literal["centroid", "dense"]  # pate_stab.run.selection.REPRESENTATIVE_CHOICES
 RoundFeatures = Literal["same", "student"]
 StudentModel = Literal["logistic", "mlp", "cnn"]
 Bottom = Literal["drop", "random"]

@@ -60,6 +60,7 @@ from pate_stab.run.config_names import (
     PrivacyUnit,
     QuerySelection,
     RoundFeatures,
+    SelectionRepresentatives,
     StopAfter,
     StudentAugment,
     StudentMethod,
@@ -225,11 +226,23 @@ class TeacherSettings(_Section):
     teacher_batch_size: int = 8
     teacher_lr: float = 1e-2
     teacher_weight_decay: float = 1e-3
+    # label privacy, logistic / mlp teachers: rounds of self-training on every private and public input
+    # (pate_stab.teachers.self_training: each teacher pseudo-labels them with its own predictions at least
+    # this confident, keeps its shard's labels, and is refitted; one changed label still moves one teacher).
+    # 0: none. The threshold is FixMatch's τ = 0.95 (Sohn et al. 2020), fixed in advance
+    teacher_self_training_rounds: int = 0
+    teacher_self_training_threshold: float = 0.95
 
     def __post_init__(self) -> None:
         if self.teacher_model not in TEACHER_MODELS:
             raise ValueError(f"teacher_model must be one of {', '.join(TEACHER_MODELS)}, got {self.teacher_model!r}")
         _positive_ints(self, "num_teachers")
+        r = self.teacher_self_training_rounds
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+            raise ValueError(f"teacher_self_training_rounds must be a nonnegative integer, got {r!r}")
+        t = self.teacher_self_training_threshold
+        if not isinstance(t, int | float) or isinstance(t, bool) or not (0 < t <= 1):
+            raise ValueError(f"teacher_self_training_threshold must lie in (0, 1], got {t!r}")
         _widths(self, "teacher_hidden")
         _widths(self, "teacher_channels")
 
@@ -372,7 +385,7 @@ class SelectionSettings(_Section):
     selection_coverage: float = SPREAD_DEFAULTS.selection_coverage
     # student-confidence / spread: which member stands for a k-means cluster in round 0 and class
     # discovery, "centroid" (nearest the centroid) or "dense" (the cluster's densest member); public data only
-    selection_representatives: str = SPREAD_DEFAULTS.selection_representatives
+    selection_representatives: SelectionRepresentatives = SPREAD_DEFAULTS.selection_representatives
 
     def __post_init__(self) -> None:
         check_query_selection(self.query_selection)

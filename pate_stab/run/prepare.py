@@ -25,7 +25,7 @@ from pate_stab.aggregation.plan import RunPlan, plan_for_config
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
-from pate_stab.privacy.ledger.private_files import PRIVATE_KEY_NAME, tighten_private_tree
+from pate_stab.privacy.ledger.private_files import PRIVATE_KEY_NAME, tighten_private_tree, write_private
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import (
     DIRECT_LEARNER_NAMES,
@@ -54,6 +54,7 @@ from pate_stab.teachers import (
 )
 from pate_stab.teachers.fixmatch import train_fixmatch_teachers
 from pate_stab.teachers.partition import RecordKeys
+from pate_stab.teachers.self_training import self_train_teachers
 
 __all__ = [
     "BudgetTooSmallError",
@@ -294,6 +295,16 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
     write_published(path, json.dumps(config.to_dict(), indent=2, sort_keys=True))
 
 
+def teacher_train_config(config: TransferConfig) -> TrainConfig:
+    """The trained heads' settings (logistic, mlp, cnn) from the run's teachers section."""
+    return TrainConfig(
+        epochs=config.teacher_epochs,
+        batch_size=config.teacher_batch_size,
+        lr=config.teacher_lr,
+        weight_decay=config.teacher_weight_decay,
+    )
+
+
 def check_teachers_fit(num_teachers: int, num_private: int) -> None:
     """Refuse more teachers than private records (before any partition or training).
 
@@ -483,13 +494,20 @@ def prepare(
             spec=spec, config=fixmatch, generator=gens["teachers"], run_dir=teacher_dir,
             accelerator=config.accelerator, progress_bar=config.progress,
         )  # fmt: skip
+    elif config.teacher_self_training_rounds:
+        # label privacy only (checked by the config): each head self-trains on every private and public
+        # input with its own pseudo-labels (pate_stab.teachers.self_training); the ensemble is saved once
+        teachers, history = self_train_teachers(
+            task.private_x, task.private_y, shards, public_x=pool_inputs, privacy_unit=config.privacy_unit,
+            spec=spec, threshold=config.teacher_self_training_threshold,
+            rounds=config.teacher_self_training_rounds, config=teacher_train_config(config),
+            generator=gens["teachers"], accelerator=config.accelerator,
+        )  # fmt: skip
+        teachers.save(teacher_dir)
+        # the pseudo-label counts depend on the private labels: a private file
+        write_private(run_dir / "private_self_training.json", json.dumps(history, indent=2))
     else:
-        train = TrainConfig(
-            epochs=config.teacher_epochs,
-            batch_size=config.teacher_batch_size,
-            lr=config.teacher_lr,
-            weight_decay=config.teacher_weight_decay,
-        )
+        train = teacher_train_config(config)
         teachers = train_teachers(
             task.private_x,
             task.private_y,

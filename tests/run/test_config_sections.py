@@ -26,7 +26,7 @@ from pate_stab.run.config_sections import (
     RoundSettings,
     StudentSettings,
 )
-from pate_stab.run.selection import QUERY_SELECTIONS
+from pate_stab.run.selection import QUERY_SELECTIONS, REPRESENTATIVE_CHOICES
 from pate_stab.student import FixMatchConfig
 from pate_stab.student.augment import AUGMENTATIONS
 
@@ -227,6 +227,7 @@ REGISTRIES: dict[str, tuple[object, ...]] = {
     "privacy_unit": tuple(names.PRIVACY_UNIT_DESCRIPTIONS),
     "label_queries": tuple(names.LABEL_QUERIES),
     "query_selection": QUERY_SELECTIONS,
+    "selection_representatives": REPRESENTATIVE_CHOICES,
     "round_features": tuple(names.ROUND_FEATURES),
     "student_model": names.STUDENT_MODELS,
     "bottom": names.BOTTOMS,

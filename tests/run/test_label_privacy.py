@@ -197,3 +197,41 @@ def test_release_votes_states_the_unit_and_keeps_one_unit_per_folder(tmp_path):
     with pytest.raises(LedgerError, match="privacy_unit='label'"):  # the folder's ledger is a label ledger
         release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", neighbouring="replace_one",
                       **{**common, "epsilon": 4.0})  # fmt: skip
+
+
+def _self_training_config(tmp_path, name: str, **changes) -> TransferConfig:
+    settings = dict(
+        run_name=name, checkpoints_dir=str(tmp_path), privacy_unit="label", neighbouring="replace_one",
+        teacher_model="logistic", num_private=300, num_public=100, num_eval=100, num_teachers=6, num_queries=40,
+        aggregator="gnmax", epsilon=8.0, student_epochs=1, accelerator="cpu", releaser_noise="seeded",
+        teacher_epochs=2, teacher_self_training_rounds=1, teacher_self_training_threshold=0.6,
+    )  # fmt: skip
+    return TransferConfig(**(settings | changes))
+
+
+def test_a_run_self_trains_its_heads_on_every_input_under_label_privacy(tmp_path):
+    config = _self_training_config(tmp_path, "self")
+    assert config.teachers.teacher_self_training_rounds == 1
+    run_transfer(config)
+    history_path = config.run_dir / "private_self_training.json"
+    assert history_path.stat().st_mode & 0o777 == 0o600  # pseudo-label counts depend on the private labels
+    history = json.loads(history_path.read_text())
+    assert [h["round"] for h in history] == [1] and len(history[0]["pseudo_labels"]) == 6
+    assert sum(history[0]["pseudo_labels"]) > 0  # the heads did label the other inputs
+    assert "pseudo_labels" not in (config.run_dir / "report.json").read_text()
+    plain = _self_training_config(tmp_path, "plain", teacher_self_training_rounds=0)
+    run_transfer(plain)
+    trained = torch.load(config.run_dir / "teachers" / "weights.pt")["params"]
+    untrained = torch.load(plain.run_dir / "teachers" / "weights.pt")["params"]
+    assert set(trained) == set(untrained) and any(not torch.equal(trained[k], untrained[k]) for k in trained)
+    meta = json.loads((config.run_dir / "teachers" / "config.json").read_text())
+    assert meta["config"]["self_training"] == {"round": 1, "threshold": 0.6}
+
+
+def test_self_training_is_refused_under_record_privacy_and_for_other_teachers(tmp_path):
+    with pytest.raises(ValueError, match="teacher_self_training_rounds .* privacy_unit: label"):
+        _self_training_config(tmp_path, "rec", privacy_unit="record", neighbouring="add_remove")
+    with pytest.raises(ValueError, match="vectorised heads"):
+        _self_training_config(tmp_path, "prop", teacher_model="propagate")
+    with pytest.raises(ValueError, match="teacher_self_training_threshold must lie in"):
+        _self_training_config(tmp_path, "thr", teacher_self_training_threshold=0.0)
