@@ -73,6 +73,11 @@ class Task:
     # shape, a table's schema), ``preprocess`` the maps fitted on the public pool, in order
     inputs: dict[str, Any] = field(default_factory=dict)
     preprocess: list[dict[str, Any]] = field(default_factory=list)
+    # the splits as loaded, before any preprocessing (z-scores, PCA): the run folder's data identity
+    # (pate_stab.run.private.check_data_identity). Preprocessing reduces over many records with kernels
+    # chosen by the thread count and the device, so its last bits may differ between machines; the
+    # data as loaded do not
+    loaded: tuple[Tensor, ...] = ()
     # label privacy with queries over the private inputs (pate_stab.run.prepare.label_query_task): the
     # query pool's true labels, which are private labels. Private diagnostics only, never published
     pool_labels_private: Tensor | None = None
@@ -192,6 +197,9 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         ids = None if ids is None else ids[keep]
     images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
     private_images = px if px.dim() in (3, 4) else None
+    # a pool without labels stands as an empty label tensor; ids supplied with the data are part of it
+    loaded = (px, py, ux, uy if uy is not None else torch.empty(0, dtype=torch.int64), ex, ey)
+    loaded += (ids,) if ids is not None else ()
     feature_map: dict[str, Any] = {"kind": config.features}
     kind = own.kind if own is not None else ("arrays" if ux.dim() == 2 else "images")
     inputs: dict[str, Any] = {"kind": kind, "shape": list(ux.shape[1:])}
@@ -227,5 +235,5 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
     return Task(
         px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images,
         class_names=class_names, private_ids=ids, private_images=private_images, inputs=inputs,
-        preprocess=preprocess,
+        preprocess=preprocess, loaded=loaded,
     )  # fmt: skip

@@ -404,7 +404,7 @@ def prepare(
     splits = [task.private_x, task.private_y, task.public_x, public_y, task.eval_x, task.eval_y]
     if task.private_ids is not None:
         splits.append(task.private_ids)
-    check_data_identity(run_dir, splits)
+    check_data_identity(run_dir, list(task.loaded) if task.loaded else splits, legacy=splits)
     for folder in PRIVATE_FOLDERS:  # working state from private data; a folder made before it was private
         tighten_private_tree(run_dir / folder)
     if "state" in task.feature_map:

@@ -102,27 +102,44 @@ def split_private(report: dict[str, Any], paths: list[tuple[str, ...]]) -> tuple
     return public, private
 
 
-def check_data_identity(run_dir: Path, tensors: list[Tensor]) -> None:
+LOADED_IDENTITY = "splits as loaded"
+"""``private_identity.json``'s ``identity``: the MAC covers the splits before any preprocessing."""
+
+
+def check_data_identity(run_dir: Path, tensors: list[Tensor], *, legacy: list[Tensor] | None = None) -> None:
     """Record the run's data on first use; refuse other data on a rerun.
 
-    The identity is HMAC-SHA256 of the tensors under the folder's secret key
-    (:func:`~pate_stab.privacy.ledger.private_files.run_private_key`), kept in ``private_identity.json``
-    (0600): a digest of private data is itself private, so it never goes into ``config.json``
-    or the report.
+    The identity is HMAC-SHA256 of the tensors (the splits as loaded, :attr:`pate_stab.run.data.Task.loaded`)
+    under the folder's secret key (:func:`~pate_stab.privacy.ledger.private_files.run_private_key`), kept in
+    ``private_identity.json`` (0600): a digest of private data is itself private, so it never goes into
+    ``config.json`` or the report. A folder whose identity was recorded from the preprocessed splits
+    (``legacy``; before the identity read the data as loaded) is checked against those and then given the
+    new identity.
 
     Raises:
         ValueError: the folder was made with other data (a rerun would reuse teachers and
             releases that belong to it).
     """
-    mac = keyed_digest(run_private_key(run_dir), *(tensor_bytes(t) for t in tensors))
+    key = run_private_key(run_dir)
+    mac = keyed_digest(key, *(tensor_bytes(t) for t in tensors))
     path = run_dir / PRIVATE_IDENTITY
     if path.is_file():
-        recorded = json.loads(path.read_text()).get("data_mac")
-        if recorded != mac:
+        record = json.loads(path.read_text())
+        if record.get("identity") == LOADED_IDENTITY:
+            same = record.get("data_mac") == mac
+        else:  # recorded from the preprocessed splits
+            same = legacy is not None and record.get("data_mac") == keyed_digest(
+                key, *(tensor_bytes(t) for t in legacy)
+            )
+        if not same:
             raise ValueError(
                 f"{run_dir} was made with other data than this run reads (the data files or the split changed "
                 "since its teachers were trained and its labels released); its teachers and releases belong to "
                 "that data. Choose another run name or remove the folder"
             )
-        return
-    write_private_json(path, {"data_mac": mac, "mac": "HMAC-SHA256 under private_key of the run's splits"})
+        if record.get("identity") == LOADED_IDENTITY:
+            return
+    write_private_json(
+        path,
+        {"data_mac": mac, "identity": LOADED_IDENTITY, "mac": "HMAC-SHA256 under private_key of the run's splits"},
+    )

@@ -172,14 +172,13 @@ def test_changed_config_in_same_run_dir_is_refused(first):
 def test_changed_data_in_same_run_dir_is_refused(first, monkeypatch):
     """The run's identity includes its data (a MAC in a private file), not config.json alone."""
     cfg, _ = first
-    load = run_prepare.load_task
+    raw_splits = run_data._raw_splits
 
-    def one_record_less(config, *, generator, data=None):
-        task = load(config, generator=generator, data=data)
-        task.private_x, task.private_y = task.private_x[1:], task.private_y[1:]
-        return task
+    def one_record_less(config, generator):  # the data as loaded lose their first private record
+        (px, py, ux, uy, ex, ey), num_classes = raw_splits(config, generator)
+        return (px[1:], py[1:], ux, uy, ex, ey), num_classes
 
-    monkeypatch.setattr(run_prepare, "load_task", one_record_less)
+    monkeypatch.setattr(run_data, "_raw_splits", one_record_less)
     with pytest.raises(ValueError, match="made with other data"):
         run_transfer(cfg)
     mac = json.loads((cfg.run_dir / "private_identity.json").read_text())["data_mac"]
@@ -522,3 +521,52 @@ def test_transfers_budget_cap_is_recorded_lowered_and_never_raised(tmp_path):
         ("budget", "lower", 9.0)
     ]
     assert run_transfer(replace(cfg, budget_epsilon=None))["ledger"]["budget"]["epsilon"] == 9.0  # kept
+
+
+def _last_bits_moved(monkeypatch) -> None:
+    """Every PCA feature one float32 step up: a preprocessing run with other kernels (threads, device)."""
+    from pate_stab.features.pca import PublicFeatures
+
+    transform = PublicFeatures.transform
+    monkeypatch.setattr(
+        PublicFeatures, "transform", lambda self, x: torch.nextafter(transform(self, x), torch.tensor(float("inf")))
+    )
+
+
+def test_a_rerun_on_the_same_data_is_accepted_when_preprocessing_moves_last_bits(tmp_path, monkeypatch):
+    """The identity reads the splits as loaded: PCA's last bits depend on the thread count and the device."""
+    cfg = small(tmp_path, num_teachers=200, num_private=2000, features="pca", pca_dim=5, stop_after="teachers")
+    run_transfer(cfg)
+    assert json.loads((cfg.run_dir / "private_identity.json").read_text())["identity"] == "splits as loaded"
+    with monkeypatch.context() as m:
+        _last_bits_moved(m)
+        run_transfer(cfg)  # the same data, other last bits of its features: accepted
+    raw_splits = run_data._raw_splits
+
+    def one_label_changed(config, generator):
+        (px, py, ux, uy, ex, ey), num_classes = raw_splits(config, generator)
+        py = py.clone()
+        py[0] = (py[0] + 1) % config.num_classes
+        return (px, py, ux, uy, ex, ey), num_classes
+
+    monkeypatch.setattr(run_data, "_raw_splits", one_label_changed)
+    with pytest.raises(ValueError, match="made with other data"):
+        run_transfer(cfg)
+
+
+def test_a_folder_identified_by_its_preprocessed_splits_is_checked_on_them_then_upgraded(tmp_path, monkeypatch):
+    from pate_stab.privacy.ledger.private_files import keyed_digest, run_private_key, tensor_bytes
+
+    cfg = small(tmp_path, num_teachers=200, num_private=2000, features="pca", pca_dim=5, stop_after="teachers")
+    run_transfer(cfg)
+    path = cfg.run_dir / "private_identity.json"
+    task = prepare(cfg, check_budget=False, with_teachers=False).task
+    splits = [task.private_x, task.private_y, task.public_x, task.public_y, task.eval_x, task.eval_y]
+    legacy_mac = keyed_digest(run_private_key(cfg.run_dir), *(tensor_bytes(t) for t in splits))
+    path.write_text(json.dumps({"data_mac": legacy_mac, "mac": "HMAC-SHA256 under private_key of the run's splits"}))
+    run_transfer(cfg)  # the old record matches the preprocessed splits: accepted, and upgraded
+    record = json.loads(path.read_text())
+    assert record["identity"] == "splits as loaded" and record["data_mac"] != legacy_mac
+    path.write_text(json.dumps({"data_mac": "0" * 64, "mac": "HMAC-SHA256 under private_key of the run's splits"}))
+    with pytest.raises(ValueError, match="made with other data"):
+        run_transfer(cfg)
