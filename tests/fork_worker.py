@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -81,3 +82,10 @@ def ask(proc: subprocess.Popen[str], command: str | None, *, expect_reply: bool 
     if not line:
         raise RuntimeError(f"worker {proc.args!r} exited with {proc.wait()}")
     return line.strip()
+
+
+def kill_and_reap(proc: subprocess.Popen[str], child: int) -> None:
+    """SIGKILL the worker's child ``child`` and reap it through the worker; it must have died of the kill."""
+    os.kill(child, signal.SIGKILL)
+    status = int(ask(proc, f"reap {child}"))
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status

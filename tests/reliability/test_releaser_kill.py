@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
 import random
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,7 +13,7 @@ import pytest
 
 from pate_stab.errors import LedgerError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
-from tests.fork_worker import ask, worker_process
+from tests.fork_worker import ask, kill_and_reap, worker_process
 
 WORKER = Path(__file__).with_name("releaser_kill_worker.py")
 
@@ -42,9 +40,7 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
     for trial in range(trials):
         child = int(ask(worker, f"spawn {ledger_path} {released_path} t{trial}"))
         time.sleep(rng.uniform(0.0, 0.15))
-        os.kill(child, signal.SIGKILL)
-        status = int(ask(worker, f"reap {child}"))
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+        kill_and_reap(worker, child)
         stats["trials"] += 1
         try:
             ledger = PrivacyLedger(ledger_path, run_id="t", budget_epsilon=BUDGET_EPSILON, budget_delta=BUDGET_DELTA)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import signal
 import subprocess
 import threading
 import time
@@ -32,7 +30,7 @@ from pate_stab.privacy.ledger.privacy_ledger import (
     recorded_budget,
     replace_one_cost,
 )
-from tests.fork_worker import ask, worker_process
+from tests.fork_worker import ask, kill_and_reap, worker_process
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
 KILL_BUDGET_EPSILON = 1.0e6  # as in ledger_worker.py
@@ -403,14 +401,11 @@ def _kill_trials(tmp_path: Path, worker: subprocess.Popen[str], *, trials: int, 
         deadline = time.monotonic() + 30.0
         while not (released_path.exists() and released_path.stat().st_size > size_before):
             if time.monotonic() > deadline:
-                os.kill(child, signal.SIGKILL)
-                ask(worker, f"reap {child}")
+                kill_and_reap(worker, child)
                 raise AssertionError(f"trial {trial}: the child released nothing within 30 s")
             time.sleep(0.001)
         time.sleep(rng.uniform(0.0, 0.05))
-        os.kill(child, signal.SIGKILL)
-        status = int(ask(worker, f"reap {child}"))
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+        kill_and_reap(worker, child)
         stats["trials"] += 1
         try:
             ledger = PrivacyLedger(ledger_path, run_id="t", budget_epsilon=KILL_BUDGET_EPSILON, budget_delta=0.0)
