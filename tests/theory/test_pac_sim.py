@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
@@ -164,6 +165,60 @@ def test_student_follows_the_released_labels_and_stays_within_the_sentinels():
         assert zeros.max() <= t <= ones.min()
 
 
+def test_bound_excess_uses_no_gamma_when_realizable():
+    """Cor 4.1's T/m at the recorded threshold-realizable point n = 10⁶ (m = 500, k = 63,667), by hand.
+
+    α = V·k/n = 63,667/10⁶ = 0.063667, β = 0.05, γ = 0 (the target is a threshold):
+    T = ⌈3(α·m + √(m·ln(m/β)/2))⌉ = ⌈3(31.8335 + √(500·ln(10⁴)/2))⌉ = ⌈3(31.8335 + √2302.585)⌉
+      = ⌈3(31.8335 + 47.9853)⌉ = ⌈239.456⌉ = 240, so T/m = 240/500 = 0.48.
+    (With γ = η = 0.05 wrongly added: ⌈239.456 + 3·0.05·500⌉ = ⌈314.456⌉ = 315, T/m = 0.63.)
+    Agnostic at the same α, m: ⌈314.456⌉/500 − 3·0.05 = 0.63 − 0.15 = 0.48.
+    """
+    pac_rates = load_recipe("repro/pac_rates.py")
+    setting = argparse.Namespace(teacher_alpha=63_667 / 1_000_000)
+    assert pac_rates.bound_excess(setting, 500, True, 0.05, 0.05) == pytest.approx(0.48, abs=1e-12)
+    assert pac_rates.bound_excess(setting, 500, False, 0.05, 0.05) == pytest.approx(0.48, abs=1e-12)
+
+
+def test_rebound_rewrites_the_bound_from_the_recorded_settings_only():
+    pac_rates = load_recipe("repro/pac_rates.py")
+    rec = {
+        "config": {"noise": 0.05, "beta": 0.05},
+        "summary": [
+            {
+                "class": "threshold",
+                "setting": "realizable",
+                "usable": True,
+                "n": n,
+                "m": m,
+                "teacher_alpha": a,
+                "bound_T_over_m": 9.9,
+                "priv_disagree_mean": 0.001,
+            }
+            for n, m, a in ((1e6, 500, 0.063667), (1e7, 10772, 0.02))
+        ],
+        "slopes": [
+            {
+                "class": "threshold",
+                "setting": "realizable",
+                "metric": "priv_disagree",
+                "ci_low": -0.7,
+                "ci_high": -0.5,
+                "bound_slope": 0.0,
+                "excludes_bound": True,
+            }
+        ],
+    }
+    out = pac_rates.rebound(rec)
+    assert out["summary"][0]["bound_T_over_m"] == pytest.approx(0.48, abs=1e-12)
+    t2 = math.ceil(3 * (0.02 * 10772 + math.sqrt(10772 * math.log(10772 / 0.05) / 2)))
+    assert out["summary"][1]["bound_T_over_m"] == pytest.approx(t2 / 10772, abs=1e-12)
+    want = math.log(t2 / 10772 / 0.48) / math.log(10.0)
+    assert out["slopes"][0]["bound_slope"] == pytest.approx(want, abs=1e-9)
+    assert out["slopes"][0]["excludes_bound"] == (not -0.7 <= want <= -0.5)
+    assert rec["summary"][0]["bound_T_over_m"] == 9.9  # the input is not modified
+
+
 def test_shard_sizes_sum_to_n():
     s = shard_sizes(10_000, 7, np.random.default_rng(0))
     assert s.sum() == 10_000 and s.shape == (7,)
@@ -188,7 +243,11 @@ def test_pac_rates_quick_mode_runs_and_reports_intervals(tmp_path):
         assert s["ci_low"] <= s["slope"] <= s["ci_high"] or math.isnan(s["ci_low"])
         assert math.isfinite(s["bound_slope"])
     usable = [s for s in saved["summary"] if s.get("usable")]
-    assert usable and all(s["priv_disagree_mean"] <= s["bound_T_over_m"] + 3 * 0.05 for s in usable)
+    # Cor 4.1 (ii): misclassification ≤ T/m. Realizable: misclassification = disagreement and the
+    # recorded value is T/m itself; agnostic (γ = η = 0.05): γ + (1 − 2γ)·disagreement ≤ T/m, recorded as T/m − 3γ.
+    for s in usable:
+        gamma = 0.0 if s["setting"] == "realizable" else 0.05
+        assert gamma + (1 - 2 * gamma) * s["priv_disagree_mean"] <= s["bound_T_over_m"] + 3 * gamma
     for name in ("pac_rates_runs.csv", "pac_rates_summary.csv", "pac_rates_slopes.csv", "pac_rates.png"):
         assert (tmp_path / name).stat().st_size > 0
 
