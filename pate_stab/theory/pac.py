@@ -14,6 +14,8 @@
 * :func:`loglog_slope` — least-squares slope of log y on log x.
 * :func:`bootstrap_loglog_slope` — that slope fitted to the per-point means over seeds, with a
   percentile bootstrap interval that resamples the seeds of every point independently.
+* :func:`bootstrap_log_regression` — log(mean y) regressed on several regressors (e.g. log(k/n)
+  and log n) by least squares, with the same bootstrap over seeds for every coefficient.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ __all__ = [
     "loglog_slope",
     "SlopeFit",
     "bootstrap_loglog_slope",
+    "RegressionFit",
+    "bootstrap_log_regression",
 ]
 
 REALIZABLE_QUERY_EXPONENT = 4.0 / 3.0  # Thm 4.3: m ≈ (n/V)^{4/3}
@@ -346,3 +350,79 @@ def bootstrap_loglog_slope(
     slopes = (ly - ly.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
     lo, hi = np.quantile(slopes, [(1.0 - lv) / 2.0, (1.0 + lv) / 2.0])
     return SlopeFit(slope, float(lo), float(hi), lv, r)
+
+
+@dataclass(frozen=True)
+class RegressionFit:
+    """Coefficients of log(mean y) on the columns of a design matrix, with percentile bootstrap intervals.
+
+    ``names``, ``coef``, ``low`` and ``high`` are aligned (one entry per column, the intercept
+    included when the design has one); ``level`` is e.g. 0.95; ``reps`` the replicates used
+    (those with a non-positive mean at some point are dropped).
+    """
+
+    names: tuple[str, ...]
+    coef: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    level: float
+    reps: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            name: {"coef": c, "ci_low": lo, "ci_high": hi}
+            for name, c, lo, hi in zip(self.names, self.coef, self.low, self.high, strict=True)
+        } | {"level": self.level, "reps": self.reps}
+
+
+def bootstrap_log_regression(
+    design: Any,
+    per_point: list[Any],
+    *,
+    names: tuple[str, ...],
+    reps: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> RegressionFit:
+    """Least squares of log(mean of ``per_point[i]``) on row i of ``design``, bootstrapped over seeds.
+
+    ``design`` is (P, q) (add a column of ones for an intercept), ``per_point[i]`` the seed values
+    of point i. A replicate resamples every point's seeds with replacement (points independently,
+    as their seeds are), recomputes the means and refits; the interval of each coefficient is the
+    replicates' (1 − level)/2 and (1 + level)/2 quantiles (percentile bootstrap, Efron &
+    Tibshirani 1993, §13.3), as in :func:`bootstrap_loglog_slope`, which is the case q = 2,
+    design (1, log x). Replicates with a non-positive mean at some point are dropped. Raises
+    ValueError when the design is not (P, q) with P ≥ q, its columns are dependent, or a point
+    has no value.
+    """
+    x = np.asarray(design, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] != len(per_point) or x.shape[1] != len(names):
+        raise ValueError("design must be (P, q) with one array of seed values per row and one name per column")
+    if x.shape[0] < x.shape[1] or np.linalg.matrix_rank(x) < x.shape[1]:
+        raise ValueError(f"the design's {x.shape[1]} columns are not identifiable from {x.shape[0]} points")
+    lv = check_real("level", level, low=0.0, high=1.0)
+    r = check_int("reps", reps, minimum=1)
+    vals = [np.asarray(v, dtype=np.float64).ravel() for v in per_point]
+    if any(v.size == 0 for v in vals):
+        raise ValueError("every point needs at least one seed value")
+    pinv = np.linalg.pinv(x)  # (q, P): coefficients = pinv @ log(means)
+    means = np.array([v.mean() for v in vals])
+    if not (means > 0).all():
+        raise ValueError("every point's mean must be positive (log)")
+    coef = pinv @ np.log(means)
+    rng = np.random.default_rng(seed)
+    boot = np.stack([v[rng.integers(0, v.size, size=(r, v.size))].mean(axis=1) for v in vals], axis=1)  # (r, P)
+    ok = (boot > 0).all(axis=1)
+    fits = np.log(boot[ok]) @ pinv.T  # (r_ok, q)
+    if fits.shape[0] == 0:
+        nan = (math.nan,) * x.shape[1]
+        return RegressionFit(tuple(names), tuple(float(c) for c in coef), nan, nan, lv, 0)
+    lo, hi = np.quantile(fits, [(1.0 - lv) / 2.0, (1.0 + lv) / 2.0], axis=0)
+    return RegressionFit(
+        tuple(names),
+        tuple(float(c) for c in coef),
+        tuple(float(v) for v in lo),
+        tuple(float(v) for v in hi),
+        lv,
+        int(fits.shape[0]),
+    )

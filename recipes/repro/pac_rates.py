@@ -60,6 +60,7 @@ from pate_stab.theory.pac import (
     AGNOSTIC_ERROR_EXPONENT,
     REALIZABLE_ERROR_EXPONENT,
     balanced_num_queries,
+    bootstrap_log_regression,
     bootstrap_loglog_slope,
     prescribed_num_teachers,
 )
@@ -326,6 +327,18 @@ def main(argv: list[str] | None = None) -> dict:
         "slopes' bootstrap from seed; a new value gives an independent replicate of the whole sweep",
     )
     ap.add_argument(
+        "--cause",
+        action="store_true",
+        help="instead of the sweep: threshold class, realizable, m and T fixed at n0's, k and n (and ε, hence w) "
+        "moved one at a time; writes <stem>.json and <stem>_runs.csv (see cause_run)",
+    )
+    ap.add_argument("--cause-n0", type=float, default=1e7, help="--cause: base n (m, T, k0 are Alg 4's there)")
+    ap.add_argument("--cause-n-factors", type=float, nargs="+", default=[1.0, 3.1623, 10.0, 31.623])
+    ap.add_argument("--cause-k-n", type=float, default=1e8, help="--cause: the n at which k is varied")
+    ap.add_argument("--cause-k-factors", type=float, nargs="+", default=[1.0, 2.0, 4.0, 8.0])
+    ap.add_argument("--cause-epsilons", type=float, nargs="*", default=[1.5, 6.0])
+    ap.add_argument("--cause-seeds", type=int, default=8, help="--cause: seeds at n0 (scaled by n/n0 elsewhere)")
+    ap.add_argument(
         "--rebound",
         type=Path,
         nargs="+",
@@ -338,6 +351,18 @@ def main(argv: list[str] | None = None) -> dict:
     )
     ap.add_argument("--stem", default="pac_rates", help="output file names: <stem>.json, <stem>_summary.csv, ...")
     args = ap.parse_args(argv)
+    if args.cause:
+        torch.set_num_threads(1)
+        args.out.mkdir(parents=True, exist_ok=True)
+        res = cause_run(args)
+        rows = res.pop("rows")
+        res["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        (args.out / f"{args.stem}.json").write_text(json.dumps(res, indent=1))
+        _csv(args.out / f"{args.stem}_runs.csv", rows)
+        for name, reg in res["regressions"].items():
+            print(name, json.dumps(reg))
+        print(f"wall {res['wall_seconds']:.0f}s, CPU {res['cpu_seconds']:.0f}s -> {args.out}")
+        return res
     if args.rebound:
         for path in args.rebound:
             report = rebound(json.loads(path.read_text()))
@@ -471,6 +496,142 @@ def main(argv: list[str] | None = None) -> dict:
         )
     print(f"total {total:.0f}s -> {args.out}")
     return report
+
+
+def cause_points(args) -> list[dict]:
+    """The separated grid of ``--cause``: (set, n, k, ε, seeds), m and T held at their values at n0.
+
+    Set "n": k = k0 (Alg 4's k at n0), n = n0·factor; set "k": n = ``cause_k_n``, k = k0·factor
+    (a point in both is run once, set "n+k");
+    set "eps": n = n0, k = k0, ε varied (so the threshold w alone moves). Seeds scale with n/n0
+    (set "n") or ``cause_k_n``/n0 (sets "k"), so that each point holds about as many error events
+    as the base point (the error falls about as 1/n).
+    """
+    n0 = int(args.cause_n0)
+    pts = []
+    for f in args.cause_n_factors:
+        n = int(round(n0 * f))
+        pts.append(
+            {
+                "set": "n",
+                "n": n,
+                "k_factor": 1.0,
+                "epsilon": args.epsilon,
+                "seeds": math.ceil(args.cause_seeds * n / n0),
+            }
+        )
+    nk = int(args.cause_k_n)
+    for f in args.cause_k_factors:
+        same = [q for q in pts if q["set"] == "n" and q["n"] == nk and f == 1.0]
+        if same:  # the same (n, k, ε) as a point of set "n": one point, in both sets
+            same[0]["set"] = "n+k"
+            continue
+        pts.append(
+            {
+                "set": "k",
+                "n": nk,
+                "k_factor": float(f),
+                "epsilon": args.epsilon,
+                "seeds": math.ceil(args.cause_seeds * nk / n0),
+            }
+        )
+    for e in args.cause_epsilons:
+        pts.append({"set": "eps", "n": n0, "k_factor": 1.0, "epsilon": float(e), "seeds": args.cause_seeds})
+    return pts
+
+
+def cause_run(args) -> dict:
+    """``--cause``: h_priv's error with k, n and the threshold w moved one at a time (threshold class, realizable).
+
+    m and T are those Alg 4 prescribes at n0 (:func:`prescribed_num_teachers`, as in the sweep)
+    and stay fixed, so the calibration (λ, w) changes only in the "eps" set. Every point runs
+    :func:`one_run` with k teachers; the error is regressed on (1, log(k/n), log n) over the "n"
+    and "k" sets and on (1, log(k/n), log n, log w) over all points
+    (:func:`~pate_stab.theory.pac.bootstrap_log_regression`, bootstrap over seeds).
+    """
+    n0 = int(args.cause_n0)
+    m = max(
+        100, round(balanced_num_queries(num_samples=n0, vc_dim=1, realizable=True, scale=args.realizable_query_scale))
+    )
+    st = prescribed_num_teachers(
+        num_samples=n0,
+        num_queries=m,
+        vc_dim=1,
+        realizable=True,
+        best_error=0.0,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        beta=args.beta,
+        mode="paper",
+        round_up_ratio=1.25,
+    )
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    points, rows = [], []
+    for p in cause_points(args):
+        k = int(round(st.num_teachers * p["k_factor"]))
+        cal = _cal(p["epsilon"], args.delta, m, st.max_unstable)
+        run_args = argparse.Namespace(**{**vars(args), "epsilon": p["epsilon"]})
+        setting = argparse.Namespace(num_teachers=k, max_unstable=st.max_unstable)
+        t0 = time.perf_counter()
+        runs = [one_run("threshold", True, p["n"], m, setting, run_args, s) for s in range(p["seeds"])]
+        priv = np.array([r["priv_disagree"] for r in runs])
+        point = {
+            **p,
+            "k": k,
+            "m": m,
+            "T": st.max_unstable,
+            "threshold_w": cal.threshold,
+            "noise_scale": cal.noise_scale,
+            "priv_disagree_mean": float(priv.mean()),
+            "priv_disagree_se": float(priv.std(ddof=1) / math.sqrt(priv.size)) if priv.size > 1 else 0.0,
+            "priv_error_events_total": int(sum(r["priv_error_events"] for r in runs)),
+            "priv_wrong_total": int(sum(r["priv_wrong"] for r in runs)),
+            "halted_runs": int(sum(r["halted"] for r in runs)),
+            "teacher_disagree_mean": float(np.mean([r["teacher_disagree"] for r in runs])),
+            "seconds": time.perf_counter() - t0,
+        }
+        point["n_times_error_over_w"] = point["priv_disagree_mean"] * p["n"] / cal.threshold
+        points.append(point)
+        rows += [
+            {"set": p["set"], "n": p["n"], "k": k, "epsilon": p["epsilon"], "seed": s, **r} for s, r in enumerate(runs)
+        ]
+        print(
+            f"cause {p['set']:3s} n={p['n']:.3g} k={k} eps={p['epsilon']:g} w={cal.threshold:.0f} seeds={p['seeds']} "
+            f"priv={point['priv_disagree_mean']:.3g} events={point['priv_error_events_total']} "
+            f"n*err/w={point['n_times_error_over_w']:.3f} teacher={point['teacher_disagree_mean']:.3g} "
+            f"({point['seconds']:.1f}s)",
+            flush=True,
+        )
+    regressions = {}
+    for name, sets, cols in (
+        ("k_over_n_and_n", ("n", "k"), ("intercept", "log(k/n)", "log n")),
+        ("k_over_n_n_and_w", ("n", "k", "eps"), ("intercept", "log(k/n)", "log n", "log w")),
+    ):
+        use = [(i, q) for i, q in enumerate(points) if set(q["set"].split("+")) & set(sets)]
+        design = [
+            [1.0, math.log(q["k"] / q["n"]), math.log(q["n"]), math.log(q["threshold_w"])][: len(cols)] for _, q in use
+        ]
+        per = [
+            [
+                r["priv_disagree"]
+                for r in rows
+                if (r["set"], r["n"], r["k"], r["epsilon"]) == (q["set"], q["n"], q["k"], q["epsilon"])
+            ]
+            for _, q in use
+        ]
+        try:
+            fit = bootstrap_log_regression(design, per, names=cols, reps=args.bootstrap, seed=args.seed)
+            regressions[name] = {"points": len(use), **fit.to_dict()}
+        except ValueError as exc:  # e.g. no "eps" points: log w is constant
+            regressions[name] = {"points": len(use), "skipped": str(exc)}
+    return {
+        "base": {"n0": n0, "m": m, "T": st.max_unstable, "k0": st.num_teachers, "epsilon": args.epsilon},
+        "points": points,
+        "regressions": regressions,
+        "rows": rows,
+        "wall_seconds": time.perf_counter() - wall0,
+        "cpu_seconds": time.process_time() - cpu0,
+    }
 
 
 def rebound(report: dict) -> dict:

@@ -12,7 +12,7 @@ import torch
 
 from pate_stab.aggregation.votes import distance_to_instability
 from pate_stab.theory.erm_classes import threshold_erm
-from pate_stab.theory.pac import bootstrap_loglog_slope
+from pate_stab.theory.pac import bootstrap_log_regression, bootstrap_loglog_slope
 from pate_stab.theory.pac_sim import (
     _window_binds,
     agnostic_offsets,
@@ -63,6 +63,56 @@ def test_bootstrap_interval_widens_with_fewer_seeds_and_has_near_nominal_coverag
     assert covered >= 85  # nominal 95 %; the percentile bootstrap runs a little short at 20 seeds
     few = bootstrap_loglog_slope(ns, _synthetic(-0.4, ns, 4, 0.5, np.random.default_rng(7)), reps=400)
     assert few.high - few.low > np.median(widths)
+
+
+def test_log_regression_recovers_known_coefficients_and_covers_them():
+    """log(mean y) = 0.5 + log(k/n) + 0·log n, seeds with 30 % noise: recovered, covered, a wrong value excluded."""
+    rng = np.random.default_rng(3)
+    kn = [(1e5, 1e7), (1e5, 1e8), (1e5, 1e9), (2e5, 1e8), (4e5, 1e8), (8e5, 1e8)]
+    design = [[1.0, math.log(k / n), math.log(n)] for k, n in kn]
+    per = [math.exp(0.5) * (k / n) * (1.0 + 0.3 * rng.standard_normal(40)) for k, n in kn]
+    fit = bootstrap_log_regression(design, per, names=("c", "log(k/n)", "log n"), reps=1000, seed=1)
+    assert fit.coef[1] == pytest.approx(1.0, abs=0.05) and fit.coef[2] == pytest.approx(0.0, abs=0.05)
+    assert fit.low[1] < 1.0 < fit.high[1] and fit.low[2] < 0.0 < fit.high[2]
+    assert fit.high[1] - fit.low[1] < 0.2 and not fit.low[1] <= 0.7 <= fit.high[1]
+    # the two-column case is bootstrap_loglog_slope's fit
+    ns = np.array([1e6, 1e7, 1e8])
+    vals = [2.0 * n**-0.5 * (1.0 + 0.2 * rng.standard_normal(10)) for n in ns]
+    two = bootstrap_log_regression([[1.0, math.log(n)] for n in ns], vals, names=("c", "s"), reps=300, seed=4)
+    one = bootstrap_loglog_slope(ns, vals, reps=300, seed=4)
+    assert two.coef[1] == pytest.approx(one.slope, abs=1e-12)
+    with pytest.raises(ValueError, match="identifiable"):  # k fixed: log(k/n) and log n are collinear
+        bootstrap_log_regression(
+            [[1.0, math.log(1e5 / n), math.log(n)] for n in ns], vals, names=("c", "a", "b"), reps=10
+        )
+
+
+def test_pac_rates_cause_moves_k_and_n_one_at_a_time(tmp_path):
+    """--cause at small sizes: m, T fixed; set "n" keeps k, set "k" keeps n, set "eps" moves w alone."""
+    pac_rates = load_recipe("repro/pac_rates.py")
+    res = pac_rates.main(
+        ["--cause", "--cause-n0", "1e6", "--cause-n-factors", "1", "4", "--cause-k-n", "4e6"]
+        + ["--cause-k-factors", "1", "2", "--cause-epsilons", "6", "--cause-seeds", "2", "--bootstrap", "50"]
+        + ["--out", str(tmp_path), "--stem", "cause"]
+    )
+    pts = res["points"]
+    assert [p["set"] for p in pts] == ["n", "n+k", "k", "eps"]  # (4e6, k0) is run once, in both sets
+    k0, m, t = res["base"]["k0"], res["base"]["m"], res["base"]["T"]
+    assert all(p["m"] == m and p["T"] == t for p in pts)
+    assert [p["k"] for p in pts] == [k0, k0, 2 * k0, k0] and [p["n"] for p in pts] == [
+        10**6,
+        4 * 10**6,
+        4 * 10**6,
+        10**6,
+    ]
+    w = {p["epsilon"]: p["threshold_w"] for p in pts}
+    assert len(w) == 2 and w[6.0] == pytest.approx(w[3.0] / 2)  # paper calibration: λ ∝ 1/ε, w ∝ λ
+    assert pts[2]["teacher_disagree_mean"] == pytest.approx(2 * pts[1]["teacher_disagree_mean"], rel=0.05)
+    reg = res["regressions"]["k_over_n_and_n"]
+    assert reg["points"] == 3 and {"log(k/n)", "log n"} <= set(reg)
+    saved = json.loads((tmp_path / "cause.json").read_text())
+    assert saved["points"] == pts and saved["cpu_seconds"] > 0
+    assert len((tmp_path / "cause_runs.csv").read_text().splitlines()) == 1 + sum(p["seeds"] for p in pts)
 
 
 def test_bootstrap_slope_rejects_mismatched_input_and_handles_too_few_points():
