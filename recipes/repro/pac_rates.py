@@ -96,6 +96,26 @@ SETTINGS = {
     "halfspace_homogeneous": ("agnostic",),
 }
 FAR_FAIL = 1e-9  # total probability that some far query would not be answered with its majority
+# A slope's bootstrap interval is shown only when every point has at least MIN_SEEDS seeds and, for
+# h_priv and the student (whose errors are h_priv's error events: ⊥, wrong, unanswered), at least
+# MIN_ERROR_EVENTS of them; otherwise the slope is printed as "indicative" with no interval
+# (at 2–6 seeds and 1–26 events per point, --quick's intervals of two seeds were disjoint).
+MIN_SEEDS = 10
+MIN_ERROR_EVENTS = 100
+EVENT_METRICS = ("priv_disagree", "student_disagree")
+
+
+def interval_support(metric: str, points: list[dict]) -> tuple[bool, str]:
+    """Whether a slope over ``points`` (summary rows) may carry an interval, and why not when it may not."""
+    seeds = min(int(p["seeds"]) for p in points)
+    why = []
+    if seeds < MIN_SEEDS:
+        why.append(f"{seeds} seeds at some n (< {MIN_SEEDS})")
+    if metric in EVENT_METRICS:
+        events = min(int(p["priv_error_events_total"]) for p in points)
+        if events < MIN_ERROR_EVENTS:
+            why.append(f"{events} h_priv error events at some n (< {MIN_ERROR_EVENTS})")
+    return not why, "; ".join(why)
 
 
 @lru_cache(maxsize=256)
@@ -285,7 +305,11 @@ def bound_excess(setting, m: int, realizable: bool, noise: float, beta: float) -
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("checkpoints/pac_rates"))
-    ap.add_argument("--quick", action="store_true", help="CI mode: every class and setting, 2–3 n, 2–6 seeds (seconds)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI mode: every class and setting, 2–3 n, 2–6 seeds (seconds); its slopes are indicative (no interval)",
+    )
     ap.add_argument("--classes", nargs="+", default=list(CLASSES))
     ap.add_argument("--settings", nargs="+", default=["realizable", "agnostic"])
     ap.add_argument("--realizable-n", type=float, nargs=2, default=[1e6, 1e9], help="n range (geometric)")
@@ -490,9 +514,8 @@ def main(argv: list[str] | None = None) -> dict:
     write_outputs(args.out, args.stem, report, rows)
     for s in slopes:
         print(
-            f"slope {s['class']:9s} {s['setting']:10s} {s['metric']:20s} {s['slope']:+.3f} "
-            f"[{s['ci_low']:+.3f}, {s['ci_high']:+.3f}] theorem {s['theorem_exponent']:+.3f} "
-            f"bound {s['bound_slope']:+.3f} decades {s['decades']:.2f}"
+            f"slope {s['class']:9s} {s['setting']:10s} {s['metric']:20s} {slope_text(s)} "
+            f"theorem {s['theorem_exponent']:+.3f} bound {s['bound_slope']:+.3f} decades {s['decades']:.2f}"
         )
     print(f"total {total:.0f}s -> {args.out}")
     return report
@@ -657,6 +680,7 @@ def rebound(report: dict) -> dict:
         ns = np.array([p["n"] for p in pts], dtype=float)
         sl["bound_slope"] = float(np.polyfit(np.log(ns), np.log([p["bound_T_over_m"] for p in pts]), 1)[0])
         sl["excludes_bound"] = not (sl["ci_low"] <= sl["bound_slope"] <= sl["ci_high"])
+        sl["interval_supported"], sl["indicative_because"] = interval_support(sl["metric"], pts)
     return out
 
 
@@ -712,7 +736,15 @@ def fit_slopes(rows: list[dict], summary: list[dict], args) -> list[dict]:
                         else None,
                     }
                 )
+                out[-1]["interval_supported"], out[-1]["indicative_because"] = interval_support(metric, pts)
     return out
+
+
+def slope_text(s: dict) -> str:
+    """ "+0.123 [+0.100, +0.150]" when the interval is supported, else "+0.123 indicative (why)"."""
+    if s.get("interval_supported", True):
+        return f"{s['slope']:+.3f} [{s['ci_low']:+.3f}, {s['ci_high']:+.3f}]"
+    return f"{s['slope']:+.3f} indicative, no interval ({s['indicative_because']})"
 
 
 def _csv(path: Path, rows: list[dict]) -> None:
@@ -750,7 +782,12 @@ def plot(path: Path, summary: list[dict], slopes: list[dict]) -> None:
                     "fmt": style,
                     "ms": 4,
                     "capsize": 2,
-                    "label": f"{metric.split('_')[0]} {sl['slope']:+.2f} [{sl['ci_low']:+.2f},{sl['ci_high']:+.2f}]",
+                    "label": f"{metric.split('_')[0]} {sl['slope']:+.2f} "
+                    + (
+                        f"[{sl['ci_low']:+.2f},{sl['ci_high']:+.2f}]"
+                        if sl.get("interval_supported", True)
+                        else "(indicative)"
+                    ),
                 }
             )
         bound = {
