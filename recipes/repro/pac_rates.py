@@ -353,10 +353,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument(
         "--cause",
         action="store_true",
-        help="instead of the sweep: threshold class, realizable, m and T fixed at n0's, k and n (and ε, hence w) "
+        help="instead of the sweep: threshold class, m and T fixed at n0's, k and n (and ε, hence w) "
         "moved one at a time; writes <stem>.json and <stem>_runs.csv (see cause_run)",
     )
     ap.add_argument("--cause-n0", type=float, default=1e7, help="--cause: base n (m, T, k0 are Alg 4's there)")
+    ap.add_argument("--cause-setting", choices=["realizable", "agnostic"], default="realizable")
     ap.add_argument("--cause-n-factors", type=float, nargs="+", default=[1.0, 3.1623, 10.0, 31.623])
     ap.add_argument("--cause-k-n", type=float, default=1e8, help="--cause: the n at which k is varied")
     ap.add_argument("--cause-k-factors", type=float, nargs="+", default=[1.0, 2.0, 4.0, 8.0])
@@ -564,7 +565,9 @@ def cause_points(args) -> list[dict]:
 
 
 def cause_run(args) -> dict:
-    """``--cause``: h_priv's error with k, n and the threshold w moved one at a time (threshold class, realizable).
+    """``--cause``: h_priv's error with k, n and the threshold w moved one at a time (threshold class).
+
+    ``--cause-setting`` picks realizable or agnostic (label noise ``--noise``) teachers.
 
     m and T are those Alg 4 prescribes at n0 (:func:`prescribed_num_teachers`, as in the sweep)
     and stay fixed, so the calibration (λ, w) changes only in the "eps" set. Every point runs
@@ -573,15 +576,15 @@ def cause_run(args) -> dict:
     (:func:`~pate_stab.theory.pac.bootstrap_log_regression`, bootstrap over seeds).
     """
     n0 = int(args.cause_n0)
-    m = max(
-        100, round(balanced_num_queries(num_samples=n0, vc_dim=1, realizable=True, scale=args.realizable_query_scale))
-    )
+    realizable = args.cause_setting == "realizable"
+    scale = args.realizable_query_scale if realizable else args.agnostic_query_scale
+    m = max(100, round(balanced_num_queries(num_samples=n0, vc_dim=1, realizable=realizable, scale=scale)))
     st = prescribed_num_teachers(
         num_samples=n0,
         num_queries=m,
         vc_dim=1,
-        realizable=True,
-        best_error=0.0,
+        realizable=realizable,
+        best_error=0.0 if realizable else args.noise,
         epsilon=args.epsilon,
         delta=args.delta,
         beta=args.beta,
@@ -596,7 +599,7 @@ def cause_run(args) -> dict:
         run_args = argparse.Namespace(**{**vars(args), "epsilon": p["epsilon"]})
         setting = argparse.Namespace(num_teachers=k, max_unstable=st.max_unstable)
         t0 = time.perf_counter()
-        runs = [one_run("threshold", True, p["n"], m, setting, run_args, s) for s in range(p["seeds"])]
+        runs = [one_run("threshold", realizable, p["n"], m, setting, run_args, s) for s in range(p["seeds"])]
         priv = np.array([r["priv_disagree"] for r in runs])
         point = {
             **p,
@@ -648,7 +651,15 @@ def cause_run(args) -> dict:
         except ValueError as exc:  # e.g. no "eps" points: log w is constant
             regressions[name] = {"points": len(use), "skipped": str(exc)}
     return {
-        "base": {"n0": n0, "m": m, "T": st.max_unstable, "k0": st.num_teachers, "epsilon": args.epsilon},
+        "base": {
+            "class": "threshold",
+            "setting": args.cause_setting,
+            "n0": n0,
+            "m": m,
+            "T": st.max_unstable,
+            "k0": st.num_teachers,
+            "epsilon": args.epsilon,
+        },
         "points": points,
         "regressions": regressions,
         "rows": rows,

@@ -164,6 +164,17 @@ def test_bootstrap_interval_covers_on_count_data_like_the_runs(setting):
     assert covered >= 0.9 * sims, (covered, sims)
 
 
+def test_pac_rates_cause_agnostic_uses_the_agnostic_setting_and_skips_an_unidentifiable_fit(tmp_path):
+    pac_rates = load_recipe("repro/pac_rates.py")
+    res = pac_rates.main(
+        ["--cause", "--cause-setting", "agnostic", "--cause-n0", "1e7", "--cause-n-factors", "1", "--cause-k-n", "1e7"]
+        + ["--cause-k-factors", "1", "--cause-epsilons", "--cause-seeds", "1", "--out", str(tmp_path)]
+    )
+    assert res["base"]["setting"] == "agnostic" and res["base"]["m"] == round(5e-3 * 1e7**0.8)  # Thm 4.4's m
+    assert [p["set"] for p in res["points"]] == ["n+k"]
+    assert "skipped" in res["regressions"]["k_over_n_and_n"]  # one point: k and n not separable
+
+
 def test_bootstrap_slope_rejects_mismatched_input_and_handles_too_few_points():
     with pytest.raises(ValueError):
         bootstrap_loglog_slope([1.0, 2.0], [np.ones(3)])
