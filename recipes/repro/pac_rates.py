@@ -22,8 +22,15 @@ where a seed holds about one error event; ``--agnostic-seeds`` likewise per n):
    (:func:`pate_stab.theory.pac.bootstrap_loglog_slope`), beside two references: the theorem's
    exponent (−2/3 realizable, −2/5 agnostic) and the slope, over the same grid, of the bound's
    own expression at the run's (k, m, T, ε): Cor 4.1 (ii)'s T/m with T = 3((γ + α)m +
-   √(m log(m/β)/2)) at the fixed point's α (realizable), minus the 3γ the target's own error
-   contributes (agnostic: the excess the theorem's rate describes).
+   √(m log(m/β)/2)) at the fixed point's α, γ = 0 (realizable), or minus the 3γ the target's own
+   error contributes (agnostic, γ = η: the excess the theorem's rate describes). An interval is
+   printed only where every point has ≥ 10 seeds and, for h_priv and the student, ≥ 100 h_priv
+   error events (:func:`interval_support`); otherwise the slope is "indicative" (always in --quick).
+
+``--rebound <stem>.json …`` rewrites T/m, its slope and the figure of recorded runs from their
+recorded settings (nothing is rerun). ``--cause`` runs the threshold class with m and T fixed
+and k, n and ε (hence the threshold w) moved one at a time, and regresses h_priv's error on
+log(k/n) and log n (and log w) (:func:`cause_run`).
 
 Outputs under ``--out``: <stem>_runs.csv, <stem>_summary.csv, <stem>_slopes.csv, <stem>.json,
 <stem>.png (``--stem``, default pac_rates). ``--jobs`` runs a point's seeds in worker processes
@@ -34,6 +41,7 @@ Outputs under ``--out``: <stem>_runs.csv, <stem>_summary.csv, <stem>_slopes.csv,
     python recipes/repro/pac_rates.py --classes halfspace_homogeneous --agnostic-seeds 96 80 64 48 48 \
         --stem pac_rates_halfspace_agnostic --out docs/results/repro
     python recipes/repro/pac_rates.py --quick --out /tmp/pac        # CI: seconds
+    python recipes/repro/pac_rates.py --cause --cause-seeds 16 --stem pac_cause --out docs/results/repro
 """
 
 from __future__ import annotations

@@ -143,6 +143,20 @@ def test_every_row_that_is_not_yes_carries_a_cause_naming_a_failing_point():
         assert cells[5] == (rv._cell(v.cause) if v.verdict != "yes" else "—")
 
 
+def test_rows_on_data_a_paper_did_not_use_are_labelled_and_left_out_of_its_counts():
+    rows = rv.ligett_verdicts(rv.REPRO)
+    warfarin = [r for r in rows if r.protocol.startswith("warfarin")]
+    assert len(warfarin) == 6
+    assert all("not the paper's data" in r.protocol and not r.papers_data for r in warfarin)
+    assert all("which the paper did not use" in r.cause for r in warfarin if r.verdict != "yes")
+    assert all(not r.papers_data for r in rows if "stand-in" in r.protocol)
+    assert all(r.papers_data for r in rows if r.protocol.startswith("KDD-99"))
+    head = rv.render(rows).splitlines()[0]
+    own = [r for r in rows if r.papers_data]
+    want = ", ".join(f"{k} {sum(r.verdict == k for r in own)}" for k in ("yes", "partly", "no", "not run"))
+    assert f"{want} (of {len(own)})" in head and len(own) < len(rows)
+
+
 def test_ligett_printed_numbers_compare_in_epsilon():
     rows = _ligett_rows([math.log(10.0), math.log(4.65)], [math.log(495.0), math.log(56.6)], [20, 12], [0, 0], [0, 0])
     last = rv.ligett_verdicts_for(rows, "d", ridge_twitter=True)[-1]
@@ -179,15 +193,18 @@ def test_missing_markers_are_an_error():
         rv.replace_block("no markers here", "x")
 
 
-def _btt_report(slope_ci, bound_slope, priv=(0.01, 0.005), bound=(0.5, 0.3)):
+def _btt_report(slope_ci, bound_slope, priv=(0.01, 0.005), bound=(0.5, 0.3), alpha_expo=-0.6):
+    """Two realizable threshold points, n = 10⁶ and 10⁸; α ∝ n^alpha_expo, m ∝ n^{4/3}."""
     summary = [
         {
             "class": "threshold",
             "setting": "realizable",
             "usable": True,
             "n": n,
+            "m": 500.0 * (n / 1e6) ** (4 / 3),
             "seeds": 4,
             "k": n**0.5,
+            "teacher_alpha": 0.05 * (n / 1e6) ** alpha_expo,
             "priv_disagree_mean": p,
             "bound_T_over_m": b,
             "priv_error_events_total": 300,
@@ -207,23 +224,45 @@ def _btt_report(slope_ci, bound_slope, priv=(0.01, 0.005), bound=(0.5, 0.3)):
             "decades": 2.0,
         }
     ]
-    return {"config": {"noise": 0.05}, "summary": summary, "slopes": slopes}
+    return {"config": {"noise": 0.05, "beta": 0.05}, "summary": summary, "slopes": slopes}
 
 
-def test_btt_slope_rows_read_the_interval_against_both_references():
-    rows = rv.btt_verdicts_from(_btt_report((-0.72, -0.62), -0.65))
+def test_btt_log_factors_by_hand():
+    rep = _btt_report((-0.7, -0.6), -0.6)
+    logs = rv.btt_log_factors(rep["summary"], -2 / 3, 0.05)
+    assert logs["alpha"] == pytest.approx(-0.6 + 2 / 3)  # α ∝ n^-0.6 against e = −2/3
+    # √(log(m/β)/(2m)) with m = 500 and 500·100^{4/3}: slope −2/3 + ½·ln(ln(m₂/β)/ln(m₁/β))/ln(100)
+    m1, m2 = 500.0, 500.0 * 100 ** (4 / 3)
+    want = 0.5 * math.log(math.log(m2 / 0.05) / math.log(m1 / 0.05)) / math.log(100)
+    assert logs["hoeffding"] == pytest.approx(want)
+    assert logs["kn"] == pytest.approx(-0.5)
+    lo, hi = rv.btt_m_shortfall(rep["summary"], 0.05)
+    need = 4 * math.log(1 / (0.05 * 0.05)) / 0.05**2
+    assert lo == pytest.approx(
+        min(need / 500, 4 * math.log(1 / (0.05 * 100**-0.6 * 0.05)) / (0.05 * 100**-0.6) ** 2 / m2)
+    )
+    assert hi == pytest.approx(need / 500)
+
+
+def test_btt_rate_rows_read_the_theorem_as_an_upper_bound():
+    # steeper than the exponent (and than the bound's own slope): an upper bound allows it
+    rows = rv.btt_verdicts_from(_btt_report((-1.1, -1.0), -0.6))
     assert [r.verdict for r in rows] == ["yes", "yes"]
-    assert "(±0.1: tight)" in rows[1].numbers
-    rows = rv.btt_verdicts_from(_btt_report((-0.72, -0.62), -0.40))
-    assert rows[1].verdict == "partly" and "bound's own slope -0.400 (excluded)" in rows[1].numbers
-    rows = rv.btt_verdicts_from(_btt_report((-0.35, -0.30), -0.40))
-    assert rows[1].verdict == "no"
-    assert "k/n (Alg 4's k) falls as n^-0.500" in rows[1].numbers
+    assert "as steep as e without them: yes" in rows[1].numbers and "not met" in rows[1].numbers
+    # shallower than e by 0.05, within the log factors (α term +0.067): yes, with the distance stated
+    rows = rv.btt_verdicts_from(_btt_report((-0.617, -0.58), -0.6))
+    assert rows[1].verdict == "yes" and "as steep as e without them: no, by 0.050" in rows[1].numbers
+    # shallower than e + ℓ: the slope point fails, named, by how much
+    rows = rv.btt_verdicts_from(_btt_report((-0.55, -0.50), -0.6))
+    assert rows[1].verdict == "partly" and rows[1].failing == ("slope",)
+    assert "shallower than e + ℓ = -0.667 +0.067 = -0.600 by 0.050" in rows[1].cause
 
 
 def test_btt_bound_row_fails_when_an_error_exceeds_t_over_m():
     rows = rv.btt_verdicts_from(_btt_report((-0.7, -0.6), -0.65, priv=(0.01, 0.4), bound=(0.5, 0.3)))
     assert rows[0].verdict == "partly"
+    assert rows[1].verdict == "partly" and rows[1].failing == ("Cor 4.1's bound",)
+    assert "n=1e+08" in rows[1].cause
 
 
 def test_union_bound_dropped_rescales_both_tests():

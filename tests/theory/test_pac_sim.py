@@ -304,8 +304,10 @@ def test_rebound_rewrites_the_bound_from_the_recorded_settings_only():
                 "teacher_alpha": a,
                 "bound_T_over_m": 9.9,
                 "priv_disagree_mean": 0.001,
+                "seeds": seeds,
+                "priv_error_events_total": 150,
             }
-            for n, m, a in ((1e6, 500, 0.063667), (1e7, 10772, 0.02))
+            for n, m, a, seeds in ((1e6, 500, 0.063667, 12), (1e7, 10772, 0.02, 8))
         ],
         "slopes": [
             {
@@ -327,6 +329,8 @@ def test_rebound_rewrites_the_bound_from_the_recorded_settings_only():
     assert out["slopes"][0]["bound_slope"] == pytest.approx(want, abs=1e-9)
     assert out["slopes"][0]["excludes_bound"] == (not -0.7 <= want <= -0.5)
     assert rec["summary"][0]["bound_T_over_m"] == 9.9  # the input is not modified
+    # 8 seeds at n = 10⁷: the slope's interval is not supported
+    assert out["slopes"][0]["interval_supported"] is False and "8 seeds" in out["slopes"][0]["indicative_because"]
 
 
 def test_shard_sizes_sum_to_n():
