@@ -50,12 +50,19 @@ class SchemaError(ValueError):
 
 @dataclass(frozen=True)
 class Column:
-    """One input column: ``numeric`` with public ``bounds`` or ``categorical`` with fixed ``categories``."""
+    """One input column: ``numeric`` with public ``bounds`` or ``categorical`` with fixed ``categories``.
+
+    ``fallback`` (categorical only, optional): a declared category that a value outside
+    ``categories`` may be mapped to when new rows are encoded for prediction, on request
+    (``unknown_categories="fallback"``; ``pate-stab predict --unknown-category fallback``). The
+    private set and the pool never use it: a value outside the categories is refused there.
+    """
 
     name: str
     kind: Literal["numeric", "categorical"]
     bounds: tuple[float, float] | None = None
     categories: tuple[str, ...] = ()
+    fallback: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -66,8 +73,8 @@ class Column:
             lo, hi = (float(b) for b in self.bounds)
             if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
                 raise SchemaError(f"column {self.name!r}: bounds must be finite with hi > lo, got {self.bounds!r}")
-            if self.categories:
-                raise SchemaError(f"numeric column {self.name!r} takes no categories")
+            if self.categories or self.fallback is not None:
+                raise SchemaError(f"numeric column {self.name!r} takes no categories and no fallback")
             object.__setattr__(self, "bounds", (lo, hi))
         elif self.kind == "categorical":
             cats = tuple(str(c) for c in self.categories)
@@ -79,6 +86,14 @@ class Column:
             if self.bounds is not None:
                 raise SchemaError(f"categorical column {self.name!r} takes no bounds")
             object.__setattr__(self, "categories", cats)
+            if self.fallback is not None:
+                fallback = str(self.fallback)
+                if fallback not in cats:
+                    raise SchemaError(
+                        f"categorical column {self.name!r}: fallback {fallback!r} is not one of its categories "
+                        f"{list(cats)}"
+                    )
+                object.__setattr__(self, "fallback", fallback)
         else:
             raise SchemaError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {self.kind!r}")
 
@@ -174,6 +189,8 @@ class TabularSchema:
                 columns.append({"name": c.name, "kind": c.kind, "bounds": list(cast(tuple, c.bounds))})
             else:
                 columns.append({"name": c.name, "kind": c.kind, "categories": list(c.categories)})
+                if c.fallback is not None:  # written only when declared: older schemas read as they were
+                    columns[-1]["fallback"] = c.fallback
         return {
             "columns": columns,
             "label": self.label,
@@ -196,8 +213,10 @@ class TabularSchema:
             raise SchemaError("a schema needs 'columns', a list of {name, kind, bounds | categories}")
         columns = []
         for j, c in enumerate(data["columns"]):
-            if not isinstance(c, Mapping) or set(c) - {"name", "kind", "bounds", "categories"}:
-                raise SchemaError(f"schema column {j}: expected keys name, kind, bounds | categories, got {c!r}")
+            if not isinstance(c, Mapping) or set(c) - {"name", "kind", "bounds", "categories", "fallback"}:
+                raise SchemaError(
+                    f"schema column {j}: expected keys name, kind, bounds | categories (and fallback), got {c!r}"
+                )
             bounds = c.get("bounds")
             columns.append(
                 Column(
@@ -205,6 +224,7 @@ class TabularSchema:
                     kind=c.get("kind", ""),
                     bounds=None if bounds is None else tuple(bounds),
                     categories=tuple(c.get("categories", ())),
+                    fallback=c.get("fallback"),
                 )
             )
         # a class given as a list of spellings: the first names it, the others are its aliases
