@@ -5,7 +5,8 @@ command line runs before it imports torch, so that a file that does not fit is r
 second, before anything is trained or spent. For CSV tables it checks every cell against the
 public schema (:func:`pate_stab.data.table_rows.check_table`): a categorical value outside the
 schema's categories is refused in every set (private, pool, evaluation), naming the file, the
-row, the column and the value; record ids must be distinct (both rows and the ids as written);
+row, the column and the value, unless the schema declares ``"unlisted": "other"`` (such values
+then take the column's ``<other>`` slot); record ids must be distinct (both rows and the ids as written);
 the label column must be there where labels are needed ("label column 'X' not found"). Array
 files and image folders are checked further when they are loaded (:mod:`pate_stab.data.own`).
 """
@@ -26,8 +27,9 @@ POOL_LABELS = (
 )
 
 UNDECLARED_CATEGORY = (
-    ". The private set, the pool and the evaluation set take only the schema's categories: correct the value, or "
-    "declare it in the column's categories (a schema change changes the encoding: train again)"
+    ". The private set, the pool and the evaluation set take only the schema's categories: correct the value, "
+    "declare it in the column's categories, or declare that unlisted values take the column's <other> slot "
+    '("unlisted": "other" in the schema)'
 )
 
 
@@ -105,7 +107,8 @@ def check_own_files(
             # a column the schema does not declare is refused, never dropped silently; so is a
             # category it does not declare (never folded into the <other> slot silently)
             tables[role] = check_table(
-                p, sch, undeclared="raise", unknown_categories="raise", unknown_hint=UNDECLARED_CATEGORY,
+                p, sch, undeclared="raise", unknown_categories="other" if sch.unlisted == "other" else "raise",
+                unknown_hint=UNDECLARED_CATEGORY,
                 require_label=role != "public", encoding=encoding or DEFAULT_ENCODING,
             )  # fmt: skip
         except SchemaError as exc:

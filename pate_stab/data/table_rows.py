@@ -92,12 +92,15 @@ class CheckedTable:
         return len(self.lines)
 
 
-def _encoding_error(path: Path, encoding: str, exc: UnicodeDecodeError) -> SchemaError:
-    byte = exc.object[exc.start : exc.start + 1].hex() if isinstance(exc.object, bytes | bytearray) else "?"
+def _encoding_error(path: Path, encoding: str, exc: UnicodeError) -> SchemaError:
+    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes | bytearray):
+        why = f"byte 0x{exc.object[exc.start : exc.start + 1].hex()} at position {exc.start} is not valid there"
+    else:
+        why = str(exc)
     return SchemaError(
-        f"{path}: cannot be read as {encoding.replace('-sig', '')} text (byte 0x{byte} at position {exc.start} "
-        f"is not valid there). Name the file's encoding: --encoding ENCODING on the command line (encoding: in "
-        "a recipe), e.g. latin-1, cp1252 or utf-16"
+        f"{path}: cannot be read as {encoding.replace('-sig', '')} text ({why}). Name the file's encoding: "
+        "--encoding ENCODING on the command line (encoding: in a recipe; one for all the run's CSV files), e.g. "
+        "latin-1, cp1252 or utf-16"
     )
 
 
@@ -120,7 +123,7 @@ def _read_rows(
                 if not rec or all(not v.strip() for v in rec) or (comment is not None and rec[0].startswith(comment)):
                     continue
                 rows.append((line, [v.strip() for v in rec]))
-    except UnicodeDecodeError as exc:
+    except UnicodeError as exc:  # UnicodeDecodeError, or a UTF-16 file without its byte-order mark
         raise _encoding_error(path, encoding, exc) from None
     except csv.Error as exc:
         raise SchemaError(f"{path}: not a readable CSV file ({exc})") from None
@@ -222,7 +225,11 @@ def _codes(
             else:
                 what = f"value {v!r} is not a declared category ({', '.join(column.categories)})"
                 if unknown == "fallback":
-                    what += "; the column declares no fallback category (its 'fallback' in the schema)"
+                    what += (
+                        f"; the column declares no fallback category: give one with --fallback {column.name}=CATEGORY "
+                        "(fallbacks= in Python) or as the column's 'fallback' in the schema"
+                    )
+                    hint = ""
                 raise SchemaError(f"{where}, row {line}, column {column.name!r}: {what}{hint}")
         out.append(j)
     return out

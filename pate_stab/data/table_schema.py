@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -126,6 +126,10 @@ class TabularSchema:
         order: the field names of a file without a header row (every column, the label and the id
             column included), in file order; needed with ``header=False``.
         comment: lines starting with this prefix are skipped (None: none are).
+        unlisted: what a user's file (:mod:`pate_stab.data.own`, ``predict``) does with a categorical
+            value outside its column's categories: ``"refuse"`` (default: the run stops, naming the
+            file, row, column and value) or ``"other"`` (declared: such values take the column's
+            ``<other>`` slot, e.g. UCI Adult's missing value "?").
     """
 
     columns: tuple[Column, ...]
@@ -137,6 +141,7 @@ class TabularSchema:
     header: bool = True
     order: tuple[str, ...] | None = None
     comment: str | None = None
+    unlisted: Literal["refuse", "other"] = "refuse"
 
     def __post_init__(self) -> None:
         cols = tuple(c if isinstance(c, Column) else Column(**c) for c in self.columns)
@@ -165,6 +170,8 @@ class TabularSchema:
             )
         if order is not None and self.header:
             raise SchemaError("'order' is for files without a header row (header: false)")
+        if self.unlisted not in ("refuse", "other"):
+            raise SchemaError(f"unlisted must be 'refuse' or 'other', got {self.unlisted!r}")
         if self.comment is not None and (not isinstance(self.comment, str) or not self.comment):
             raise SchemaError(f"comment must be a non-empty prefix or None, got {self.comment!r}")
         object.__setattr__(self, "columns", cols)
@@ -201,11 +208,26 @@ class TabularSchema:
             "header": self.header,
             "order": None if self.order is None else list(self.order),
             "comment": self.comment,
-        }
+        } | ({"unlisted": self.unlisted} if self.unlisted != "refuse" else {})
+
+    def with_fallbacks(self, fallbacks: Mapping[str, str]) -> TabularSchema:
+        """This schema with ``fallbacks`` (column → one of its declared categories) as its columns'
+        fallback categories (used by prediction's ``unknown_categories="fallback"`` only; the
+        encoding and its width are unchanged)."""
+        if not fallbacks:
+            return self
+        by_name = {c.name: c for c in self.columns}
+        for name in fallbacks:
+            if name not in by_name or by_name[name].kind != "categorical":
+                categorical = [c.name for c in self.columns if c.kind == "categorical"]
+                raise SchemaError(f"fallback for {name!r}: not a categorical column of the schema ({categorical})")
+        columns = tuple(replace(c, fallback=str(fallbacks[c.name])) if c.name in fallbacks else c for c in self.columns)
+        return replace(self, columns=columns)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TabularSchema:
-        known = {"columns", "label", "classes", "id_column", "label_aliases", "source", "header", "order", "comment"}
+        known = {"columns", "label", "classes", "id_column", "label_aliases", "source", "header", "order", "comment",
+                 "unlisted"}  # fmt: skip
         unknown = sorted(set(data) - known)
         if unknown:
             raise SchemaError(f"unknown schema keys: {unknown} (known: {sorted(known)})")
@@ -253,6 +275,7 @@ class TabularSchema:
             header=header,
             order=None if order is None else tuple(order),
             comment=data.get("comment"),
+            unlisted=data.get("unlisted", "refuse"),
         )
 
     @classmethod
@@ -261,7 +284,12 @@ class TabularSchema:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"schema file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise SchemaError(
+                f"schema file {path}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8"
+            ) from None
         if path.suffix not in (".json", ".yaml", ".yml"):
             raise SchemaError(f"schema file {path}: expected .json, .yaml or .yml")
         try:

@@ -282,7 +282,8 @@ def check_pld_feasible(event: PrivacyEvent, *, delta: float, accountant: str) ->
     if rdp_epsilon > MAX_PLD_EPSILON:
         raise ValueError(
             f"noise too small for PLD accounting: the RDP bound is epsilon = {rdp_epsilon:.4g} > "
-            f"{MAX_PLD_EPSILON:g} at delta = {delta:g}; use accountant='rdp' (or more noise / fewer queries)"
+            f"{MAX_PLD_EPSILON:g} at delta = {delta:g}; pass accountant='rdp' to the aggregator (Python: LNMax, "
+            "GNMax or ConfidentGNMax(..., accountant='rdp')), or use more noise / fewer queries"
         )
 
 
@@ -314,7 +315,11 @@ def calibrate_scale(
     """
 
     if accountant == "pld" and epsilon > MAX_PLD_EPSILON:
-        raise ValueError(f"epsilon > {MAX_PLD_EPSILON:g} is not calibrated with PLD accounting; use accountant='rdp'")
+        raise ValueError(
+            f"epsilon > {MAX_PLD_EPSILON:g} is not calibrated with PLD accounting; pass accountant='rdp' to the "
+            "aggregator (Python: LNMax, GNMax or ConfidentGNMax(..., accountant='rdp'); the command line accepts "
+            f"epsilon <= {MAX_PLD_EPSILON:g})"
+        )
 
     def gap(scale: float) -> float:
         return accountant_epsilon(make_event(scale), delta=delta, accountant=accountant) - epsilon
