@@ -106,3 +106,27 @@ def test_a_schema_with_an_id_column_keys_the_partition_by_record_id_unless_told(
     no_ids = tmp_path / "no_ids.json"
     no_ids.write_text(json.dumps({**json.loads(files["schema"].read_text()), "id_column": None}))
     assert TransferConfig(**(own | {"schema": str(no_ids)})).partition_key == "content"
+
+
+def test_a_guarantee_too_weak_for_the_accountant_names_the_aggregator_and_the_lever():
+    from pate_stab.aggregation.registry import AggregatorSettings, _pld_limited
+    from pate_stab.privacy.accounting.composition import PldRangeError, check_pld_feasible
+    from pate_stab.privacy.accounting.events import LaplaceEvent, SelfComposedEvent
+
+    def too_weak(settings, source):  # the accountant's own refusal, as a PATE baseline's calibration raises it
+        check_pld_feasible(SelfComposedEvent(LaplaceEvent(noise_scale=0.01, sensitivity=2.0), 10), delta=1e-5,
+                           accountant="pld")  # fmt: skip
+
+    settings = AggregatorSettings(epsilon=50.0, delta=1e-5, num_queries=10, num_teachers=100, max_unstable=10)
+    with pytest.raises(PldRangeError, match=r"lnmax at epsilon = 50 over m = 10 queries .* Choose a smaller epsilon"):
+        _pld_limited("lnmax", too_weak)(settings, None)
+
+
+@pytest.mark.slow  # a PLD calibration at ε = 50: ~20 s
+def test_a_baseline_too_weak_for_the_accountant_is_refused_through_the_registry():
+    from pate_stab.aggregation.registry import AggregatorSettings, calibrated_noise
+    from pate_stab.privacy.accounting.composition import PldRangeError
+
+    settings = AggregatorSettings(epsilon=50.0, delta=1e-5, num_queries=10, num_teachers=100, max_unstable=10)
+    with pytest.raises(PldRangeError, match=r"lnmax at epsilon = 50 over m = 10 queries .* Choose a smaller epsilon"):
+        calibrated_noise("lnmax", settings)
