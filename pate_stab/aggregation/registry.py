@@ -27,6 +27,7 @@ from pate_stab.aggregation.baseline_releaser import BaselineReleaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
+from pate_stab.privacy.accounting.composition import PldRangeError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.privacy.mechanisms.calibration import Calibration, calibrate
 from pate_stab.privacy.noise.secure import RandomSource
@@ -196,6 +197,24 @@ def _confident_gnmax(s: AggregatorSettings, source: RandomSource | None) -> Conf
     )
 
 
+def _pld_limited(
+    name: str, make: Callable[[AggregatorSettings, RandomSource | None], LNMax | GNMax | ConfidentGNMax]
+) -> Callable[[AggregatorSettings, RandomSource | None], LNMax | GNMax | ConfidentGNMax]:
+    """``make``, whose refusal of a guarantee too weak for PLD accounting names the aggregator, ε and m, and the
+    lever a run has (a smaller ε): runs certify the PATE baselines with the PLD accountant."""
+
+    def calibrated(s: AggregatorSettings, source: RandomSource | None) -> LNMax | GNMax | ConfidentGNMax:
+        try:
+            return make(s, source)
+        except PldRangeError as exc:
+            raise PldRangeError(
+                f"{name} at epsilon = {s.epsilon:g} over m = {s.num_queries} queries is too weak a guarantee for "
+                f"the PLD accountant runs certify it with ({exc}). Choose a smaller epsilon"
+            ) from exc
+
+    return calibrated
+
+
 _STABILITY = "data-independent by construction (sparse vector + distance to instability)"
 _PATE = "data-independent (dp-accounting, composed over num_queries)"
 _SPECS = (
@@ -203,10 +222,17 @@ _SPECS = (
     AggregatorSpec("stability-paper", "histogram", False, True, False, _STABILITY, _stability("paper")),
     AggregatorSpec("stability-tight", "histogram", False, True, False, _STABILITY, _stability("tight")),
     AggregatorSpec("stability-soft", "scores", True, True, True, _STABILITY, _soft),
-    AggregatorSpec("lnmax", "histogram", False, False, False, _PATE, _baseline(_lnmax), "lnmax"),
-    AggregatorSpec("gnmax", "histogram", False, False, False, _PATE, _baseline(_gnmax), "gnmax"),
+    AggregatorSpec("lnmax", "histogram", False, False, False, _PATE, _baseline(_pld_limited("lnmax", _lnmax)), "lnmax"),
+    AggregatorSpec("gnmax", "histogram", False, False, False, _PATE, _baseline(_pld_limited("gnmax", _gnmax)), "gnmax"),
     AggregatorSpec(
-        "confident-gnmax", "histogram", False, False, False, _PATE, _baseline(_confident_gnmax), "confident_gnmax"
+        "confident-gnmax",
+        "histogram",
+        False,
+        False,
+        False,
+        _PATE,
+        _baseline(_pld_limited("confident-gnmax", _confident_gnmax)),
+        "confident_gnmax",
     ),
 )
 _REGISTRY = {spec.name: spec for spec in _SPECS}
@@ -240,9 +266,9 @@ def make_releaser(
 
 
 _BASELINE_MECHANISMS: dict[str, Callable[[AggregatorSettings, RandomSource | None], LNMax | GNMax | ConfidentGNMax]] = {
-    "lnmax": _lnmax,
-    "gnmax": _gnmax,
-    "confident-gnmax": _confident_gnmax,
+    "lnmax": _pld_limited("lnmax", _lnmax),
+    "gnmax": _pld_limited("gnmax", _gnmax),
+    "confident-gnmax": _pld_limited("confident-gnmax", _confident_gnmax),
 }
 
 

@@ -15,8 +15,11 @@
 Every run writes ``<checkpoints-dir>/<run-name>/`` (config.json, teachers/, ledger.jsonl,
 report.json or compare.{json,txt,png}). Flags given on the command line override the YAML.
 Usage errors (unknown data set, missing data directory, your own data not fitting — lengths,
-labels, NaN, image sizes, CSV columns —, a budget too small for the stability releaser to answer
-anything) exit with status 2 before any training or spending, and say what to change.
+labels, NaN, image sizes, CSV columns and categories —, a budget too small for the stability
+releaser to answer anything, a target ε above 64) exit with status 2 before any training or
+spending, and say what to change in one line (argparse's usage lines only for flags it cannot
+parse). The checks of a target ε and of a user's CSV files run before torch is imported
+(:mod:`pate_stab.cli.checks`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pate_stab.cli.checks import check_early, epsilon_error, fail
 from pate_stab.cli.config import DEMO, _add_config_flags, _config_dict, _make_config
 from pate_stab.cli.config import _pca_dim as _pca_dim  # re-exported: tests import it from here
 from pate_stab.cli.output import _fmt, _noise_line, _print_report
@@ -129,6 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
                       ".npz (key x) or .npy")  # fmt: skip
     pred.add_argument("--out", type=Path, default=Path("predictions.csv"),
                       help="one row per input: input, class, probability (default predictions.csv)")  # fmt: skip
+    pred.add_argument("--unknown-category", default="refuse", choices=("refuse", "fallback"),
+                      help="a CSV value outside its column's declared categories: refuse (default: naming the row, "
+                      "column and value) or fallback (the column's declared fallback category: the schema's "
+                      "'fallback', or --fallback)")  # fmt: skip
+    pred.add_argument("--fallback", action="append", default=[], metavar="COLUMN=CATEGORY",
+                      help="with --unknown-category fallback: the declared category a column's unknown values take "
+                      "(overrides the schema's 'fallback'; repeat for several columns)")  # fmt: skip
+    pred.add_argument("--encoding", default=None, metavar="ENCODING",
+                      help="the CSV's text encoding (default utf-8; e.g. latin-1, cp1252, utf-16)")  # fmt: skip
     cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
     cal.add_argument("--epsilon", type=float, required=True)
     cal.add_argument("--delta", type=float, default=1e-5)
@@ -172,7 +185,7 @@ def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             )
         except (TypeError, ValueError) as exc:
             if mode == "tight":
-                parser.error(str(exc))
+                fail(str(exc))
             print(f"  {mode:<6} unavailable: {exc}")
             continue
         need = teachers_for_unanimous_answer(cal)
@@ -182,6 +195,9 @@ def _cmd_calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 def _cmd_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    message = epsilon_error(args.epsilon)
+    if message:
+        fail(message)
     from pate_stab.aggregation.plan import plan_run
 
     try:
@@ -192,12 +208,15 @@ def _cmd_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             confident_fraction=args.confident_threshold,
         )  # fmt: skip
     except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
+        fail(str(exc))
     print(plan.text())
     return 0
 
 
 def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    message = epsilon_error(args.epsilon)
+    if message:
+        fail(message)
     from pate_stab.errors import PateStabError
     from pate_stab.run.progress import default_progress
     from pate_stab.run.release_votes import release_votes
@@ -215,7 +234,7 @@ def _cmd_release(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
             budget_epsilon=args.budget_epsilon, budget_delta=args.budget_delta,
         )  # fmt: skip
     except (ValueError, PateStabError) as exc:
-        parser.error(str(exc))
+        fail(str(exc))
     q = report["queries"]
     print(
         f"{report['aggregator']}: certified (ε, δ) = ({report['epsilon']:.4g}, {report['delta']:.3g}) "
@@ -252,6 +271,20 @@ def _students(run_dir: Path) -> list[str]:
     return sorted(p.name for p in folder.glob("*.pt")) if folder.is_dir() else []
 
 
+def _table_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """``predict``'s options for a CSV input: what an undeclared category does, fallbacks, the encoding."""
+    fallbacks = {}
+    for item in args.fallback:
+        column, sep, category = item.partition("=")
+        if not sep or not column.strip():
+            parser.error(f"--fallback expects COLUMN=CATEGORY, got {item!r}")
+        fallbacks[column.strip()] = category.strip()
+    if fallbacks and args.unknown_category != "fallback":
+        parser.error("--fallback applies with --unknown-category fallback")
+    unknown = "raise" if args.unknown_category == "refuse" else "fallback"
+    return {"unknown_categories": unknown, "fallbacks": fallbacks or None, "encoding": args.encoding}
+
+
 def _cmd_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import csv
 
@@ -260,10 +293,10 @@ def _cmd_predict(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     try:
         path = _student_path(args.run_dir, args.student)
         student = load_student(path)
-        x, names = student.read(args.input)
+        x, names = student.read(args.input, **_table_options(parser, args))
         proba = student.predict_proba(x)
     except (ValueError, FileNotFoundError, TypeError) as exc:
-        parser.error(str(exc))
+        fail(str(exc))
     confidence, classes = proba.max(-1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as fh:
@@ -294,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "plan":
         return _cmd_plan(parser, args)
     _quiet()
+    if args.command in ("demo", "transfer", "compare"):
+        check_early(args)  # a target ε and the user's files, before torch is imported
     if args.command == "predict":
         return _cmd_predict(parser, args)
     if args.command == "release":
@@ -355,8 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _export_votes(config, args.export_votes)
         return 0
     except (ValueError, FileNotFoundError, PateStabError) as exc:
-        parser.error(str(exc))
-    return 2
+        fail(str(exc))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pate_stab.cli.checks import fail
+
 # the synthetic demo: k large enough that the stability releaser answers most queries at ε = 8
 DEMO = {
     "run_name": "demo",
@@ -50,6 +52,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--public", "public", str, "your public pool (no labels needed): same kind; images in a flat folder"),
     ("--evaluation", "evaluation", str, "your evaluation set (labelled, not private), optional"),
     ("--schema", "schema", str, "CSV data: the public schema file (JSON or YAML)"),
+    ("--encoding", "encoding", str, "CSV data: the files' text encoding (default utf-8; e.g. latin-1, cp1252, utf-16)"),
     ("--image-shape", "image_shape", str, "image folders: CHANNELS,HEIGHT,WIDTH (default: the public pool's)"),
     ("--data-dir", "data_dir", str, "folder with the data set's files"),
     ("--features", "features", str, "raw, pca, scattering, ssl or scattering+ssl (fitted on the public pool only)"),
@@ -90,7 +93,13 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
         "only: no privacy against anyone who knows the seed)",
     ),
     ("--neighbouring", "neighbouring", str, "add_remove (default) or replace_one: the guarantee's relation"),
-    ("--partition-key", "partition_key", str, "content (default) or record_id (ids supplied with the data)"),
+    (
+        "--partition-key",
+        "partition_key",
+        str,
+        "content or record_id (ids supplied with the data); default record_id where the CSV schema declares an "
+        "id_column, content otherwise",
+    ),
     (
         "--privacy-unit",
         "privacy_unit",
@@ -155,15 +164,15 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
     extra: dict[str, Any] = {}
     if getattr(args, "config", None) is not None:
         if not args.config.is_file():
-            parser.error(f"config file {args.config} not found")
+            fail(f"config file {args.config} not found")
         loaded = yaml.safe_load(args.config.read_text()) or {}
         if not isinstance(loaded, dict):
-            parser.error(f"{args.config} must hold a mapping of configuration keys")
+            fail(f"{args.config} must hold a mapping of configuration keys")
         extra = loaded.pop("compare", None) or {}
         try:  # sections (release: {epsilon: 2}) or flat names: every setting under its flat name
             data.update(flat_settings(loaded))
         except ValueError as exc:
-            parser.error(f"{args.config}: {exc}")
+            fail(f"{args.config}: {exc}")
     for _, dest, _, _ in _FLAGS:
         if getattr(args, dest) is not None:
             data[dest] = getattr(args, dest)
@@ -194,7 +203,7 @@ def _config_dict(parser: argparse.ArgumentParser, args: argparse.Namespace, base
         try:  # KEY: a flat name (epsilon) or with its section (release.epsilon)
             name = flat_key(key.strip().replace("-", "_"))
         except ValueError as exc:
-            parser.error(f"--set {item}: {exc}")
+            fail(f"--set {item}: {exc}")
         data[name] = yaml.safe_load(value)
     from pate_stab.run.progress import default_progress
 
@@ -210,16 +219,16 @@ def _make_config(parser: argparse.ArgumentParser, data: dict[str, Any]):
     dataset = data.get("dataset", "synthetic")
     if dataset not in DATASETS or dataset == "arrays":
         choices = ", ".join(d for d in DATASETS if d != "arrays")
-        parser.error(f"unknown dataset {dataset!r}; choose from {choices} (arrays: the Python API)")
+        fail(f"unknown dataset {dataset!r}; choose from {choices} (arrays: the Python API)")
     if dataset not in ("synthetic", "files") and not data.get("download"):
         if not data.get("data_dir"):
-            parser.error(f"dataset {dataset!r} needs --data-dir (a folder with its files)")
+            fail(f"dataset {dataset!r} needs --data-dir (a folder with its files)")
         if not Path(data["data_dir"]).is_dir():
-            parser.error(f"data directory {data['data_dir']} does not exist")
+            fail(f"data directory {data['data_dir']} does not exist")
     for key in ("teacher_hidden", "teacher_channels", "student_hidden", "student_channels", "classes", "image_shape"):
         if key in data and isinstance(data[key], list):
             data[key] = tuple(data[key])
     try:
         return TransferConfig.from_dict(data)
     except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
+        fail(str(exc))

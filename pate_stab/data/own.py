@@ -32,8 +32,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
-from pate_stab.data.table_encoding import record_id_key
+from pate_stab.data.own_files import POOL_LABELS, InputDataError, check_own_files, set_names
+from pate_stab.data.schema import TabularSchema
+from pate_stab.data.table_encoding import encode_checked, record_id_key
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -47,16 +48,6 @@ __all__ = [
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
-
-
-_POOL_LABELS = (
-    "{what} holds {where}: the public pool is unlabelled input. If these are true labels kept for reporting "
-    "only (label and pool accuracy), declare them (pool_labels: true / --pool-labels); otherwise remove them"
-)
-
-
-class InputDataError(ValueError):
-    """The user's data does not fit what the run needs; the message names the set, file, column or index."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +128,15 @@ def _string_ids(values: Any) -> bool:
     if isinstance(values, np.ndarray):
         return values.dtype == object or values.dtype.kind in "USV"
     return isinstance(values, list | tuple) and any(isinstance(v, str | bytes) for v in values)
+
+
+def _id_as_given(values: Any, first: int, second: int, key: int) -> str:
+    """A repeated id as the user wrote it (a string id, not its hashed key)."""
+    if not _string_ids(values):
+        return f"id {key}"
+    a, b = values[first], values[second]
+    a, b = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in (a, b))
+    return f"id {a!r}" if str(a).strip() == str(b).strip() else f"ids {a!r} and {b!r} (one number)"
 
 
 def _record_ids(what: str, values: Any, n: int) -> Tensor:
@@ -259,9 +259,12 @@ def own_data(
         uniq, inverse, counts_ids = torch.unique(ids, return_inverse=True, return_counts=True)
         if bool((counts_ids > 1).any()):
             dup = int(uniq[counts_ids > 1][0])
-            first = torch.nonzero(ids == dup).flatten()[:2].tolist()
-            shown = f"id {dup}" if not _string_ids(private_ids) else "an id"
-            raise InputDataError(f"{label['private']} record ids must be distinct: records {first} share {shown}")
+            first, second = torch.nonzero(ids == dup).flatten()[:2].tolist()
+            shown = _id_as_given(private_ids, first, second, dup)
+            raise InputDataError(
+                f"{label['private']} record ids must be distinct: records {first} and {second} (0-based indices) "
+                f"share {shown}"
+            )
     return OwnData(px, py, ux, uy, ex, ey, num_classes, class_names, ids, kind, schema)
 
 
@@ -418,23 +421,6 @@ def read_image_inputs(path: str | Path, shape: tuple[int, ...]) -> tuple[Tensor,
     return _read_images(files, (c, h, w), False, " (the run's images)"), names
 
 
-def _kind(path: Path, schema: object) -> str:
-    """The kind of a path: "images" (a folder), "arrays" (.npz / .pt / .npy) or "table" (.csv, or any
-    other file when a schema is given)."""
-    if path.is_dir():
-        return "images"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found")
-    if path.suffix in (".npz", ".pt", ".npy"):
-        return "arrays"
-    if path.suffix == ".csv" or schema is not None:
-        return "table"
-    raise InputDataError(
-        f"{path}: unknown kind of file {path.suffix!r}; use .npz, .pt, .npy, .csv (or any text table with a "
-        "schema) or an image folder"
-    )
-
-
 def load_files(
     private: str | Path,
     public: str | Path,
@@ -444,6 +430,7 @@ def load_files(
     schema: str | Path | TabularSchema | None = None,
     image_shape: Sequence[int] | None = None,
     pool_labels: bool = False,
+    encoding: str | None = None,
 ) -> OwnData:
     """Read the three sets from files (their kind from the path) and check them (:func:`own_data`).
 
@@ -459,20 +446,23 @@ def load_files(
         pool_labels: the public pool's file holds true labels (an ``.npz``'s ``y``, the CSV's label
             column), declared for reporting only; without it such a file is refused (never taken
             as pool labels by a guess).
+        encoding: CSV only: the files' text encoding (default UTF-8, a byte-order mark skipped).
 
     Raises:
         InputDataError: as :func:`own_data`, plus files of mixed kinds, unreadable or
-            differently sized images (naming the file), a CSV column missing from the schema.
+            differently sized images (naming the file), and what
+            :func:`~pate_stab.data.own_files.check_own_files` refuses in a CSV table: a column or a
+            category the schema does not declare, a repeated record id, a missing label column,
+            naming the file, the row, the column and the value.
         FileNotFoundError: a path that does not exist.
     """
+    kind, sch, checked = check_own_files(
+        private, public, evaluation, classes=classes, schema=schema, pool_labels=pool_labels, encoding=encoding
+    )
     paths = {"private": Path(private), "public": Path(public)} | (
         {} if evaluation is None else {"evaluation": Path(evaluation)}
     )
-    kinds = {role: _kind(p, schema) for role, p in paths.items()}
-    if len(set(kinds.values())) > 1:
-        raise InputDataError(f"the three sets must be of one kind, got {kinds}")
-    kind = kinds["private"]
-    names = {role: f"{role} set {p}" if role != "public" else f"public pool {p}" for role, p in paths.items()}
+    names = set_names(paths)
     if kind == "arrays":
         arrays = {role: _read_arrays(p) for role, p in paths.items()}
         if "y" not in arrays["private"]:
@@ -484,7 +474,7 @@ def load_files(
             if role in arrays and "ids" in arrays[role]:
                 raise InputDataError(f"{names[role]}: record ids belong to the private set only")
         if "y" in arrays["public"] and not pool_labels:
-            raise InputDataError(_POOL_LABELS.format(what=names["public"], where="labels under key 'y'"))
+            raise InputDataError(POOL_LABELS.format(what=names["public"], where="labels under key 'y'"))
         return own_data(
             (arrays["private"]["x"], arrays["private"]["y"]),
             arrays["public"]["x"],
@@ -495,28 +485,8 @@ def load_files(
             names=names,
         )
     if kind == "table":
-        if schema is None:
-            raise InputDataError("a CSV data set needs its public schema (schema: PATH / --schema)")
-        if classes is not None:
-            raise InputDataError("a CSV data set takes its classes from the schema; do not also pass classes")
-        try:
-            sch = schema if isinstance(schema, TabularSchema) else TabularSchema.from_file(schema)
-        except SchemaError as exc:
-            raise InputDataError(str(exc)) from exc
-        if sch.label is None:
-            raise InputDataError("the CSV schema names no label column ('label' and its 'classes')")
-        try:
-            # a column the schema does not declare is refused, never dropped silently
-            tables = {role: encode_table(p, sch, undeclared="raise") for role, p in paths.items()}
-        except SchemaError as exc:
-            raise InputDataError(str(exc)) from exc
-        if sch.id_column and tables["private"].ids is None:
-            raise InputDataError(f"{names['private']} has no record-id column {sch.id_column!r} (the schema's)")
-        for role in ("private", "evaluation"):
-            if role in tables and tables[role].y is None:
-                raise InputDataError(f"{names[role]} has no label column {sch.label!r}")
-        if tables["public"].y is not None and not pool_labels:
-            raise InputDataError(_POOL_LABELS.format(what=names["public"], where=f"the label column {sch.label!r}"))
+        assert sch is not None
+        tables = {role: encode_checked(t, sch) for role, t in checked.items()}
         ev_t = tables.get("evaluation")
         return own_data(
             (tables["private"].x, tables["private"].y),

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -50,12 +50,19 @@ class SchemaError(ValueError):
 
 @dataclass(frozen=True)
 class Column:
-    """One input column: ``numeric`` with public ``bounds`` or ``categorical`` with fixed ``categories``."""
+    """One input column: ``numeric`` with public ``bounds`` or ``categorical`` with fixed ``categories``.
+
+    ``fallback`` (categorical only, optional): a declared category that a value outside
+    ``categories`` may be mapped to when new rows are encoded for prediction, on request
+    (``unknown_categories="fallback"``; ``pate-stab predict --unknown-category fallback``). The
+    private set and the pool never use it: a value outside the categories is refused there.
+    """
 
     name: str
     kind: Literal["numeric", "categorical"]
     bounds: tuple[float, float] | None = None
     categories: tuple[str, ...] = ()
+    fallback: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -66,8 +73,8 @@ class Column:
             lo, hi = (float(b) for b in self.bounds)
             if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
                 raise SchemaError(f"column {self.name!r}: bounds must be finite with hi > lo, got {self.bounds!r}")
-            if self.categories:
-                raise SchemaError(f"numeric column {self.name!r} takes no categories")
+            if self.categories or self.fallback is not None:
+                raise SchemaError(f"numeric column {self.name!r} takes no categories and no fallback")
             object.__setattr__(self, "bounds", (lo, hi))
         elif self.kind == "categorical":
             cats = tuple(str(c) for c in self.categories)
@@ -79,6 +86,14 @@ class Column:
             if self.bounds is not None:
                 raise SchemaError(f"categorical column {self.name!r} takes no bounds")
             object.__setattr__(self, "categories", cats)
+            if self.fallback is not None:
+                fallback = str(self.fallback)
+                if fallback not in cats:
+                    raise SchemaError(
+                        f"categorical column {self.name!r}: fallback {fallback!r} is not one of its categories "
+                        f"{list(cats)}"
+                    )
+                object.__setattr__(self, "fallback", fallback)
         else:
             raise SchemaError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {self.kind!r}")
 
@@ -111,6 +126,10 @@ class TabularSchema:
         order: the field names of a file without a header row (every column, the label and the id
             column included), in file order; needed with ``header=False``.
         comment: lines starting with this prefix are skipped (None: none are).
+        unlisted: what a user's file (:mod:`pate_stab.data.own`, ``predict``) does with a categorical
+            value outside its column's categories: ``"refuse"`` (default: the run stops, naming the
+            file, row, column and value) or ``"other"`` (declared: such values take the column's
+            ``<other>`` slot, e.g. UCI Adult's missing value "?").
     """
 
     columns: tuple[Column, ...]
@@ -122,6 +141,7 @@ class TabularSchema:
     header: bool = True
     order: tuple[str, ...] | None = None
     comment: str | None = None
+    unlisted: Literal["refuse", "other"] = "refuse"
 
     def __post_init__(self) -> None:
         cols = tuple(c if isinstance(c, Column) else Column(**c) for c in self.columns)
@@ -150,6 +170,8 @@ class TabularSchema:
             )
         if order is not None and self.header:
             raise SchemaError("'order' is for files without a header row (header: false)")
+        if self.unlisted not in ("refuse", "other"):
+            raise SchemaError(f"unlisted must be 'refuse' or 'other', got {self.unlisted!r}")
         if self.comment is not None and (not isinstance(self.comment, str) or not self.comment):
             raise SchemaError(f"comment must be a non-empty prefix or None, got {self.comment!r}")
         object.__setattr__(self, "columns", cols)
@@ -174,6 +196,8 @@ class TabularSchema:
                 columns.append({"name": c.name, "kind": c.kind, "bounds": list(cast(tuple, c.bounds))})
             else:
                 columns.append({"name": c.name, "kind": c.kind, "categories": list(c.categories)})
+                if c.fallback is not None:  # written only when declared: older schemas read as they were
+                    columns[-1]["fallback"] = c.fallback
         return {
             "columns": columns,
             "label": self.label,
@@ -184,11 +208,26 @@ class TabularSchema:
             "header": self.header,
             "order": None if self.order is None else list(self.order),
             "comment": self.comment,
-        }
+        } | ({"unlisted": self.unlisted} if self.unlisted != "refuse" else {})
+
+    def with_fallbacks(self, fallbacks: Mapping[str, str]) -> TabularSchema:
+        """This schema with ``fallbacks`` (column → one of its declared categories) as its columns'
+        fallback categories (used by prediction's ``unknown_categories="fallback"`` only; the
+        encoding and its width are unchanged)."""
+        if not fallbacks:
+            return self
+        by_name = {c.name: c for c in self.columns}
+        for name in fallbacks:
+            if name not in by_name or by_name[name].kind != "categorical":
+                categorical = [c.name for c in self.columns if c.kind == "categorical"]
+                raise SchemaError(f"fallback for {name!r}: not a categorical column of the schema ({categorical})")
+        columns = tuple(replace(c, fallback=str(fallbacks[c.name])) if c.name in fallbacks else c for c in self.columns)
+        return replace(self, columns=columns)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TabularSchema:
-        known = {"columns", "label", "classes", "id_column", "label_aliases", "source", "header", "order", "comment"}
+        known = {"columns", "label", "classes", "id_column", "label_aliases", "source", "header", "order", "comment",
+                 "unlisted"}  # fmt: skip
         unknown = sorted(set(data) - known)
         if unknown:
             raise SchemaError(f"unknown schema keys: {unknown} (known: {sorted(known)})")
@@ -196,8 +235,10 @@ class TabularSchema:
             raise SchemaError("a schema needs 'columns', a list of {name, kind, bounds | categories}")
         columns = []
         for j, c in enumerate(data["columns"]):
-            if not isinstance(c, Mapping) or set(c) - {"name", "kind", "bounds", "categories"}:
-                raise SchemaError(f"schema column {j}: expected keys name, kind, bounds | categories, got {c!r}")
+            if not isinstance(c, Mapping) or set(c) - {"name", "kind", "bounds", "categories", "fallback"}:
+                raise SchemaError(
+                    f"schema column {j}: expected keys name, kind, bounds | categories (and fallback), got {c!r}"
+                )
             bounds = c.get("bounds")
             columns.append(
                 Column(
@@ -205,6 +246,7 @@ class TabularSchema:
                     kind=c.get("kind", ""),
                     bounds=None if bounds is None else tuple(bounds),
                     categories=tuple(c.get("categories", ())),
+                    fallback=c.get("fallback"),
                 )
             )
         # a class given as a list of spellings: the first names it, the others are its aliases
@@ -233,6 +275,7 @@ class TabularSchema:
             header=header,
             order=None if order is None else tuple(order),
             comment=data.get("comment"),
+            unlisted=data.get("unlisted", "refuse"),
         )
 
     @classmethod
@@ -241,7 +284,12 @@ class TabularSchema:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"schema file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise SchemaError(
+                f"schema file {path}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8"
+            ) from None
         if path.suffix not in (".json", ".yaml", ".yml"):
             raise SchemaError(f"schema file {path}: expected .json, .yaml or .yml")
         try:

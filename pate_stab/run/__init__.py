@@ -23,20 +23,62 @@ aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-expor
 | :mod:`~pate_stab.run.refit` | :func:`refit_students`: new students on a run's recorded releases (no spend) |
 | :mod:`~pate_stab.run.api` | :func:`transfer_arrays`, :func:`compare_arrays`: the main job on the user's arrays |
 | :mod:`~pate_stab.run.direct` | :func:`run_direct`: a direct private learner on the private split, as a compare row |
+
+The names below are imported on first use (PEP 562): a module of the package loads without the
+others (``pate-stab predict`` reads a student without Lightning's training code).
 """
 
-from pate_stab.aggregation.plan import RunPlan, plan_run
-from pate_stab.run.api import compare_arrays, transfer_arrays
-from pate_stab.run.compare import format_rows, plot_rows, run_compare
-from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
-from pate_stab.run.data import Task, load_task
-from pate_stab.run.direct import DIRECT_LEARNERS, run_direct
-from pate_stab.run.prepare import BudgetTooSmallError, Prepared
-from pate_stab.run.refit import refit_students
-from pate_stab.run.release import Release, label_accuracy, release_labels
-from pate_stab.run.report import clean_json, open_ledger, transfer_report
-from pate_stab.run.student import fit_student, teacher_accuracies
-from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_transfer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pate_stab.aggregation.plan import RunPlan, plan_run
+    from pate_stab.run.api import compare_arrays, transfer_arrays
+    from pate_stab.run.compare import format_rows, plot_rows, run_compare
+    from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
+    from pate_stab.run.data import Task, load_task
+    from pate_stab.run.direct import DIRECT_LEARNERS, run_direct
+    from pate_stab.run.prepare import BudgetTooSmallError, Prepared
+    from pate_stab.run.refit import refit_students
+    from pate_stab.run.release import Release, label_accuracy, release_labels
+    from pate_stab.run.report import clean_json, open_ledger, transfer_report
+    from pate_stab.run.student import fit_student, teacher_accuracies
+    from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_transfer
+
+_LAZY = {
+    "RunPlan": "pate_stab.aggregation.plan",
+    "plan_run": "pate_stab.aggregation.plan",
+    "compare_arrays": "pate_stab.run.api",
+    "transfer_arrays": "pate_stab.run.api",
+    "format_rows": "pate_stab.run.compare",
+    "plot_rows": "pate_stab.run.compare",
+    "run_compare": "pate_stab.run.compare",
+    "DATASETS": "pate_stab.run.config",
+    "RUN_AGGREGATORS": "pate_stab.run.config",
+    "STUDENT_FIELDS": "pate_stab.run.config",
+    "THREAT_MODELS": "pate_stab.run.config",
+    "TransferConfig": "pate_stab.run.config",
+    "Task": "pate_stab.run.data",
+    "load_task": "pate_stab.run.data",
+    "DIRECT_LEARNERS": "pate_stab.run.direct",
+    "run_direct": "pate_stab.run.direct",
+    "BudgetTooSmallError": "pate_stab.run.prepare",
+    "Prepared": "pate_stab.run.prepare",
+    "refit_students": "pate_stab.run.refit",
+    "Release": "pate_stab.run.release",
+    "label_accuracy": "pate_stab.run.release",
+    "release_labels": "pate_stab.run.release",
+    "clean_json": "pate_stab.run.report",
+    "open_ledger": "pate_stab.run.report",
+    "transfer_report": "pate_stab.run.report",
+    "fit_student": "pate_stab.run.student",
+    "teacher_accuracies": "pate_stab.run.student",
+    "TransferResult": "pate_stab.run.transfer",
+    "evaluate_and_report": "pate_stab.run.transfer",
+    "run_transfer": "pate_stab.run.transfer",
+}
 
 __all__ = [
     "DATASETS",
@@ -70,3 +112,16 @@ __all__ = [
     "transfer_arrays",
     "transfer_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

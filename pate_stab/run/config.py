@@ -118,6 +118,23 @@ def flat_key(key: str) -> str:
     return name
 
 
+def _declared_id_column(flat: Mapping[str, Any]) -> str | None:
+    """The id column a user's CSV schema declares (``dataset: files`` with ``schema``), or None; a schema
+    that cannot be read is left to the data's own checks (:func:`pate_stab.data.own.load_files`)."""
+    data = flat.get("data")
+    dataset = flat.get("dataset", getattr(data, "dataset", None))
+    schema = flat.get("schema", getattr(data, "schema", None))
+    if dataset != "files" or not schema:
+        return None
+    from pate_stab.data.table_schema import TabularSchema
+
+    try:
+        sch = schema if isinstance(schema, TabularSchema) else TabularSchema.from_file(schema)
+    except (OSError, ValueError):
+        return None
+    return sch.id_column
+
+
 def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` (a recipe's keys: sections as mappings, flat names, ``section.name``) with every setting
     under its flat name; section objects (:data:`SECTIONS`) are kept as given.
@@ -190,6 +207,10 @@ class TransferConfig:
 
     def __init__(self, **settings: Any) -> None:
         flat = flat_settings(settings)
+        if "partition_key" not in flat and "release" not in flat and _declared_id_column(flat):
+            # DESIGN.md fact 1: a schema that declares record ids keys the partition by them, unless the
+            # user chooses the key (partition_key: content)
+            flat["partition_key"] = "record_id"
         object.__setattr__(self, "run_name", flat.pop("run_name", "transfer"))
         object.__setattr__(self, "checkpoints_dir", flat.pop("checkpoints_dir", "checkpoints"))
         object.__setattr__(self, "seed", flat.pop("seed", 0))

@@ -159,6 +159,8 @@ class DataSettings(_Section):
     # the public pool's file holds true labels (a CSV's label column, an .npz's y), declared by the
     # user: read for reporting only (label and pool accuracy). Undeclared, such a file is refused
     pool_labels: bool = False
+    # CSV files' text encoding (None: UTF-8, a byte-order mark skipped); see pate_stab.data.table_rows
+    encoding: str | None = None
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -304,7 +306,8 @@ class ReleaseSettings(_Section):
     # Part of the run's identity: a rerun with the other mode is refused.
     releaser_noise: NoiseMode = "secure"
     # the neighbouring relation the run's guarantee is stated for, and the partition key (see
-    # TransferConfig.teachers_changed): content keys + replace_one need group privacy over two teachers
+    # TransferConfig.teachers_changed): content keys + replace_one need group privacy over two teachers.
+    # A user's CSV schema that declares an id_column makes record_id the default (TransferConfig.__init__)
     neighbouring: Neighbouring = "add_remove"
     partition_key: PartitionKey = "content"
     # the privacy unit (DESIGN.md fact 13; docs/label_privacy.md): "record" (a record's inputs and label) or

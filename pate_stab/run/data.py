@@ -101,6 +101,7 @@ def load_own_data(config: TransferConfig) -> OwnData:
         schema=config.schema,
         image_shape=config.image_shape,
         pool_labels=config.pool_labels,
+        encoding=config.encoding,
     )
 
 

@@ -29,7 +29,7 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -37,10 +37,11 @@ from torch import Tensor, nn
 
 from pate_stab.data.tabular_data import standardize
 from pate_stab.features.pca import PublicFeatures
-from pate_stab.run.config import TransferConfig
-from pate_stab.run.data import Task
-from pate_stab.teachers import ModelSpec
-from pate_stab.teachers.models import build_model
+from pate_stab.teachers.models import ModelSpec, build_model
+
+if TYPE_CHECKING:  # a run's configuration and task are needed to save a student, not to load one
+    from pate_stab.run.config import TransferConfig
+    from pate_stab.run.data import Task
 
 __all__ = ["STUDENT_FORMAT", "PublishedStudent", "load_student", "published_student", "save_student"]
 
@@ -149,12 +150,23 @@ class PublishedStudent:
     def num_classes(self) -> int:
         return len(self.classes)
 
-    def read(self, path: str | Path) -> tuple[Tensor, list[str]]:
+    def read(
+        self,
+        path: str | Path,
+        *,
+        unknown_categories: str = "raise",
+        fallbacks: Mapping[str, str] | None = None,
+        encoding: str | None = None,
+    ) -> tuple[Tensor, list[str]]:
         """Raw inputs of the run's kind read from a file or folder, and one name per input (a row
         number, or an image's path relative to the folder).
 
         Tables: a CSV encoded with the run's schema (a label or id column may be present and is
-        ignored; a column the schema does not declare is refused). Arrays: ``.npz`` / ``.pt``
+        ignored; a column the schema does not declare is refused). A categorical value outside
+        its column's categories is refused (naming the row, column and value), unless
+        ``unknown_categories="fallback"``: it then takes the column's declared fallback category
+        (the schema's ``fallback``, or ``fallbacks[column]``, a declared category); ``encoding``
+        is the file's text encoding (default UTF-8). Arrays: ``.npz`` / ``.pt``
         (key ``x``) or ``.npy``. Images: a folder (flat, or with sub-folders) or one image file,
         decoded like the run's images (channels and size of the run's records).
         """
@@ -165,19 +177,33 @@ class PublishedStudent:
             raise FileNotFoundError(f"{path} not found")
         kind = self.inputs.get("kind")
         if kind == "table":
-            return self._table(path)
+            return self._table(path, unknown_categories=unknown_categories, fallbacks=fallbacks, encoding=encoding)
         if kind == "images" and (path.is_dir() or path.suffix.lower() not in (".npz", ".npy", ".pt")):
             return read_image_inputs(path, tuple(self.inputs["shape"]))
         x = read_array_inputs(path)
         return _as_float(x, str(path)), [str(i) for i in range(int(x.shape[0]))]
 
-    def _table(self, rows: Any) -> tuple[Tensor, list[str]]:
+    def _table(
+        self,
+        rows: Any,
+        *,
+        unknown_categories: str = "raise",
+        fallbacks: Mapping[str, str] | None = None,
+        encoding: str | None = None,
+    ) -> tuple[Tensor, list[str]]:
         from pate_stab.data.schema import TabularSchema, encode_table
+        from pate_stab.data.table_rows import DEFAULT_ENCODING
 
         schema = self.inputs.get("schema")
         if schema is None:
             raise ValueError("this student's run read a table without a schema; pass the encoded rows as an array")
-        table = encode_table(rows, TabularSchema.from_dict(schema), undeclared="raise")
+        sch = TabularSchema.from_dict(schema).with_fallbacks(fallbacks or {})
+        if sch.unlisted == "other" and unknown_categories == "raise":
+            unknown_categories = "other"  # declared in the schema: unlisted values took <other> in training too
+        table = encode_table(
+            rows, sch, undeclared="raise", unknown_categories=unknown_categories,  # type: ignore[arg-type]
+            unknown_hint=_UNKNOWN_HINT, encoding=encoding or DEFAULT_ENCODING,
+        )  # fmt: skip
         return table.x, [str(i) for i in range(len(table))]
 
     def features(self, x: Any) -> Tensor:
@@ -264,6 +290,13 @@ def save_student(path: str | Path, student: Any, task: Task, config: TransferCon
     published = published_student(student, task, config)
     published.save(path)
     return published
+
+
+_UNKNOWN_HINT = (
+    ". To give such values a declared category instead, ask for it: pate-stab predict --unknown-category fallback, "
+    "with the column's fallback declared in the schema ('fallback') or given as --fallback COLUMN=CATEGORY (in "
+    "Python: unknown_categories='fallback', fallbacks={column: category})"
+)
 
 
 def load_student(path: str | Path) -> PublishedStudent:

@@ -9,39 +9,77 @@ Usage::
 Across processes and nodes (one teacher slice per rank, run on every rank)::
 
     teachers = train_teachers_ddp(x, y, shards, spec=spec, generator=g_teach, devices=4, num_nodes=2)
+
+The names below are imported on first use (PEP 562): a module of the package loads without the
+others (``pate-stab predict`` reads a student without Lightning's training code).
 """
 
-from pate_stab.features.pca import PublicFeatures  # the features stage's; also exported here (run.data)
-from pate_stab.teachers.distributed import train_teachers_ddp
-from pate_stab.teachers.ensemble import (
-    TeacherEnsemble,
-    init_stacked_parameters,
-    stacked_forward,
-)
-from pate_stab.teachers.models import (
-    ModelSpec,
-    PateCNN,
-    build_model,
-    init_parameters,
-)
-from pate_stab.teachers.partition import (
-    keyed_subset,
-    partition_indices,
-    record_keys_from_tensors,
-    shard_of_records,
-)
-from pate_stab.teachers.pool_votes import PoolVotes, VotingTeachers
-from pate_stab.teachers.propagation import PropagationSpec, PropagationTeachers
-from pate_stab.teachers.stacked_optim import StackedAdam, StackedSGD
-from pate_stab.teachers.training import (
-    DEFAULT_MIN_STEPS,
-    ShortScheduleWarning,
-    TeacherEnsembleModule,
-    TrainConfig,
-    epoch_plan,
-    teacher_epochs,
-    train_teachers,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pate_stab.features.pca import PublicFeatures  # the features stage's; also exported here (run.data)
+    from pate_stab.teachers.distributed import train_teachers_ddp
+    from pate_stab.teachers.ensemble import (
+        TeacherEnsemble,
+        init_stacked_parameters,
+        stacked_forward,
+    )
+    from pate_stab.teachers.models import (
+        ModelSpec,
+        PateCNN,
+        build_model,
+        init_parameters,
+    )
+    from pate_stab.teachers.partition import (
+        keyed_subset,
+        partition_indices,
+        record_keys_from_tensors,
+        shard_of_records,
+    )
+    from pate_stab.teachers.pool_votes import PoolVotes, VotingTeachers
+    from pate_stab.teachers.propagation import PropagationSpec, PropagationTeachers
+    from pate_stab.teachers.stacked_optim import StackedAdam, StackedSGD
+    from pate_stab.teachers.training import (
+        DEFAULT_MIN_STEPS,
+        ShortScheduleWarning,
+        TeacherEnsembleModule,
+        TrainConfig,
+        epoch_plan,
+        teacher_epochs,
+        train_teachers,
+    )
+
+_LAZY = {
+    "PublicFeatures": "pate_stab.features.pca",
+    "train_teachers_ddp": "pate_stab.teachers.distributed",
+    "TeacherEnsemble": "pate_stab.teachers.ensemble",
+    "init_stacked_parameters": "pate_stab.teachers.ensemble",
+    "stacked_forward": "pate_stab.teachers.ensemble",
+    "ModelSpec": "pate_stab.teachers.models",
+    "PateCNN": "pate_stab.teachers.models",
+    "build_model": "pate_stab.teachers.models",
+    "init_parameters": "pate_stab.teachers.models",
+    "keyed_subset": "pate_stab.teachers.partition",
+    "partition_indices": "pate_stab.teachers.partition",
+    "record_keys_from_tensors": "pate_stab.teachers.partition",
+    "shard_of_records": "pate_stab.teachers.partition",
+    "PoolVotes": "pate_stab.teachers.pool_votes",
+    "VotingTeachers": "pate_stab.teachers.pool_votes",
+    "PropagationSpec": "pate_stab.teachers.propagation",
+    "PropagationTeachers": "pate_stab.teachers.propagation",
+    "StackedAdam": "pate_stab.teachers.stacked_optim",
+    "StackedSGD": "pate_stab.teachers.stacked_optim",
+    "DEFAULT_MIN_STEPS": "pate_stab.teachers.training",
+    "ShortScheduleWarning": "pate_stab.teachers.training",
+    "TeacherEnsembleModule": "pate_stab.teachers.training",
+    "TrainConfig": "pate_stab.teachers.training",
+    "epoch_plan": "pate_stab.teachers.training",
+    "teacher_epochs": "pate_stab.teachers.training",
+    "train_teachers": "pate_stab.teachers.training",
+}
 
 __all__ = [
     "DEFAULT_MIN_STEPS",
@@ -71,3 +109,16 @@ __all__ = [
     "train_teachers",
     "train_teachers_ddp",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

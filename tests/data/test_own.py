@@ -57,7 +57,7 @@ def test_classes_come_from_the_declaration_or_the_evaluation_labels_never_the_pr
         (lambda x, y: dict(private=(x, y), public=x[:, :3]), r"public pool records have shape \(3,\)"),
         (lambda x, y: dict(private=(x, y), public=x, evaluation=(x, y[:3])), "evaluation set: x has 30"),
         (lambda x, y: dict(private=(x, y), public=x, private_ids=torch.arange(30) % 29),
-         r"record ids must be distinct: records \[0, 29\] share id 0"),
+         r"record ids must be distinct: records 0 and 29 \(0-based indices\) share id 0"),
     ],
 )  # fmt: skip
 def test_bad_arrays_are_refused_with_a_message_naming_the_problem(make, message):

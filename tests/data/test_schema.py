@@ -84,7 +84,7 @@ def test_errors_name_the_file_the_row_and_the_column(tmp_path):
         "empty.csv": ([header, "1,30,red,,no"], r"empty\.csv, row 2, column 'score': missing value"),
         "label.csv": ([header, "1,30,red,0,maybe"], r"label\.csv, row 2, column 'y': not a class"),
         "id.csv": ([header, ",30,red,0,no"], r"id\.csv, row 2, column 'id': record id is empty"),
-        "fields.csv": ([header, "1,30,red"], r"fields\.csv, line 2: 3 fields, expected 5"),
+        "fields.csv": ([header, "1,30,red"], r"fields\.csv, row 2: 3 fields, expected 5"),
     }
     for name, (lines, message) in bad.items():
         with pytest.raises(ValueError, match=message):
@@ -146,7 +146,7 @@ def test_headerless_files_comments_spellings_and_undeclared_columns(tmp_path):
     assert t.ids.tolist() == [5, 6, 7] and t.y.tolist() == [0, 1, 1]
     assert torch.equal(t.x, torch.tensor([[0.5, 1, 0, 0], [1.0, 0, 0, 1], [0.0, 0, 1, 0]]))
     # without the comment prefix the comment line is a record with the wrong number of fields
-    with pytest.raises(ValueError, match=r"t\.data, line 1: 1 fields, expected 4"):
+    with pytest.raises(ValueError, match=r"t\.data, row 1: 1 fields, expected 4"):
         encode_table(path, TabularSchema.from_dict({**data, "comment": None}))
     with pytest.raises(ValueError, match="header: false needs 'order'"):
         TabularSchema.from_dict({**data, "order": ["id", "age", "colour"]})

@@ -29,7 +29,7 @@ def test_string_ids_become_keys_of_their_own_record_alone():
     # removing a record changes no other record's key
     fewer = own_data((x[1:], y[1:]), x, classes=2, private_ids=list(ids[1:]))
     assert torch.equal(fewer.private_ids, data.private_ids[1:])
-    with pytest.raises(InputDataError, match=r"records \[0, 2\] share an id"):
+    with pytest.raises(InputDataError, match=r"records 0 and 2 \(0-based indices\) share id 'a'"):
         own_data((x, y), x, classes=2, private_ids=["a", "b", "a", "c"])
 
 

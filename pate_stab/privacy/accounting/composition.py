@@ -237,6 +237,10 @@ MAX_PLD_EPSILON = 64.0
 """Largest ε (by the cheap RDP bound) that PLD accounting is asked to certify; see ``check_pld_feasible``."""
 
 
+class PldRangeError(ValueError):
+    """A guarantee too weak for PLD accounting (ε above :data:`MAX_PLD_EPSILON`, by the target or the RDP bound)."""
+
+
 def fresh_accountant(accountant: str) -> privacy_accountant.PrivacyAccountant:
     """A new dp-accounting accountant, ``"pld"`` (``PLDAccountant``) or ``"rdp"`` (``RdpAccountant``), add/remove.
 
@@ -280,9 +284,10 @@ def check_pld_feasible(event: PrivacyEvent, *, delta: float, accountant: str) ->
         return
     rdp_epsilon = accountant_epsilon(event, delta=delta, accountant="rdp")
     if rdp_epsilon > MAX_PLD_EPSILON:
-        raise ValueError(
+        raise PldRangeError(
             f"noise too small for PLD accounting: the RDP bound is epsilon = {rdp_epsilon:.4g} > "
-            f"{MAX_PLD_EPSILON:g} at delta = {delta:g}; use accountant='rdp' (or more noise / fewer queries)"
+            f"{MAX_PLD_EPSILON:g} at delta = {delta:g}; pass accountant='rdp' to the aggregator (Python: LNMax, "
+            "GNMax or ConfidentGNMax(..., accountant='rdp')), or use more noise / fewer queries"
         )
 
 
@@ -314,7 +319,11 @@ def calibrate_scale(
     """
 
     if accountant == "pld" and epsilon > MAX_PLD_EPSILON:
-        raise ValueError(f"epsilon > {MAX_PLD_EPSILON:g} is not calibrated with PLD accounting; use accountant='rdp'")
+        raise PldRangeError(
+            f"epsilon > {MAX_PLD_EPSILON:g} is not calibrated with PLD accounting; pass accountant='rdp' to the "
+            "aggregator (Python: LNMax, GNMax or ConfidentGNMax(..., accountant='rdp'); the command line accepts "
+            f"epsilon <= {MAX_PLD_EPSILON:g})"
+        )
 
     def gap(scale: float) -> float:
         return accountant_epsilon(make_event(scale), delta=delta, accountant=accountant) - epsilon
