@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,7 +41,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+BUDGET_DIR_ENV = "PATE_STAB_BUDGET_DIR"  # pate_stab.privacy.ledger.data_budget.BUDGET_DIR_ENV
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # every run also counts its spends in the data holder's budget folder (default under the home
+    # folder): tests never write there. A test gets its own folder (budget_dir); a fixture of a wider
+    # scope its own too (pytest_fixture_setup); anything else this session's
+    os.environ[BUDGET_DIR_ENV] = tempfile.mkdtemp(prefix="pate_stab_budget_session_")
     if config.getoption("--as-if-cuda") or os.environ.get("PATE_STAB_AS_IF_CUDA") == "1":
         os.environ["PATE_STAB_AS_IF_CUDA"] = "1"
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(AS_IF_CUDA_DIR), os.environ.get("PYTHONPATH")]))
@@ -62,3 +71,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def budget_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The data holder's budget folder of this test (pate_stab.privacy.ledger.data_budget), never the home folder's."""
+    path = tmp_path_factory.mktemp("budget")
+    monkeypatch.setenv(BUDGET_DIR_ENV, str(path))
+    return path
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module-, class- or session-scoped fixture sets up with a budget folder of its own: the runs it makes
+    are its own data holder's, as a test's are (fixtures on the same data in other folders would otherwise
+    share one data set's cap)."""
+    if fixturedef.scope == "function":
+        yield
+        return
+    before = os.environ.get(BUDGET_DIR_ENV)
+    os.environ[BUDGET_DIR_ENV] = tempfile.mkdtemp(prefix=f"pate_stab_budget_{fixturedef.argname}_")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(BUDGET_DIR_ENV, None)
+        else:
+            os.environ[BUDGET_DIR_ENV] = before

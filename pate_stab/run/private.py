@@ -139,7 +139,11 @@ def check_data_identity(run_dir: Path, tensors: list[Tensor], *, legacy: list[Te
             )
         if record.get("identity") == LOADED_IDENTITY:
             return
-    write_private_json(
-        path,
-        {"data_mac": mac, "identity": LOADED_IDENTITY, "mac": "HMAC-SHA256 under private_key of the run's splits"},
+    # other fields (the mark of the folder's ledger, pate_stab.run.run_folder.check_ledger_kept) are kept
+    kept = (
+        {k: v for k, v in record.items() if k not in ("private", "data_mac", "identity", "mac")}
+        if path.is_file()
+        else {}
     )
+    mine = {"data_mac": mac, "identity": LOADED_IDENTITY, "mac": "HMAC-SHA256 under private_key of the run's splits"}
+    write_private_json(path, kept | mine)
