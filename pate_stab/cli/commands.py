@@ -11,6 +11,7 @@
     pate-stab transfer --private train/ --public pool/ --evaluation test/   # image folders
     pate-stab transfer --private a.csv --public b.csv --schema schema.json  # CSV with a public schema
     pate-stab predict --run-dir checkpoints/mine --input new.csv --out predictions.csv
+    pate-stab budget [--set EPS[,DELTA] --data-set ID]  # what each private data set has spent, across folders
 
 Every run writes ``<checkpoints-dir>/<run-name>/`` (config.json, teachers/, ledger.jsonl,
 report.json or compare.{json,txt,png}). Flags given on the command line override the YAML.
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pate_stab.cli.budget import add_budget_dir_flag, add_budget_parser, cmd_budget, use_budget_dir
 from pate_stab.cli.config import DEMO, _add_config_flags, _config_dict, _make_config
 from pate_stab.cli.config import _pca_dim as _pca_dim  # re-exported: tests import it from here
 from pate_stab.cli.output import _fmt, _noise_line, _print_report
@@ -129,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ".npz (key x) or .npy")  # fmt: skip
     pred.add_argument("--out", type=Path, default=Path("predictions.csv"),
                       help="one row per input: input, class, probability (default predictions.csv)")  # fmt: skip
+    for p in (demo, transfer, compare, rel):
+        add_budget_dir_flag(p)
+    add_budget_parser(sub)
     cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
     cal.add_argument("--epsilon", type=float, required=True)
     cal.add_argument("--delta", type=float, default=1e-5)
@@ -294,6 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "plan":
         return _cmd_plan(parser, args)
     _quiet()
+    use_budget_dir(args)
+    if args.command == "budget":
+        return cmd_budget(parser, args)
     if args.command == "predict":
         return _cmd_predict(parser, args)
     if args.command == "release":
