@@ -395,7 +395,7 @@ def prepare(
     if check_budget:
         check_answerable(config, task.num_classes)
     pool_size = query_pool_size(config, task)
-    if config.num_queries > pool_size:
+    if with_teachers and config.num_queries > pool_size:  # without teachers no query is asked (direct learners)
         what = (
             "the public pool"
             if config.label_queries == "pool"
