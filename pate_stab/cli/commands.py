@@ -1,4 +1,4 @@
-"""The ``pate-stab`` command line: demo, transfer, compare, predict, release, plan, calibrate.
+"""The ``pate-stab`` command line: demo, transfer, compare, predict, release, plan, budget, calibrate.
 
     pate-stab demo                                   # synthetic task, no data, under a minute
     pate-stab transfer --config recipes/configs/mnist_quick.yaml [--epsilon 4 ...]
