@@ -68,6 +68,7 @@ from pate_stab.errors import BudgetExhaustedError, LedgerError
 from pate_stab.privacy.ledger.format import HOLDER_BUDGET_RULE, recorded_budget
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.privacy.ledger.private_files import (
+    folder_id,
     keyed_digest,
     private_folder,
     run_private_key,
@@ -134,12 +135,6 @@ def data_set_of(tensors: Sequence[Tensor], *, folder: str | os.PathLike[str] | N
     root = private_folder(budget_dir(folder))
     key = run_private_key(root)
     return DataSet(root, keyed_digest(_derived(key, b"data set id"), *(tensor_bytes(t) for t in tensors)))
-
-
-def folder_id(run_key: bytes) -> str:
-    """A run folder's id in the data holder's ledgers: a MAC under the folder's own secret key, so a
-    deleted and recreated folder (a new key) is a new folder."""
-    return keyed_digest(run_key, b"run folder id")[:32]
 
 
 @contextlib.contextmanager

@@ -65,10 +65,10 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pate_stab._checks import check_delta, check_epsilon, check_nonnegative
 from pate_stab.errors import BudgetExhaustedError, LedgerError
@@ -90,10 +90,24 @@ from pate_stab.privacy.ledger.format import (
 from pate_stab.privacy.ledger.format import FORMAT as FORMAT  # re-exported, as are VERSION and _digest
 from pate_stab.privacy.ledger.format import VERSION as VERSION
 from pate_stab.privacy.ledger.format import _digest as _digest  # the line digest (tests recompute it)
-from pate_stab.privacy.ledger.private_files import run_private_key
+from pate_stab.privacy.ledger.private_files import folder_id, run_private_key
 
-if TYPE_CHECKING:
-    from pate_stab.privacy.ledger.data_budget import DataSetBudget
+
+class DataBudget(Protocol):
+    """What a run ledger asks of the data holder's ledger it also counts in
+    (:class:`pate_stab.privacy.ledger.data_budget.DataSetBudget`)."""
+
+    def charge(
+        self, *, folder: str, spend_id: str, epsilon: float, delta: float, relation: str | None, unit: str | None,
+        mechanism: str, run: str, run_folder: Path,
+    ) -> None: ...  # fmt: skip
+
+    def check(
+        self, spends: Sequence[tuple[str, float, float, str | None, str | None]], *, folder: str, where: str
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
 
 __all__ = [
     "DEFAULT_NEIGHBOURING",
@@ -161,7 +175,7 @@ class PrivacyLedger(LedgerFile):
         if budget_rule not in (BUDGET_RULE, HOLDER_BUDGET_RULE):
             raise ValueError(f"budget_rule must be {BUDGET_RULE!r} or {HOLDER_BUDGET_RULE!r}, got {budget_rule!r}")
         self._budget_rule = budget_rule
-        self._data_budget: tuple[DataSetBudget, str] | None = None
+        self._data_budget: tuple[DataBudget, str] | None = None
         self._requested_budget = (
             check_epsilon(budget_epsilon, "budget_epsilon"),
             check_delta(budget_delta, "budget_delta", allow_zero=True),
@@ -481,20 +495,18 @@ class PrivacyLedger(LedgerFile):
             self._sync()
             self._append({"kind": "progress", "info": data} | ({"time": time.time()} if self._timestamps else {}))
 
-    def count_in(self, budget: DataSetBudget) -> None:
+    def count_in(self, budget: DataBudget) -> None:
         """Count every later spend of this ledger in the data holder's ledger of its data set too
         (:mod:`pate_stab.privacy.ledger.data_budget`): :meth:`spend` records it there first, and refuses
         what does not fit there; :meth:`check_budget` checks it there. The run folder is known there by
         an id derived from its secret key (:func:`~pate_stab.privacy.ledger.data_budget.folder_id`).
         This ledger closes ``budget`` when it is closed."""
-        from pate_stab.privacy.ledger.data_budget import folder_id
-
         if self._data_budget is not None:
             raise ValueError(f"ledger {self._path} already counts its spends in a data set's budget")
         self._data_budget = (budget, folder_id(self.private_key()))
 
     @property
-    def data_budget(self) -> DataSetBudget | None:
+    def data_budget(self) -> DataBudget | None:
         """The data holder's ledger this ledger's spends are also counted in (:meth:`count_in`), or None."""
         return None if self._data_budget is None else self._data_budget[0]
 
