@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import torch
 
 from pate_stab.cli.commands import main
 from pate_stab.errors import BudgetExhaustedError, LedgerError
-from pate_stab.privacy.ledger.data_budget import data_set_of
+from pate_stab.privacy.ledger.data_budget import BUDGET_DIR_ENV, data_set_of
 from pate_stab.run import TransferConfig, run_compare, run_transfer
 from pate_stab.run.data import load_task
 from tests.run.interrupted_release_worker import lifecycle_config, lifecycle_data
@@ -146,3 +148,16 @@ def test_the_same_data_from_a_csv_and_an_npz_is_one_data_set(tmp_path: Path) -> 
                                         public=str(tmp_path / "pool.npz"), classes=3, num_teachers=2),
                          generator=gen)  # fmt: skip
     assert data_set_of(list(raw_task.loaded[:2])) != data_set_of(list(csv.loaded[:2]))
+
+
+def test_the_budget_command_and_its_folder_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "holder"
+    assert main(["budget", "--budget-dir", str(folder)]) == 0
+    assert "no data set has spent from it yet" in capsys.readouterr().out
+    assert os.environ[BUDGET_DIR_ENV] == str(folder.resolve())  # the flag names the folder for the whole run
+    cases = [(["--set", "2"], "--set needs --data-set"), (["--set", "x", "--data-set", "ab"], "EPS"),
+             (["--set", "2", "--data-set", "ab"], "no data set .* has an id starting with 'ab'")]  # fmt: skip
+    for bad, message in cases:
+        with pytest.raises(SystemExit) as exc:
+            main(["budget", *bad])
+        assert exc.value.code == 2 and re.search(message, capsys.readouterr().err)
