@@ -44,11 +44,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 BUDGET_DIR_ENV = "PATE_STAB_BUDGET_DIR"  # pate_stab.privacy.ledger.data_budget.BUDGET_DIR_ENV
 
 
+def _budget_folder(path: str | Path) -> str:
+    """A data holder's budget folder for tests, whose cap for new data sets is large: tests run several folders
+    on one data set (transfer, then compare; a rerun under another name), and every spend is still counted
+    there. The data set's cap itself (a new data set takes its first run's) is tested in
+    tests/privacy/ledger/test_data_budget.py and tests/run/test_data_set_budget.py, which remove this default."""
+    from pate_stab.privacy.ledger.data_budget import set_default_cap
+
+    set_default_cap(1e6, 0.5, folder=path)
+    return str(path)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    # every run also counts its spends in the data holder's budget folder (default under the home
-    # folder): tests never write there. A test gets its own folder (budget_dir); a fixture of a wider
-    # scope its own too (pytest_fixture_setup); anything else this session's
-    os.environ[BUDGET_DIR_ENV] = tempfile.mkdtemp(prefix="pate_stab_budget_session_")
     if config.getoption("--as-if-cuda") or os.environ.get("PATE_STAB_AS_IF_CUDA") == "1":
         os.environ["PATE_STAB_AS_IF_CUDA"] = "1"
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(AS_IF_CUDA_DIR), os.environ.get("PYTHONPATH")]))
@@ -57,6 +64,11 @@ def pytest_configure(config: pytest.Config) -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)  # applies the replacement in this process
         assert torch.cuda.is_available()
+
+    # every run also counts its spends in the data holder's budget folder (default under the home
+    # folder): tests never write there. A test gets its own folder (budget_dir); a fixture of a wider
+    # scope its own too (pytest_fixture_setup); anything else this session's
+    os.environ[BUDGET_DIR_ENV] = _budget_folder(tempfile.mkdtemp(prefix="pate_stab_budget_session_"))
 
 
 def real_cuda() -> bool:
@@ -77,7 +89,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def budget_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The data holder's budget folder of this test (pate_stab.privacy.ledger.data_budget), never the home folder's."""
     path = tmp_path_factory.mktemp("budget")
-    monkeypatch.setenv(BUDGET_DIR_ENV, str(path))
+    monkeypatch.setenv(BUDGET_DIR_ENV, _budget_folder(path))
     return path
 
 
@@ -90,7 +102,7 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.
         yield
         return
     before = os.environ.get(BUDGET_DIR_ENV)
-    os.environ[BUDGET_DIR_ENV] = tempfile.mkdtemp(prefix=f"pate_stab_budget_{fixturedef.argname}_")
+    os.environ[BUDGET_DIR_ENV] = _budget_folder(tempfile.mkdtemp(prefix=f"pate_stab_budget_{fixturedef.argname}_"))
     try:
         yield
     finally:

@@ -3,12 +3,15 @@
     pate-stab budget                                   # every data set of the data holder's budget folder
     pate-stab budget --set 8 --data-set 3f2a9c01b7e4   # set that data set's cap (ε; δ kept)
     pate-stab budget --set 8,1e-5 --data-set 3f2a9c01b7e4
+    pate-stab budget --set 8,1e-5                      # the cap of every data set not recorded yet
 
 The data holder's budget (:mod:`pate_stab.privacy.ledger.data_budget`, ``docs/privacy.md``) counts every
-spend on a private data set, across run folders. A data set's cap is its first run's (that run's folder
-cap: ``--budget-epsilon`` / ``--budget-delta`` set it) until the data holder sets it here. ``--budget-dir``
-(or ``PATE_STAB_BUDGET_DIR``) names the folder; the default is ``~/.pate_stab/budget``. What this command
-prints (the data sets, their spends and folders) is the data holder's, not for publication.
+spend on a private data set, across run folders. A new data set's cap is the data holder's cap for new
+data sets (``--set`` without ``--data-set``) where set, else its first run's (that run's folder cap:
+``--budget-epsilon`` / ``--budget-delta`` set it); afterwards only ``--set … --data-set ID`` changes it.
+``--budget-dir`` (or ``PATE_STAB_BUDGET_DIR``) names the folder; the default is ``~/.pate_stab/budget``.
+What this command prints (the data sets, their spends and folders) is the data holder's, not for
+publication.
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ def add_budget_parser(sub: Any) -> argparse.ArgumentParser:
     budget = sub.add_parser("budget", help="what each private data set has spent, in which folders; set its cap",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     budget.add_argument("--set", dest="set_cap", default=None, metavar="EPS[,DELTA]",
-                        help="set the data set's cap (with --data-set): up or down, never below what is "
-                        "spent")  # fmt: skip
+                        help="set the data set's cap (with --data-set: up or down, never below what is spent), "
+                        "or, without it, the cap of every data set not recorded yet")  # fmt: skip
     budget.add_argument("--data-set", default=None, metavar="ID",
                         help="a data set's id as listed (a prefix is enough)")  # fmt: skip
     add_budget_dir_flag(budget)
@@ -64,29 +67,35 @@ def _cap(text: str) -> tuple[float, float | None]:
 
 def cmd_budget(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pate_stab.errors import PateStabError
-    from pate_stab.privacy.ledger.data_budget import DataSetBudget, budget_dir, data_sets
+    from pate_stab.privacy.ledger.data_budget import DataSetBudget, budget_dir, data_sets, default_cap, set_default_cap
 
     use_budget_dir(args)
     root = budget_dir()
     known = data_sets()
     try:
-        if args.set_cap is not None:
-            if args.data_set is None:
-                parser.error("--set needs --data-set ID (pate-stab budget lists them)")
+        if args.set_cap is not None and args.data_set is None:  # the cap of every data set not recorded yet
+            eps, delta = _cap(args.set_cap)
+            old = default_cap()
+            set_default_cap(eps, (old[1] if old else 1e-5) if delta is None else delta)
+            known = []
+        elif args.set_cap is not None:
             eps, delta = _cap(args.set_cap)
             chosen = [d for d in known if d.data_id.startswith(args.data_set.lower())]
             if len(chosen) != 1:
                 what = "no data set" if not chosen else f"{len(chosen)} data sets"
-                parser.error(
-                    f"{what} in {root} has an id starting with {args.data_set!r} (pate-stab budget lists them)"
-                )
+                parser.error(f"{what} in {root} has an id starting with {args.data_set!r} (`pate-stab budget` lists "
+                             "them)")  # fmt: skip
             with DataSetBudget.open(chosen[0], create=False) as budget:
                 budget.set_cap(eps, budget.ledger.budget[1] if delta is None else delta)
             known = chosen
         elif args.data_set is not None:
             known = [d for d in known if d.data_id.startswith(args.data_set.lower())]
         print(f"data holder's budget: {root} (private: never publish what follows)")
-        if not known:
+        new_cap = default_cap()
+        shown = "its first run's (that folder's cap)" if new_cap is None else (
+            f"(ε={new_cap[0]:.6g}, δ={new_cap[1]:.3g}), set by the data holder")  # fmt: skip
+        print(f"  a new data set's cap: {shown}")
+        if not known and args.set_cap is None:
             print("  no data set has spent from it yet")
         for ds in known:
             with DataSetBudget.open(ds, create=False) as budget:

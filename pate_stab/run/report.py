@@ -24,7 +24,7 @@ from typing import Any
 from torch import Tensor
 
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.ledger.data_budget import DataSet, DataSetBudget, folder_id
+from pate_stab.privacy.ledger.data_budget import DataSet, DataSetBudget, default_cap, folder_id
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
 from pate_stab.privacy.ledger.private_files import run_private_key
 from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
@@ -352,13 +352,22 @@ def check_data_set_budget(
 
     Only a folder without a ledger is checked here (its spends are all new); a rerun's plan is checked
     exactly, replays excluded, when its ledger is opened (:func:`open_run_ledger`). A data set without a
-    ledger yet takes the run's cap, which :func:`check_run_budget` has checked.
+    ledger yet takes the data holder's cap for new data sets, checked here, or else the run's cap, which
+    :func:`check_run_budget` has checked.
 
     Raises:
         BudgetExhaustedError: the plan does not fit the data set's cap; nothing was trained, drawn or recorded.
         ValueError: a spend the data set's ledger cannot count (its relation or unit).
     """
-    if data_set is None or not data_set.path.is_file() or (run_dir / "ledger.jsonl").is_file():
+    if data_set is None or (run_dir / "ledger.jsonl").is_file():
+        return
+    if not data_set.path.is_file():  # a new data set: the data holder's cap for new data sets, if set
+        cap = default_cap(data_set.folder)
+        if cap is not None:
+            need = plan_cost(spends, neighbouring=neighbouring, privacy_unit=privacy_unit)
+            where = f"the data holder's cap for new data sets, {data_set.folder}"
+            _check_fits(cap, (0.0, 0.0), need, where=where, new=len(spends), replayed=0,
+                        how="the data holder may raise it (pate-stab budget --set)")  # fmt: skip
         return
     budget = DataSetBudget.open(data_set, create=False)
     try:

@@ -23,10 +23,17 @@ import torch
 
 from pate_stab.cli.commands import main
 from pate_stab.errors import BudgetExhaustedError, LedgerError
-from pate_stab.privacy.ledger.data_budget import BUDGET_DIR_ENV, data_set_of
+from pate_stab.privacy.ledger.data_budget import BUDGET_DIR_ENV, DEFAULT_CAP_NAME, data_set_of, set_default_cap
 from pate_stab.run import TransferConfig, run_compare, run_transfer
 from pate_stab.run.data import load_task
 from tests.run.interrupted_release_worker import lifecycle_config, lifecycle_data
+
+
+@pytest.fixture(autouse=True)
+def first_runs_cap(budget_dir: Path) -> None:
+    """The data holder has set no cap for new data sets here: a new data set takes its first run's
+    (tests/conftest.py sets a large one for the other tests)."""
+    (budget_dir / DEFAULT_CAP_NAME).unlink()
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -155,9 +162,20 @@ def test_the_budget_command_and_its_folder_flag(tmp_path: Path, capsys: pytest.C
     assert main(["budget", "--budget-dir", str(folder)]) == 0
     assert "no data set has spent from it yet" in capsys.readouterr().out
     assert os.environ[BUDGET_DIR_ENV] == str(folder.resolve())  # the flag names the folder for the whole run
-    cases = [(["--set", "2"], "--set needs --data-set"), (["--set", "x", "--data-set", "ab"], "EPS"),
+    cases = [(["--set", "x", "--data-set", "ab"], "EPS"), (["--set", "0"], "positive"),
              (["--set", "2", "--data-set", "ab"], "no data set .* has an id starting with 'ab'")]  # fmt: skip
     for bad, message in cases:
         with pytest.raises(SystemExit) as exc:
             main(["budget", *bad])
         assert exc.value.code == 2 and re.search(message, capsys.readouterr().err)
+
+
+def test_a_plan_past_the_data_holders_cap_for_new_data_sets_is_refused_before_training(tmp_path: Path) -> None:
+    set_default_cap(1.0, 1e-5)
+    cfg = lifecycle_config(str(tmp_path), "new", epsilon=2.0)  # the run's own cap would be 2
+    with pytest.raises(BudgetExhaustedError, match="data holder's cap for new data sets"):
+        run_transfer(cfg, data=lifecycle_data())
+    assert (
+        not (cfg.run_dir / "ledger.jsonl").exists()
+        and not data_set_of([lifecycle_data().private_x, lifecycle_data().private_y]).path.exists()
+    )

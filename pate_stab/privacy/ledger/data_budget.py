@@ -24,8 +24,9 @@ budget counts every spend on a data set, whatever folder made it (DESIGN.md fact
   privacy, :func:`~pate_stab.privacy.ledger.format.replace_one_cost`; a record spend in a label
   ledger as under replace-one) or refused (a replace-one spend in an add/remove ledger; a label
   spend in a record ledger).
-* **The cap.** The first run's cap (its folder's cap) becomes the data set's, unless the data
-  holder set one first. Only the data holder's explicit command (``pate-stab budget --set``,
+* **The cap.** A new data set's cap is the data holder's cap for new data sets where one is set
+  (``pate-stab budget --set`` without a data set, :func:`set_default_cap`), else its first run's
+  (that folder's cap). Only the data holder's explicit command (``pate-stab budget --set``,
   :meth:`DataSetBudget.set_cap`) changes it, up or down but never below what is spent, with a
   recorded ``budget`` line (``change: "set"``); a run never changes it.
 * **When.** A run's spend is recorded here, appended and ``fsync``-ed, under the data set ledger's
@@ -64,6 +65,7 @@ from typing import Any
 
 from torch import Tensor
 
+from pate_stab._checks import check_delta, check_epsilon
 from pate_stab.errors import BudgetExhaustedError, LedgerError
 from pate_stab.privacy.ledger.format import HOLDER_BUDGET_RULE, recorded_budget
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
@@ -73,21 +75,27 @@ from pate_stab.privacy.ledger.private_files import (
     private_folder,
     run_private_key,
     tensor_bytes,
+    write_private,
 )
 
 __all__ = [
     "BUDGET_DIR_ENV",
     "DataSet",
     "DataSetBudget",
+    "DEFAULT_CAP_NAME",
     "budget_dir",
     "data_set_of",
     "data_sets",
+    "default_cap",
+    "set_default_cap",
     "folder_id",
 ]
 
 BUDGET_DIR_ENV = "PATE_STAB_BUDGET_DIR"
 """The environment variable that names the data holder's budget folder (``--budget-dir`` sets it)."""
 _LOCK = "budget.lock"
+DEFAULT_CAP_NAME = "default_cap.json"
+"""The data holder's cap for data sets not yet recorded (:func:`set_default_cap`), in the budget folder."""
 _PREFIX = "data_"
 
 
@@ -183,7 +191,8 @@ class DataSetBudget:
         privacy_unit: str = "record",
         create: bool = True,
     ) -> DataSetBudget:
-        """Open the data set's ledger; a new one records ``cap``, ``neighbouring`` and ``privacy_unit``.
+        """Open the data set's ledger; a new one records ``neighbouring``, ``privacy_unit`` and its cap: the data
+        holder's cap for new data sets (:func:`default_cap`) where set, else ``cap`` (the first run's).
 
         An existing ledger keeps its own cap, relation and unit (``cap`` and the others are then
         ignored: only :meth:`set_cap` changes the cap).
@@ -202,6 +211,7 @@ class DataSetBudget:
             if header is None:
                 if not create:
                     raise LedgerError(f"no budget is recorded for data set {data_set.short_id} in {root}")
+                cap = default_cap(root) or cap
                 if cap is None:
                     raise ValueError("a new data set's ledger needs a cap (epsilon, delta)")
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)  # private before its first line
@@ -331,6 +341,32 @@ class DataSetBudget:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def default_cap(folder: str | os.PathLike[str] | None = None) -> tuple[float, float] | None:
+    """The data holder's cap for data sets not yet recorded (``pate-stab budget --set`` without a data set), or
+    None: a new data set then takes its first run's cap.
+
+    Raises:
+        LedgerError: the file is unreadable.
+    """
+    path = budget_dir(folder) / DEFAULT_CAP_NAME
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        return check_epsilon(record["epsilon"], "epsilon"), check_delta(record["delta"], "delta", allow_zero=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LedgerError(f"the data holder's cap for new data sets {path} is unreadable ({exc!r})") from exc
+
+
+def set_default_cap(epsilon: float, delta: float, *, folder: str | os.PathLike[str] | None = None) -> Path:
+    """Set the data holder's cap for data sets not yet recorded (a private file, 0600); recorded data sets keep
+    theirs."""
+    root = private_folder(budget_dir(folder))
+    record = {"epsilon": check_epsilon(epsilon, "epsilon"), "delta": check_delta(delta, "delta", allow_zero=True)}
+    with _folder_lock(root):
+        return write_private(root / DEFAULT_CAP_NAME, json.dumps(record) + "\n")
 
 
 def data_sets(folder: str | os.PathLike[str] | None = None) -> list[DataSet]:

@@ -12,7 +12,14 @@ import pytest
 import torch
 
 from pate_stab.errors import BudgetExhaustedError, LedgerError
-from pate_stab.privacy.ledger.data_budget import BUDGET_DIR_ENV, DataSetBudget, data_set_of, data_sets
+from pate_stab.privacy.ledger.data_budget import (
+    BUDGET_DIR_ENV,
+    DEFAULT_CAP_NAME,
+    DataSetBudget,
+    data_set_of,
+    data_sets,
+    default_cap,
+)
 from pate_stab.privacy.ledger.data_budget import budget_dir as default_budget_dir
 from pate_stab.privacy.ledger.format import replace_one_cost
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
@@ -20,6 +27,13 @@ from pate_stab.privacy.ledger.private_files import tensor_bytes
 from tests.fork_worker import ask, worker_process
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
+
+
+@pytest.fixture(autouse=True)
+def first_runs_cap(budget_dir: Path) -> None:
+    """The data holder has set no cap for new data sets here: a new data set takes its first run's
+    (tests/conftest.py sets a large one for the other tests)."""
+    (budget_dir / DEFAULT_CAP_NAME).unlink()
 
 
 def _data(seed: int = 0) -> list[torch.Tensor]:
@@ -178,3 +192,20 @@ def test_concurrent_spends_from_two_folders_lose_nothing(tmp_path: Path) -> None
         assert len(ids) == count
         folder = str((tmp_path / f"run{p}").resolve())
         assert ids == {e.metadata["spend_id"] for e in charged if e.metadata["folder"] == folder}
+
+
+def test_the_data_holders_cap_for_new_data_sets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pate_stab.cli.commands import main
+
+    assert default_cap() is None  # a new data set takes its first run's cap
+    assert main(["budget", "--set", "3,1e-5"]) == 0  # the data holder's cap for data sets not recorded yet
+    assert default_cap() == (3.0, 1e-5) and "(ε=3, δ=1e-05), set by the data holder" in capsys.readouterr().out
+    with _run(tmp_path / "a", _data(), cap=9.0) as led:  # a run's larger cap: the data set takes the holder's
+        assert led.data_budget is not None and led.data_budget.ledger.budget == (3.0, 1e-5)
+        led.spend("s", epsilon=2.5, delta=0.0)
+        with pytest.raises(BudgetExhaustedError, match="data set's budget cap is \\(epsilon=3"):
+            led.spend("t", epsilon=1.0, delta=0.0)
+    assert main(["budget", "--set", "5"]) == 0  # a new default; the recorded data set keeps its cap
+    assert default_cap() == (5.0, 1e-5)
+    with DataSetBudget.open(data_set_of(_data()), create=False) as budget:
+        assert budget.ledger.budget == (3.0, 1e-5)
