@@ -50,6 +50,12 @@ spend's ``relation``: compose only events of one relation). Sums are exact-round
 (``math.fsum``), and a total may exceed the budget by at most a relative 1e-12 so that a budget
 split into T equal floating-point parts can be spent T times.
 
+The data set's budget (DESIGN.md fact 15). A run ledger may also count its spends in the data
+holder's ledger of its data set (:meth:`PrivacyLedger.count_in`,
+:mod:`pate_stab.privacy.ledger.data_budget`): :meth:`PrivacyLedger.spend` then records each new spend
+there first (an over-count there if the process dies before the run's line, never an under-count)
+and refuses, writing nothing here, what does not fit the data set's cap.
+
 One spend id, one draw of noise (DESIGN.md fact 7). A release's outputs are stored with its
 spend: :meth:`PrivacyLedger.spend` takes the first ``output`` in the same line (one durable
 write: the spend and what it released are recorded together, or neither is), and
