@@ -45,6 +45,12 @@ def add_budget_parser(sub: Any) -> argparse.ArgumentParser:
     budget.add_argument("--set", dest="set_cap", default=None, metavar="EPS[,DELTA]",
                         help="set the data set's cap (with --data-set: up or down, never below what is spent), "
                         "or, without it, the cap of every data set not recorded yet")  # fmt: skip
+    budget.add_argument("--neighbouring", default=None, choices=("add_remove", "replace_one"),
+                        help="with --set and no --data-set: the relation new data sets count under (default: their "
+                        "first run's); replace_one counts add/remove runs too, by group privacy")  # fmt: skip
+    budget.add_argument("--privacy-unit", default=None, choices=("record", "label"),
+                        help="with --set and no --data-set: the unit new data sets count under (label: with "
+                        "--neighbouring replace_one; counts record runs too)")  # fmt: skip
     budget.add_argument("--data-set", default=None, metavar="ID",
                         help="a data set's id as listed (a prefix is enough)")  # fmt: skip
     add_budget_dir_flag(budget)
@@ -67,7 +73,14 @@ def _cap(text: str) -> tuple[float, float | None]:
 
 def cmd_budget(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pate_stab.errors import PateStabError
-    from pate_stab.privacy.ledger.data_budget import DataSetBudget, budget_dir, data_sets, default_cap, set_default_cap
+    from pate_stab.privacy.ledger.data_budget import (
+        DataSetBudget,
+        budget_dir,
+        data_sets,
+        default_cap,
+        default_relation,
+        set_default_cap,
+    )
 
     use_budget_dir(args)
     root = budget_dir()
@@ -76,8 +89,12 @@ def cmd_budget(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         if args.set_cap is not None and args.data_set is None:  # the cap of every data set not recorded yet
             eps, delta = _cap(args.set_cap)
             old = default_cap()
-            set_default_cap(eps, (old[1] if old else 1e-5) if delta is None else delta)
+            set_default_cap(eps, (old[1] if old else 1e-5) if delta is None else delta, neighbouring=args.neighbouring,
+                            privacy_unit=args.privacy_unit)  # fmt: skip
             known = []
+        elif args.neighbouring is not None or args.privacy_unit is not None:
+            parser.error("--neighbouring and --privacy-unit set how new data sets count: use them with --set and no "
+                         "--data-set (a recorded data set keeps its relation)")  # fmt: skip
         elif args.set_cap is not None:
             eps, delta = _cap(args.set_cap)
             chosen = [d for d in known if d.data_id.startswith(args.data_set.lower())]
@@ -92,8 +109,11 @@ def cmd_budget(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
             known = [d for d in known if d.data_id.startswith(args.data_set.lower())]
         print(f"data holder's budget: {root} (private: never publish what follows)")
         new_cap = default_cap()
+        rel, unit = default_relation()
         shown = "its first run's (that folder's cap)" if new_cap is None else (
             f"(ε={new_cap[0]:.6g}, δ={new_cap[1]:.3g}), set by the data holder")  # fmt: skip
+        if rel or unit:
+            shown += f"; counted under {rel or 'its first run'}'s relation, {unit or 'its first run'}'s unit"
         print(f"  a new data set's cap: {shown}")
         if not known and args.set_cap is None:
             print("  no data set has spent from it yet")

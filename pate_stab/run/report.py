@@ -24,7 +24,7 @@ from typing import Any
 from torch import Tensor
 
 from pate_stab.errors import BudgetExhaustedError
-from pate_stab.privacy.ledger.data_budget import DataSet, DataSetBudget, default_cap, folder_id
+from pate_stab.privacy.ledger.data_budget import DataSet, DataSetBudget, default_cap, default_relation, folder_id
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
 from pate_stab.privacy.ledger.private_files import run_private_key
 from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
@@ -364,7 +364,8 @@ def check_data_set_budget(
     if not data_set.path.is_file():  # a new data set: the data holder's cap for new data sets, if set
         cap = default_cap(data_set.folder)
         if cap is not None:
-            need = plan_cost(spends, neighbouring=neighbouring, privacy_unit=privacy_unit)
+            preset = default_relation(data_set.folder)  # how the new data set will count (a spend it cannot: refused)
+            need = plan_cost(spends, neighbouring=preset[0] or neighbouring, privacy_unit=preset[1] or privacy_unit)
             where = f"the data holder's cap for new data sets, {data_set.folder}"
             _check_fits(cap, (0.0, 0.0), need, where=where, new=len(spends), replayed=0,
                         how="the data holder may raise it (pate-stab budget --set)")  # fmt: skip

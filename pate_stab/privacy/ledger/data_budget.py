@@ -19,7 +19,8 @@ budget counts every spend on a data set, whatever folder made it (DESIGN.md fact
   key derived from the data holder's key: the same accountant as a run's ledger (basic
   composition of the recorded (ε, δ), Dwork & Roth 2014, Thm 3.16, valid for any adaptive
   sequence of mechanisms, so also across folders). One relation and one privacy unit per ledger:
-  the first run on a data set fixes them (or ``pate-stab budget --set``); a later run's spends are
+  the first run on a data set fixes them (or the data holder, for new data sets:
+  ``pate-stab budget --set EPS --neighbouring replace_one``); a later run's spends are
   converted as a run ledger converts them (an add/remove spend in a replace-one ledger by group
   privacy, :func:`~pate_stab.privacy.ledger.format.replace_one_cost`; a record spend in a label
   ledger as under replace-one) or refused (a replace-one spend in an add/remove ledger; a label
@@ -67,7 +68,7 @@ from torch import Tensor
 
 from pate_stab._checks import check_delta, check_epsilon
 from pate_stab.errors import BudgetExhaustedError, LedgerError
-from pate_stab.privacy.ledger.format import HOLDER_BUDGET_RULE, recorded_budget
+from pate_stab.privacy.ledger.format import HOLDER_BUDGET_RULE, NEIGHBOURING_RELATIONS, PRIVACY_UNITS, recorded_budget
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.privacy.ledger.private_files import (
     folder_id,
@@ -87,6 +88,7 @@ __all__ = [
     "data_set_of",
     "data_sets",
     "default_cap",
+    "default_relation",
     "set_default_cap",
     "folder_id",
 ]
@@ -212,6 +214,8 @@ class DataSetBudget:
                 if not create:
                     raise LedgerError(f"no budget is recorded for data set {data_set.short_id} in {root}")
                 cap = default_cap(root) or cap
+                preset = default_relation(root)  # the data holder's relation and unit for new data sets, if set
+                neighbouring, privacy_unit = preset[0] or neighbouring, preset[1] or privacy_unit
                 if cap is None:
                     raise ValueError("a new data set's ledger needs a cap (epsilon, delta)")
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)  # private before its first line
@@ -343,6 +347,19 @@ class DataSetBudget:
         self.close()
 
 
+def _defaults(folder: str | os.PathLike[str] | None) -> dict[str, Any] | None:
+    path = budget_dir(folder) / DEFAULT_CAP_NAME
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        record["epsilon"] = check_epsilon(record["epsilon"], "epsilon")
+        record["delta"] = check_delta(record["delta"], "delta", allow_zero=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LedgerError(f"the data holder's cap for new data sets {path} is unreadable ({exc!r})") from exc
+    return dict(record)
+
+
 def default_cap(folder: str | os.PathLike[str] | None = None) -> tuple[float, float] | None:
     """The data holder's cap for data sets not yet recorded (``pate-stab budget --set`` without a data set), or
     None: a new data set then takes its first run's cap.
@@ -350,21 +367,44 @@ def default_cap(folder: str | os.PathLike[str] | None = None) -> tuple[float, fl
     Raises:
         LedgerError: the file is unreadable.
     """
-    path = budget_dir(folder) / DEFAULT_CAP_NAME
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text())
-        return check_epsilon(record["epsilon"], "epsilon"), check_delta(record["delta"], "delta", allow_zero=True)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise LedgerError(f"the data holder's cap for new data sets {path} is unreadable ({exc!r})") from exc
+    record = _defaults(folder)
+    return None if record is None else (record["epsilon"], record["delta"])
 
 
-def set_default_cap(epsilon: float, delta: float, *, folder: str | os.PathLike[str] | None = None) -> Path:
-    """Set the data holder's cap for data sets not yet recorded (a private file, 0600); recorded data sets keep
-    theirs."""
+def default_relation(folder: str | os.PathLike[str] | None = None) -> tuple[str | None, str | None]:
+    """The relation and privacy unit the data holder set for data sets not yet recorded (None: the first run's)."""
+    record = _defaults(folder) or {}
+    return record.get("neighbouring"), record.get("privacy_unit")
+
+
+def set_default_cap(
+    epsilon: float,
+    delta: float,
+    *,
+    neighbouring: str | None = None,
+    privacy_unit: str | None = None,
+    folder: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Set the data holder's cap for data sets not yet recorded (a private file, 0600), and optionally the
+    relation and privacy unit they count under (None: their first run's); recorded data sets keep theirs.
+
+    A data set that will see runs under both relations (or both units) counts them all only under
+    replace-one (label privacy): set that here before its first run.
+
+    Raises:
+        ValueError: an unknown relation or unit, or label privacy under add/remove.
+    """
+    if neighbouring is not None and neighbouring not in NEIGHBOURING_RELATIONS:
+        raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {neighbouring!r}")
+    if privacy_unit is not None and privacy_unit not in PRIVACY_UNITS:
+        raise ValueError(f"privacy_unit must be one of {PRIVACY_UNITS}, got {privacy_unit!r}")
+    if privacy_unit == "label" and neighbouring != "replace_one":
+        raise ValueError("label privacy counts under replace_one: give neighbouring='replace_one' with it")
     root = private_folder(budget_dir(folder))
-    record = {"epsilon": check_epsilon(epsilon, "epsilon"), "delta": check_delta(delta, "delta", allow_zero=True)}
+    record: dict[str, Any] = {
+        "epsilon": check_epsilon(epsilon, "epsilon"), "delta": check_delta(delta, "delta", allow_zero=True),
+    }  # fmt: skip
+    record |= {k: v for k, v in (("neighbouring", neighbouring), ("privacy_unit", privacy_unit)) if v is not None}
     with _folder_lock(root):
         return write_private(root / DEFAULT_CAP_NAME, json.dumps(record) + "\n")
 

@@ -209,3 +209,21 @@ def test_the_data_holders_cap_for_new_data_sets(tmp_path: Path, capsys: pytest.C
     assert default_cap() == (5.0, 1e-5)
     with DataSetBudget.open(data_set_of(_data()), create=False) as budget:
         assert budget.ledger.budget == (3.0, 1e-5)
+
+
+def test_the_data_holder_may_set_how_new_data_sets_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pate_stab.cli.commands import main
+
+    with pytest.raises(SystemExit):  # a recorded data set keeps its relation: these flags are for new ones
+        main(["budget", "--neighbouring", "replace_one", "--set", "1", "--data-set", "ab"])
+    with pytest.raises(SystemExit):
+        main(["budget", "--set", "9", "--privacy-unit", "label"])  # label privacy counts under replace-one
+    assert main(["budget", "--set", "9,1e-4", "--neighbouring", "replace_one"]) == 0
+    assert "counted under replace_one's relation" in capsys.readouterr().out
+    with _run(tmp_path / "ar", _data(), cap=9.0) as led:  # an add/remove run first: counted by group privacy
+        led.spend("a", epsilon=1.0, delta=1e-6)
+        assert led.data_budget is not None and led.data_budget.ledger.neighbouring == "replace_one"
+        assert led.data_budget.ledger.spent() == replace_one_cost(1.0, 1e-6)
+    with _run(tmp_path / "ro", _data(), cap=9.0, neighbouring="replace_one") as led:  # then a replace-one run
+        led.spend("b", epsilon=1.0, delta=1e-6)
+        assert led.data_budget is not None and led.data_budget.ledger.spent()[0] == 3.0
