@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+BUDGET_DIR_ENV = "PATE_STAB_BUDGET_DIR"  # pate_stab.privacy.ledger.data_budget.BUDGET_DIR_ENV
+
+
+def _budget_folder(path: str | Path) -> str:
+    """A data holder's budget folder for tests, whose cap for new data sets is large: tests run several folders
+    on one data set (transfer, then compare; a rerun under another name), and every spend is still counted
+    there. The data set's cap itself (a new data set takes its first run's) is tested in
+    tests/privacy/ledger/test_data_budget.py and tests/run/test_data_set_budget.py, which remove this default."""
+    from pate_stab.privacy.ledger.data_budget import set_default_cap
+
+    set_default_cap(1e6, 0.5, folder=path)
+    return str(path)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--as-if-cuda") or os.environ.get("PATE_STAB_AS_IF_CUDA") == "1":
         os.environ["PATE_STAB_AS_IF_CUDA"] = "1"
@@ -48,6 +64,11 @@ def pytest_configure(config: pytest.Config) -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)  # applies the replacement in this process
         assert torch.cuda.is_available()
+
+    # every run also counts its spends in the data holder's budget folder (default under the home
+    # folder): tests never write there. A test gets its own folder (budget_dir); a fixture of a wider
+    # scope its own too (pytest_fixture_setup); anything else this session's
+    os.environ[BUDGET_DIR_ENV] = _budget_folder(tempfile.mkdtemp(prefix="pate_stab_budget_session_"))
 
 
 def real_cuda() -> bool:
@@ -62,3 +83,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def budget_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The data holder's budget folder of this test (pate_stab.privacy.ledger.data_budget), never the home folder's."""
+    path = tmp_path_factory.mktemp("budget")
+    monkeypatch.setenv(BUDGET_DIR_ENV, _budget_folder(path))
+    return path
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module-, class- or session-scoped fixture sets up with a budget folder of its own: the runs it makes
+    are its own data holder's, as a test's are (fixtures on the same data in other folders would otherwise
+    share one data set's cap)."""
+    if fixturedef.scope == "function":
+        yield
+        return
+    before = os.environ.get(BUDGET_DIR_ENV)
+    os.environ[BUDGET_DIR_ENV] = _budget_folder(tempfile.mkdtemp(prefix=f"pate_stab_budget_{fixturedef.argname}_"))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(BUDGET_DIR_ENV, None)
+        else:
+            os.environ[BUDGET_DIR_ENV] = before

@@ -1,4 +1,4 @@
-"""The ``pate-stab`` command line: demo, transfer, compare, predict, release, plan, calibrate.
+"""The ``pate-stab`` command line: demo, transfer, compare, predict, release, plan, budget, calibrate.
 
     pate-stab demo                                   # synthetic task, no data, under a minute
     pate-stab transfer --config recipes/configs/mnist_quick.yaml [--epsilon 4 ...]
@@ -11,6 +11,7 @@
     pate-stab transfer --private train/ --public pool/ --evaluation test/   # image folders
     pate-stab transfer --private a.csv --public b.csv --schema schema.json  # CSV with a public schema
     pate-stab predict --run-dir checkpoints/mine --input new.csv --out predictions.csv
+    pate-stab budget [--set EPS[,DELTA] --data-set ID]  # what each private data set has spent, across folders
 
 Every run writes ``<checkpoints-dir>/<run-name>/`` (config.json, teachers/, ledger.jsonl,
 report.json or compare.{json,txt,png}). Flags given on the command line override the YAML.
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pate_stab.cli.budget import add_budget_dir_flag, add_budget_parser, cmd_budget, use_budget_dir
 from pate_stab.cli.checks import check_early, epsilon_error, fail
 from pate_stab.cli.config import DEMO, _add_config_flags, _config_dict, _make_config
 from pate_stab.cli.config import _pca_dim as _pca_dim  # re-exported: tests import it from here
@@ -142,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "(overrides the schema's 'fallback'; repeat for several columns)")  # fmt: skip
     pred.add_argument("--encoding", default=None, metavar="ENCODING",
                       help="the CSV's text encoding (default utf-8; e.g. latin-1, cp1252, utf-16)")  # fmt: skip
+    for p in (demo, transfer, compare, rel):
+        add_budget_dir_flag(p)
+    add_budget_parser(sub)
     cal = sub.add_parser("calibrate", help="stability releaser calibrations (paper and tight)")
     cal.add_argument("--epsilon", type=float, required=True)
     cal.add_argument("--delta", type=float, default=1e-5)
@@ -329,6 +334,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet()
     if args.command in ("demo", "transfer", "compare"):
         check_early(args)  # a target ε and the user's files, before torch is imported
+    use_budget_dir(args)
+    if args.command == "budget":
+        return cmd_budget(parser, args)
     if args.command == "predict":
         return _cmd_predict(parser, args)
     if args.command == "release":

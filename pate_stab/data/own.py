@@ -23,6 +23,7 @@ which would shape a published output are shared by all of them and read best tog
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from pate_stab.data.table_encoding import encode_checked, record_id_key
 
 __all__ = [
     "IMAGE_SUFFIXES",
+    "EmptyClassWarning",
     "InputDataError",
     "OwnData",
     "load_files",
@@ -48,6 +50,11 @@ __all__ = [
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+
+
+class EmptyClassWarning(UserWarning):
+    """A declared class has no private example. The run goes on: whether a run exists must not depend on one
+    private label (DESIGN.md fact 6). Shown in the terminal only, never written to a published file."""
 
 
 @dataclass(frozen=True)
@@ -216,9 +223,11 @@ def own_data(
         names: what to call each set in messages (e.g. its file); defaults "private set", …
 
     Raises:
-        InputDataError: lengths differ, labels not integers in [0, C), a class without a private
-            example, NaN or inf, inputs of different shapes, an empty set, public labels passed as
-            the pool's inputs — naming the set and the index.
+        InputDataError: lengths differ, labels not integers in [0, C), NaN or inf, inputs of different
+            shapes, an empty set, public labels passed as the pool's inputs — naming the set and the index.
+
+    Warns:
+        EmptyClassWarning: a declared class has no private example (the run goes on; terminal only).
     """
     label = {"private": "private set", "public": "public pool", "evaluation": "evaluation set", **(names or {})}
     if not isinstance(private, tuple | list) or len(private) != 2:
@@ -248,10 +257,17 @@ def own_data(
             )
     counts = torch.bincount(py, minlength=num_classes)
     if bool((counts == 0).any()):
-        c = int(torch.nonzero(counts == 0)[0])
-        raise InputDataError(
-            f"{label['private']}: class {c} ({class_names[c]!r}) has no private example; every declared class "
-            "needs one (declare only the classes the task has)"
+        # a refusal here would make the run's existence depend on one private label (its neighbour with that
+        # label changed runs): the class stays declared, its teachers never vote for it and the releasers see a
+        # zero column, which the guarantee allows. The data holder is told; nothing published says it
+        empty = [f"{int(c)} ({class_names[int(c)]!r})" for c in torch.nonzero(counts == 0).flatten()]
+        warnings.warn(
+            f"{label['private']}: declared class{'es' if len(empty) > 1 else ''} {', '.join(empty)} "
+            f"{'have' if len(empty) > 1 else 'has'} no private example: no teacher votes for it and the student "
+            "learns it only from what is released. The run goes on with the declared classes (this message "
+            "depends on the private labels: it is for you, never for publication)",
+            EmptyClassWarning,
+            stacklevel=2,
         )
     ids = None
     if private_ids is not None:

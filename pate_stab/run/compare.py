@@ -96,6 +96,7 @@ from pate_stab.run.release import (
 from pate_stab.run.report import (
     LABEL_ACCURACY_NOTE,
     PlannedSpend,
+    check_data_set_budget,
     check_run_budget,
     clean_json,
     noise_report,
@@ -268,8 +269,17 @@ def _run_compare(
     # direct learners only: no teachers; no feature stage unless a learner reads the features
     asks_teachers = aggregators is None or len(aggregators) > 0
     uses_features = asks_teachers or any(d not in IMAGE_DIRECT_LEARNERS for d in direct)
+
+    def before_teachers(p: Prepared) -> None:  # the data set's cap across folders; the direct learners' inputs
+        if aggregators is not None:
+            check_data_set_budget(p.run_dir, p.data_set, _planned_spends(config, aggregators, epsilons, repeats,
+                                  direct_plan)(None), neighbouring=config.neighbouring,
+                                  privacy_unit=config.privacy_unit)  # fmt: skip
+        if direct:
+            check_direct_inputs(p, direct)
+
     prep = prepare(config, check_budget=False, data=data, with_teachers=asks_teachers, with_features=uses_features,
-                   before_teachers=(lambda p: check_direct_inputs(p, direct)) if direct else None)  # fmt: skip
+                   before_teachers=before_teachers)  # fmt: skip
     aggregators = _run_aggregators(aggregators, binary=prep.task.num_classes == 2)
     plan = [(float(e), a, r) for r in range(repeats) for e in epsilons for a in aggregators]
     if not plan and not direct:
@@ -279,7 +289,7 @@ def _run_compare(
             for name in ("release", "student", "bottom", "selection", "data_dependent")}  # fmt: skip
     # the whole plan's unspent cost against the cap, before any release or student
     spends = _planned_spends(config, aggregators, epsilons, repeats, direct_plan)
-    ledger = open_run_ledger(prep.run_dir, spends=spends, **budget_args)
+    ledger = open_run_ledger(prep.run_dir, spends=spends, data_set=prep.data_set, **budget_args)
     try:
         teachers = _teacher_accuracies(prep)
         rows: list[dict[str, Any]] = []

@@ -298,14 +298,15 @@ def dpsgd_settings(config: TransferConfig, learner: str) -> DPSGDConfig:
 
 def check_direct_config(config: TransferConfig, learners: Sequence[str], dpsgd: DPSGDConfig | None = None) -> None:
     """What the configuration alone decides, checked before any data are read or teachers trained:
-    the public size N of DP-SGD and the heads (own data need ``private_size_hint``), DP-SGD's
-    expected batch size B ≤ N; a GPU asked of ``dpsgd-cnn`` where there is none; a label-DP learner
+    the public size N of DP-SGD and the heads (own data need ``private_size_hint``; the label-DP
+    learners read none and are not asked for it), DP-SGD's expected batch size B ≤ N; a GPU asked of
+    ``dpsgd-cnn`` where there is none; a label-DP learner
     (:data:`~pate_stab.run.config.LABEL_DIRECT_LEARNERS`) in a run whose privacy unit is not ``label``
     or whose relation is not replace-one."""
     check_label_learners(config, learners)
     for learner in (n for n in learners if n.startswith("dpsgd")):
         check_public_size(dpsgd_public_size(config), dpsgd or dpsgd_settings(config, learner))
-    if any(not n.startswith("dpsgd") for n in learners):
+    if any(not n.startswith("dpsgd") and n not in LABEL_DIRECT_LEARNERS for n in learners):
         dpsgd_public_size(config)  # the heads' N (module docstring): own data need private_size_hint
     if any(n in IMAGE_DIRECT_LEARNERS for n in learners):
         cnn.resolve_device(config.accelerator)

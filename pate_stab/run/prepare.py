@@ -25,6 +25,7 @@ from pate_stab.aggregation.plan import RunPlan, plan_for_config
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
+from pate_stab.privacy.ledger.data_budget import DataSet, data_set_of
 from pate_stab.privacy.ledger.private_files import PRIVATE_KEY_NAME, tighten_private_tree, write_private
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import (
@@ -39,7 +40,7 @@ from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, feature
 from pate_stab.run.fixmatch_teachers import check_fixmatch_teachers, fixmatch_teacher_config
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, compute_device, report_stage
-from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, write_published
+from pate_stab.run.run_folder import LOCK_NAME, check_ledger_kept, claim_run_folder, write_published
 from pate_stab.run.selection import SpreadSettings
 from pate_stab.teachers import (
     ModelSpec,
@@ -213,6 +214,9 @@ class Prepared:
     graph_device: str = "cpu"  # where pool_graph put it (the run's compute device once it is built)
     selection_device: str | None = None  # where the last release's query selector computed (None: no selector)
     devices: dict[str, str] = field(default_factory=dict)  # each timed stage's device (private diagnostics)
+    # the private data set in the data holder's budget (pate_stab.privacy.ledger.data_budget): every spend of
+    # the run is counted there too
+    data_set: DataSet | None = None
 
 
 def pool_graph(prep: Prepared) -> PoolGraph:
@@ -276,6 +280,7 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
     belongs to its configuration (:func:`nothing_trained_or_spent`): a corrected rerun replaces its
     ``config.json``. Otherwise the configuration must match, except in :data:`NOT_IDENTITY`.
     """
+    check_ledger_kept(run_dir)  # a folder that spent and lost its ledger: refused before anything is written
     path = run_dir / "config.json"
     mine = {k: v for k, v in config.to_dict().items() if k not in NOT_IDENTITY}
     if path.is_file() and not nothing_trained_or_spent(run_dir):
@@ -390,7 +395,7 @@ def prepare(
     if check_budget:
         check_answerable(config, task.num_classes)
     pool_size = query_pool_size(config, task)
-    if config.num_queries > pool_size:
+    if with_teachers and config.num_queries > pool_size:  # without teachers no query is asked (direct learners)
         what = (
             "the public pool"
             if config.label_queries == "pool"
@@ -405,6 +410,8 @@ def prepare(
     if task.private_ids is not None:
         splits.append(task.private_ids)
     check_data_identity(run_dir, list(task.loaded) if task.loaded else splits, legacy=splits)
+    # the data holder's budget is the private split's as loaded (inputs, labels), whatever the pool or folder
+    data_set = data_set_of(list(task.loaded[:2]) if task.loaded else [task.private_x, task.private_y])
     for folder in PRIVATE_FOLDERS:  # working state from private data; a folder made before it was private
         tighten_private_tree(run_dir / folder)
     if "state" in task.feature_map:
@@ -428,10 +435,12 @@ def prepare(
         graph_nodes = torch.cat([task.private_x, task.public_x]) if task.private_x.dim() == 2 else None
         task = label_query_task(task, config.label_queries)
     if before_teachers is not None:
-        before_teachers(Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features))
+        before_teachers(Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features,
+                                 data_set=data_set))  # fmt: skip
     if not with_teachers:
         # a direct learner trains on the private split itself: no partition, no teachers
-        return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features, devices=devices)
+        return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features,
+                        devices=devices, data_set=data_set)  # fmt: skip
 
     t0 = time.perf_counter()
     # the device of the features the content keys would read (the public PCA of images, scattering, SSL)
@@ -470,7 +479,8 @@ def prepare(
             )  # fmt: skip
         report_stage(timings, "teachers", time.perf_counter() - t0, device, devices)
         votes = PoolVotes(teachers, task.public_x, task.num_classes, device=device)
-        return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features, devices=devices)
+        return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features,
+                        devices=devices, data_set=data_set)  # fmt: skip
     in_shape = tuple(task.private_x.shape[1:])
     spec = ModelSpec(
         "cnn" if config.teacher_model == "fixmatch" else config.teacher_model,
@@ -524,4 +534,5 @@ def prepare(
     report_stage(timings, "teachers", time.perf_counter() - t0, trained_on, devices)
     # the votes on the run's GPU where it has one: the pool moves there once, the weights on the first request
     votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress, device=device)
-    return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens, resumed_features, devices=devices)
+    return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens, resumed_features,
+                    devices=devices, data_set=data_set)  # fmt: skip

@@ -37,6 +37,7 @@ from typing import Any
 from torch import Tensor
 
 from pate_stab.privacy.ledger.private_files import keyed_digest, run_private_key, tensor_bytes, write_private
+from pate_stab.run.run_folder import LEDGER_MARK
 
 __all__ = [
     "PRIVATE_DIAGNOSTICS",
@@ -123,8 +124,8 @@ def check_data_identity(run_dir: Path, tensors: list[Tensor], *, legacy: list[Te
     key = run_private_key(run_dir)
     mac = keyed_digest(key, *(tensor_bytes(t) for t in tensors))
     path = run_dir / PRIVATE_IDENTITY
-    if path.is_file():
-        record = json.loads(path.read_text())
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    if set(record) - {"private", LEDGER_MARK}:  # recorded before (a file with the ledger's mark alone records none)
         if record.get("identity") == LOADED_IDENTITY:
             same = record.get("data_mac") == mac
         else:  # recorded from the preprocessed splits
@@ -139,7 +140,7 @@ def check_data_identity(run_dir: Path, tensors: list[Tensor], *, legacy: list[Te
             )
         if record.get("identity") == LOADED_IDENTITY:
             return
-    write_private_json(
-        path,
-        {"data_mac": mac, "identity": LOADED_IDENTITY, "mac": "HMAC-SHA256 under private_key of the run's splits"},
-    )
+    # other fields (the mark of the folder's ledger, pate_stab.run.run_folder.check_ledger_kept) are kept
+    kept = {k: v for k, v in record.items() if k not in ("private", "data_mac", "identity", "mac")}
+    mine = {"data_mac": mac, "identity": LOADED_IDENTITY, "mac": "HMAC-SHA256 under private_key of the run's splits"}
+    write_private_json(path, kept | mine)

@@ -44,7 +44,11 @@ the release calls by the queries' positions in the file only.
 Budget. The output folder's ledger records a budget cap at its first release: ``budget_epsilon``
 / ``budget_delta`` where given, else the release's own (ε, δ). A later release into the same
 folder (another aggregator or ε) must fit what the cap leaves, or is refused before any noise is
-drawn; a cap may be lowered, never raised (:func:`pate_stab.run.report.open_ledger`).
+drawn; a cap may be lowered, never raised (:func:`pate_stab.run.report.open_ledger`). Every spend is
+also counted in the data holder's budget of the votes file as loaded
+(:mod:`pate_stab.privacy.ledger.data_budget`): the same votes in another output folder share one budget.
+An output folder that shows a release was made (its labels, report or identity) but has lost its
+ledger is refused (:func:`pate_stab.run.run_folder.check_ledger_kept`).
 
 Files (DESIGN.md fact 8): ``labels.npy``, ``labels.csv``, ``report.json`` and ``ledger.jsonl``
 may be published; ``private_identity.json`` and ``private_key`` may not (the report's ``files``).
@@ -76,6 +80,7 @@ from pate_stab.aggregation.registry import (
 )
 from pate_stab.data.votes_file import LAYOUTS, Layout, VotesError, export_votes, load_public_inputs, load_votes
 from pate_stab.errors import ReplayedSpendError
+from pate_stab.privacy.ledger.data_budget import data_set_of
 from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS, PrivacyLedger, anchor_path
 from pate_stab.privacy.ledger.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.rng import seeded_generator
@@ -362,6 +367,7 @@ def _release_or_replay(plan: _Plan, out: Path, run: str) -> tuple[dict[str, Any]
 
     with open_run_ledger(
         out, run_name=run, neighbouring=plan.neighbouring, privacy_unit=plan.privacy_unit, spends=spends,
+        data_set=data_set_of([plan.votes.tensor]),  # the data holder's budget of these votes, across folders
         cap_epsilon=plan.budget[0],
         cap_delta=plan.budget[1], how="use a lower ε, or a new output folder (a new ledger: a new use of the data "
         "that you must account for)",

@@ -14,6 +14,7 @@ the label-accuracy figures are None, as are the evaluation figures of a run with
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ from typing import Any
 from torch import Tensor
 
 from pate_stab.errors import BudgetExhaustedError
+from pate_stab.privacy.ledger.data_budget import DataSet, DataSetBudget, default_cap, default_relation, folder_id
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
+from pate_stab.privacy.ledger.private_files import run_private_key
 from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS, check_cap
 from pate_stab.run.data_dependent import split_data_dependent
@@ -35,9 +38,10 @@ from pate_stab.run.private import (
     PUBLISHED_FOLDERS,
     files_section,
     split_private,
+    write_private_json,
 )
 from pate_stab.run.release import Release, selection_report
-from pate_stab.run.run_folder import LOCK_NAME
+from pate_stab.run.run_folder import LEDGER_MARK, LOCK_NAME, check_ledger_kept
 from pate_stab.run.student import released_label_warnings
 from pate_stab.student import StudentTargets
 
@@ -45,6 +49,7 @@ __all__ = [
     "LABEL_ACCURACY_NOTE",
     "PlannedSpend",
     "check_cap",
+    "check_data_set_budget",
     "check_plan_budget",
     "check_run_budget",
     "open_run_ledger",
@@ -95,8 +100,15 @@ def open_ledger(
     cap_epsilon: float | None = None,
     cap_delta: float | None = None,
     privacy_unit: str = "record",
+    data_set: DataSet | None = None,
 ) -> PrivacyLedger:
     """The run's ledger; its header states the neighbouring relation, the privacy unit and the budget cap.
+
+    A folder that shows a run spent in it but has lost its ledger is refused
+    (:func:`~pate_stab.run.run_folder.check_ledger_kept`); before a new ledger is created,
+    ``private_identity.json`` records that it was. With ``data_set``, every spend is also counted in the
+    data holder's ledger of that data set (:mod:`pate_stab.privacy.ledger.data_budget`; a new one records
+    this ledger's cap, relation and unit).
 
     The cap (DESIGN.md fact 12): a new ledger records the user's cap (``cap_epsilon``,
     ``cap_delta``), or, where the user set none, what this run needs (``budget_epsilon``,
@@ -114,14 +126,17 @@ def open_ledger(
         LedgerError: the cap would be raised, or lowered below what is spent (nothing written).
     """
     check_cap(cap_epsilon, cap_delta)
+    check_ledger_kept(run_dir)
     path = run_dir / "ledger.jsonl"
+    if not path.is_file() or path.stat().st_size == 0:
+        _mark_ledger(run_dir)
     recorded = recorded_budget(path)
     base = recorded if recorded is not None else (float(budget_epsilon), float(budget_delta))
     wanted = ledger_cap(base, cap_epsilon, cap_delta)
     lower = None
     if recorded is not None and wanted != recorded:
         lower = f"lowered by the user's cap (budget_epsilon={cap_epsilon}, budget_delta={cap_delta})"
-    return PrivacyLedger(
+    ledger = PrivacyLedger(
         path,
         budget_epsilon=wanted[0],
         budget_delta=wanted[1],
@@ -131,6 +146,24 @@ def open_ledger(
         timestamps=False,
         lower_budget=lower,
     )
+    if data_set is not None:
+        try:
+            ledger.count_in(DataSetBudget.open(data_set, cap=ledger.budget, neighbouring=ledger.neighbouring,
+                                               privacy_unit=ledger.privacy_unit))  # fmt: skip
+        except BaseException:
+            ledger.close()
+            raise
+    return ledger
+
+
+def _mark_ledger(run_dir: Path) -> None:
+    """Record in ``private_identity.json`` that the folder's ledger is created (before it is: a crash between
+    the two leaves a folder that is refused, never one that starts afresh; :func:`check_ledger_kept`)."""
+    path = run_dir / PRIVATE_IDENTITY
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    if not record.get(LEDGER_MARK):
+        record[LEDGER_MARK] = "ledger.jsonl created"
+        write_private_json(path, {k: v for k, v in record.items() if k != "private"})
 
 
 @dataclass(frozen=True)
@@ -190,6 +223,11 @@ def check_plan_budget(ledger: PrivacyLedger, spends: list[PlannedSpend], *, how:
     need = plan_cost(new, neighbouring=ledger.neighbouring, privacy_unit=ledger.privacy_unit)
     _check_fits(ledger.budget, ledger.spent(), need,
                 where=str(ledger.path), new=len(new), replayed=len(spends) - len(new), how=how)  # fmt: skip
+    budget, folder = ledger.data_budget, ledger.folder_id
+    if budget is not None and folder is not None:  # the data set's cap, across folders
+        own = ledger.privacy_unit
+        budget.check([(s.spend_id, s.epsilon, s.delta, s.relation or ledger.neighbouring, s.unit or own) for s in new],
+                     folder=folder, where=f"this run ({len(new)} new spend(s))")  # fmt: skip
 
 
 def _check_fits(
@@ -244,12 +282,14 @@ def open_run_ledger(
     how: str,
     default_cap: tuple[float, float] | None = None,
     privacy_unit: str = "record",
+    data_set: DataSet | None = None,
 ) -> PrivacyLedger:
     """:func:`open_ledger` for a run's plan, checked by :func:`check_plan_budget` before it is returned.
 
     ``spends(ledger)`` lists the plan's spends (their ids as ``ledger`` holds them; ``None``: as a
     new ledger would). A new ledger's cap is the user's, else ``default_cap`` (the run's declared
-    (ε, δ), where it has one), else the plan's total (:func:`plan_cost`).
+    (ε, δ), where it has one), else the plan's total (:func:`plan_cost`). With ``data_set``, the plan is
+    checked against the data set's cap too, and every spend is counted there (:func:`open_ledger`).
 
     Raises:
         BudgetExhaustedError: the plan does not fit; nothing was drawn or spent (a lowered cap stays recorded).
@@ -258,7 +298,7 @@ def open_run_ledger(
     need = plan_default_cap(spends(None), neighbouring=neighbouring, privacy_unit=privacy_unit, default_cap=default_cap)
     ledger = open_ledger(run_dir, run_name=run_name, budget_epsilon=need[0], budget_delta=need[1],
                          neighbouring=neighbouring, cap_epsilon=cap_epsilon, cap_delta=cap_delta,
-                         privacy_unit=privacy_unit)  # fmt: skip
+                         privacy_unit=privacy_unit, data_set=data_set)  # fmt: skip
     try:
         check_plan_budget(ledger, spends(ledger), how=how)
     except BaseException:
@@ -286,6 +326,7 @@ def check_run_budget(
     Raises:
         ValueError / BudgetExhaustedError / LedgerError: as :func:`open_run_ledger`.
     """
+    check_ledger_kept(run_dir)
     if (run_dir / "ledger.jsonl").is_file():
         open_run_ledger(run_dir, run_name=run_name, neighbouring=neighbouring, spends=spends, cap_epsilon=cap_epsilon,
                         cap_delta=cap_delta, how=how, default_cap=default_cap,
@@ -297,6 +338,45 @@ def check_run_budget(
     default = plan_default_cap(planned, neighbouring=neighbouring, privacy_unit=privacy_unit, default_cap=default_cap)
     cap = ledger_cap(default, cap_epsilon, cap_delta)  # what open_run_ledger would record
     _check_fits(cap, (0.0, 0.0), need, where="the user's cap; no ledger yet", new=len(planned), replayed=0, how=how)
+
+
+def check_data_set_budget(
+    run_dir: Path,
+    data_set: DataSet | None,
+    spends: list[PlannedSpend],
+    *,
+    neighbouring: str,
+    privacy_unit: str = "record",
+) -> None:
+    """Before any training: refuse a new run folder's plan that the data set's cap cannot cover.
+
+    Only a folder without a ledger is checked here (its spends are all new); a rerun's plan is checked
+    exactly, replays excluded, when its ledger is opened (:func:`open_run_ledger`). A data set without a
+    ledger yet takes the data holder's cap for new data sets, checked here, or else the run's cap, which
+    :func:`check_run_budget` has checked.
+
+    Raises:
+        BudgetExhaustedError: the plan does not fit the data set's cap; nothing was trained, drawn or recorded.
+        ValueError: a spend the data set's ledger cannot count (its relation or unit).
+    """
+    if data_set is None or (run_dir / "ledger.jsonl").is_file():
+        return
+    if not data_set.path.is_file():  # a new data set: the data holder's cap for new data sets, if set
+        cap = default_cap(data_set.folder)
+        if cap is not None:
+            preset = default_relation(data_set.folder)  # how the new data set will count (a spend it cannot: refused)
+            need = plan_cost(spends, neighbouring=preset[0] or neighbouring, privacy_unit=preset[1] or privacy_unit)
+            where = f"the data holder's cap for new data sets, {data_set.folder}"
+            _check_fits(cap, (0.0, 0.0), need, where=where, new=len(spends), replayed=0,
+                        how="the data holder may raise it (pate-stab budget --set)")  # fmt: skip
+        return
+    budget = DataSetBudget.open(data_set, create=False)
+    try:
+        budget.check([(s.spend_id, s.epsilon, s.delta, s.relation or neighbouring, s.unit or privacy_unit)
+                      for s in spends], folder=folder_id(run_private_key(run_dir)),
+                     where=f"this run ({len(spends)} spend(s))")  # fmt: skip
+    finally:
+        budget.close()
 
 
 def run_files(run_dir: Path, published: list[str], private: list[str] | None = None) -> dict[str, Any]:

@@ -18,6 +18,10 @@ never a part of one. Private files have their own atomic writer
 (:func:`pate_stab.privacy.ledger.private_files.write_private`, mode 0600).
 
 Neither changes what a file holds: the lock file is empty and is neither published nor private.
+
+:func:`check_ledger_kept` refuses a folder that shows a run spent in it but has lost its ledger
+(DESIGN.md fact 15): a run there would start a new ledger and draw fresh noise under the spend ids
+of the lost one.
 """
 
 from __future__ import annotations
@@ -25,16 +29,36 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from pate_stab.errors import PateStabError
+from pate_stab.errors import LedgerError, PateStabError
+from pate_stab.privacy.ledger.format import anchor_path
 
-__all__ = ["LOCK_NAME", "RunFolderLockedError", "claim_run_folder", "run_lock", "write_published"]
+__all__ = [
+    "LEDGER_MARK",
+    "LOCK_NAME",
+    "SPEND_WITNESSES",
+    "RunFolderLockedError",
+    "check_ledger_kept",
+    "claim_run_folder",
+    "run_lock",
+    "write_published",
+]
 
 LOCK_NAME = "run.lock"
+LEDGER_NAME = "ledger.jsonl"
+IDENTITY_NAME = "private_identity.json"  # pate_stab.run.private.PRIVATE_IDENTITY
+LEDGER_MARK = "ledger"
+"""The field of ``private_identity.json`` that records, before a run folder's ledger is created, that it was."""
+SPEND_WITNESSES = (
+    "report.json", "compare.json", "compare.txt", "compare.png", "private_compare.json", "private_diagnostics.json",
+    "labels.npy", "labels.csv", "student.pt", "students", "direct", "refit_students.json",
+)  # fmt: skip
+"""Files and folders a run writes only after it has spent (a release, a direct learner's model, their report)."""
 
 _depth: dict[Path, int] = {}  # lock paths inside a run_lock block of this process → nesting depth
 _fds: dict[Path, int] = {}  # lock paths this process holds → the locked file descriptor
@@ -127,3 +151,55 @@ def write_published(path: str | os.PathLike[str], data: bytes | str) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+def check_ledger_kept(folder: str | os.PathLike[str]) -> None:
+    """Refuse a run folder that shows a run spent in it but holds no ledger (or a ledger that lost its anchor).
+
+    A run folder's ledger is created before its first spend, and ``private_identity.json`` records
+    that it was (:data:`LEDGER_MARK`, written first). A folder without ``ledger.jsonl`` (or with an
+    empty one) is refused when it holds the ledger's anchor, that mark, or anything a run writes only
+    after spending (:data:`SPEND_WITNESSES`: a report, labels, students, direct models): the spends the
+    lost ledger recorded cannot be replayed, and a new ledger would draw fresh noise under their ids
+    (DESIGN.md facts 7 and 15). A ledger without its anchor whose header shows it was written with one
+    (``budget_rule``) is refused beside such files too (it may have been cut back to its header). A folder
+    that never had a ledger — new, or stopped after its teachers — and a ledger written before anchors
+    open as before.
+
+    Raises:
+        LedgerError: naming what is missing and what the folder still holds; nothing was drawn or written.
+    """
+    root = Path(folder)
+    ledger = root / LEDGER_NAME
+    anchor = anchor_path(ledger)
+    found = [name + ("/" if (root / name).is_dir() else "") for name in SPEND_WITNESSES if (root / name).exists()]
+    identity = root / IDENTITY_NAME
+    if identity.is_file():
+        try:
+            marked = bool(json.loads(identity.read_text()).get(LEDGER_MARK))
+        except (OSError, ValueError, AttributeError):
+            marked = False
+        if marked:
+            found.append(f"{IDENTITY_NAME} (which records that the folder's ledger was created)")
+    if ledger.is_file() and ledger.stat().st_size > 0:
+        if anchor.is_file() or not found:
+            return
+        try:
+            header = json.loads(ledger.open("rb").readline())
+        except ValueError:
+            return  # unreadable: opening the ledger says what is wrong with it
+        if not isinstance(header, dict) or "budget_rule" not in header:
+            return  # written before anchors
+        missing = f"{anchor.name} (the anchor of {LEDGER_NAME}, which its header shows it was written with)"
+    else:
+        if anchor.is_file():
+            found.append(anchor.name)
+        if not found:
+            return
+        missing = LEDGER_NAME if not anchor.is_file() else f"{LEDGER_NAME} (its anchor {anchor.name} remains)"
+    raise LedgerError(
+        f"{root} shows that a run spent privacy budget in it ({', '.join(found)}) but {missing} is missing. The "
+        "spends recorded there cannot be replayed, and a run here would draw fresh noise under their ids (a leak), "
+        "so nothing was drawn or written. Restore the folder's ledger and its anchor from a backup, or use a new run "
+        "folder: the data set's budget (pate-stab budget) still counts what this folder spent"
+    )

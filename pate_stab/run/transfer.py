@@ -78,6 +78,7 @@ from pate_stab.run.release import (
 )
 from pate_stab.run.report import (
     PlannedSpend,
+    check_data_set_budget,
     check_run_budget,
     clean_json,
     open_run_ledger,
@@ -228,7 +229,7 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
     """A direct private learner as the run's release (:mod:`pate_stab.run.direct`): ``report.json`` holds its row."""
     config = prep.config
     check_direct_inputs(prep, [config.aggregator])  # before the ledger is opened
-    ledger = open_run_ledger(prep.run_dir, **_budget_args(config))
+    ledger = open_run_ledger(prep.run_dir, data_set=prep.data_set, **_budget_args(config))
     try:
         t0 = time.perf_counter()
         row = run_direct(prep, ledger, learner=config.aggregator, epsilon=config.epsilon)
@@ -305,13 +306,19 @@ def _transfer_result(
     check_run_budget(config.run_dir, **_budget_args(config))  # the cap, before anything is trained
     if config.aggregator in DIRECT_LEARNER_NAMES:
         check_direct_config(config, [config.aggregator])  # before any data are read
-    prep = prepare(config, data=data, on_plan=on_plan)  # 1. data, partition, teachers
+
+    def data_set_cap(p: Prepared) -> None:  # the data set's cap across folders, before any training
+        check_data_set_budget(p.run_dir, p.data_set, _planned_spends(config, None), neighbouring=config.neighbouring,
+                              privacy_unit=config.privacy_unit)  # fmt: skip
+
+    prep = prepare(config, data=data, on_plan=on_plan, before_teachers=data_set_cap)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report
     if config.aggregator in DIRECT_LEARNER_NAMES:
         return _run_direct(prep, start)
-    ledger = open_run_ledger(prep.run_dir, **_budget_args(config))  # refused here if the cap does not cover it
+    # refused here if the folder's cap or the data set's does not cover it
+    ledger = open_run_ledger(prep.run_dir, data_set=prep.data_set, **_budget_args(config))
     try:
         t0 = time.perf_counter()
         rounds = rounds_private = None

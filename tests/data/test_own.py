@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pate_stab.data.own import InputDataError, load_files, own_data
+from pate_stab.data.own import EmptyClassWarning, InputDataError, load_files, own_data
 from pate_stab.data.schema import SchemaError, TabularSchema, encode_table
 
 PIL = pytest.importorskip("PIL.Image")
@@ -31,6 +31,14 @@ def test_arrays_round_trip_numpy_and_torch():
     assert data.public_y is None and torch.equal(data.eval_y, y[:5])
 
 
+def test_a_declared_class_without_a_private_example_is_kept_with_a_warning():
+    """Audit 4, D4: refusing it made a run's existence depend on one private label."""
+    x, y = arrays(c=3)
+    with pytest.warns(EmptyClassWarning, match=r"class 2 \('2'\) has no private example.*never for publication"):
+        data = own_data((x, y % 2), x, classes=3)
+    assert data.num_classes == 3 and data.class_names == ("0", "1", "2")
+
+
 def test_classes_come_from_the_declaration_or_the_evaluation_labels_never_the_private_ones():
     x, y = arrays(c=3)
     # private labels reach 2; the evaluation set's only reach 1: without a declaration C is 2
@@ -47,7 +55,6 @@ def test_classes_come_from_the_declaration_or_the_evaluation_labels_never_the_pr
         (lambda x, y: dict(private=(x, y[:-1]), public=x), "private set: x has 30 records but y has 29 labels"),
         (lambda x, y: dict(private=(x, y.float()), public=x), "private set labels must be integers"),
         (lambda x, y: dict(private=(x, y + 1), public=x), r"must lie in \[0, 3\).*record 2 has label 3"),
-        (lambda x, y: dict(private=(x, y % 2), public=x), r"class 2 \('2'\) has no private example"),
         (lambda x, y: dict(private=(x.index_fill(0, torch.tensor([7]), float("nan")), y), public=x),
          "private set inputs: record 7 holds NaN or inf"),
         (lambda x, y: dict(private=(x, y), public=x.index_fill(0, torch.tensor([4]), float("inf"))),
@@ -168,8 +175,9 @@ def test_image_folders(tmp_path):
         load_files(tmp_path / "train", tmp_path / "pool")
     with pytest.raises(InputDataError, match=r"sub-folder 'dog' is not a declared class \['cat'\]"):
         load_files(tmp_path / "train", tmp_path / "pool", classes=["cat"])
-    with pytest.raises(InputDataError, match=r"class 2 \('bird'\) has no private example"):
-        load_files(tmp_path / "train", tmp_path / "pool", classes=["cat", "dog", "bird"])
+    with pytest.warns(EmptyClassWarning, match=r"class 2 \('bird'\) has no private example"):
+        data = load_files(tmp_path / "train", tmp_path / "pool", classes=["cat", "dog", "bird"])
+    assert data.num_classes == 3 and data.class_names == ("cat", "dog", "bird")  # declared, not read
 
 
 def test_image_errors_name_the_file(tmp_path):

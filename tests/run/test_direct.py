@@ -261,14 +261,18 @@ def test_compare_direct_rows_beside_aggregators(tmp_path):
     assert again["ledger"]["spent_basic_composition"] == out["ledger"]["spent_basic_composition"]
 
 
-def test_compare_with_mixed_learners_keeps_one_relation_per_ledger(tmp_path):
+def test_compare_with_mixed_learners_keeps_one_relation_per_ledger(tmp_path, monkeypatch):
     """An add/remove compare with a releaser, a head and DP-SGD: every spend line states add/remove, so the
     enforced total is an add/remove guarantee; the same plan under replace-one counts DP-SGD by group privacy."""
+    from pate_stab.privacy.ledger.data_budget import BUDGET_DIR_ENV, set_default_cap
     from pate_stab.privacy.ledger.privacy_ledger import replace_one_cost
     from pate_stab.run.compare import run_compare
 
     totals = {}
     for relation in ("add_remove", "replace_one"):
+        # one relation per data set's budget too: each relation's run on the same data with its own data holder
+        monkeypatch.setenv(BUDGET_DIR_ENV, str(tmp_path / f"budget_{relation}"))
+        set_default_cap(1e6, 0.5)
         cfg = dataclasses.replace(_config(tmp_path, relation), neighbouring=relation, private_size_hint=10000)
         out = run_compare(cfg, epsilons=[8.0], aggregators=["gnmax"], direct=["output-softmax", "dpsgd-linear"])
         records = map(json.loads, (cfg.run_dir / "ledger.jsonl").read_text().splitlines())

@@ -319,7 +319,6 @@ def test_cli_bad_input_exits_2_before_training(npz_files, csv_files, image_folde
         (bad_npz(bad, "len.npz", x=x, y=y[:-1]), pool, ["--classes", "3"], "x has 1000 records but y has 999 labels"),
         (bad_npz(bad, "float.npz", x=x, y=y.astype(float)), pool, ["--classes", "3"], "labels must be integers"),
         (bad_npz(bad, "range.npz", x=x, y=y + 1), pool, ["--classes", "3"], r"must lie in \[0, 3\)"),
-        (bad_npz(bad, "noclass.npz", x=x, y=y % 2), pool, ["--classes", "3"], "class 2 .* has no private example"),
         (bad_npz(bad, "nan.npz", x=nan_x, y=y), pool, ["--classes", "3"], "record 17 holds NaN or inf"),
         (str(d / "private.npz"), bad_npz(bad, "empty.npz", x=x[:0]), ["--classes", "3"], "is empty"),
         (str(d / "private.npz"), bad_npz(bad, "ypool.npz", y=y), ["--classes", "3"], "labels in the wrong place"),

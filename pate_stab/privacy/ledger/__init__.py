@@ -2,6 +2,8 @@
 
 Modules:
 
+- ``data_budget``: The data holder's budget: one ledger per private data set, outside any run folder,
+  that counts every run's spends on that data under its cap.
 - ``file``: Verifying a ledger file: opening, locking, reading and checking every line, and what it
   holds.
 - ``format``: What a ledger line holds: the file's format constants, the recorded spend and line

@@ -28,9 +28,11 @@ anchor, never behind. On open, a ledger that ends before the anchored line, or w
 anchored sequence number has another digest (an older copy restored), is refused; a ledger
 that extends the anchored line (a crash between the two writes) is accepted and the anchor
 catches up. A ledger without an anchor (a folder written before anchors) opens as before and
-gets one. The anchor guards against accidents and restored backups; whoever can write both files
-can still roll both back (keep a copy of the anchor elsewhere, or use a keyed ledger and an
-external record, where that matters).
+gets one; a ledger whose header shows it was written with an anchor (its ``budget_rule``, which
+came with anchors) and that holds more than its header is refused without one (the anchor was
+deleted: a cut-off tail would go unseen). The anchor guards against accidents and restored
+backups; whoever can write both files can still roll both back (keep a copy of the anchor
+elsewhere, or use a keyed ledger and an external record, where that matters).
 
 Concurrency: read-check-append runs under an exclusive ``fcntl.flock`` on the ledger file (local
 file systems), so processes sharing one ledger cannot together exceed the budget; a thread lock
@@ -61,6 +63,7 @@ from pate_stab.privacy.ledger.format import (
     _RELATIVE_SLACK,
     BUDGET_RULE,
     FORMAT,
+    HOLDER_BUDGET_RULE,
     NEIGHBOURING_RELATIONS,
     PRIVACY_UNITS,
     VERSION,
@@ -124,6 +127,7 @@ class LedgerFile:
     _requested_run_id: str | None
     _mac_key: bytes | None
     _digest_field: str
+    _budget_rule: str
     _thread_lock: threading.RLock
     _fd: int
     # what the verified lines hold (set by _open)
@@ -175,7 +179,7 @@ class LedgerFile:
                     "privacy_unit": self._privacy_unit,
                     "integrity": "sha256" if self._mac_key is None else "hmac-sha256",
                     "accounting": "basic composition of the recorded (epsilon, delta)",
-                    "budget_rule": BUDGET_RULE,
+                    "budget_rule": self._budget_rule,
                 }
                 if self._timestamps:
                     header["created"] = time.time()
@@ -276,7 +280,18 @@ class LedgerFile:
     def _check_anchor(self) -> None:
         """Refuse a ledger that ends before, or diverges from, its anchored last line (module docstring)."""
         path = anchor_path(self._path)
-        if not path.is_file():  # a folder written before anchors: it gets one
+        if not path.is_file():
+            written_with_anchors = self._header is not None and "budget_rule" in self._header
+            if written_with_anchors and self._seq > 0:
+                raise LedgerError(
+                    f"ledger {self._path} has lost its anchor {path}: its header shows it was written with one (every "
+                    "ledger since anchors states its budget_rule), so lines cut from its end can no longer be "
+                    "detected, and spends recorded in such lines cannot be replayed (a rerun would draw fresh noise "
+                    "under their ids). Nothing was drawn or written. Restore the anchor from a backup, or use a new "
+                    "run folder"
+                )
+            # a ledger written before anchors (no budget_rule in its header), or one whose header was
+            # written and the process stopped before its anchor: it gets one
             self._write_anchor()
             return
         try:
@@ -401,7 +416,14 @@ class LedgerFile:
             raise LedgerError(f"{where}: a budget record must give a reason")
         lowers = new[0] <= self._budget[0] and new[1] <= self._budget[1]
         raises = new[0] >= self._budget[0] and new[1] >= self._budget[1]
-        if self._header is not None and self._header.get("budget_rule") == BUDGET_RULE:
+        rule = None if self._header is None else self._header.get("budget_rule")
+        if rule == HOLDER_BUDGET_RULE:  # the data holder's ledger: lowered, or set by the data holder
+            if record.get("change") not in ("lower", "set") or (record.get("change") == "lower" and not lowers):
+                raise LedgerError(f"{where}: a budget record must lower the cap, or be set by the data holder")
+            spent = self._totals()
+            if not (spent[0] <= new[0] * (1 + _RELATIVE_SLACK) and spent[1] <= new[1] * (1 + _RELATIVE_SLACK)):
+                raise LedgerError(f"{where}: the budget is set below what is already spent {spent}")
+        elif rule == BUDGET_RULE:
             if record.get("change") != "lower" or not lowers:
                 raise LedgerError(f"{where}: the budget is a cap: a budget record may only lower it")
             spent = self._totals()

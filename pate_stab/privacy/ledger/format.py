@@ -36,6 +36,7 @@ from pate_stab.privacy.accounting.events import ExPostEvent, PrivacyEvent
 __all__ = [
     "BUDGET_RULE",
     "DEFAULT_NEIGHBOURING",
+    "HOLDER_BUDGET_RULE",
     "FORMAT",
     "NEIGHBOURING_RELATIONS",
     "PRIVACY_UNITS",
@@ -62,6 +63,10 @@ by group privacy, :func:`replace_one_cost`); a label guarantee implies no record
 _RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
 BUDGET_RULE = "cap"
 """The header's ``budget_rule``: the budget is the user's cap, which a ``budget`` record may only lower."""
+HOLDER_BUDGET_RULE = "data holder's cap"
+"""The ``budget_rule`` of a data holder's ledger (:mod:`pate_stab.privacy.ledger.data_budget`): a ``budget``
+record may lower the cap (``change: "lower"``) or set it (``change: "set"``: the data holder's explicit
+decision, up or down), never below what is spent."""
 
 
 def replace_one_cost(epsilon: float, delta: float) -> tuple[float, float]:

@@ -50,6 +50,12 @@ spend's ``relation``: compose only events of one relation). Sums are exact-round
 (``math.fsum``), and a total may exceed the budget by at most a relative 1e-12 so that a budget
 split into T equal floating-point parts can be spent T times.
 
+The data set's budget (DESIGN.md fact 15). A run ledger may also count its spends in the data
+holder's ledger of its data set (:meth:`PrivacyLedger.count_in`,
+:mod:`pate_stab.privacy.ledger.data_budget`): :meth:`PrivacyLedger.spend` then records each new spend
+there first (an over-count there if the process dies before the run's line, never an under-count)
+and refuses, writing nothing here, what does not fit the data set's cap.
+
 One spend id, one draw of noise (DESIGN.md fact 7). A release's outputs are stored with its
 spend: :meth:`PrivacyLedger.spend` takes the first ``output`` in the same line (one durable
 write: the spend and what it released are recorded together, or neither is), and
@@ -65,18 +71,20 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pate_stab._checks import check_delta, check_epsilon, check_nonnegative
-from pate_stab.errors import BudgetExhaustedError
+from pate_stab.errors import BudgetExhaustedError, LedgerError
 from pate_stab.privacy.accounting.composition import implies_guarantee
 from pate_stab.privacy.accounting.events import ExPostEvent, PrivacyEvent, event_from_dict
 from pate_stab.privacy.ledger.file import LedgerFile
 from pate_stab.privacy.ledger.format import (
+    BUDGET_RULE,
     DEFAULT_NEIGHBOURING,
+    HOLDER_BUDGET_RULE,
     NEIGHBOURING_RELATIONS,
     PRIVACY_UNITS,
     LedgerEntry,
@@ -88,7 +96,24 @@ from pate_stab.privacy.ledger.format import (
 from pate_stab.privacy.ledger.format import FORMAT as FORMAT  # re-exported, as are VERSION and _digest
 from pate_stab.privacy.ledger.format import VERSION as VERSION
 from pate_stab.privacy.ledger.format import _digest as _digest  # the line digest (tests recompute it)
-from pate_stab.privacy.ledger.private_files import run_private_key
+from pate_stab.privacy.ledger.private_files import folder_id, run_private_key
+
+
+class DataBudget(Protocol):
+    """What a run ledger asks of the data holder's ledger it also counts in
+    (:class:`pate_stab.privacy.ledger.data_budget.DataSetBudget`)."""
+
+    def charge(
+        self, *, folder: str, spend_id: str, epsilon: float, delta: float, relation: str | None, unit: str | None,
+        mechanism: str, run: str, run_folder: Path,
+    ) -> None: ...  # fmt: skip
+
+    def check(
+        self, spends: Sequence[tuple[str, float, float, str | None, str | None]], *, folder: str, where: str
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
 
 __all__ = [
     "DEFAULT_NEIGHBOURING",
@@ -127,6 +152,9 @@ class PrivacyLedger(LedgerFile):
         lower_budget: why the cap may be lowered: when the file records a larger cap than
             (``budget_epsilon``, ``budget_delta``), a ``budget`` record with this reason lowers it
             (None: a different budget is refused).
+        budget_rule: what a new file's header states: the run's cap (the default) or the data
+            holder's (:data:`~pate_stab.privacy.ledger.format.HOLDER_BUDGET_RULE`: only
+            :meth:`set_holder_cap` raises it; :mod:`pate_stab.privacy.ledger.data_budget`).
 
     Raises:
         LedgerError: the file exists but is corrupted, truncated (also: shorter than its anchor),
@@ -148,7 +176,12 @@ class PrivacyLedger(LedgerFile):
         mac_key: bytes | None = None,
         timestamps: bool = True,
         lower_budget: str | None = None,
+        budget_rule: str = BUDGET_RULE,
     ) -> None:
+        if budget_rule not in (BUDGET_RULE, HOLDER_BUDGET_RULE):
+            raise ValueError(f"budget_rule must be {BUDGET_RULE!r} or {HOLDER_BUDGET_RULE!r}, got {budget_rule!r}")
+        self._budget_rule = budget_rule
+        self._data_budget: tuple[DataBudget, str] | None = None
         self._requested_budget = (
             check_epsilon(budget_epsilon, "budget_epsilon"),
             check_delta(budget_delta, "budget_delta", allow_zero=True),
@@ -292,6 +325,12 @@ class PrivacyLedger(LedgerFile):
                     f"(epsilon={self._budget[0]}, delta={self._budget[1]}) is already spent; "
                     "nothing was recorded or released"
                 )
+            if self._data_budget is not None:  # the data holder's ledger first: a crash can over-count there only
+                budget, folder = self._data_budget
+                budget.charge(
+                    folder=folder, spend_id=spend_id, epsilon=epsilon, delta=delta, relation=relation, unit=unit,
+                    mechanism=mechanism, run=self.run_id, run_folder=self._path.parent,
+                )  # fmt: skip
             record: dict[str, Any] = {
                 "kind": "spend",
                 "spend_id": spend_id,
@@ -371,6 +410,7 @@ class PrivacyLedger(LedgerFile):
         ``spend_id`` that is already recorded fits (its retry spends nothing). ``relation``: as
         in :meth:`spend`; ``unit`` likewise.
         """
+        epsilon_in, delta_in = epsilon, delta
         epsilon, delta = self.cost(epsilon=epsilon, delta=delta, relation=relation, unit=unit)
         with self._locked(exclusive=False):
             self._sync()
@@ -383,6 +423,10 @@ class PrivacyLedger(LedgerFile):
                     f"delta={spent_delta}) of the budget cap (epsilon={self._budget[0]}, delta={self._budget[1]}) "
                     "is already spent; nothing was drawn, recorded or released"
                 )
+        if self._data_budget is not None:
+            budget, folder = self._data_budget
+            mine = (relation or self._neighbouring, unit or self._privacy_unit)  # what the spend holds under
+            budget.check([(spend_id or "", epsilon_in, delta_in, *mine)], folder=folder, where="this spend")
 
     def record_output(self, spend_id: str, index: int, payload: Any) -> Any:
         """Durably store output number ``index`` of a spend's release; return the stored output.
@@ -456,6 +500,53 @@ class PrivacyLedger(LedgerFile):
         with self._locked(exclusive=True):
             self._sync()
             self._append({"kind": "progress", "info": data} | ({"time": time.time()} if self._timestamps else {}))
+
+    def count_in(self, budget: DataBudget) -> None:
+        """Count every later spend of this ledger in the data holder's ledger of its data set too
+        (:mod:`pate_stab.privacy.ledger.data_budget`): :meth:`spend` records it there first, and refuses
+        what does not fit there; :meth:`check_budget` checks it there. The run folder is known there by
+        an id derived from its secret key (:func:`~pate_stab.privacy.ledger.data_budget.folder_id`).
+        This ledger closes ``budget`` when it is closed."""
+        if self._data_budget is not None:
+            raise ValueError(f"ledger {self._path} already counts its spends in a data set's budget")
+        self._data_budget = (budget, folder_id(self.private_key()))
+
+    @property
+    def data_budget(self) -> DataBudget | None:
+        """The data holder's ledger this ledger's spends are also counted in (:meth:`count_in`), or None."""
+        return None if self._data_budget is None else self._data_budget[0]
+
+    @property
+    def folder_id(self) -> str | None:
+        """This ledger's folder id in the data holder's ledger (:meth:`count_in`), or None."""
+        return None if self._data_budget is None else self._data_budget[1]
+
+    def set_holder_cap(self, epsilon: float, delta: float, *, reason: str) -> None:
+        """Set the cap of a data holder's ledger (header ``budget_rule``
+        :data:`~pate_stab.privacy.ledger.format.HOLDER_BUDGET_RULE`): up or down, never below what is spent.
+
+        Raises:
+            LedgerError: a run's ledger (its cap is only lowered, when it is opened), or a cap below what is spent.
+        """
+        new = (check_epsilon(epsilon, "budget_epsilon"), check_delta(delta, "budget_delta", allow_zero=True))
+        with self._locked(exclusive=True):
+            self._sync()
+            if self._header is None or self._header.get("budget_rule") != HOLDER_BUDGET_RULE:
+                raise LedgerError(f"ledger {self._path} is a run's ledger: its cap is never raised")
+            spent = self._totals()
+            if spent[0] > new[0] * (1 + 1e-12) or spent[1] > new[1] * (1 + 1e-12):
+                raise LedgerError(
+                    f"the cap (epsilon={new[0]:g}, delta={new[1]:g}) is below what is already spent "
+                    f"(epsilon={spent[0]:g}, delta={spent[1]:g}) ({self._path}); nothing was changed"
+                )
+            if new != self._budget:
+                self._append({"kind": "budget", "change": "set", "budget_epsilon": new[0], "budget_delta": new[1],
+                              "reason": reason})  # fmt: skip
+
+    def close(self) -> None:
+        super().close()
+        if self._data_budget is not None:
+            self._data_budget[0].close()
 
     def private_key(self) -> bytes:
         """The secret key of the ledger's folder (:func:`~pate_stab.privacy.ledger.private_files.run_private_key`):

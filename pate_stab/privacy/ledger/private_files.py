@@ -29,6 +29,7 @@ import torch
 
 __all__ = [
     "PRIVATE_KEY_NAME",
+    "folder_id",
     "keyed_digest",
     "owner_only_umask",
     "private_folder",
@@ -170,6 +171,12 @@ def keyed_digest(key: bytes, *parts: bytes) -> str:
         mac.update(len(part).to_bytes(8, "big"))
         mac.update(part)
     return mac.hexdigest()
+
+
+def folder_id(run_key: bytes) -> str:
+    """A run folder's id in the data holder's ledgers (:mod:`pate_stab.privacy.ledger.data_budget`): a MAC
+    under the folder's own secret key, so a deleted and recreated folder (a new key) is a new folder."""
+    return keyed_digest(run_key, b"run folder id")[:32]
 
 
 def public_digest(*parts: bytes) -> str:

@@ -14,15 +14,21 @@ a fresh child process for every ledger user (each child opens its own ``PrivacyL
     Fork NUM_PROCS children that open the ledger, wait at a common barrier, then each try
     ATTEMPTS spends of EPSILON (ids PREFIX<p>-<i>); print ``succeeded n_0 n_1 …`` (ATTEMPTS < 255:
     the counts travel as exit codes).
+``hammer-data BUDGET_DIR DATA_ID RUNS_DIR NUM_PROCS ATTEMPTS EPSILON``
+    Fork NUM_PROCS children, each with a run ledger of its own (``RUNS_DIR/run<p>/ledger.jsonl``, a
+    cap no spend reaches) that counts its spends in data set DATA_ID's budget in BUDGET_DIR; they wait
+    at a common barrier, then each try ATTEMPTS spends of EPSILON; print ``succeeded n_0 n_1 …``.
 ``quit``
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.accounting.events import PureDpEvent
+from pate_stab.privacy.ledger.data_budget import DataSet, DataSetBudget
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from tests.fork_worker import fork_call, serve
 
@@ -83,7 +89,48 @@ def _hammer_all(path: str, prefix: str, num_procs: str, attempts: str, epsilon: 
     return " ".join(["succeeded", *map(str, counts)])
 
 
-COMMANDS = {"kill-spawn": lambda *args: fork_call(_spend_loop, *args), "hammer": _hammer_all}
+def _hammer_folder(
+    budget_dir: str, data_id: str, run_dir: str, barrier: tuple[int, int], attempts: int, epsilon: float
+) -> int:
+    ledger = PrivacyLedger(os.path.join(run_dir, "ledger.jsonl"), run_id="r", budget_epsilon=1e6, budget_delta=0.0)
+    ledger.count_in(DataSetBudget.open(DataSet(Path(budget_dir), data_id), create=False))
+    os.close(barrier[1])
+    os.read(barrier[0], 1)  # all start together
+    succeeded = 0
+    for i in range(attempts):
+        try:
+            ledger.spend(f"s-{i}", epsilon=epsilon, delta=0.0, mechanism="hammer")
+            succeeded += 1
+        except BudgetExhaustedError:
+            pass
+    return succeeded
+
+
+def _hammer_data(budget_dir: str, data_id: str, runs: str, num_procs: str, attempts: str, epsilon: str) -> str:
+    read_end, write_end = os.pipe()
+    pids = [
+        fork_call(
+            _hammer_folder,
+            budget_dir,
+            data_id,
+            os.path.join(runs, f"run{p}"),
+            (read_end, write_end),
+            int(attempts),
+            float(epsilon),
+        )  # fmt: skip
+        for p in range(int(num_procs))
+    ]
+    os.close(read_end)
+    os.close(write_end)
+    counts = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+    return " ".join(["succeeded", *map(str, counts)])
+
+
+COMMANDS = {
+    "kill-spawn": lambda *args: fork_call(_spend_loop, *args),
+    "hammer": _hammer_all,
+    "hammer-data": _hammer_data,
+}
 
 
 if __name__ == "__main__":

@@ -488,6 +488,14 @@ def _forge(path: Path) -> None:
     path.write_text("".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
 
 
+def _reanchor(path: Path) -> None:
+    """Rewrite the anchor to the ledger's last line, as someone editing both files would (a ledger written with
+    an anchor is refused without one)."""
+    last = json.loads(path.read_text().splitlines()[-1])
+    digest = last.get("sha256", last.get("hmac"))
+    anchor_path(path).write_text(json.dumps({"kind": "ledger_anchor", "seq": last["seq"], "digest": digest}))
+
+
 def test_plain_chain_detects_corruption_but_not_a_recomputed_edit(path: Path) -> None:
     # what the module docstring claims for plain ledgers, shown both ways
     ledger = _ledger(path)
@@ -496,7 +504,7 @@ def test_plain_chain_detects_corruption_but_not_a_recomputed_edit(path: Path) ->
     _forge(path)
     with pytest.raises(LedgerError, match="differs from the line its anchor"):
         _ledger(path)  # the anchor beside the ledger still holds the old last line's digest
-    anchor_path(path).unlink()  # whoever can edit the ledger can remove (or rewrite) its anchor too
+    _reanchor(path)  # whoever can edit the ledger can rewrite its anchor too
     assert _ledger(path).spent() == (0.0001, 0.0)  # a deliberate edit is NOT detected without a key
 
 
@@ -622,7 +630,7 @@ def test_a_forged_budget_record_that_raises_a_cap_is_refused(path: Path) -> None
     header.pop("seq")
     header.pop("prev")
     _write_chain(path, [header, {"kind": "budget", "budget_epsilon": 2.0, "budget_delta": 1e-5, "reason": "more"}])
-    anchor_path(path).unlink()
+    _reanchor(path)
     with pytest.raises(LedgerError, match="may only lower it"):
         PrivacyLedger(path, run_id="t", budget_epsilon=2.0, budget_delta=1e-5)
 
@@ -698,7 +706,7 @@ def test_an_add_remove_spend_in_a_replace_one_ledger_is_counted_by_group_privacy
     records = [json.loads(line) for line in path.read_text().splitlines()]
     records[1]["epsilon"] = 1.0  # counted as declared: not the group-privacy cost
     _write_chain(path, [{k: v for k, v in r.items() if k not in ("seq", "prev", "sha256")} for r in records])
-    anchor_path(path).unlink()
+    _reanchor(path)
     with pytest.raises(LedgerError, match="group-privacy cost"):
         PrivacyLedger(path, run_id="t", budget_epsilon=10.0, budget_delta=1e-3, neighbouring="replace_one")
 
@@ -738,6 +746,21 @@ def test_a_ledger_cut_after_its_last_spend_is_refused(path: Path) -> None:
     with pytest.raises(LedgerError, match="is empty but its anchor"):
         _ledger(path)
     assert not path.exists() or path.stat().st_size == 0
+
+
+def test_a_ledger_cut_short_whose_anchor_was_removed_is_refused(path: Path) -> None:
+    """Audit 4, D1: a truncated ledger with its anchor deleted read as a ledger from before anchors."""
+    with _ledger(path) as led:
+        led.spend("a", epsilon=0.2, delta=0.0)
+        led.spend("b", epsilon=0.3, delta=0.0)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))  # the last spend removed cleanly
+    anchor_path(path).unlink()  # and the anchor that would show it
+    with pytest.raises(LedgerError, match="lost its anchor.*cannot be replayed"):
+        _ledger(path)
+    assert path.read_text() == "".join(lines[:-1]) and not anchor_path(path).exists()  # nothing written
+    path.write_text(lines[0])  # cut back to its header: opens (a crash before the first anchor looks the same;
+    _ledger(path).close()  # a run folder that holds a report beside it is refused, check_ledger_kept)
 
 
 def test_an_older_copy_of_the_ledger_is_refused(path: Path) -> None:
