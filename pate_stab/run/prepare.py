@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from pate_stab.aggregation.plan import RunPlan, plan_for_config
+from pate_stab.aggregation.private_knn import NeighbourIndex
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
@@ -63,6 +64,7 @@ __all__ = [
     "Prepared",
     "check_answerable",
     "check_teachers_fit",
+    "neighbour_index",
     "nothing_trained_or_spent",
     "partition_keys",
     "pool_graph",
@@ -213,6 +215,19 @@ class Prepared:
     graph_device: str = "cpu"  # where pool_graph put it (the run's compute device once it is built)
     selection_device: str | None = None  # where the last release's query selector computed (None: no selector)
     devices: dict[str, str] = field(default_factory=dict)  # each timed stage's device (private diagnostics)
+    neighbours: NeighbourIndex | None = None  # the private records' index (Private-kNN), built on first use
+
+
+def neighbour_index(prep: Prepared) -> NeighbourIndex:
+    """The private records' features and labels for the neighbour-vote aggregators (Private-kNN), on the
+    run's compute device, built once per run: the run's privacy-free features (fitted on public data, or
+    on every input under label privacy, where the inputs are public), flattened."""
+    if prep.neighbours is None:
+        task = prep.task
+        prep.neighbours = NeighbourIndex(task.private_x.flatten(1).float(), task.private_y,
+                                         num_classes=task.num_classes,
+                                         device=compute_device(prep.config.accelerator))  # fmt: skip
+    return prep.neighbours
 
 
 def pool_graph(prep: Prepared) -> PoolGraph:
@@ -349,8 +364,10 @@ def prepare(
     ``before_teachers`` receives the run without teachers once its features are computed, before the
     partition and any training: a compare checks its direct learners' inputs there.
     """
-    if with_teachers is None:
-        with_teachers = config.aggregator not in DIRECT_LEARNER_NAMES
+    if with_teachers is None:  # a direct learner, or neighbour votes (Private-kNN), ask no teachers
+        with_teachers = (
+            config.aggregator not in DIRECT_LEARNER_NAMES and aggregator_spec(config.aggregator).votes != "queries"
+        )
     if with_features is None:
         with_features = config.aggregator not in IMAGE_DIRECT_LEARNERS
     if with_teachers:
