@@ -177,8 +177,8 @@ class NeighbourIndex:
         device: str | torch.device = "cpu",
         block: int = 128,
     ) -> None:
-        features = check_tensor("features", features, ndim=2)
-        labels = check_tensor("labels", labels, ndim=1, floating=False)
+        features = check_tensor("features", features, ndim=2, nonempty=False)  # an empty neighbour is a data set
+        labels = check_tensor("labels", labels, ndim=1, floating=False, nonempty=False)
         if labels.shape[0] != features.shape[0]:
             raise ValueError(f"features ({features.shape[0]}) and labels ({labels.shape[0]}) differ in length")
         self.num_classes = check_int("num_classes", num_classes, minimum=2)
