@@ -65,7 +65,7 @@ from pate_stab.aggregation.pate_aggregator import AggregatorOptions, PateAggrega
 from pate_stab.privacy.accounting.composition import calibrate_scale, zcdp_guess
 from pate_stab.privacy.accounting.events import ComposedEvent, PoissonSampledEvent, PrivacyEvent, SelfComposedEvent
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
-from pate_stab.privacy.noise.secure import RandomSource, discrete_gaussian, exact_sigma_sq_at_least
+from pate_stab.privacy.noise.secure import RandomSource, check_noise, discrete_gaussian, exact_sigma_sq_at_least
 from pate_stab.privacy.noise.seeded import gaussian
 
 __all__ = [
@@ -266,6 +266,12 @@ class PrivateKNN(PateAggregator):
         self.sigma_sq_exact = exact_sigma_sq_at_least(self.sigma)
         self.sigma1_sq_exact = None if self.sigma1 is None else exact_sigma_sq_at_least(self.sigma1)
         super().__init__(num_queries=num_queries, delta=delta, **options)
+
+    @classmethod
+    def accountants(cls, noise: str, teachers_changed: int) -> tuple[str, ...]:
+        """RDP first for either noise (the sampled Gaussian's PLD is slow to calibrate at large ε); seeded
+        (continuous) noise may ask for PLD; secure noise is RDP only."""
+        return ("rdp", "pld") if check_noise(noise) == "seeded" else ("rdp",)
 
     @property
     def confident(self) -> bool:

@@ -120,7 +120,7 @@ KNN_RELATION = "one record added (add/remove); the other records' coins are draw
 
 def _knn(rate: float) -> PrivateKNN:
     return PrivateKNN.calibrate(epsilon=1.0, delta=1e-5, num_queries=1, sampling_rate=rate, num_neighbours=1,
-                                noise="seeded")  # fmt: skip
+                                noise="seeded", accountant="pld")  # fmt: skip
 
 
 def mechanism_cases() -> list[MechanismCase]:
