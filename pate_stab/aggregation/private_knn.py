@@ -9,8 +9,9 @@ The votes are released with GNMax's noise, optionally behind Confident-GNMax's n
 (:mod:`pate_stab.aggregation.baselines`, [PSM+18]).
 
 Votes (:func:`knn_histograms`). Among the sampled records, the K nearest to the query in the order
-(squared Euclidean distance, position in the private set) — a strict total order that adding or
-removing a record does not change among the others — vote with their labels. With fewer than K
+(distance, position in the private set) — a strict total order that adding or removing a record does
+not change among the others, because each pair's distance is computed exactly (on a public grid) or
+pair by pair (:class:`NeighbourIndex`) — vote with their labels. With fewer than K
 sampled records all of them vote.
 
 Sensitivity under add/remove. Fix every other record's coin. If the added (removed) record x is not
@@ -154,11 +155,22 @@ def knn_histograms(
     return (chosen.to(torch.float32) @ one_hot).round().to(torch.int64).cpu()
 
 
-class NeighbourIndex:
-    """The private records' features and labels, searched in blocks on ``device`` (torch ``cdist``).
+GRID_LEVELS = 1 << 12
+"""The exact search's grid: coordinates are integers in [−2^12, 2^12] steps, so every squared distance (d ≤ 2^20
+coordinates) is an integer below 2^53, exact in float64 whatever the order of the sums."""
 
-    Distances are computed pair by pair (``cdist`` without the matrix-product shortcut), so one pair's
-    distance does not depend on the other records present; each block of queries is (block, n) floats.
+
+class NeighbourIndex:
+    """The private records' features and labels, searched in blocks on ``device``.
+
+    One pair's distance must not depend on which other records are present (module docstring: the order
+    of the others must not change when one record is added). Two searches guarantee it:
+
+    * ``resolution`` given (what runs use): every coordinate is rounded to a multiple of ``resolution`` and
+      clipped to ±2^12 steps (a map of each record alone; ``resolution`` comes from public data, e.g.
+      the public pool's largest coordinate / 2^12), so squared distances are integers below 2^53 and
+      the matrix-product form ‖q‖² + ‖x‖² − 2q·x in float64 is exact, whatever the blocking;
+    * ``resolution`` None: torch ``cdist`` pair by pair (no matrix-product shortcut): exact per pair, slower.
 
     Args:
         features: (n, d) private features in a privacy-free feature space (fitted on public data or none).
@@ -166,6 +178,7 @@ class NeighbourIndex:
         num_classes: C.
         device: where the search runs (the run's compute device).
         block: queries per block.
+        resolution: the grid step (public), or None.
     """
 
     def __init__(
@@ -176,6 +189,7 @@ class NeighbourIndex:
         num_classes: int,
         device: str | torch.device = "cpu",
         block: int = 128,
+        resolution: float | None = None,
     ) -> None:
         features = check_tensor("features", features, ndim=2, nonempty=False)  # an empty neighbour is a data set
         labels = check_tensor("labels", labels, ndim=1, floating=False, nonempty=False)
@@ -184,10 +198,29 @@ class NeighbourIndex:
         self.num_classes = check_int("num_classes", num_classes, minimum=2)
         if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):
             raise ValueError(f"labels must lie in [0, {self.num_classes})")
+        if features.shape[1] > 1 << 20:
+            raise ValueError("at most 2^20 features")
         self.device = torch.device(device)
-        self.features = features.to(self.device, torch.float32)
+        self.resolution = None if resolution is None else check_positive("resolution", resolution)
         self.labels = labels.to(self.device, torch.int64)
         self.block = check_int("block", block, minimum=1)
+        if self.resolution is None:
+            self.features = features.to(self.device, torch.float32)
+        else:
+            self.features = self._grid(features)
+            self._norms = (self.features * self.features).sum(dim=1)
+
+    def _grid(self, x: torch.Tensor) -> torch.Tensor:
+        """Coordinates on the grid: integers in [−2^12, 2^12], as float64 (exact)."""
+        assert self.resolution is not None
+        steps = torch.round(x.to(self.device, torch.float64) / self.resolution)
+        return steps.clamp(-GRID_LEVELS, GRID_LEVELS)
+
+    @staticmethod
+    def public_resolution(public: torch.Tensor) -> float:
+        """A grid step from public inputs: their largest absolute coordinate over 2^12 (1.0 if all are 0)."""
+        top = float(public.abs().max()) if public.numel() else 0.0
+        return top / GRID_LEVELS if top > 0 and math.isfinite(top) else 1.0
 
     @property
     def size(self) -> int:
@@ -198,9 +231,13 @@ class NeighbourIndex:
         return int(self.features.shape[1])
 
     def distances(self, queries: torch.Tensor) -> torch.Tensor:
-        """(b, n) Euclidean distances of a block of queries, on the index's device."""
-        q = queries.to(self.device, torch.float32)
-        return torch.cdist(q, self.features, compute_mode="donot_use_mm_for_euclid_dist")
+        """(b, n) distances of a block of queries on the index's device, in an order-preserving form: exact
+        squared grid distances (``resolution``), or Euclidean distances computed pair by pair."""
+        if self.resolution is None:
+            q = queries.to(self.device, torch.float32)
+            return torch.cdist(q, self.features, compute_mode="donot_use_mm_for_euclid_dist")
+        q = self._grid(queries)
+        return (q * q).sum(dim=1, keepdim=True) + self._norms - 2.0 * (q @ self.features.T)
 
     def histograms(self, queries: torch.Tensor, coins: Any, *, num_neighbours: int) -> torch.Tensor:
         """(b, C) votes of the queries' K nearest sampled records; ``coins(b)`` gives each block's (b, n) coins."""

@@ -221,11 +221,14 @@ class Prepared:
 def neighbour_index(prep: Prepared) -> NeighbourIndex:
     """The private records' features and labels for the neighbour-vote aggregators (Private-kNN), on the
     run's compute device, built once per run: the run's privacy-free features (fitted on public data, or
-    on every input under label privacy, where the inputs are public), flattened."""
+    on every input under label privacy, where the inputs are public), flattened, searched exactly on a
+    grid whose step is read from the public pool."""
     if prep.neighbours is None:
         task = prep.task
+        # the exact search's grid step from the public pool (public inputs only; NeighbourIndex)
+        resolution = NeighbourIndex.public_resolution(task.public_x.flatten(1).float())
         prep.neighbours = NeighbourIndex(task.private_x.flatten(1).float(), task.private_y,
-                                         num_classes=task.num_classes,
+                                         num_classes=task.num_classes, resolution=resolution,
                                          device=compute_device(prep.config.accelerator))  # fmt: skip
     return prep.neighbours
 

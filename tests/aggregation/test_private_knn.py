@@ -43,8 +43,10 @@ from pate_stab.privacy.noise.secure import SeededRandomSource
 ALPHA = 1e-6
 
 
-def _hist(x: torch.Tensor, y: torch.Tensor, query: torch.Tensor, coins: torch.Tensor, k: int, c: int) -> torch.Tensor:
-    index = NeighbourIndex(x, y, num_classes=c)
+def _hist(
+    x: torch.Tensor, y: torch.Tensor, query: torch.Tensor, coins: torch.Tensor, k: int, c: int, resolution=None
+) -> torch.Tensor:
+    index = NeighbourIndex(x, y, num_classes=c, resolution=resolution)
     return knn_histograms(index.distances(query), index.labels, coins, num_neighbours=k, num_classes=c)[0]
 
 
@@ -69,17 +71,18 @@ _data = st.integers(min_value=1, max_value=9).flatmap(
 
 
 @settings(max_examples=300, deadline=None)
-@given(_data)
-def test_adding_or_removing_one_record_moves_one_vote(data):
-    """D and D minus record j, the other records keeping their coins: ℓ1 ≤ 2, ℓ2 ≤ √2, max count ±1."""
+@given(_data, st.sampled_from([None, 0.5, 0.01]))
+def test_adding_or_removing_one_record_moves_one_vote(data, resolution):
+    """D and D minus record j, the other records keeping their coins: ℓ1 ≤ 2, ℓ2 ≤ √2, max count ±1
+    (pairwise distances, and the exact grid search at two steps: the coarse one clips and ties a lot)."""
     points, labels, coins, j, q, k = data
     x = torch.tensor(points, dtype=torch.float32)
     y = torch.tensor(labels, dtype=torch.int64)
     sampled = torch.tensor(coins).unsqueeze(0)
     query = torch.tensor([q], dtype=torch.float32)
     keep = torch.arange(len(points)) != j
-    with_j = _hist(x, y, query, sampled, k, 3)
-    without_j = _hist(x[keep], y[keep], query, sampled[:, keep], k, 3)
+    with_j = _hist(x, y, query, sampled, k, 3, resolution)
+    without_j = _hist(x[keep], y[keep], query, sampled[:, keep], k, 3, resolution)
     _moved_by_one_vote(with_j, without_j)
     assert int(with_j.sum()) == min(k, int(sampled.sum()))  # the K nearest sampled, or all sampled
 
@@ -104,6 +107,20 @@ def test_ties_at_the_kth_distance_go_to_the_lowest_positions():
     coins = torch.tensor([[False, True, True, True]])
     votes = _hist(x, y, torch.zeros(1, 2), coins, 2, 3)
     assert votes.tolist() == [0, 1, 1]  # records 1 and 2: the first two sampled positions
+
+
+def test_grid_distances_do_not_depend_on_the_other_records_or_the_block():
+    """The exact search: a pair's squared grid distance is the same integer whatever else is indexed or queried."""
+    g = torch.Generator().manual_seed(2)
+    x, q = torch.randn(500, 170, generator=g) * 3, torch.randn(64, 170, generator=g) * 3
+    y = torch.zeros(500, dtype=torch.int64)
+    res = NeighbourIndex.public_resolution(q)
+    full = NeighbourIndex(x, y, num_classes=2, resolution=res).distances(q)
+    part = NeighbourIndex(x[123:124], y[123:124], num_classes=2, resolution=res).distances(q[5:6])
+    assert torch.equal(full[5:6, 123:124], part)
+    assert torch.equal(full, torch.round(full)) and float(full.max()) < 2.0**53
+    grid = lambda t: torch.round(t.double() / res).clamp(-4096, 4096)  # noqa: E731
+    assert torch.equal(full, torch.cdist(grid(q), grid(x)).square().round())
 
 
 def test_blocked_search_matches_one_block():
