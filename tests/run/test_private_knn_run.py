@@ -4,17 +4,19 @@ aggregators and a direct learner in one ledger, the plan, and the CLI's plan. Sm
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import pytest
 
 from pate_stab.aggregation.plan import plan_run
+from pate_stab.aggregation.private_knn import exact_sampling_rate
 from pate_stab.cli.commands import main
 from pate_stab.data.synthetic import make_gaussian_mixture
 from pate_stab.rng import seeded_generator
 from pate_stab.run import compare_arrays, transfer_arrays
 
 SMALL = dict(num_teachers=15, num_queries=40, epsilon=4.0, knn_sampling_rate=0.4, student_epochs=5,
-             accelerator="cpu", progress=False, neighbouring="add_remove")  # fmt: skip
+             accelerator="cpu", progress=False, neighbouring="add_remove", releaser_noise="seeded")  # fmt: skip
 
 
 def _mixture():
@@ -43,7 +45,7 @@ def test_api_transfer_on_own_arrays_asks_no_teachers(tmp_path):
     assert report["aggregator"] == "confident-private-knn" and report["teacher_model"] is None
     assert report["epsilon"] <= 4.0 + 1e-6 and report["queries"]["answered"] >= 10
     assert report["label_accuracy_answered"] > 0.9 and report["student"]["test_accuracy"] > 0.8
-    assert report["calibration"]["sampling_rate_exact"] == f"{round(0.4 * 2**16)}/65536"
+    assert Fraction(report["calibration"]["sampling_rate_exact"]) == exact_sampling_rate(0.4)
     assert not (tmp_path / "knn" / "teachers").exists()
     spends = [r for r in _ledger(tmp_path / "knn" / "ledger.jsonl") if r.get("kind") == "spend"]
     assert len(spends) == 1 and "poisson_sampled" in _event_types(spends[0]["event"])
@@ -51,7 +53,7 @@ def test_api_transfer_on_own_arrays_asks_no_teachers(tmp_path):
 
 def test_compare_row_beside_teachers_and_a_direct_learner(tmp_path):
     private, (ux, uy), evaluation = _mixture()
-    settings = SMALL | {"num_teachers": 20, "teacher_epochs": 3, "teacher_lr": 0.1}
+    settings = SMALL | {"num_teachers": 20, "teacher_epochs": 3, "teacher_lr": 0.1, "private_size_hint": 600}
     out = compare_arrays(private, ux, evaluation, classes=3, epsilons=[4.0], public_y=uy,
                          aggregators=["gnmax", "private-knn"], direct=["output-softmax"],
                          checkpoints_dir=str(tmp_path), run_name="cmp", **settings)  # fmt: skip
