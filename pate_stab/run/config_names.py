@@ -70,7 +70,9 @@ Dataset = Literal["synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adu
 ThreatModel = Literal["public-pool", "label-only"]
 FeatureMap = Literal["raw", "pca", "scattering", "ssl", "scattering+ssl"]
 TeacherModel = Literal["logistic", "mlp", "cnn", "propagate", "fixmatch"]
-RunAggregator = Literal["stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax"]
+RunAggregator = Literal[
+    "stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax", "private-knn", "confident-private-knn"
+]  # fmt: skip
 DirectLearner = Literal[
     "objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear", "dpsgd-cnn",
     "rr-lp1st", "rr-lp2st", "alibi",

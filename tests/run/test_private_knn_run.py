@@ -102,3 +102,12 @@ def test_release_from_a_votes_file_is_refused(tmp_path, capsys):
     assert info.value.code == 2
     assert "does not read a votes file" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_transfer_prints_a_neighbour_vote_run(tmp_path, capsys):
+    args = ["transfer", "--dataset", "synthetic", "--aggregator", "private-knn", "--num-teachers", "10",
+            "--num-queries", "20", "--epsilon", "4", "--student-epochs", "2", "--accelerator", "cpu", "--no-progress",
+            "--checkpoints-dir", str(tmp_path), "--run-name", "cli_knn", "--set", "num_private=400",
+            "--set", "num_public=100", "--set", "num_eval=100", "--set", "knn_sampling_rate=0.5"]  # fmt: skip
+    assert main(args) == 0
+    assert "nearest private records of a fresh sample vote (Private-kNN)" in capsys.readouterr().out
