@@ -37,6 +37,12 @@ What "answered" means differs by aggregator, and the plan says which:
     check when k(1 − fraction) ≥ σ1·z₀.₉₇₅, so the smallest k is the larger of σ1·z₀.₉₇₅/(1 −
     fraction) and the gap.
 
+``private-knn`` / ``confident-private-knn`` (Zhu et al. 2020; planned when asked for: ``knn_sampling_rate``)
+    k is K, the nearest records of a query's Poisson sample (rate γ) that vote: the rules are GNMax's and
+    Confident-GNMax's with the σ calibrated for the subsampled accounting
+    (:mod:`~pate_stab.aggregation.private_knn`). "records per teacher" is then γn/K, the sampled records
+    per voter (≥ 1 is needed for K voters on average).
+
 The plan is computed from the private size n, a private statistic (DESIGN fact 8): it is printed
 to the user's terminal and never written into a published file.
 """
@@ -49,7 +55,13 @@ from statistics import NormalDist
 from typing import Any, Literal
 
 from pate_stab._checks import check_int
-from pate_stab.aggregation.registry import AggregatorSettings, aggregator_spec, answerability, calibrated_noise
+from pate_stab.aggregation.registry import (
+    AGGREGATORS,
+    AggregatorSettings,
+    aggregator_spec,
+    answerability,
+    calibrated_noise,
+)
 from pate_stab.privacy.mechanisms.calibration import Calibration
 
 __all__ = [
@@ -234,14 +246,16 @@ def _verdict(r: AggregatorPlan, k: int) -> str:
     if r.answerable:
         if r.halts:
             return f"answers only queries on which {agree}" if agree else "answers unanimous votes"
-        if r.aggregator == "confident-gnmax":
+        if r.aggregator in ("confident-gnmax", "confident-private-knn"):
             return f"answers queries on which {agree}, ⊥ elsewhere"
         return f"labels every query; the label is the teachers' majority w.p. ≥ 0.95 where {agree}"
     if r.halts:
         eps = r.epsilon_needed
         need = "no ε ≤ 256 helps" if eps is None or math.isinf(eps) else f"needs ε ≥ {eps:.3g}"
         return f"CANNOT answer, a run refuses ({need})"
-    if r.aggregator == "confident-gnmax":
+    if "sampled_records" in r.noise and k > r.noise["sampled_records"]:
+        return "fewer sampled records than K on average (raise γ or lower K)"
+    if r.aggregator in ("confident-gnmax", "confident-private-knn"):
         return "mostly ⊥ (a unanimous vote passes the threshold w.p. < 0.95)"
     return "labels unreliable (even a unanimous vote's label is the plurality w.p. < 0.95)"
 
@@ -311,6 +325,34 @@ def _baseline_row(name: str, s: AggregatorSettings, n: int, c: int, with_k: bool
     )
 
 
+def _knn_row(name: str, s: AggregatorSettings, n: int, c: int, with_k: bool) -> AggregatorPlan:
+    """Private-kNN: GNMax's (or Confident-GNMax's) rule with the subsampled calibration's σ (module docstring)."""
+    agg = calibrated_noise(name, s)
+    sigma, sigma1 = agg.sigma, getattr(agg, "sigma1", None)  # type: ignore[union-attr]
+    noise = {"sigma": sigma, "sampling_rate": s.sampling_rate, "sampled_records": s.sampling_rate * n}
+    if sigma1 is None:
+        gap = _gaussian_gap(sigma, c - 1, _FAIL)
+        need = math.ceil(gap)
+    else:
+        gap = _gaussian_gap(sigma, c - 1, _FAIL / 2)
+        margin = sigma1 * _STANDARD_NORMAL.inv_cdf(1.0 - _FAIL / 2)
+        need = max(math.ceil(margin / (1.0 - s.confident_fraction)), math.ceil(gap))
+        noise["sigma1"] = sigma1
+        if with_k:
+            noise["threshold"] = s.confident_fraction * s.num_teachers
+            noise["count_needed"] = noise["threshold"] + margin
+    need = max(need, 1)
+    return AggregatorPlan(
+        aggregator=name,
+        halts=False,
+        teachers_needed=need,
+        records_per_teacher=s.sampling_rate * n / need,
+        gap_needed=gap,
+        noise=noise,
+        answerable=(s.num_teachers >= need and s.sampling_rate * n >= s.num_teachers) if with_k else None,
+    )
+
+
 def _recommend(rows: dict[str, AggregatorPlan], n: int, c: int, k: int | None, s: AggregatorSettings) -> str:
     stab = rows["stability"]
     most = n // c  # the most teachers that still leave C records each on average
@@ -360,6 +402,8 @@ def plan_run(
     teachers_changed: int = 1,
     confident_fraction: float = 0.6,
     sigma_ratio: float = 2.0,
+    knn_sampling_rate: float | None = None,
+    privacy_unit: str = "record",
 ) -> RunPlan:
     """What each aggregator can answer at this size, before any teacher is trained.
 
@@ -372,6 +416,8 @@ def plan_run(
         num_teachers: the run's k, if chosen (then the plan says whether each aggregator answers at it).
         calibration, teachers_changed, confident_fraction, sigma_ratio: as
             :class:`~pate_stab.aggregation.registry.AggregatorSettings`.
+        knn_sampling_rate: γ; given, the plan adds ``private-knn`` and ``confident-private-knn`` (k is K).
+        privacy_unit: "record" or "label" (Private-kNN's accounting depends on it).
 
     Returns:
         A :class:`RunPlan` (``text()`` for a terminal); rows for ``stability`` (the calibration mode
@@ -391,13 +437,18 @@ def plan_run(
     settings = AggregatorSettings(
         epsilon=epsilon, delta=delta, num_queries=num_queries, num_teachers=k or 1, max_unstable=max_unstable,
         calibration=calibration, confident_fraction=confident_fraction, sigma_ratio=sigma_ratio,
-        teachers_changed=teachers_changed,
+        teachers_changed=teachers_changed, sampling_rate=0.05 if knn_sampling_rate is None else knn_sampling_rate,
+        privacy_unit=privacy_unit, neighbouring="replace_one" if privacy_unit == "label" else "add_remove",
     )  # fmt: skip
     names = ["stability", *(["stability-soft"] if c == 2 else []), "lnmax", "gnmax", "confident-gnmax"]
+    if knn_sampling_rate is not None:
+        names += ["private-knn", "confident-private-knn"]
     rows: dict[str, AggregatorPlan] = {}
     for name in names:
         if aggregator_spec(name).halts:
             rows[name] = _stability_row(name, settings, n, with_k)
+        elif aggregator_spec(name).votes == "queries":
+            rows[name] = _knn_row(name, settings, n, c, with_k)
         else:
             rows[name] = _baseline_row(name, settings, n, c, with_k)
     return RunPlan(
@@ -426,4 +477,8 @@ def plan_for_config(config: Any, *, num_private: int, num_classes: int) -> RunPl
         delta=config.delta, max_unstable=config.max_unstable, num_teachers=config.num_teachers,
         calibration=config.calibration, teachers_changed=settings.teachers_changed,
         confident_fraction=config.confident_threshold, sigma_ratio=config.sigma_ratio,
+        knn_sampling_rate=settings.sampling_rate
+        if config.aggregator in AGGREGATORS and aggregator_spec(config.aggregator).votes == "queries"
+        else None,
+        privacy_unit=settings.privacy_unit,
     )  # fmt: skip

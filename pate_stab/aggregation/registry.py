@@ -1,7 +1,8 @@
 """Every aggregator from one registry, behind one interface.
 
 :func:`make_releaser` builds any aggregator — the stability releasers (hard labels, BTT18 Alg 4;
-soft labels, Alg 6/8) and PATE's LNMax, GNMax and Confident-GNMax — calibrated to (ε, δ) for
+soft labels, Alg 6/8), PATE's LNMax, GNMax and Confident-GNMax, and Private-kNN (neighbour votes on
+a fresh Poisson sample per query, :mod:`pate_stab.aggregation.private_knn`) — calibrated to (ε, δ) for
 ``num_queries`` queries, with its generator, ledger and spend id. Every one of them is a
 :class:`Releaser`: ``release(votes) → ReleaseResult``, ``halted``, ``queries_seen``,
 ``summary()``, and each spends through the ledger itself
@@ -25,6 +26,7 @@ import torch
 from pate_stab.aggregation.base import ReleaseResult
 from pate_stab.aggregation.baseline_releaser import BaselineReleaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.private_knn import NeighbourIndex, PrivateKNN, PrivateKNNReleaser
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.privacy.accounting.composition import PldRangeError
@@ -82,6 +84,10 @@ class AggregatorSettings:
         noise: every aggregator's noise: "secure" (default: exact discrete samplers fed by the OS's
             CSPRNG) or "seeded" (reproducible research only: no privacy against anyone who knows
             the seed).
+        sampling_rate: Private-kNN's γ, each record's probability of being in a query's sample
+            (default 0.05: ``prob = 0.05`` in [ZYWW20]'s ``digit_pytorch/knn.py``); K is ``num_teachers``.
+        privacy_unit: "record" or "label" (Private-kNN's accounting depends on it).
+        neighbouring: "add_remove" or "replace_one" (Private-kNN under record privacy needs add/remove).
     """
 
     epsilon: float
@@ -95,6 +101,9 @@ class AggregatorSettings:
     sigma_ratio: float = 2.0
     teachers_changed: int = 1
     noise: str = "secure"
+    sampling_rate: float = 0.05
+    privacy_unit: str = "record"
+    neighbouring: str = "add_remove"
 
 
 Builder = Callable[..., Releaser]
@@ -106,8 +115,10 @@ class AggregatorSpec:
 
     Attributes:
         name: the registry name.
-        votes: what ``release`` takes: ``"histogram"`` ((m, C) vote counts) or ``"scores"``
-            ((k, m) binary teacher scores in [0, 1]).
+        votes: what ``release`` takes: ``"histogram"`` ((m, C) vote counts), ``"scores"``
+            ((k, m) binary teacher scores in [0, 1]) or ``"queries"`` ((m, d) the queries' public
+            features: the aggregator computes its own votes from the private records'
+            :class:`~pate_stab.aggregation.private_knn.NeighbourIndex`, passed as ``neighbours=``).
         soft: True when the released labels are scores (float, NaN for ⊥).
         halts: True when it stops answering after T ⊥ (the stability releasers).
         binary_only: True when it needs a two-class task.
@@ -118,7 +129,7 @@ class AggregatorSpec:
     """
 
     name: str
-    votes: Literal["histogram", "scores"]
+    votes: Literal["histogram", "scores", "queries"]
     soft: bool
     halts: bool
     binary_only: bool
@@ -215,8 +226,41 @@ def _pld_limited(
     return calibrated
 
 
+def _private_knn_mechanism(confident: bool) -> Callable[[AggregatorSettings, RandomSource | None], PrivateKNN]:
+    def make(s: AggregatorSettings, source: RandomSource | None) -> PrivateKNN:
+        if s.teachers_changed != 1 or (s.privacy_unit == "record" and s.neighbouring != "add_remove"):
+            raise ValueError(
+                "Private-kNN is accounted under add/remove of a record (privacy_unit: record) or replace-one of a "
+                "label (privacy_unit: label); a replace-one record relation is not supported (use neighbouring: "
+                "add_remove)"
+            )
+        return PrivateKNN.calibrate(
+            epsilon=s.epsilon, delta=s.delta, num_queries=s.num_queries, sampling_rate=s.sampling_rate,
+            num_neighbours=s.num_teachers, threshold=s.confident_fraction * s.num_teachers if confident else None,
+            sigma_ratio=s.sigma_ratio, privacy_unit=s.privacy_unit, noise=s.noise, source=source,
+        )  # fmt: skip
+
+    return make
+
+
+def _private_knn(confident: bool) -> Builder:
+    mechanism = _private_knn_mechanism(confident)
+
+    def build(s: AggregatorSettings, *, generator, ledger, spend_id, source=None, neighbours=None) -> Releaser:  # type: ignore[no-untyped-def]
+        if not isinstance(neighbours, NeighbourIndex):
+            raise TypeError("Private-kNN needs the private records' NeighbourIndex (neighbours=)")
+        secure = s.noise == "secure"
+        return PrivateKNNReleaser(
+            mechanism(s, source), neighbours, generator=None if secure else generator, ledger=ledger,
+            spend_id=spend_id, num_teachers=s.num_teachers,
+        )  # fmt: skip
+
+    return build
+
+
 _STABILITY = "data-independent by construction (sparse vector + distance to instability)"
 _PATE = "data-independent (dp-accounting, composed over num_queries)"
+_KNN = "data-independent (dp-accounting: Poisson-subsampled Gaussian per query, composed over num_queries)"
 _SPECS = (
     AggregatorSpec("stability", "histogram", False, True, False, _STABILITY, _stability(None)),
     AggregatorSpec("stability-paper", "histogram", False, True, False, _STABILITY, _stability("paper")),
@@ -234,11 +278,15 @@ _SPECS = (
         _baseline(_pld_limited("confident-gnmax", _confident_gnmax)),
         "confident_gnmax",
     ),
+    AggregatorSpec("private-knn", "queries", False, False, False, _KNN, _private_knn(False)),
+    AggregatorSpec("confident-private-knn", "queries", False, False, False, _KNN, _private_knn(True)),
 )
 _REGISTRY = {spec.name: spec for spec in _SPECS}
 AGGREGATORS = tuple(_REGISTRY)
 """Every registered name: "stability" (the settings' calibration mode), "stability-paper",
-"stability-tight", "stability-soft", "lnmax", "gnmax", "confident-gnmax"."""
+"stability-tight", "stability-soft", "lnmax", "gnmax", "confident-gnmax", "private-knn" (K = num_teachers
+nearest records of a Poisson sample at rate sampling_rate, GNMax noise) and "confident-private-knn" (with
+Confident-GNMax's threshold, as [ZYWW20] release)."""
 
 
 def aggregator_spec(name: str) -> AggregatorSpec:
@@ -256,23 +304,33 @@ def make_releaser(
     ledger: PrivacyLedger | None = None,
     spend_id: str | None = None,
     source: RandomSource | None = None,
+    neighbours: NeighbourIndex | None = None,
 ) -> Releaser:
     """The aggregator ``name`` calibrated to ``settings``, spending through ``ledger`` under ``spend_id``.
 
     ``generator`` draws the noise in seeded mode only; in secure mode (the default) every
     aggregator draws exact discrete noise from the OS's CSPRNG, or from ``source``.
+    ``neighbours``: the private records' index, for the aggregators whose spec takes ``"queries"``.
     """
-    return aggregator_spec(name).build(settings, generator=generator, ledger=ledger, spend_id=spend_id, source=source)
+    spec = aggregator_spec(name)
+    extra = {"neighbours": neighbours} if spec.votes == "queries" else {}
+    return spec.build(settings, generator=generator, ledger=ledger, spend_id=spend_id, source=source, **extra)
 
 
-_BASELINE_MECHANISMS: dict[str, Callable[[AggregatorSettings, RandomSource | None], LNMax | GNMax | ConfidentGNMax]] = {
+_BASELINE_MECHANISMS: dict[
+    str, Callable[[AggregatorSettings, RandomSource | None], LNMax | GNMax | ConfidentGNMax | PrivateKNN]
+] = {
     "lnmax": _pld_limited("lnmax", _lnmax),
     "gnmax": _pld_limited("gnmax", _gnmax),
     "confident-gnmax": _pld_limited("confident-gnmax", _confident_gnmax),
+    "private-knn": _private_knn_mechanism(False),
+    "confident-private-knn": _private_knn_mechanism(True),
 }
 
 
-def calibrated_noise(name: str, settings: AggregatorSettings) -> Calibration | LNMax | GNMax | ConfidentGNMax:
+def calibrated_noise(
+    name: str, settings: AggregatorSettings
+) -> Calibration | LNMax | GNMax | ConfidentGNMax | PrivateKNN:
     """The noise aggregator ``name`` would draw at ``settings``, without building a releaser.
 
     The stability releasers' :class:`~pate_stab.privacy.mechanisms.calibration.Calibration` (λ, w, …), or the

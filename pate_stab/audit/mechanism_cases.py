@@ -24,7 +24,8 @@ statistical test (``dp_test`` unless said otherwise):
   (:func:`pate_stab.audit.releaser_cases.releaser_cases`); LNMax, GNMax, Confident-GNMax with
   seeded and secure noise (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``,
   ``tests/aggregation/test_baselines_secure.py``); GNMax on a votes file's teacher predictions with
-  the declared class count, on a pair where one teacher casts the only vote for a class.
+  the declared class count, on a pair where one teacher casts the only vote for a class; Private-kNN's
+  noisy neighbour votes on a fresh Poisson sample (:data:`KNN_AUDIT`).
 * erm: output perturbation (Chaudhuri et al. Alg 1) and rls-out (Wu et al. Alg 4), objective
   perturbation (both budget branches), Ligett et al.'s covariance and logistic output
   perturbation, the exponential mechanism, Chaudhuri & Vinterbo's noisy selection and private
@@ -40,12 +41,14 @@ statistical test (``dp_test`` unless said otherwise):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from pate_stab._checks import check_int, check_probability
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
+from pate_stab.aggregation.private_knn import PrivateKNN
 from pate_stab.audit.erm_cases import erm_mechanism_cases, erm_mutation_cases
 from pate_stab.audit.harness import MechanismCase, dp_test
 from pate_stab.audit.mechanism_samplers import (
@@ -60,6 +63,7 @@ from pate_stab.audit.mechanism_samplers import (
     _laplace_scale,
     _noisy_max,
     _output_perturbation,
+    _private_knn_counts,
     _rr_with_prior,
     _secure_aggregator,
     _secure_discrete_gaussian,
@@ -71,6 +75,7 @@ from pate_stab.audit.mechanism_samplers import (
     _stability_test_noise,
     _svt_query_scale,
     _votes_file_aggregator,
+    knn_pair,
 )
 from pate_stab.privacy.accounting.composition import accountant_epsilon
 from pate_stab.privacy.accounting.events import GaussianEvent
@@ -106,6 +111,18 @@ def only_vote_for_a_class() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor([[0], [3], [9]]), torch.tensor([[0], [3], [8]])
 
 
+KNN_AUDIT = {"sampling_rate": 0.5, "accounted_rate": 0.125, "delta": 1e-3}
+"""Private-kNN's audit: K = 1, one query calibrated to (1, 1e-5) at γ = 0.5, its claim checked at δ = 1e-3
+(the Gaussian's privacy curve is witnessed by events of probability well above δ there); the broken
+variant accounts at γ/4 while drawing γ."""
+KNN_RELATION = "one record added (add/remove); the other records' coins are drawn alike"
+
+
+def _knn(rate: float) -> PrivateKNN:
+    return PrivateKNN.calibrate(epsilon=1.0, delta=1e-5, num_queries=1, sampling_rate=rate, num_neighbours=1,
+                                noise="seeded", accountant="pld")  # fmt: skip
+
+
 def mechanism_cases() -> list[MechanismCase]:
     """Every correct mechanism of the package with a tight neighbouring pair and its claim.
 
@@ -125,7 +142,18 @@ def mechanism_cases() -> list[MechanismCase]:
     hard_a = [[8, 2, 0], [7, 0, 4], [6, 1, 0], [8, 0, 1]]
     hard_b = [[7, 3, 0], [8, 0, 3], [5, 1, 1], [7, 1, 1]]
     only_nine_a, only_nine_b = only_vote_for_a_class()
+    knn, knn_delta = _knn(KNN_AUDIT["sampling_rate"]), KNN_AUDIT["delta"]
+    knn_d, knn_d_prime = knn_pair()
     return [
+        MechanismCase(
+            "Private-kNN seeded (γ=0.5, K=1, one query)",
+            _private_knn_counts(knn),
+            knn_d,
+            knn_d_prime,
+            knn.single_query_epsilon(knn_delta),
+            delta=knn_delta,
+            relation=KNN_RELATION,
+        ),
         MechanismCase(
             "laplace (noise.laplace, b = 1/ε)", _laplace_count(1.0), 0.0, 1.0, 1.0, relation="counting query 0 vs 1"
         ),
@@ -323,13 +351,36 @@ def mutation_cases() -> list[MechanismCase]:
       of sensitivity M (one coordinate) instead of 2M.
     * GNMax on a votes file with C read from the votes (largest label + 1) instead of declared: one
       teacher's only vote for class 9 makes 9 an output on one neighbour and never on the other.
+    * Private-kNN accounted at a sampling rate 4 times smaller than the one drawn, and Private-kNN with
+      noise calibrated to ℓ2 sensitivity 1 instead of √2 (σ/√2), each under its accounting's claim.
     * the ERM, selection and density mechanisms with one constant wrong
       (:func:`pate_stab.audit.erm_cases.erm_mutation_cases`).
     """
     eps = 0.5
     gnmax = GNMax.calibrate(epsilon=1.0, delta=1e-5, num_queries=1, noise="seeded")
     only_nine_a, only_nine_b = only_vote_for_a_class()
+    knn, small = _knn(KNN_AUDIT["sampling_rate"]), _knn(KNN_AUDIT["accounted_rate"])
+    knn_delta = KNN_AUDIT["delta"]
+    knn_d, knn_d_prime = knn_pair()
     return [
+        MechanismCase(
+            "Private-kNN accounted at γ/4 (drawn γ=0.5)",
+            _private_knn_counts(small, draw_rate=KNN_AUDIT["sampling_rate"]),
+            knn_d,
+            knn_d_prime,
+            small.single_query_epsilon(knn_delta),
+            delta=knn_delta,
+            relation=KNN_RELATION,
+        ),
+        MechanismCase(
+            "Private-kNN noise for ℓ2 sensitivity 1 not √2",
+            _private_knn_counts(knn, sigma=knn.sigma / math.sqrt(2.0)),
+            knn_d,
+            knn_d_prime,
+            knn.single_query_epsilon(knn_delta),
+            delta=knn_delta,
+            relation=KNN_RELATION,
+        ),
         MechanismCase(
             "GNMax on votes, C = largest label + 1 (only vote for 9)",
             _class_count_from_votes(gnmax),

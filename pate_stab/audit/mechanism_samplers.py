@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from pate_stab.aggregation.private_knn import NeighbourIndex, draw_coins, exact_sampling_rate
 from pate_stab.aggregation.votes import distance_to_instability, top_label, vote_histogram
 from pate_stab.audit.harness import Mechanism
 from pate_stab.erm.losses import HuberHingeLoss
@@ -262,3 +263,37 @@ def _discrete_laplace_scale(scale: float) -> Mechanism:
 def _stability_test_noise(noise_scale: float, threshold: float) -> Mechanism:
     """BTT18 Alg 2 with distance noise Lap(noise_scale)."""
     return _stability_test(1.0 / noise_scale, threshold)
+
+
+def knn_pair(*, far: int = 30) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """A tight add/remove pair for Private-kNN with K = 1 and the query at the origin: D′ holds ``far``
+    records of class 1 at distance 1 (one of them is almost surely sampled), D adds one record of class 0
+    at distance 0.5, which, when sampled, pushes the class-1 vote out: the votes move by ℓ2 √2."""
+    far_x = torch.zeros(far, 2)
+    far_x[:, 0] = 1.0
+    near_x = torch.tensor([[0.5, 0.0]])
+    d_prime = (far_x, torch.ones(far, dtype=torch.int64))
+    d = (torch.cat([near_x, far_x]), torch.cat([torch.zeros(1, dtype=torch.int64), d_prime[1]]))
+    return d, d_prime
+
+
+def _private_knn_counts(agg: Any, *, draw_rate: float | None = None, sigma: float | None = None) -> Mechanism:
+    """Private-kNN's one query on a small private set ``(features, labels)``: fresh Poisson coins per
+    run (at ``draw_rate``, default the aggregator's exact rate), the votes of the K nearest sampled
+    records, and the noisy difference of the first two counts (seeded Gaussian noise of σ, default the
+    aggregator's). The released label is a post-processing of these noisy counts, which the claim covers.
+    ``draw_rate`` and ``sigma`` exist for the broken variants (``mechanism_cases.mutation_cases``)."""
+
+    rate = exact_sampling_rate(agg.sampling_rate if draw_rate is None else draw_rate)
+    scale = agg.sigma if sigma is None else sigma
+
+    def mech(records: Any, n: int, gen: torch.Generator) -> torch.Tensor:
+        x, y = records
+        index = NeighbourIndex(x, y, num_classes=2, block=n)
+        query = torch.zeros(n, x.shape[1])
+        counts = index.histograms(query, lambda b: draw_coins(b, index.size, rate, generator=gen),
+                                  num_neighbours=agg.num_neighbours).to(torch.float64)  # fmt: skip
+        noisy = counts + torch.randn(counts.shape, generator=gen, dtype=torch.float64) * scale
+        return noisy[:, 0] - noisy[:, 1]
+
+    return mech

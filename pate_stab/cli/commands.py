@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
                       help="teachers one neighbouring data set changes (2: replace-one over content keys)")  # fmt: skip
     plan.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
+    plan.add_argument("--knn-sampling-rate", type=float, default=None,
+                      help="γ: also plan private-knn, confident-private-knn (k is K neighbours)")  # fmt: skip
     pred = sub.add_parser("predict", help="the published student's classes for new inputs: predictions.csv")
     pred.add_argument("--run-dir", type=Path, required=True,
                       help="a finished run's folder (its student.pt; a compare run: one of students/)")  # fmt: skip
@@ -210,7 +212,7 @@ def _cmd_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             num_private=args.num_private, num_classes=args.num_classes, num_queries=args.num_queries,
             epsilon=args.epsilon, delta=args.delta, max_unstable=args.max_unstable, num_teachers=args.num_teachers,
             calibration=args.calibration, teachers_changed=args.teachers_changed,
-            confident_fraction=args.confident_threshold,
+            confident_fraction=args.confident_threshold, knn_sampling_rate=args.knn_sampling_rate,
         )  # fmt: skip
     except (TypeError, ValueError) as exc:
         fail(str(exc))

@@ -31,7 +31,12 @@ def _print_report(r: dict[str, Any]) -> None:
     halted = f" (halted: {not_asked} not asked)" if q["halted"] else ""
     lines = [
         ("dataset", f"{r['dataset']} ({r['threat_model']['name']})"),
-        ("teachers", f"k={r['num_teachers']} {r['teacher_model']['kind']}"),
+        (
+            "teachers",
+            f"k={r['num_teachers']} {r['teacher_model']['kind']}"
+            if r.get("teacher_model") is not None
+            else f"none: the K={r['num_teachers']} nearest private records of a fresh sample vote (Private-kNN)",
+        ),
         (
             "mean teacher / plurality acc",
             f"{_fmt(t.get('mean_accuracy'))} / {_fmt(t.get('plurality_accuracy'))} (private diagnostic)",

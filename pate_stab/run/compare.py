@@ -2,7 +2,9 @@
 
 One set of teachers is trained (or reloaded) for the run; for each target ε and each aggregator
 — the stability releaser (hard labels; soft labels on binary tasks) and PATE's LNMax, GNMax and
-Confident-GNMax with data-independent accounting — the teachers' votes are released at that
+Confident-GNMax with data-independent accounting, and, when named, Private-kNN (``private-knn``,
+``confident-private-knn``: the votes of each query's nearest private records in a fresh Poisson
+sample, drawn inside the release; :mod:`pate_stab.aggregation.private_knn`) — the votes are released at that
 (ε, δ) for m queries, a student is trained on what was released, and the row records queries
 answered, label accuracy and the student's test accuracy. Every row chooses its queries by the
 run's ``query_selection``: with ``"first"`` all rows release the same m pool points; with
@@ -228,8 +230,9 @@ def _planned_spends(
 
 def _run_aggregators(aggregators: Sequence[str] | None, *, binary: bool) -> list[str]:
     """The rows' aggregators: the given ones, checked, or every run aggregator the task allows."""
-    if aggregators is None:
-        return [a for a in RUN_AGGREGATORS if binary or not aggregator_spec(a).binary_only]
+    if aggregators is None:  # the teachers' aggregators; Private-kNN's neighbour-vote rows are asked for by name
+        teachers = [a for a in RUN_AGGREGATORS if aggregator_spec(a).votes != "queries"]
+        return [a for a in teachers if binary or not aggregator_spec(a).binary_only]
     bad = [a for a in aggregators if a not in RUN_AGGREGATORS or (aggregator_spec(a).binary_only and not binary)]
     if bad:
         raise ValueError(
@@ -267,8 +270,10 @@ def _run_compare(
         spends = _planned_spends(config, aggregators, epsilons, repeats, direct_plan)
         check_run_budget(config.run_dir, spends=spends, **budget_args)
     # direct learners only: no teachers; no feature stage unless a learner reads the features
-    asks_teachers = aggregators is None or len(aggregators) > 0
-    uses_features = asks_teachers or any(d not in IMAGE_DIRECT_LEARNERS for d in direct)
+    # neighbour-vote rows (Private-kNN) read the private records themselves: they ask no teachers
+    asks_teachers = aggregators is None or any(aggregator_spec(a).votes != "queries" for a in aggregators)
+    asks_votes = aggregators is None or len(aggregators) > 0
+    uses_features = asks_votes or any(d not in IMAGE_DIRECT_LEARNERS for d in direct)
 
     def before_teachers(p: Prepared) -> None:  # the data set's cap across folders; the direct learners' inputs
         if aggregators is not None:

@@ -27,7 +27,7 @@ __all__ = ["DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot
            "total_cost_line"]  # fmt: skip
 
 _COLUMNS = (  # (row key, header, format, width)
-    ("aggregator", "aggregator", "{:<16}", 16),
+    ("aggregator", "aggregator", "{:<21}", 21),
     ("privacy_unit", "unit", "{:<6}", 6),
     ("target_epsilon", "target", "{:>6.2f}", 6),
     ("epsilon", "ε", "{:>7.3f}", 7),
@@ -186,13 +186,13 @@ def format_summary(summary: Sequence[dict[str, Any]]) -> str:
         return f"{mean:.{digits}f} ± {sd:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
     head = (
-        f"{'aggregator':<16} {'unit':<6} {'ε':>6} {'n':>2}  {'answered':<26} {'student_acc':<32} "
+        f"{'aggregator':<21} {'unit':<6} {'ε':>6} {'n':>2}  {'answered':<26} {'student_acc':<32} "
         f"{'student_acc unlabelled pool':<32}"
     )
     lines = [head, "-" * len(head)]
     for r in summary:
         lines.append(
-            f"{r['aggregator']:<16} {row_unit(r):<6} {r['target_epsilon']:>6.2f} {r['repeats']:>2}  "
+            f"{r['aggregator']:<21} {row_unit(r):<6} {r['target_epsilon']:>6.2f} {r['repeats']:>2}  "
             f"{cell(r, 'answered', 1):<26} "
             f"{cell(r, 'student_acc', 4):<32} {cell(r, 'student_acc_unlabelled_pool', 4):<32}"
         )

@@ -354,4 +354,7 @@ class TransferConfig:
             sigma_ratio=r.sigma_ratio,
             teachers_changed=self.teachers_changed,
             noise=r.releaser_noise,
+            sampling_rate=r.knn_sampling_rate,
+            privacy_unit=r.privacy_unit,
+            neighbouring=r.neighbouring,
         )

@@ -70,7 +70,9 @@ Dataset = Literal["synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adu
 ThreatModel = Literal["public-pool", "label-only"]
 FeatureMap = Literal["raw", "pca", "scattering", "ssl", "scattering+ssl"]
 TeacherModel = Literal["logistic", "mlp", "cnn", "propagate", "fixmatch"]
-RunAggregator = Literal["stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax"]
+RunAggregator = Literal[
+    "stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax", "private-knn", "confident-private-knn"
+]  # fmt: skip
 DirectLearner = Literal[
     "objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear", "dpsgd-cnn",
     "rr-lp1st", "rr-lp2st", "alibi",
@@ -128,8 +130,11 @@ STOP_AFTER = ("teachers", "release")
 """Stages a run may stop after (and resume from later)."""
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 """Lightning's accelerator names the run understands (:func:`pate_stab.run.progress.accelerator_device`)."""
-RUN_AGGREGATORS = ("stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax")
-"""The aggregators a run offers (the stability releasers take the run's ``calibration`` mode)."""
+RUN_AGGREGATORS = (
+    "stability", "stability-soft", "lnmax", "gnmax", "confident-gnmax", "private-knn", "confident-private-knn",
+)  # fmt: skip
+"""The aggregators a run offers (the stability releasers take the run's ``calibration`` mode; the
+Private-kNN rows ask no teachers: their votes are a query's nearest private records)."""
 DIRECT_LEARNER_NAMES = (
     "objective-softmax", "output-softmax", "objective-ovr", "output-ovr", "dpsgd-linear", "dpsgd-cnn",
     "rr-lp1st", "rr-lp2st", "alibi",

@@ -293,7 +293,10 @@ class ReleaseSettings(_Section):
     calibration: Calibration = "tight"
     gamma: float = 0.1  # soft labels
     confident_threshold: float = 0.6  # Confident-GNMax threshold as a fraction of k
-    sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2
+    sigma_ratio: float = 2.0  # Confident-GNMax σ1/σ2 (also confident-private-knn's)
+    # private-knn / confident-private-knn: each record's probability of being in a query's Poisson sample
+    # (Zhu et al. 2020's MNIST γ, ``prob = 0.05`` in their digit_pytorch/knn.py); K is teachers.num_teachers
+    knn_sampling_rate: float = 0.05
     allow_unanswerable: bool = False
     # the run folder's budget cap (DESIGN.md fact 12; pate_stab.run.report.open_ledger): the first run
     # records it in the ledger (None: that run's own total); a rerun may lower it, never raise it, and
@@ -349,6 +352,9 @@ class ReleaseSettings(_Section):
                 raise ValueError(f"{name} must be a positive finite number, got {v!r}")
         if self.delta >= 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
+        rate = self.knn_sampling_rate
+        if not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 < rate <= 1:
+            raise ValueError(f"knn_sampling_rate must lie in (0, 1], got {rate!r}")
         if not isinstance(self.dd_order, int | float) or not math.isfinite(self.dd_order) or self.dd_order <= 1:
             raise ValueError(f"dd_order must be a Rényi order > 1, got {self.dd_order!r}")
 

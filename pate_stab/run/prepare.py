@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from pate_stab.aggregation.plan import RunPlan, plan_for_config
+from pate_stab.aggregation.private_knn import NeighbourIndex
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
@@ -64,6 +65,7 @@ __all__ = [
     "Prepared",
     "check_answerable",
     "check_teachers_fit",
+    "neighbour_index",
     "nothing_trained_or_spent",
     "partition_keys",
     "pool_graph",
@@ -217,6 +219,22 @@ class Prepared:
     # the private data set in the data holder's budget (pate_stab.privacy.ledger.data_budget): every spend of
     # the run is counted there too
     data_set: DataSet | None = None
+    neighbours: NeighbourIndex | None = None  # the private records' index (Private-kNN), built on first use
+
+
+def neighbour_index(prep: Prepared) -> NeighbourIndex:
+    """The private records' features and labels for the neighbour-vote aggregators (Private-kNN), on the
+    run's compute device, built once per run: the run's privacy-free features (fitted on public data, or
+    on every input under label privacy, where the inputs are public), flattened, searched exactly on a
+    grid whose step is read from the public pool."""
+    if prep.neighbours is None:
+        task = prep.task
+        # the exact search's grid step from the public pool (public inputs only; NeighbourIndex)
+        resolution = NeighbourIndex.public_resolution(task.public_x.flatten(1).float())
+        prep.neighbours = NeighbourIndex(task.private_x.flatten(1).float(), task.private_y,
+                                         num_classes=task.num_classes, resolution=resolution,
+                                         device=compute_device(prep.config.accelerator))  # fmt: skip
+    return prep.neighbours
 
 
 def pool_graph(prep: Prepared) -> PoolGraph:
@@ -354,8 +372,10 @@ def prepare(
     ``before_teachers`` receives the run without teachers once its features are computed, before the
     partition and any training: a compare checks its direct learners' inputs there.
     """
-    if with_teachers is None:
-        with_teachers = config.aggregator not in DIRECT_LEARNER_NAMES
+    if with_teachers is None:  # a direct learner, or neighbour votes (Private-kNN), ask no teachers
+        with_teachers = (
+            config.aggregator not in DIRECT_LEARNER_NAMES and aggregator_spec(config.aggregator).votes != "queries"
+        )
     if with_features is None:
         with_features = config.aggregator not in IMAGE_DIRECT_LEARNERS
     if with_teachers:

@@ -49,7 +49,7 @@ from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run.config import TransferConfig
-from pate_stab.run.prepare import Prepared, pool_graph
+from pate_stab.run.prepare import Prepared, neighbour_index, pool_graph
 from pate_stab.run.progress import accelerator_device
 from pate_stab.run.selection import (
     SELECTION_PRIVACY,
@@ -221,8 +221,9 @@ def release_labels(
 
     votes = prep.votes
     order = steered() if steered is not None else None  # public data and earlier releases only
+    queries = spec.votes == "queries"  # neighbour votes: the aggregator reads the queries' public features
     rel = make_releaser(aggregator, config.aggregator_settings(epsilon, delta), generator=generator, ledger=ledger,
-                        spend_id=spend_id)  # fmt: skip
+                        spend_id=spend_id, neighbours=neighbour_index(prep) if queries else None)  # fmt: skip
 
     # one bar over the m queries, advanced as each round is released (votes have their own bar)
     bar = tqdm(total=config.num_queries, desc=f"release {aggregator}", unit="query", disable=not config.progress)
@@ -237,7 +238,10 @@ def release_labels(
             if spec.soft:
                 return torch.full((int(index.numel()),), math.nan, dtype=torch.float64)
             return torch.full((int(index.numel()),), -1, dtype=torch.int64)
-        inputs = votes.scores(index) if spec.votes == "scores" else votes.histograms(index)
+        if queries:
+            inputs = prep.task.public_x[index].flatten(1).float()
+        else:
+            inputs = votes.scores(index) if spec.votes == "scores" else votes.histograms(index)
         labels = rel.release(inputs, query_ids=index).labels  # the ledger records the pool positions
         calls += 1
         bar.update(int(index.numel()))

@@ -194,6 +194,11 @@ def release_votes(
     """
     neighbouring = _relation(privacy_unit, neighbouring)
     spec = aggregator_spec(aggregator)
+    if spec.votes == "queries":  # its votes are drawn inside the release from the private records themselves
+        raise VotesError(
+            f"{aggregator} draws its own votes (a query's nearest private records in a fresh sample) and does not "
+            "read a votes file; run it with `pate-stab transfer` or `compare` on the private data"
+        )
     votes = _read_votes(votes_path, spec, aggregator=aggregator, layout=layout, num_classes=num_classes)
     m = votes.n if num_queries is None else int(num_queries)
     if m < votes.n:

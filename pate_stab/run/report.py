@@ -453,7 +453,9 @@ def transfer_report(
         },
         "features": {k: v for k, v in task.feature_map.items() if k != "state"},
         "num_teachers": config.num_teachers,
-        "teacher_model": {**prep.teachers.spec.to_dict(), "train": prep.teachers.config.get("train")},
+        "teacher_model": None
+        if prep.teachers is None
+        else {**prep.teachers.spec.to_dict(), "train": prep.teachers.config.get("train")},
         "aggregator": config.aggregator,
         "calibration": s.get("calibration_detail", {k: v for k, v in s.items() if k not in _BOOKKEEPING}),
         "noise": noise_report(s),

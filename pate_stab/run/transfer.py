@@ -151,7 +151,8 @@ def evaluate_and_report(
     t0 = time.perf_counter()
     task = prep.task
     label_answered, label_all = label_accuracy(release, pool_truth(task, release.index))
-    teacher_mean, plurality = teacher_accuracies(prep.teachers, task.eval_x, task.eval_y, task.num_classes)
+    teacher_mean, plurality = (None, None) if prep.teachers is None else teacher_accuracies(
+        prep.teachers, task.eval_x, task.eval_y, task.num_classes)  # fmt: skip  # neighbour votes: no teachers
     accuracies = {
         "label_answered": label_answered,
         "label_all": label_all,
@@ -338,7 +339,8 @@ def _transfer_result(
                 finishable=True,  # an interrupted release can be finished (finish_from_ledger)
             )
         # the votes are computed as the release asks for them: their time is part of the release's
-        report_stage(prep.timings, "votes", prep.votes.seconds, prep.votes.device, prep.devices)
+        if prep.votes is not None:  # neighbour votes (Private-kNN) are computed inside the release
+            report_stage(prep.timings, "votes", prep.votes.seconds, prep.votes.device, prep.devices)
         report_stage(prep.timings, "release", time.perf_counter() - t0, release_device(prep), prep.devices)
         if config.stop_after == "release":
             report["status"] = "released"

@@ -31,6 +31,8 @@ from pate_stab.aggregation import (
     format_table,
     make_releaser,
 )
+from pate_stab.aggregation.private_knn import NeighbourIndex
+from pate_stab.aggregation.registry import aggregator_spec
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.privacy.mechanisms.calibration import calibrate
@@ -208,8 +210,10 @@ def _settings(**kw) -> AggregatorSettings:  # type: ignore[no-untyped-def]
 
 def test_every_registered_aggregator_is_secure_by_default():
     assert AggregatorSettings(epsilon=1, delta=DELTA, num_queries=1, num_teachers=1, max_unstable=1).noise == "secure"
+    index = NeighbourIndex(torch.zeros(3, 2), torch.tensor([0, 1, 0]), num_classes=2)  # Private-kNN's records
     for name in AGGREGATORS:
-        summary = make_releaser(name, _settings(epsilon=8.0), generator=None).summary()
+        extra = {"neighbours": index} if aggregator_spec(name).votes == "queries" else {}
+        summary = make_releaser(name, _settings(epsilon=8.0), generator=None, **extra).summary()
         assert summary["noise"] == "secure" and "noise_warning" not in summary, name
 
 

@@ -63,3 +63,17 @@ def test_one_changed_label(tmp_path, monkeypatch, teacher_model, label_queries, 
     install = _change_private_label(index=7)
     install(monkeypatch, change=False)  # D
     _run_pair(config, monkeypatch, install)
+
+
+@pytest.mark.parametrize("label_queries", ["private", "pool"])
+def test_one_changed_label_private_knn(tmp_path, monkeypatch, label_queries):
+    """Private-kNN under label privacy: neighbours in the (public) input space, a changed label moves one vote."""
+    config = TransferConfig(
+        run_name="lnb", checkpoints_dir=str(tmp_path), privacy_unit="label", neighbouring="replace_one",
+        label_queries=label_queries, num_teachers=20, num_private=600, num_public=200, num_eval=200, separation=2.0,
+        num_queries={"pool": 200, "private": 600}[label_queries], aggregator="confident-private-knn", epsilon=20.0,
+        knn_sampling_rate=0.5, student_epochs=2, accelerator="cpu", releaser_noise="seeded",
+    )  # fmt: skip
+    install = _change_private_label(index=7)
+    install(monkeypatch, change=False)
+    _run_pair(config, monkeypatch, install, neighbour_votes=True)

@@ -58,7 +58,7 @@ import pate_stab.run.data as run_data
 import pate_stab.run.prepare as run_prepare
 from pate_stab.cli.commands import main
 from pate_stab.run import TransferConfig, run_transfer
-from pate_stab.run.prepare import prepare
+from pate_stab.run.prepare import neighbour_index, prepare
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -156,9 +156,29 @@ def _teacher_votes(config: TransferConfig) -> torch.Tensor:
     return prep.teachers.predict_votes(prep.task.public_x)  # (k, n)
 
 
-def _run_pair(config: TransferConfig, monkeypatch: pytest.MonkeyPatch, remove: Any) -> tuple[bool, list[Any]]:
+def _neighbour_votes(config: TransferConfig) -> torch.Tensor:
+    """Private-kNN's votes without sampling (every coin kept): (m, C) on the pool (private data: a check only)."""
+    prep = prepare(config, check_budget=False)
+    index = neighbour_index(prep)
+    queries = prep.task.public_x.flatten(1).float()
+    return index.histograms(queries, lambda b: torch.ones(b, index.size, dtype=torch.bool),
+                            num_neighbours=config.num_teachers)  # fmt: skip
+
+
+def _one_vote_moved(config: TransferConfig, votes_d: torch.Tensor, votes_n: torch.Tensor) -> None:
+    """Neighbour votes: every query's histogram moves by at most one vote in and one out; some queried one moves."""
+    moved = (votes_d - votes_n).abs().sum(dim=1)
+    assert int(moved.max()) <= 2, "one record moved more than one vote in and one out of a query's neighbours"
+    assert bool((moved[: config.num_queries] > 0).any()), "the neighbour changes no queried vote"
+
+
+def _run_pair(
+    config: TransferConfig, monkeypatch: pytest.MonkeyPatch, remove: Any, *, neighbour_votes: bool = False
+) -> tuple[bool, list[Any]]:
     """Run D, then D′ (``remove()`` applied) in the same folder, and compare what they publish.
 
+    ``neighbour_votes``: the run's aggregator votes with the queries' nearest private records
+    (Private-kNN) rather than teachers; the vote check is then :func:`_one_vote_moved`.
     Returns whether the two releases were identical, and the two runs' private diagnostics.
     """
     outcome, diagnostics = [], []
@@ -167,7 +187,8 @@ def _run_pair(config: TransferConfig, monkeypatch: pytest.MonkeyPatch, remove: A
             remove(monkeypatch)
         shutil.rmtree(config.run_dir, ignore_errors=True)
         run_transfer(config)
-        outcome.append((*_published(config.run_dir), _teacher_votes(config)))
+        votes = _neighbour_votes(config) if neighbour_votes else _teacher_votes(config)
+        outcome.append((*_published(config.run_dir), votes))
         diagnostics.append(json.loads((config.run_dir / "private_diagnostics.json").read_text()))
     (raw_d, masked_d, released_d, votes_d), (raw_n, masked_n, released_n, votes_n) = outcome
     assert set(raw_d) == set(raw_n)
@@ -177,6 +198,9 @@ def _run_pair(config: TransferConfig, monkeypatch: pytest.MonkeyPatch, remove: A
         for name in raw_d:
             assert raw_d[name] == raw_n[name], f"{name} differs although the releases are identical"
     assert "files" in json.loads(raw_d["report.json"]), "the report does not say which file is published"
+    if neighbour_votes:
+        _one_vote_moved(config, votes_d, votes_n)
+        return released_d == released_n, diagnostics
     changed = int((votes_d != votes_n).any(dim=1).sum())
     assert changed <= config.teachers_changed, f"{changed} teachers changed their votes for one record removed"
     # the removed record moved a vote on a queried point: a digest of the votes would differ
@@ -243,6 +267,19 @@ def test_synthetic(tmp_path, monkeypatch, partition_key, aggregator):
     install = _drop_private_record(index=7)
     install(monkeypatch, drop=False)  # D, with the ids its records are supplied with
     _run_pair(config, monkeypatch, install)
+
+
+@pytest.mark.parametrize("aggregator", ["private-knn", "confident-private-knn"])
+def test_synthetic_private_knn(tmp_path, monkeypatch, aggregator):
+    """Private-kNN: the votes are the queries' nearest private records in a fresh Poisson sample (seeded coins)."""
+    config = TransferConfig(
+        run_name="nb", checkpoints_dir=str(tmp_path), num_teachers=20, num_private=600, num_public=200,
+        num_eval=200, separation=3.0, num_queries=40, aggregator=aggregator, epsilon=20.0, knn_sampling_rate=0.5,
+        student_epochs=2, accelerator="cpu", releaser_noise="seeded", neighbouring="add_remove",
+    )  # fmt: skip
+    install = _drop_private_record(index=7)
+    install(monkeypatch, drop=False)
+    _run_pair(config, monkeypatch, install, neighbour_votes=True)
 
 
 def test_synthetic_with_the_student_chosen_by_cross_validation(tmp_path, monkeypatch):

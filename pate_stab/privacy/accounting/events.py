@@ -53,6 +53,7 @@ __all__ = [
     "DiscreteGaussianEvent",
     "ZCdpEvent",
     "SampledGaussianEvent",
+    "PoissonSampledEvent",
     "ExPostEvent",
     "event_from_dict",
     "composed_pld",
@@ -459,6 +460,88 @@ class SampledGaussianEvent(PrivacyEvent):
     def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
         step = _dp.PoissonSampledDpEvent(self.sampling_rate, _dp.GaussianDpEvent(self.noise_multiplier))
         return _dp.SelfComposedDpEvent(step, self.steps)
+
+
+def _gaussian_multiplier(event: PrivacyEvent) -> tuple[float, bool]:
+    """(noise multiplier at unit sensitivity, discrete?) of a Gaussian event or a composition of them.
+
+    Independent Gaussians N(0, σ_i²) on parts of one query whose ℓ2 changes are at most Δ_i form one
+    Gaussian mechanism on the concatenated, rescaled parts (x_i/σ_i): its shift has norm at most
+    √(Σ Δ_i²/σ_i²), so it is the Gaussian mechanism of noise multiplier 1/√(Σ Δ_i²/σ_i²) (Dwork & Roth
+    2014, Thm A.1 in any dimension). Discrete Gaussian parts keep that RDP (CKS20 Prop 5, Thm 14).
+    """
+    if isinstance(event, GaussianEvent | DiscreteGaussianEvent):
+        return event.sigma / event.sensitivity, isinstance(event, DiscreteGaussianEvent)
+    if isinstance(event, ComposedEvent):
+        parts = [_gaussian_multiplier(e) for e in event.events]
+        total = sum(1.0 / (z * z) for z, _ in parts)
+        return 1.0 / total**0.5, any(d for _, d in parts)
+    raise TypeError(f"a PoissonSampledEvent wraps Gaussian events only, got {type(event).__name__}")
+
+
+@dataclass(frozen=True)
+class PoissonSampledEvent(PrivacyEvent):
+    """``event`` run on a Poisson sample of the data: every record kept independently with probability q.
+
+    ``event`` is a Gaussian event (``GaussianEvent`` or ``DiscreteGaussianEvent``) or a composition of
+    them on one query (folded into one Gaussian mechanism, :func:`_gaussian_multiplier`), all run on the
+    *same* sample. Under add/remove, a record absent from the sample leaves the output's law unchanged
+    and a sampled one moves the query by at most the event's sensitivity, whatever the rest of the sample:
+    by joint convexity over the other records' coins the pair of output laws is dominated by the
+    Poisson-subsampled Gaussian of that noise multiplier (Mironov, Talwar & Zhang 2019, "Rényi
+    differential privacy of the sampled Gaussian mechanism"; Zhu & Wang 2019, Poisson subsampled RDP).
+    dp-accounting event: ``PoissonSampledDpEvent(q, GaussianDpEvent(multiplier))``, add/remove. PLD
+    (continuous Gaussian only): ``from_gaussian_mechanism(multiplier, sampling_prob=q)`` (pessimistic).
+
+    Discrete Gaussian (secure) noise is accounted with RDP only, as the continuous sampled Gaussian. At
+    integer orders α and integer shifts v the moments E_P[(Q/P)^j] of N_Z(v, σ²) against N_Z(0, σ²)
+    equal the continuous Gaussian's, exp(j(j−1)‖v‖²/(2σ²)) (the shifted normaliser Σ_x exp(−(x−jv)²/2σ²)
+    is the unshifted one), so the binomial expansion of D_α((1−q)P + qQ ‖ P) (Mironov et al. 2019, §3.3)
+    takes the continuous value; the other direction and fractional orders are taken from the continuous
+    mechanism's computation in dp-accounting.
+    """
+
+    kind: ClassVar[str] = "poisson_sampled"
+    sampling_rate: float
+    event: PrivacyEvent
+
+    def __post_init__(self) -> None:
+        rate = check_positive("sampling_rate", self.sampling_rate)
+        if rate > 1.0:
+            raise ValueError(f"sampling_rate must be in (0, 1], got {rate}")
+        object.__setattr__(self, "sampling_rate", rate)
+        event = event_from_dict(self.event) if isinstance(self.event, Mapping) else self.event
+        if not isinstance(event, PrivacyEvent):
+            raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
+        _gaussian_multiplier(event)  # Gaussian events only
+        object.__setattr__(self, "event", event)
+
+    @property
+    def noise_multiplier(self) -> float:
+        """The folded Gaussian's noise multiplier (σ over ℓ2 sensitivity)."""
+        return _gaussian_multiplier(self.event)[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.kind, "sampling_rate": self.sampling_rate, "event": self.event.to_dict()}
+
+    def to_pld(
+        self, *, value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+    ) -> PrivacyLossDistribution:
+        multiplier, discrete = _gaussian_multiplier(self.event)
+        if discrete:
+            raise TypeError("a sampled discrete Gaussian has no PLD here: account it with RDP")
+        return _pld.from_gaussian_mechanism(
+            multiplier,
+            pessimistic_estimate=True,
+            value_discretization_interval=_check_interval(value_discretization_interval),
+            sampling_prob=self.sampling_rate,
+        )
+
+    def to_dp_event(self, *, accountant: str = "pld") -> _dp.DpEvent:
+        multiplier, discrete = _gaussian_multiplier(self.event)
+        if discrete and accountant != "rdp":
+            raise TypeError("a sampled discrete Gaussian is accounted with RDP only")
+        return _dp.PoissonSampledDpEvent(self.sampling_rate, _dp.GaussianDpEvent(noise_multiplier=multiplier))
 
 
 @dataclass(frozen=True)
