@@ -63,8 +63,10 @@ def _spends(run_dir) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    return prepare(_config(tmp_path_factory.mktemp("cnn"), "cnn"), data=_data())
+    yield prepare(_config(tmp_path_factory.mktemp("cnn"), "cnn"), data=_data())
+    torch.set_num_threads(threads)  # the later modules run with the session's threads
 
 
 def test_the_network_is_tramer_and_bonehs_and_opacus_can_train_it():
