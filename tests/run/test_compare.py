@@ -16,15 +16,21 @@ from pate_stab.run import TransferConfig, run_compare
 from pate_stab.run.data_dependent import DATA_INDEPENDENT_NOTE, SEEDED_SANITISATION_NOTE, data_dependent_figures
 from pate_stab.run.release import recorded_spend_id, release_spend_id
 
+EPSILON = 2.0
+
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
+    # what the assertions need: a row of each of the four aggregators, the PATE rows with a data-dependent ε that
+    # PSM+18's sanitisation applies to. The cost is the seeded PATE aggregators' PLD calibration, which grows as σ
+    # shrinks: ε = 2 at m = 100 (the calibration tests/run/test_transfer.py's baseline rows also make); 50 teachers
+    # give few distinct vote histograms, so the smooth sensitivity is computed for few rows
     cfg = TransferConfig(
-        run_name="dd", checkpoints_dir=str(tmp_path_factory.mktemp("cmp")), num_teachers=250, num_private=5000,
-        num_public=600, num_eval=200, separation=6.0, num_queries=500, max_unstable=5, teacher_epochs=3,
+        run_name="dd", checkpoints_dir=str(tmp_path_factory.mktemp("cmp")), num_teachers=50, num_private=2000,
+        num_public=600, num_eval=200, separation=6.0, num_queries=100, max_unstable=5, teacher_epochs=3,
         teacher_lr=0.05, student_epochs=2, accelerator="cpu", releaser_noise="seeded",  # PSM+18's continuous analysis
     )  # fmt: skip
-    return cfg, run_compare(cfg, epsilons=[8.0], aggregators=["stability", "lnmax", "gnmax", "confident-gnmax"])
+    return cfg, run_compare(cfg, epsilons=[EPSILON], aggregators=["stability", "lnmax", "gnmax", "confident-gnmax"])
 
 
 def test_baseline_rows_show_both_epsilons_labelled(compared):
@@ -35,7 +41,7 @@ def test_baseline_rows_show_both_epsilons_labelled(compared):
     private = {r["aggregator"]: r for r in out["private"]["rows"]}
     for name in ("gnmax", "confident-gnmax"):
         r, p = rows[name], private[name]
-        assert r["epsilon"] <= 8.0 * (1 + 1e-12)  # the enforced, data-independent figure
+        assert r["epsilon"] <= EPSILON * (1 + 1e-12)  # the enforced, data-independent figure
         assert "epsilon_dd_raw" not in r
         assert 0 < p["epsilon_dd_raw"] <= r["epsilon_rdp_data_independent"] * (1 + 1e-9)
         assert r["epsilon_dd_sanitised"] is None and p["epsilon_dd_sanitised"] > 0

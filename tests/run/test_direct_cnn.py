@@ -63,8 +63,10 @@ def _spends(run_dir) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    return prepare(_config(tmp_path_factory.mktemp("cnn"), "cnn"), data=_data())
+    yield prepare(_config(tmp_path_factory.mktemp("cnn"), "cnn"), data=_data())
+    torch.set_num_threads(threads)  # the later modules run with the session's threads
 
 
 def test_the_network_is_tramer_and_bonehs_and_opacus_can_train_it():
@@ -140,6 +142,12 @@ def test_epsilon_is_the_rdp_accountants_for_its_sigma_q_and_steps(prepared):
     assert "CNN on images" in row["note"]
 
 
+# slow tier: the CNN through compare repeats paths the fast tier runs: a compare with direct learners only
+# (tests/run/test_direct.py::test_compare_on_neighbouring_own_data_publishes_no_private_size), the CNN in a run that
+# makes no teachers and no features (test_a_transfer_with_the_cnn_is_one_spend_replayed_and_computes_no_features),
+# a batch larger than N refused before any spend
+# (tests/run/test_dpsgd_small_data.py::test_compare_with_a_batch_larger_than_n_is_refused_before_any_teacher).
+@pytest.mark.slow
 def test_a_compare_with_only_the_cnn_makes_no_teachers_and_no_features(tmp_path):
     cfg = _config(tmp_path, "cmp", aggregator="stability", features="scattering", dpsgd_cnn_epochs=1,
                   dpsgd_batch_size=512)  # fmt: skip

@@ -78,6 +78,11 @@ def test_the_teachers_fixmatch_settings_come_from_public_sizes_only():
     assert cfg.steps == 40 * (69_000 // 64) and cfg.hflip and cfg.threshold == 0.95
 
 
+# slow tier: the same label-neighbour pair as tests/run/test_label_neighbour_outputs.py (fast), here with FixMatch
+# teachers, whose end-to-end path test_a_transfer_with_fixmatch_teachers_runs_end_to_end (fast) runs; that one
+# changed label moves at most one shard under label privacy (shards keyed on the inputs, whatever the teachers) is
+# tests/run/test_label_privacy.py::test_one_changed_label_moves_at_most_one_teacher (fast).
+@pytest.mark.slow
 def test_one_changed_label_under_fixmatch_teachers(tmp_path, monkeypatch):
     """The label-privacy neighbour test (tests/run/test_label_neighbour_outputs.py) with FixMatch teachers:
     D and D with one private label changed, seeded noise; every published file identical except the released

@@ -26,6 +26,11 @@ def walk_commands() -> list[list[str]]:
     return [shlex.split(line) for line in block.group(1).replace("\\\n", " ").splitlines() if line.strip()]
 
 
+# slow tier: the walk repeats paths the fast tier runs. tests/test_doc_commands.py parses every command of the
+# walk (and of every doc); tests/run/test_own_data_run.py runs transfer, compare and the refit through the command
+# line on .npz files, a CSV with a schema and image folders; `pate-stab predict` runs in tests/run/test_student_file.py
+# and `pate-stab plan` in tests/run/test_plan.py.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_readme_walk_runs_verbatim(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -51,3 +56,18 @@ def test_readme_walk_runs_verbatim(tmp_path, monkeypatch, capsys):
         assert len(rows) == 10 and {r["class"] for r in rows} <= classes
     student = pate_stab.load_student(tmp_path / "checkpoints" / "table" / "student.pt")
     assert student.predict([{"age": "61", "bmi": "31", "ward": "C", "smoker": "no"}]).shape == (1,)
+
+
+def test_the_walks_data_script_writes_every_file_its_commands_read(tmp_path, monkeypatch):
+    """The fast part of the walk: its first command (the data script, on fewer rows and images) writes every
+    ``mydata/…`` path the later commands read."""
+    monkeypatch.chdir(tmp_path)
+    commands = walk_commands()
+    spec = importlib.util.spec_from_file_location("make_own_data", ROOT / commands[0][1])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main([*commands[0][2:], "--rows", "60", "20", "20", "--images", "24", "9", "9"])
+    read = [arg for command in commands[1:] for arg in command if arg.startswith("mydata/")]
+    assert len(read) >= 10
+    missing = [path for path in read if not (tmp_path / path).exists()]
+    assert not missing, missing

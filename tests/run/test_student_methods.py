@@ -34,8 +34,8 @@ def small(tmp_path, name: str = "run", **kw) -> TransferConfig:
 
 
 @pytest.fixture(scope="module")
-def spread_run(tmp_path_factory):
-    cfg = small(tmp_path_factory.mktemp("spread"))
+def spread_run(tmp_path_factory, trained_teachers):
+    cfg = trained_teachers.seed(small(tmp_path_factory.mktemp("spread")))  # session teachers: tests/run/conftest.py
     seen: dict[str, torch.Tensor] = {}
     real = run_student.train_student
 
@@ -130,8 +130,8 @@ def test_bad_student_settings(tmp_path, field, value, message):
         small(tmp_path, **{field: value})
 
 
-def test_compare_repeats_are_separate_spends_and_summarised(tmp_path):
-    cfg = small(tmp_path, name="rep", student_method="supervised", query_selection="first")
+def test_compare_repeats_are_separate_spends_and_summarised(tmp_path, trained_teachers):
+    cfg = trained_teachers.seed(small(tmp_path, name="rep", student_method="supervised", query_selection="first"))
     out = run_compare(cfg, epsilons=[8.0], aggregators=["stability", "gnmax"], repeats=3)
     rows = out["rows"]
     assert [(r["aggregator"], r["repeat"]) for r in rows] == [

@@ -46,8 +46,9 @@ def ledger_of(cfg: TransferConfig) -> PrivacyLedger:
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory):
-    cfg = small(tmp_path_factory.mktemp("a"))
+def first(tmp_path_factory, trained_teachers):
+    # the session's standard teachers (tests/run/conftest.py); test_same_seed_same_report trains its own
+    cfg = trained_teachers.seed(small(tmp_path_factory.mktemp("a")))
     return cfg, run_transfer(cfg)
 
 
@@ -138,9 +139,9 @@ def test_interrupted_after_teachers_resumes_without_retraining_or_double_spend(t
     assert stable(resumed) == stable(rerun) == stable(reference)
 
 
-def test_changed_student_settings_refit_only_the_student(tmp_path, monkeypatch):
+def test_changed_student_settings_refit_only_the_student(tmp_path, monkeypatch, trained_teachers):
     """The student is post-processing: new student settings reuse teachers and releases, spend nothing."""
-    cfg = small(tmp_path)
+    cfg = trained_teachers.seed(small(tmp_path))
     first_report = run_transfer(cfg)
     with ledger_of(cfg) as ledger:
         entries, spent = ledger.entries(), ledger.spent()
@@ -234,8 +235,8 @@ def test_label_only_pool_membership_is_per_record():
 
 
 @pytest.mark.parametrize("aggregator", ["gnmax", "confident-gnmax"])
-def test_baseline_aggregators_spend_through_the_ledger(tmp_path, aggregator):
-    cfg = small(tmp_path, aggregator=aggregator, epsilon=2.0, student_epochs=2)
+def test_baseline_aggregators_spend_through_the_ledger(tmp_path, aggregator, trained_teachers):
+    cfg = trained_teachers.seed(small(tmp_path, aggregator=aggregator, epsilon=2.0, student_epochs=2))
     report = run_transfer(cfg)
     with ledger_of(cfg) as ledger:
         (entry,) = ledger.entries()
@@ -252,9 +253,9 @@ def test_soft_label_releaser_on_a_binary_task(tmp_path):
     assert report["calibration"]["soft_labels"] is True
 
 
-def test_secure_releaser_noise_end_to_end(tmp_path, first):
+def test_secure_releaser_noise_end_to_end(tmp_path, first, trained_teachers):
     """releaser_noise="secure": exact discrete Laplace from the OS, recorded in the ledger, replayed on rerun."""
-    cfg = small(tmp_path, releaser_noise="secure")
+    cfg = trained_teachers.seed(small(tmp_path, releaser_noise="secure"))
     report = run_transfer(cfg)
     with ledger_of(cfg) as ledger:
         (entry,) = ledger.entries()
@@ -371,10 +372,10 @@ def test_default_selection_releases_the_first_queries_in_one_batch(first):
 
 
 @pytest.fixture(scope="module")
-def selected(tmp_path_factory):
+def selected(tmp_path_factory, trained_teachers):
     """A selection run stopped after its release, with every teacher vote and every release call
     recorded, then resumed with selection disabled (a resume must replay the ledger)."""
-    cfg = small(tmp_path_factory.mktemp("sel"), "sel", **SELECT)
+    cfg = trained_teachers.seed(small(tmp_path_factory.mktemp("sel"), "sel", **SELECT))
     events: list[tuple] = []
     real_votes, real_release = TeacherEnsemble.predict_votes, StabilityReleaser.release
 
@@ -431,7 +432,7 @@ def test_selection_spends_exactly_what_the_default_spends(selected, first):
     assert report["epsilon"] == report0["epsilon"] and report["delta"] == report0["delta"]
 
 
-def test_selection_resume_replays_the_ledger_and_matches_an_uninterrupted_run(selected, tmp_path):
+def test_selection_resume_replays_the_ledger_and_matches_an_uninterrupted_run(selected, tmp_path, trained_teachers):
     cfg, _, resumed = selected
     assert resumed["resumed"] == {"teachers": True, "release": True}
     with ledger_of(cfg) as ledger:
@@ -440,7 +441,7 @@ def test_selection_resume_replays_the_ledger_and_matches_an_uninterrupted_run(se
     assert resumed["student"]["trained_on"] == q["answered"] and q["answered"] + q["abstained"] <= cfg.num_queries
     assert resumed["query_selection"]["strategy"] == "student-confidence"
     assert "post-processing" in resumed["query_selection"]["privacy"]
-    fresh = run_transfer(replace(cfg, checkpoints_dir=str(tmp_path)))
+    fresh = run_transfer(trained_teachers.seed(replace(cfg, checkpoints_dir=str(tmp_path))))
     assert stable(fresh) == stable(resumed)
 
 
@@ -457,11 +458,11 @@ def test_bad_selection_values(tmp_path, field, value, message):
 
 
 @pytest.mark.parametrize("aggregator", ["stability", "gnmax"])
-def test_crash_between_release_and_result_replays_without_drawing(tmp_path, monkeypatch, aggregator):
+def test_crash_between_release_and_result_replays_without_drawing(tmp_path, monkeypatch, aggregator, trained_teachers):
     """Audit defect D1: a spend recorded without its result must not buy a second draw of noise."""
     from pate_stab.privacy.mechanisms.sparse_vector import SparseVector
 
-    cfg = small(tmp_path, aggregator=aggregator, releaser_noise="secure", stop_after="release")
+    cfg = trained_teachers.seed(small(tmp_path, aggregator=aggregator, releaser_noise="secure", stop_after="release"))
 
     def crash(self, spend_id, payload):
         raise RuntimeError("simulated crash after the release, before record_result")
