@@ -36,6 +36,19 @@ from pate_stab.cli.output import _fmt, _noise_line, _print_report
 __all__ = ["main", "build_parser"]
 
 
+class _Names:
+    """A list of names from :mod:`pate_stab.run.config_names` (the run's registry of choices), read when a
+    help text is shown (argparse fills ``%(name)s`` from the action's attributes), not when the parser is built."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+
+    def __str__(self) -> str:
+        from pate_stab.run import config_names
+
+        return ", ".join(getattr(config_names, self.table))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pate-stab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -51,10 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--epsilons", type=float, nargs="+", default=None, help="target ε values")
     compare.add_argument("--aggregators", nargs="*", default=None,
                          help="subset of aggregators (none given: only the direct learners)")  # fmt: skip
-    compare.add_argument("--direct", nargs="*", default=None, metavar="LEARNER",
-                         help="direct private learners trained on the private split, as rows beside the aggregators: "
-                         "objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear, dpsgd-cnn "
-                         "(images only; epochs: --set dpsgd_cnn_epochs=N)")  # fmt: skip
+    direct = compare.add_argument("--direct", nargs="*", default=None, metavar="LEARNER",
+                                  help="direct private learners trained on the private split, as rows beside the "
+                                  "aggregators: %(learners)s (dpsgd-cnn: images only, epochs: --set "
+                                  "dpsgd_cnn_epochs=N; %(label_learners)s: label privacy only, --privacy-unit label "
+                                  "--neighbouring replace_one)")  # fmt: skip
+    direct.learners, direct.label_learners = _Names("DIRECT_LEARNER_NAMES"), _Names("LABEL_DIRECT_LEARNERS")  # type: ignore[attr-defined]
     compare.add_argument(
         "--repeats", type=int, default=None, help="releases per (aggregator, ε), each its own spend: mean and spread"
     )
@@ -342,6 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(report["row"]["note"])
             print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
+            for message in report.get("warnings", []):
+                print(f"WARNING: {message}")
             return 0
         _print_report(report)
         if report["status"] == "partial":
