@@ -301,6 +301,35 @@ def _export_votes(config: Any, path: Path) -> None:
     print(f"teachers' votes on the public pool (PRIVATE, owner-only file): {written}")
 
 
+def _follow_plan(parser: argparse.ArgumentParser, data: dict[str, Any], config: Any) -> Any:
+    """A transfer on the user's files without an aggregator: the plan's recommendation
+    (:func:`pate_stab.aggregation.plan.plan_run`, from n, C, m, ε and the settings alone) instead of
+    the default stability releaser where that would rarely answer; it says so. An explicit
+    ``--aggregator`` (or a recipe's) is always honoured, the plan's warning printed before training."""
+    from pate_stab.aggregation.plan import DIRECT_LEARNER, plan_for_config
+    from pate_stab.run.data import load_own_data
+
+    own = load_own_data(config)  # the checked files; n is private: the plan goes to this terminal only
+    plan = plan_for_config(config, num_private=int(own.private_y.shape[0]), num_classes=own.num_classes)
+    if plan.recommended == config.aggregator:
+        return config
+    chosen = dict(data, aggregator=plan.recommended)
+    if plan.recommended_teachers is not None and "num_teachers" not in data:
+        chosen["num_teachers"] = plan.recommended_teachers
+    note = ""
+    if plan.recommended == DIRECT_LEARNER and config.private_size_hint is None:
+        # a direct learner calibrates on a public size the user must state; until then, GNMax labels every query
+        note = (f" {plan.recommended} needs the private set's public size (--set private_size_hint=N); without it "
+                "this run uses gnmax, which labels every query")  # fmt: skip
+        chosen["aggregator"] = "gnmax"
+    print(
+        f"no --aggregator given: following the plan's recommendation, {plan.recommendation}.{note} "
+        "(--aggregator stability runs the stability releaser anyway)",
+        flush=True,
+    )
+    return _make_config(parser, chosen)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -343,7 +372,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.export_votes is not None:
                 _export_votes(config, args.export_votes)
             return 0
+        from pate_stab.run.config import DIRECT_LEARNER_NAMES
         from pate_stab.run.transfer import run_transfer
+
+        if args.command == "transfer" and "aggregator" not in data and config.dataset == "files":
+            config = _follow_plan(parser, data, config)  # no aggregator chosen: the plan's, which it expects to answer
+        if config.aggregator in DIRECT_LEARNER_NAMES:  # the teachers' plan does not apply: what the learner does
+            from pate_stab.run.direct import direct_plan_text
+
+            print(direct_plan_text(config), flush=True)
 
         report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
         if report["status"] not in ("complete", "partial"):

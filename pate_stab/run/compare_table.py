@@ -24,8 +24,8 @@ from pate_stab.run.reference import at_or_below
 from pate_stab.run.run_folder import write_published
 from pate_stab.run.units import row_unit
 
-__all__ = ["DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot_rows", "summarise_rows", "total_cost",
-           "total_cost_line"]  # fmt: skip
+__all__ = ["CONFIDENT_FALLS_NOTE", "DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot_rows",
+           "summarise_rows", "total_cost", "total_cost_line"]  # fmt: skip
 
 _COLUMNS = (  # (row key, header, format, width)
     ("aggregator", "aggregator", "{:<16}", 16),
@@ -156,10 +156,31 @@ def format_rows(
         lines.append(_DD_LEGEND)
     if "label_acc" in shown:
         lines.append(_LABEL_ACC_LEGEND)
+    if _confident_falls(rows):
+        lines.append(CONFIDENT_FALLS_NOTE)
     lines.append(total_cost_line(rows, run_neighbouring=run_neighbouring))
     if any(r.get("noise") == "seeded" for r in rows):
         lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
     return "\n".join(lines)
+
+
+CONFIDENT_FALLS_NOTE = (
+    "Confident-GNMax answers fewer queries at a larger ε here: it answers a query when the top vote count plus "
+    "N(0, σ1²) reaches its threshold (a fixed share of the teachers), and σ1 shrinks as ε grows, so where the "
+    "teachers seldom reach the threshold the answers at a small ε are the noise's, labelled with more noise; "
+    "not a fault (docs/plan.md: Confident-GNMax at a larger ε)."
+)
+"""The table's sentence where Confident-GNMax's answered count falls as ε rises (:func:`_confident_falls`)."""
+
+
+def _confident_falls(rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether some Confident-GNMax row answers more queries than one at a larger target ε (same unit)."""
+    rs = [r for r in rows if r.get("aggregator") == "confident-gnmax" and r.get("answered") is not None]
+    return any(
+        a["target_epsilon"] < b["target_epsilon"] and a["answered"] > b["answered"] and row_unit(a) == row_unit(b)
+        for a in rs
+        for b in rs
+    )
 
 
 _SUMMARY_KEYS = ("answered", "label_acc", "student_acc", "student_acc_unlabelled_pool")

@@ -163,6 +163,7 @@ __all__ = [
     "check_direct_learners",
     "check_label_learners",
     "direct_legend",
+    "direct_plan_text",
     "direct_planned_spend",
     "direct_student",
     "dpsgd_settings",
@@ -313,6 +314,37 @@ def check_direct_config(config: TransferConfig, learners: Sequence[str], dpsgd: 
         dpsgd_public_size(config)  # the heads' N (module docstring): own data need private_size_hint
     if any(n in IMAGE_DIRECT_LEARNERS for n in learners):
         cnn.resolve_device(config.accelerator)
+
+
+def direct_plan_text(config: TransferConfig) -> str:
+    """What a direct learner's run will do, from its configuration alone (no data read): the learner,
+    its one spend and relation, and DP-SGD's schedule from the public size N. It replaces the
+    teacher–student plan (:mod:`pate_stab.aggregation.plan`), which does not apply: no teachers, no queries."""
+    learner = config.aggregator
+    relation = DIRECT_RELATIONS[learner]
+    relation = config.neighbouring if relation == "either" else relation
+    words = _RELATION_WORDS["label" if learner in LABEL_DIRECT_LEARNERS else relation]
+    delta = f", δ={config.delta:g}" if learner.startswith("dpsgd") else ""
+    lines = [
+        f"plan: {learner} trains directly on the private split: {DIRECT_LEARNERS[learner]}. No teachers, no "
+        f"queries and no vote gap: one spend of ε={config.epsilon:g}{delta}, private when {words}; its test accuracy "
+        "is measured on the evaluation split, beside the majority-class reference"
+    ]
+    if learner.startswith("dpsgd"):
+        settings = dpsgd_settings(config, learner)
+        size = dpsgd_public_size(config)
+        q, steps = engine_schedule(size, settings) if learner == "dpsgd-cnn" else dpsgd_schedule(size, settings)
+        lines.append(
+            f"  DP-SGD: public size N={size} ({public_size_source(config)}), expected batch B="
+            f"{settings.expected_batch_size}, sampling rate q={q:.4g}, {steps} steps, clipping norm "
+            f"{settings.max_grad_norm:g}, learning rate {settings.lr:g}"
+        )
+    elif learner not in LABEL_DIRECT_LEARNERS:
+        lines.append(
+            f"  convex head: λ={HEAD_LAMBDA:g}, public size N={dpsgd_public_size(config)} "
+            f"({public_size_source(config)}); features scaled by a bound read from the public pool"
+        )
+    return "\n".join(lines)
 
 
 def privacy_unit(config: TransferConfig) -> str:

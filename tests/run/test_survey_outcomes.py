@@ -91,7 +91,7 @@ def test_compare_on_a_survey_table_has_the_reference_and_usable_direct_students(
     assert len((tmp_path / "p.csv").read_text().splitlines()) == 151
 
 
-def test_direct_transfer_saves_a_student_that_predict_uses_and_reports_the_reference(survey, tmp_path, capsys):
+def test_direct_transfer_prints_its_own_plan_saves_a_student_and_reports_the_reference(survey, tmp_path, capsys):
     root, files = survey
     args = ["transfer", *files, "--aggregator", "objective-softmax", "--epsilon", "2", "--checkpoints-dir",
             str(tmp_path), "--run-name", "t", *SMALL]  # fmt: skip
@@ -103,6 +103,8 @@ def test_direct_transfer_saves_a_student_that_predict_uses_and_reports_the_refer
     flagged = report["test_accuracy"] <= report["majority_reference"]["accuracy"]
     assert report["at_or_below_majority"] == flagged and ("no better than always predicting" in out) == flagged
     assert "student.pt" in report["files"]["published"]
+    # what applies to a direct learner, not the teachers' plan
+    assert "plan: objective-softmax trains directly on the private split" in out and "smallest k" not in out
     assert main(["predict", "--run-dir", str(run), "--input", str(root / "eval.csv"), "--out",
                  str(tmp_path / "p.csv")]) == 0  # fmt: skip
     assert load_student(run).accuracy(root / "eval.csv", _eval_labels(root)) == pytest.approx(report["test_accuracy"])
@@ -116,3 +118,53 @@ def test_only_really_old_files_get_the_old_format_message(tmp_path):
     torch.save({"weights": {}}, tmp_path / "old_student.pt")
     with pytest.raises(ValueError, match="written before the format held its preprocessing"):
         load_student(tmp_path / "old_student.pt")
+
+
+def test_plan_warns_below_the_floor_and_recommends_what_will_answer():
+    from pate_stab.aggregation.plan import RECORDS_PER_TEACHER_FLOOR, plan_run
+
+    # the issue's binary survey: 4,456 private records, m = 100, T = 2, k = 2 × stability's smallest k at ε = 1
+    survey = plan_run(num_private=4456, num_classes=2, num_queries=100, epsilon=1.0, delta=1e-5, max_unstable=2,
+                      num_teachers=610)  # fmt: skip
+    stab = survey.row("stability")
+    assert stab.answerable and 4456 / stab.teachers_needed < RECORDS_PER_TEACHER_FLOOR
+    assert survey.stability_rarely_answers and survey.recommended == "gnmax"
+    assert 4456 / survey.recommended_teachers >= RECORDS_PER_TEACHER_FLOOR
+    text = survey.text()
+    assert "WARNING: stability will rarely answer" in text and survey.recommendation.startswith("gnmax at k=")
+    # one number per condition: a share of the teachers, no vote gap beside it; every verdict names its aggregator
+    assert "vote gap" not in text and "(81 %" not in text
+    for line in text.splitlines()[2:7]:
+        name = line.split()[0]
+        assert f"at k=610: {name} " in line and line.count("%") <= 1, line
+    mnist = plan_run(num_private=60000, num_classes=10, num_queries=100, epsilon=8.0, delta=1e-5, max_unstable=2)
+    assert not mnist.stability_rarely_answers and mnist.recommended == "stability"
+    tiny = plan_run(num_private=400, num_classes=2, num_queries=20, epsilon=1.0, delta=1e-5, max_unstable=2)
+    assert tiny.recommended == "dpsgd-linear" and tiny.recommended_teachers is None
+
+
+def test_transfer_without_an_aggregator_follows_the_plan_and_stability_is_warned_before_training(survey, tmp_path,
+                                                                                                 capsys):  # fmt: skip
+    root, files = survey
+    base = [*files, "--epsilon", "1", "--max-unstable", "2", "--checkpoints-dir", str(tmp_path), *SMALL]
+    assert main(["transfer", *base, "--run-name", "auto"]) == 0
+    out = capsys.readouterr().out
+    assert "no --aggregator given: following the plan's recommendation" in out
+    assert json.loads((tmp_path / "auto" / "report.json").read_text())["aggregator"] == "dpsgd-linear"
+    with pytest.raises(SystemExit) as refused:  # explicit stability: honoured, the warning first (here refused)
+        main(["transfer", *base, "--aggregator", "stability", "--run-name", "stab"])
+    assert refused.value.code == 2
+    out = capsys.readouterr().out
+    assert "WARNING: stability will rarely answer" in out and "stage teachers" not in out
+    assert not (tmp_path / "stab" / "teachers").exists()
+
+
+def test_confident_gnmax_answering_less_at_a_larger_epsilon_is_explained():
+    from pate_stab.run.compare_table import CONFIDENT_FALLS_NOTE
+
+    rows = [{"aggregator": "confident-gnmax", "privacy_unit": "record", "target_epsilon": e, "epsilon": e,
+             "delta": 1e-5, "seen": 100, "answered": a, "student_acc": 0.6, "note": ""}
+            for e, a in ((1.0, 87), (2.0, 53), (4.0, 10))]  # fmt: skip
+    assert CONFIDENT_FALLS_NOTE in format_rows(rows, run_neighbouring="add_remove")
+    rising = [dict(r, answered=a) for r, a in zip(rows, (10, 53, 87), strict=True)]
+    assert CONFIDENT_FALLS_NOTE not in format_rows(rising, run_neighbouring="add_remove")
