@@ -69,18 +69,21 @@ __all__ = [
 PLAN_CONFIDENCE = 0.95
 """The probability with which a planned answer is given (and is the plurality label)."""
 RECORDS_PER_TEACHER_FLOOR = 30
-"""The fewest records per teacher, at an aggregator's smallest k, at which the plan expects it to answer
-(docs/plan.md, "The records-per-teacher floor"). At its smallest k a halting releaser answers only
-unanimous votes; at twice that k (:data:`K_FACTOR`) it answers where ≥ 75 % of the teachers agree,
-so the teachers must be about 75 % accurate on the points asked, each with half the records. The
-project's measured teachers reach that only from a few dozen records each (DESIGN.md: 0.89 mean
-accuracy at 30 MNIST records with scattering + propagation, 0.64 at 30 Fashion-MNIST records; 0.59
-at 7 records of a survey table, near its majority rate). Assumed learning curve: a teacher is no
-better than that at fewer records, so below 30 at the smallest k (15 at twice it) the releaser
-will rarely answer."""
+"""The fewest records per teacher, at the k a run uses, at which the plan expects teachers to agree
+often enough for a halting releaser to answer (docs/plan.md, "The records-per-teacher floor").
+
+Derivation. At its smallest k a halting releaser answers only unanimous votes; at :data:`K_FACTOR`
+(2) times it, the gap needed is half the teachers, so it answers where at least 75 % of them vote
+for one class. Teachers that are right with probability a on a point, independently, reach that
+share on most points only when a is about 0.75 or more. Assumed learning curve, from the project's
+measurements: teachers are that accurate only from a few dozen records each — DESIGN.md: 0.89 mean
+accuracy at 30 MNIST records (scattering + propagation), 0.64 at 30 Fashion-MNIST records; on the
+survey tables of issue 44, 0.59 at 7 records, near the majority rate, and stability answered nothing
+at 29 records a teacher in 5 of 6 runs. So the plan asks for 30 records per teacher at twice the
+smallest k (n ≥ 60 × the smallest k); below that, the stability releaser will rarely answer."""
 K_FACTOR = 2
 """The k the plan recommends for a halting releaser: this many times its smallest k (a vote gap of
-half the teachers: ≥ 75 % agreement), where the records per teacher allow."""
+half the teachers: ≥ 75 % agreement)."""
 DIRECT_LEARNER = "dpsgd-linear"
 """The direct learner the plan recommends where no aggregator leaves the floor's records per teacher
 (record privacy; under label privacy the label-DP learners, docs/label_dp_learners.md)."""
@@ -258,11 +261,14 @@ def agreement_needed(r: AggregatorPlan, k: int) -> float | None:
 
 
 def _rarely_answers(stab: AggregatorPlan, n: int) -> str:
-    """The warning of a plan whose stability releaser is below the floor (:data:`RECORDS_PER_TEACHER_FLOOR`)."""
+    """The warning of a plan whose stability releaser is below the floor at :data:`K_FACTOR` times its
+    smallest k (:data:`RECORDS_PER_TEACHER_FLOOR`)."""
+    k = K_FACTOR * stab.teachers_needed
     return (
-        f"stability will rarely answer: its smallest k={stab.teachers_needed} leaves {n / stab.teachers_needed:.1f} "
-        f"records per teacher, below the floor of {RECORDS_PER_TEACHER_FLOOR} at which its teachers can agree often "
-        "enough (docs/plan.md: The records-per-teacher floor); a run with it may spend ε and release nothing"
+        f"stability will rarely answer: at k={k}, {K_FACTOR}× its smallest k, where it answers queries on which 75 % "
+        f"of the teachers agree, each teacher has {n / k:.1f} records, below the floor of "
+        f"{RECORDS_PER_TEACHER_FLOOR} at which teachers agree that often (docs/plan.md: The records-per-teacher "
+        "floor); a run with it may spend ε and release nothing"
     )
 
 
@@ -356,7 +362,7 @@ def _recommend(
     stability releaser is below the floor): from n, C, the settings and the run's k alone (public sizes)."""
     stab = rows["stability"]
     floor = RECORDS_PER_TEACHER_FLOOR
-    rarely = n / stab.teachers_needed < floor
+    rarely = n / (K_FACTOR * stab.teachers_needed) < floor
     if not rarely:
         if k is not None and stab.answerable:
             share = agreement_needed(stab, k)
@@ -365,7 +371,7 @@ def _recommend(
                 f"{100 * (share or 1.0):.0f} % of the teachers agree; train teachers to agree on the points asked",
                 "stability", k, False,
             )  # fmt: skip
-        at = min(K_FACTOR * stab.teachers_needed, max(stab.teachers_needed, n // (floor // K_FACTOR)))
+        at = K_FACTOR * stab.teachers_needed
         share = agreement_needed(stab, at)
         where = f"with k={k} stability cannot answer (a run refuses); " if k is not None else ""
         return (
@@ -383,7 +389,7 @@ def _recommend(
             "gnmax", at, True,
         )  # fmt: skip
     return (
-        f"no aggregator leaves {floor} records per teacher at its smallest k (stability needs k ≥ "
+        f"no aggregator leaves {floor} records per teacher (stability needs k ≥ {K_FACTOR} × "
         f"{stab.teachers_needed}, gnmax k ≥ {gnmax.teachers_needed if gnmax else '-'}): train directly on the "
         f"private data instead, {DIRECT_LEARNER} (under label privacy rr-lp2st), and compare it with the "
         "majority-class reference",

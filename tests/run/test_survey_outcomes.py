@@ -121,13 +121,13 @@ def test_only_really_old_files_get_the_old_format_message(tmp_path):
 
 
 def test_plan_warns_below_the_floor_and_recommends_what_will_answer():
-    from pate_stab.aggregation.plan import RECORDS_PER_TEACHER_FLOOR, plan_run
+    from pate_stab.aggregation.plan import K_FACTOR, RECORDS_PER_TEACHER_FLOOR, plan_run
 
     # the issue's binary survey: 4,456 private records, m = 100, T = 2, k = 2 × stability's smallest k at ε = 1
     survey = plan_run(num_private=4456, num_classes=2, num_queries=100, epsilon=1.0, delta=1e-5, max_unstable=2,
                       num_teachers=610)  # fmt: skip
     stab = survey.row("stability")
-    assert stab.answerable and 4456 / stab.teachers_needed < RECORDS_PER_TEACHER_FLOOR
+    assert stab.answerable and 610 == K_FACTOR * stab.teachers_needed and 4456 / 610 < RECORDS_PER_TEACHER_FLOOR
     assert survey.stability_rarely_answers and survey.recommended == "gnmax"
     assert 4456 / survey.recommended_teachers >= RECORDS_PER_TEACHER_FLOOR
     text = survey.text()
@@ -139,6 +139,9 @@ def test_plan_warns_below_the_floor_and_recommends_what_will_answer():
         assert f"at k=610: {name} " in line and line.count("%") <= 1, line
     mnist = plan_run(num_private=60000, num_classes=10, num_queries=100, epsilon=8.0, delta=1e-5, max_unstable=2)
     assert not mnist.stability_rarely_answers and mnist.recommended == "stability"
+    # ε = 4 on the same table: 29 records per teacher at 2 × stability's smallest k, where it answered nothing
+    at4 = plan_run(num_private=4456, num_classes=2, num_queries=100, epsilon=4.0, delta=1e-5, max_unstable=2)
+    assert at4.row("stability").teachers_needed == 77 and at4.recommended == "gnmax"
     tiny = plan_run(num_private=400, num_classes=2, num_queries=20, epsilon=1.0, delta=1e-5, max_unstable=2)
     assert tiny.recommended == "dpsgd-linear" and tiny.recommended_teachers is None
 
@@ -168,3 +171,25 @@ def test_confident_gnmax_answering_less_at_a_larger_epsilon_is_explained():
     assert CONFIDENT_FALLS_NOTE in format_rows(rows, run_neighbouring="add_remove")
     rising = [dict(r, answered=a) for r, a in zip(rows, (10, 53, 87), strict=True)]
     assert CONFIDENT_FALLS_NOTE not in format_rows(rising, run_neighbouring="add_remove")
+
+
+def test_confident_gnmax_answers_fewer_weak_votes_at_a_larger_epsilon_by_its_calibration():
+    """The cause, measured on the mechanism itself: the same votes released at ε = 1, 2, 4 with σ1, σ2
+    as calibrated for each ε (the plan's closed form of the registry's calibration) and the threshold
+    0.6 k at every ε. Votes below the threshold (45 % for the top class) pass less often as ε grows;
+    votes above it (75 %) more often."""
+    from pate_stab.aggregation.baselines import ConfidentGNMax
+    from pate_stab.aggregation.plan import plan_run
+
+    k, m = 300, 200
+    answered = {}
+    for eps in (1.0, 2.0, 4.0):
+        noise = plan_run(num_private=20000, num_classes=3, num_queries=m, epsilon=eps, delta=1e-5, max_unstable=2,
+                         num_teachers=k).row("confident-gnmax").noise  # fmt: skip
+        for share, counts in ((0.45, [135, 90, 75]), (0.75, [225, 45, 30])):
+            agg = ConfidentGNMax(threshold=noise["threshold"], sigma1=noise["sigma1"], sigma2=noise["sigma2"],
+                                 num_queries=m, delta=1e-5, noise="seeded")  # fmt: skip
+            agg.release(torch.tensor([counts] * m), generator=torch.Generator().manual_seed(1))
+            answered[share, eps] = agg.summary()["answered"]
+    assert answered[0.45, 1.0] > answered[0.45, 2.0] > answered[0.45, 4.0]
+    assert answered[0.75, 1.0] < answered[0.75, 2.0] < answered[0.75, 4.0]
