@@ -379,22 +379,38 @@ def _recommend(
             f"{100 * (share or 1.0):.0f} % of the teachers agree",
             "stability", at, False,
         )  # fmt: skip
+    levers = _stability_levers(stab, n, c, k, s)
     gnmax = rows.get("gnmax")
     if gnmax is not None and n / gnmax.teachers_needed >= floor:
         at = max(gnmax.teachers_needed, min(n // floor, K_FACTOR * gnmax.teachers_needed))
         share = agreement_needed(gnmax, at)
         return (
             f"gnmax at k={at} ({n / at:.1f} records per teacher) labels every query it is asked, with the teachers' "
-            f"plurality w.p. ≥ {PLAN_CONFIDENCE:g} where at least {100 * (share or 1.0):.0f} % of them agree",
+            f"plurality w.p. ≥ {PLAN_CONFIDENCE:g} where at least {100 * (share or 1.0):.0f} % of them agree. "
+            f"{levers}",
             "gnmax", at, True,
         )  # fmt: skip
     return (
         f"no aggregator leaves {floor} records per teacher (stability needs k ≥ {K_FACTOR} × "
         f"{stab.teachers_needed}, gnmax k ≥ {gnmax.teachers_needed if gnmax else '-'}): train directly on the "
         f"private data instead, {DIRECT_LEARNER} (under label privacy rr-lp2st), and compare it with the "
-        "majority-class reference",
+        f"majority-class reference. {levers}",
         DIRECT_LEARNER, None, True,
     )  # fmt: skip
+
+
+def _stability_levers(stab: AggregatorPlan, n: int, c: int, k: int | None, s: AggregatorSettings) -> str:
+    """What would bring the stability releaser above the floor: more records, a larger ε, a smaller T or m."""
+    at = k if k is not None else max(K_FACTOR * stab.teachers_needed, 1)
+    status = answerability("stability", replace(s, num_teachers=at))
+    eps_needed = status.epsilon_needed if status is not None else None
+    eps_text = "" if eps_needed is None or math.isinf(eps_needed) else f"a larger ε (≥ {eps_needed:.3g} at k={at}), "
+    return (
+        "For stability to answer (rather than a PATE aggregator or a direct learner), change one of: more records "
+        f"(n ≥ {K_FACTOR * stab.teachers_needed * RECORDS_PER_TEACHER_FLOOR} keeps {RECORDS_PER_TEACHER_FLOOR} "
+        f"records per teacher at k={K_FACTOR * stab.teachers_needed}), {eps_text}a smaller T (T=1: smallest k "
+        f"{stab.teachers_needed_t1}) or m"
+    )
 
 
 def plan_run(

@@ -12,7 +12,7 @@ import torch
 from pate_stab.cli.commands import build_parser, main
 from pate_stab.run.compare_table import format_rows
 from pate_stab.run.config_names import DIRECT_LEARNER_NAMES
-from pate_stab.run.direct import direct_legend
+from pate_stab.run.direct import direct_legend, run_direct
 from pate_stab.run.reference import AT_OR_BELOW, flag_rows, majority_reference
 from pate_stab.run.student_file import load_student
 from tests.run.survey_table import SCHEMA, majority_rate, write_survey
@@ -193,3 +193,21 @@ def test_confident_gnmax_answers_fewer_weak_votes_at_a_larger_epsilon_by_its_cal
             answered[share, eps] = agg.summary()["answered"]
     assert answered[0.45, 1.0] > answered[0.45, 2.0] > answered[0.45, 4.0]
     assert answered[0.75, 1.0] < answered[0.75, 2.0] < answered[0.75, 4.0]
+
+
+def test_a_dpsgd_cnn_row_publishes_a_student_that_reads_raw_images(tmp_path):
+    from pate_stab.run.prepare import prepare
+    from pate_stab.run.report import open_ledger
+    from tests.run.test_direct_cnn import SMALL as CNN_SMALL
+    from tests.run.test_direct_cnn import _config, _data
+
+    data = _data()
+    prep = prepare(_config(tmp_path, "cnn"), check_budget=False, data=data)
+    with open_ledger(prep.run_dir, run_name="cnn", budget_epsilon=10.0, budget_delta=1e-3,
+                     neighbouring=prep.config.neighbouring) as ledger:  # fmt: skip
+        row = run_direct(prep, ledger, learner="dpsgd-cnn", epsilon=4.0, dpsgd=CNN_SMALL, student_file="student.pt")
+    student = load_student(prep.run_dir / "student.pt")
+    assert student.network_kind == "tanh-cnn" and student.inputs["shape"] == [1, 16, 16]
+    assert student.accuracy(data.eval_x, data.eval_y) == pytest.approx(row["student_acc"], abs=1e-12)
+    (recorded,) = (prep.run_dir / "direct").glob("*.pt")
+    assert load_student(recorded).accuracy(data.eval_x, data.eval_y) == pytest.approx(row["student_acc"], abs=1e-12)
