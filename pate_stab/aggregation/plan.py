@@ -37,6 +37,14 @@ What "answered" means differs by aggregator, and the plan says which:
     check when k(1 − fraction) ≥ σ1·z₀.₉₇₅, so the smallest k is the larger of σ1·z₀.₉₇₅/(1 −
     fraction) and the gap.
 
+The recommendation (:attr:`RunPlan.recommended`, :attr:`RunPlan.recommended_teachers`) names what
+the plan expects to answer, from these sizes alone: the stability releaser at :data:`K_FACTOR` × its
+smallest k where that leaves at least :data:`RECORDS_PER_TEACHER_FLOOR` records per teacher (the
+floor's derivation is in its docstring and docs/plan.md); below it, a warning that stability will
+rarely answer, and GNMax at the k that leaves the floor's records per teacher, or, where GNMax's
+smallest k does not, a direct learner (:data:`DIRECT_LEARNER`). ``pate-stab transfer`` on the
+user's files without ``--aggregator`` follows it.
+
 The plan is computed from the private size n, a private statistic (DESIGN fact 8): it is printed
 to the user's terminal and never written into a published file.
 """
@@ -183,7 +191,10 @@ class AggregatorPlan:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A plan: the inputs, one :class:`AggregatorPlan` per aggregator, and a recommendation."""
+    """A plan: the inputs, one :class:`AggregatorPlan` per aggregator, and a recommendation: its
+    sentence, the aggregator or direct learner it names (``recommended``), that one's k
+    (``recommended_teachers``; None for a direct learner) and whether the stability releaser is
+    below the records-per-teacher floor (``stability_rarely_answers``; module docstring)."""
 
     num_private: int
     num_classes: int

@@ -304,27 +304,38 @@ def _export_votes(config: Any, path: Path) -> None:
 def _follow_plan(parser: argparse.ArgumentParser, data: dict[str, Any], config: Any) -> Any:
     """A transfer on the user's files without an aggregator: the plan's recommendation
     (:func:`pate_stab.aggregation.plan.plan_run`, from n, C, m, ε and the settings alone) instead of
-    the default stability releaser where that would rarely answer; it says so. An explicit
-    ``--aggregator`` (or a recipe's) is always honoured, the plan's warning printed before training."""
+    the default stability releaser where that would rarely answer; it says so. The choice is published
+    (report.json), so the plan reads the public size ``private_size_hint`` where the user states one,
+    else the private count n, and takes the plan's k only from the public size (docs/plan.md: The
+    default aggregator). An explicit ``--aggregator`` (or a recipe's) is always honoured, the plan's
+    warning printed before training."""
     from pate_stab.aggregation.plan import DIRECT_LEARNER, plan_for_config
     from pate_stab.run.data import load_own_data
 
     own = load_own_data(config)  # the checked files; n is private: the plan goes to this terminal only
-    plan = plan_for_config(config, num_private=int(own.private_y.shape[0]), num_classes=own.num_classes)
+    # the choice lands in published files (report.json): from the public size N where the user states one
+    public = config.private_size_hint
+    size = public if public is not None else int(own.private_y.shape[0])
+    plan = plan_for_config(config, num_private=size, num_classes=own.num_classes)
     if plan.recommended == config.aggregator:
         return config
     chosen = dict(data, aggregator=plan.recommended)
-    if plan.recommended_teachers is not None and "num_teachers" not in data:
-        chosen["num_teachers"] = plan.recommended_teachers
     note = ""
+    if plan.recommended_teachers is not None and "num_teachers" not in data:
+        if public is not None:
+            chosen["num_teachers"] = plan.recommended_teachers
+        else:  # k = n / 30 would publish the private size, near enough: the user chooses k
+            note += (f" The run keeps k={config.num_teachers}: the plan's k is computed from the private size, so "
+                     f"give --num-teachers {plan.recommended_teachers} yourself, or state the public size "
+                     "(--set private_size_hint=N) to have it chosen.")  # fmt: skip
     if plan.recommended == DIRECT_LEARNER and config.private_size_hint is None:
         # a direct learner calibrates on a public size the user must state; until then, GNMax labels every query
-        note = (f" {plan.recommended} needs the private set's public size (--set private_size_hint=N); without it "
-                "this run uses gnmax, which labels every query")  # fmt: skip
+        note += (f" {plan.recommended} needs the private set's public size (--set private_size_hint=N); without "
+                 "it this run uses gnmax, which labels every query.")  # fmt: skip
         chosen["aggregator"] = "gnmax"
     print(
         f"no --aggregator given: following the plan's recommendation, {plan.recommendation}.{note} "
-        "(--aggregator stability runs the stability releaser anyway)",
+        "(--aggregator stability runs the stability releaser anyway.)",
         flush=True,
     )
     return _make_config(parser, chosen)

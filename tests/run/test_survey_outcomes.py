@@ -154,6 +154,13 @@ def test_transfer_without_an_aggregator_follows_the_plan_and_stability_is_warned
     out = capsys.readouterr().out
     assert "no --aggregator given: following the plan's recommendation" in out
     assert json.loads((tmp_path / "auto" / "report.json").read_text())["aggregator"] == "dpsgd-linear"
+    # without the public size N: the choice from n, the run's k kept (k = n / 30 would publish n), gnmax for dpsgd
+    no_size = [a for a in base if a != "private_size_hint=400"]
+    no_size.remove("--set")
+    assert main(["transfer", *no_size, "--run-name", "auto_n", "--stop-after", "teachers"]) == 0
+    out = capsys.readouterr().out
+    assert "The run keeps k=10" not in out and "without it this run uses gnmax" in out
+    assert json.loads((tmp_path / "auto_n" / "config.json").read_text())["aggregator"] == "gnmax"
     with pytest.raises(SystemExit) as refused:  # explicit stability: honoured, the warning first (here refused)
         main(["transfer", *base, "--aggregator", "stability", "--run-name", "stab"])
     assert refused.value.code == 2
