@@ -43,6 +43,14 @@ What "answered" means differs by aggregator, and the plan says which:
     (:mod:`~pate_stab.aggregation.private_knn`). "records per teacher" is then γn/K, the sampled records
     per voter (≥ 1 is needed for K voters on average).
 
+The recommendation (:attr:`RunPlan.recommended`, :attr:`RunPlan.recommended_teachers`) names what
+the plan expects to answer, from these sizes alone: the stability releaser at :data:`K_FACTOR` × its
+smallest k where that leaves at least :data:`RECORDS_PER_TEACHER_FLOOR` records per teacher (the
+floor's derivation is in its docstring and docs/plan.md); below it, a warning that stability will
+rarely answer, and GNMax at the k that leaves the floor's records per teacher, or, where GNMax's
+smallest k does not, a direct learner (:data:`DIRECT_LEARNER`). ``pate-stab transfer`` on the
+user's files without ``--aggregator`` follows it.
+
 The plan is computed from the private size n, a private statistic (DESIGN fact 8): it is printed
 to the user's terminal and never written into a published file.
 """
@@ -65,7 +73,10 @@ from pate_stab.aggregation.registry import (
 from pate_stab.privacy.mechanisms.calibration import Calibration
 
 __all__ = [
+    "DIRECT_LEARNER",
+    "K_FACTOR",
     "PLAN_CONFIDENCE",
+    "RECORDS_PER_TEACHER_FLOOR",
     "AggregatorPlan",
     "RunPlan",
     "agreement_needed",
@@ -77,6 +88,25 @@ __all__ = [
 
 PLAN_CONFIDENCE = 0.95
 """The probability with which a planned answer is given (and is the plurality label)."""
+RECORDS_PER_TEACHER_FLOOR = 30
+"""The fewest records per teacher, at the k a run uses, at which the plan expects teachers to agree
+often enough for a halting releaser to answer (docs/plan.md, "The records-per-teacher floor").
+
+Derivation. At its smallest k a halting releaser answers only unanimous votes; at :data:`K_FACTOR`
+(2) times it, the gap needed is half the teachers, so it answers where at least 75 % of them vote
+for one class. Teachers that are right with probability a on a point, independently, reach that
+share on most points only when a is about 0.75 or more. Assumed learning curve, from the project's
+measurements: teachers are that accurate only from a few dozen records each — DESIGN.md: 0.89 mean
+accuracy at 30 MNIST records (scattering + propagation), 0.64 at 30 Fashion-MNIST records; on the
+survey tables of issue 44, 0.59 at 7 records, near the majority rate, and stability answered nothing
+at 29 records a teacher in 5 of 6 runs. So the plan asks for 30 records per teacher at twice the
+smallest k (n ≥ 60 × the smallest k); below that, the stability releaser will rarely answer."""
+K_FACTOR = 2
+"""The k the plan recommends for a halting releaser: this many times its smallest k (a vote gap of
+half the teachers: ≥ 75 % agreement)."""
+DIRECT_LEARNER = "dpsgd-linear"
+"""The direct learner the plan recommends where no aggregator leaves the floor's records per teacher
+(record privacy; under label privacy the label-DP learners, docs/label_dp_learners.md)."""
 _FAIL = 1.0 - PLAN_CONFIDENCE
 _STANDARD_NORMAL = NormalDist()
 _LARGE_K = 10**12  # a k every calibration's unanimous vote clears: answerability then reports only the k needed
@@ -173,7 +203,10 @@ class AggregatorPlan:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A plan: the inputs, one :class:`AggregatorPlan` per aggregator, and a recommendation."""
+    """A plan: the inputs, one :class:`AggregatorPlan` per aggregator, and a recommendation: its
+    sentence, the aggregator or direct learner it names (``recommended``), that one's k
+    (``recommended_teachers``; None for a direct learner) and whether the stability releaser is
+    below the records-per-teacher floor (``stability_rarely_answers``; module docstring)."""
 
     num_private: int
     num_classes: int
@@ -185,6 +218,9 @@ class RunPlan:
     calibration: str
     aggregators: tuple[AggregatorPlan, ...]
     recommendation: str
+    recommended: str = "stability"
+    recommended_teachers: int | None = None
+    stability_rarely_answers: bool = False
 
     def row(self, name: str) -> AggregatorPlan:
         """The plan of aggregator ``name`` (KeyError if it was not planned)."""
@@ -204,21 +240,28 @@ class RunPlan:
             f"queries, ε={self.epsilon:g}, δ={self.delta:g}, T={self.max_unstable}"
             + (f", k={k} teachers ({self.num_private / k:.1f} records each)" if k else "")
         )
+        condition = (
+            f"at k={k} one number per aggregator: the share of the teachers that must vote for one class" if k
+            else "one number per aggregator: the vote gap (top count minus the next) a query needs"
+        )  # fmt: skip
         lines = [
             head,
-            f'  ("at least X % agree": a query on which that share of the teachers vote for one class gets that '
-            f"class w.p. ≥ {PLAN_CONFIDENCE:g}; from the noise alone, no data read; see pate_stab.aggregation.plan)",
+            f"  ({condition} for its answer to be that class w.p. ≥ {PLAN_CONFIDENCE:g}; from the noise alone, no "
+            "data read; docs/plan.md)",
         ]
         for r in self.aggregators:
-            gap = "-" if r.gap_needed is None else f"{r.gap_needed:.1f}"
             noise = ", ".join(f"{key}={value:.3g}" for key, value in r.noise.items())
             line = (
                 f"  {r.aggregator:<16} smallest k {r.teachers_needed:>6} ({r.records_per_teacher:.1f} records per "
-                f"teacher); vote gap needed {gap}; {noise}"
+                f"teacher)"
             )
             if r.answerable is not None:
-                line += "; at this k: " + _verdict(r, k)  # type: ignore[arg-type]
-            lines.append(line)
+                line += f"; at k={k}: {r.aggregator} " + _verdict(r, k)  # type: ignore[arg-type]
+            elif r.gap_needed is not None:
+                line += f"; vote gap needed {r.gap_needed:.0f}"
+            lines.append(f"{line}; {noise}")
+        if self.stability_rarely_answers:
+            lines.append(f"  WARNING: {_rarely_answers(self.row('stability'), self.num_private)}")
         lines.append(f"  recommendation: {self.recommendation}")
         return "\n".join(lines)
 
@@ -238,6 +281,18 @@ def agreement_needed(r: AggregatorPlan, k: int) -> float | None:
     if "count_needed" in r.noise:
         count = max(count, r.noise["count_needed"])
     return min(1.0, count / k)
+
+
+def _rarely_answers(stab: AggregatorPlan, n: int) -> str:
+    """The warning of a plan whose stability releaser is below the floor at :data:`K_FACTOR` times its
+    smallest k (:data:`RECORDS_PER_TEACHER_FLOOR`)."""
+    k = K_FACTOR * stab.teachers_needed
+    return (
+        f"stability will rarely answer: at k={k}, {K_FACTOR}× its smallest k, where it answers queries on which 75 % "
+        f"of the teachers agree, each teacher has {n / k:.1f} records, below the floor of "
+        f"{RECORDS_PER_TEACHER_FLOOR} at which teachers agree that often (docs/plan.md: The records-per-teacher "
+        "floor); a run with it may spend ε and release nothing"
+    )
 
 
 def _verdict(r: AggregatorPlan, k: int) -> str:
@@ -353,39 +408,61 @@ def _knn_row(name: str, s: AggregatorSettings, n: int, c: int, with_k: bool) -> 
     )
 
 
-def _recommend(rows: dict[str, AggregatorPlan], n: int, c: int, k: int | None, s: AggregatorSettings) -> str:
+def _recommend(
+    rows: dict[str, AggregatorPlan], n: int, c: int, k: int | None, s: AggregatorSettings
+) -> tuple[str, str, int | None, bool]:
+    """(the recommendation's sentence, the aggregator or direct learner it names, its k, whether the
+    stability releaser is below the floor): from n, C, the settings and the run's k alone (public sizes)."""
     stab = rows["stability"]
-    most = n // c  # the most teachers that still leave C records each on average
-    pate = [rows[name] for name in ("gnmax", "confident-gnmax", "lnmax") if name in rows]
-    best = min(pate, key=lambda r: r.teachers_needed) if pate else None
-    pate_text = (
-        f"{best.aggregator}, which labels every query it is asked (the plurality w.p. ≥ "
-        f"{PLAN_CONFIDENCE:g} at a vote gap ≥ {best.gap_needed:.0f}; smallest k {best.teachers_needed})"
-        if best is not None and best.gap_needed is not None
-        else "a PATE aggregator (gnmax)"
-    )
-    if k is not None and stab.answerable:
-        gap = float(stab.teachers_needed)  # the hard-label releaser's gap needed (module docstring)
+    floor = RECORDS_PER_TEACHER_FLOOR
+    rarely = n / (K_FACTOR * stab.teachers_needed) < floor
+    if not rarely:
+        if k is not None and stab.answerable:
+            share = agreement_needed(stab, k)
+            return (
+                f"stability at k={k} ({n / k:.1f} records per teacher) answers the queries on which at least "
+                f"{100 * (share or 1.0):.0f} % of the teachers agree; train teachers to agree on the points asked",
+                "stability", k, False,
+            )  # fmt: skip
+        at = K_FACTOR * stab.teachers_needed
+        share = agreement_needed(stab, at)
+        where = f"with k={k} stability cannot answer (a run refuses); " if k is not None else ""
         return (
-            f"stability can answer at k={k}: a query is answered when its vote gap is ≥ {gap:.0f} "
-            f"({gap / k:.0%} of the teachers); train teachers to agree on the points asked "
-            f"({n / k:.1f} records each)"
-        )
-    if stab.teachers_needed <= most:
-        where = f"with k={k} it cannot answer; " if k is not None else ""
+            f"{where}stability at k={at} ({n / at:.1f} records per teacher) answers the queries on which at least "
+            f"{100 * (share or 1.0):.0f} % of the teachers agree",
+            "stability", at, False,
+        )  # fmt: skip
+    levers = _stability_levers(stab, n, c, k, s)
+    gnmax = rows.get("gnmax")
+    if gnmax is not None and n / gnmax.teachers_needed >= floor:
+        at = max(gnmax.teachers_needed, min(n // floor, K_FACTOR * gnmax.teachers_needed))
+        share = agreement_needed(gnmax, at)
         return (
-            f"{where}stability needs k ≥ {stab.teachers_needed} teachers ({n / stab.teachers_needed:.1f} records "
-            f"each, and teachers that agree on the points asked); or {pate_text}"
-        )
-    at = k if k is not None else max(most, 1)
-    eps = answerability("stability", replace(s, num_teachers=at))
-    eps_needed = eps.epsilon_needed if eps is not None else None
+            f"gnmax at k={at} ({n / at:.1f} records per teacher) labels every query it is asked, with the teachers' "
+            f"plurality w.p. ≥ {PLAN_CONFIDENCE:g} where at least {100 * (share or 1.0):.0f} % of them agree. "
+            f"{levers}",
+            "gnmax", at, True,
+        )  # fmt: skip
+    return (
+        f"no aggregator leaves {floor} records per teacher (stability needs k ≥ {K_FACTOR} × "
+        f"{stab.teachers_needed}, gnmax k ≥ {gnmax.teachers_needed if gnmax else '-'}): train directly on the "
+        f"private data instead, {DIRECT_LEARNER} (under label privacy rr-lp2st), and compare it with the "
+        f"majority-class reference. {levers}",
+        DIRECT_LEARNER, None, True,
+    )  # fmt: skip
+
+
+def _stability_levers(stab: AggregatorPlan, n: int, c: int, k: int | None, s: AggregatorSettings) -> str:
+    """What would bring the stability releaser above the floor: more records, a larger ε, a smaller T or m."""
+    at = k if k is not None else max(K_FACTOR * stab.teachers_needed, 1)
+    status = answerability("stability", replace(s, num_teachers=at))
+    eps_needed = status.epsilon_needed if status is not None else None
     eps_text = "" if eps_needed is None or math.isinf(eps_needed) else f"a larger ε (≥ {eps_needed:.3g} at k={at}), "
     return (
-        f"the stability releaser cannot answer at n={n}: a unanimous vote needs k ≥ {stab.teachers_needed} "
-        f"teachers, fewer than C={c} records each. Change one of: more teachers and records (n ≥ "
-        f"{stab.teachers_needed * c} keeps C records per teacher at k={stab.teachers_needed}), {eps_text}a smaller "
-        f"T (T=1: k ≥ {stab.teachers_needed_t1}) or m, or a PATE aggregator: {pate_text}"
+        "For stability to answer (rather than a PATE aggregator or a direct learner), change one of: more records "
+        f"(n ≥ {K_FACTOR * stab.teachers_needed * RECORDS_PER_TEACHER_FLOOR} keeps {RECORDS_PER_TEACHER_FLOOR} "
+        f"records per teacher at k={K_FACTOR * stab.teachers_needed}), {eps_text}a smaller T (T=1: smallest k "
+        f"{stab.teachers_needed_t1}) or m"
     )
 
 
@@ -451,6 +528,7 @@ def plan_run(
             rows[name] = _knn_row(name, settings, n, c, with_k)
         else:
             rows[name] = _baseline_row(name, settings, n, c, with_k)
+    text, recommended, recommended_k, rarely = _recommend(rows, n, c, k, settings)
     return RunPlan(
         num_private=n,
         num_classes=c,
@@ -461,7 +539,10 @@ def plan_run(
         num_teachers=k,
         calibration=calibration,
         aggregators=tuple(rows.values()),
-        recommendation=_recommend(rows, n, c, k, settings),
+        recommendation=text,
+        recommended=recommended,
+        recommended_teachers=recommended_k,
+        stability_rarely_answers=rarely,
     )
 
 

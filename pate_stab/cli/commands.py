@@ -42,6 +42,19 @@ from pate_stab.cli.output import _fmt, _noise_line, _print_report
 __all__ = ["main", "build_parser"]
 
 
+class _Names:
+    """A list of names from :mod:`pate_stab.run.config_names` (the run's registry of choices), read when a
+    help text is shown (argparse fills ``%(name)s`` from the action's attributes), not when the parser is built."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+
+    def __str__(self) -> str:
+        from pate_stab.run import config_names
+
+        return ", ".join(getattr(config_names, self.table))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pate-stab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -57,10 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--epsilons", type=float, nargs="+", default=None, help="target ε values")
     compare.add_argument("--aggregators", nargs="*", default=None,
                          help="subset of aggregators (none given: only the direct learners)")  # fmt: skip
-    compare.add_argument("--direct", nargs="*", default=None, metavar="LEARNER",
-                         help="direct private learners trained on the private split, as rows beside the aggregators: "
-                         "objective-softmax, output-softmax, objective-ovr, output-ovr, dpsgd-linear, dpsgd-cnn "
-                         "(images only; epochs: --set dpsgd_cnn_epochs=N)")  # fmt: skip
+    direct = compare.add_argument("--direct", nargs="*", default=None, metavar="LEARNER",
+                                  help="direct private learners trained on the private split, as rows beside the "
+                                  "aggregators: %(learners)s (dpsgd-cnn: images only, epochs: --set "
+                                  "dpsgd_cnn_epochs=N; %(label_learners)s: label privacy only, --privacy-unit label "
+                                  "--neighbouring replace_one)")  # fmt: skip
+    direct.learners, direct.label_learners = _Names("DIRECT_LEARNER_NAMES"), _Names("LABEL_DIRECT_LEARNERS")  # type: ignore[attr-defined]
     compare.add_argument(
         "--repeats", type=int, default=None, help="releases per (aggregator, ε), each its own spend: mean and spread"
     )
@@ -326,6 +341,46 @@ def _export_votes(config: Any, path: Path) -> None:
     print(f"teachers' votes on the public pool (PRIVATE, owner-only file): {written}")
 
 
+def _follow_plan(parser: argparse.ArgumentParser, data: dict[str, Any], config: Any) -> Any:
+    """A transfer on the user's files without an aggregator: the plan's recommendation
+    (:func:`pate_stab.aggregation.plan.plan_run`, from n, C, m, ε and the settings alone) instead of
+    the default stability releaser where that would rarely answer; it says so. The choice is published
+    (report.json), so the plan reads the public size ``private_size_hint`` where the user states one,
+    else the private count n, and takes the plan's k only from the public size (docs/plan.md: The
+    default aggregator). An explicit ``--aggregator`` (or a recipe's) is always honoured, the plan's
+    warning printed before training."""
+    from pate_stab.aggregation.plan import DIRECT_LEARNER, plan_for_config
+    from pate_stab.run.data import load_own_data
+
+    own = load_own_data(config)  # the checked files; n is private: the plan goes to this terminal only
+    # the choice lands in published files (report.json): from the public size N where the user states one
+    public = config.private_size_hint
+    size = public if public is not None else int(own.private_y.shape[0])
+    plan = plan_for_config(config, num_private=size, num_classes=own.num_classes)
+    if plan.recommended == config.aggregator:
+        return config
+    chosen = dict(data, aggregator=plan.recommended)
+    note = ""
+    if plan.recommended_teachers is not None and "num_teachers" not in data:
+        if public is not None:
+            chosen["num_teachers"] = plan.recommended_teachers
+        else:  # k = n / 30 would publish the private size, near enough: the user chooses k
+            note += (f" The run keeps k={config.num_teachers}: the plan's k is computed from the private size, so "
+                     f"give --num-teachers {plan.recommended_teachers} yourself, or state the public size "
+                     "(--set private_size_hint=N) to have it chosen.")  # fmt: skip
+    if plan.recommended == DIRECT_LEARNER and config.private_size_hint is None:
+        # a direct learner calibrates on a public size the user must state; until then, GNMax labels every query
+        note += (f" {plan.recommended} needs the private set's public size (--set private_size_hint=N); without "
+                 "it this run uses gnmax, which labels every query.")  # fmt: skip
+        chosen["aggregator"] = "gnmax"
+    print(
+        f"no --aggregator given: following the plan's recommendation, {plan.recommendation}.{note} "
+        "(--aggregator stability runs the stability releaser anyway.)",
+        flush=True,
+    )
+    return _make_config(parser, chosen)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -373,7 +428,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.export_votes is not None:
                 _export_votes(config, args.export_votes)
             return 0
+        from pate_stab.run.config import DIRECT_LEARNER_NAMES
         from pate_stab.run.transfer import run_transfer
+
+        if args.command == "transfer" and "aggregator" not in data and config.dataset == "files":
+            config = _follow_plan(parser, data, config)  # no aggregator chosen: the plan's, which it expects to answer
+        if config.aggregator in DIRECT_LEARNER_NAMES:  # the teachers' plan does not apply: what the learner does
+            from pate_stab.run.direct import direct_plan_text
+
+            print(direct_plan_text(config), flush=True)
 
         report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
         if report["status"] not in ("complete", "partial"):
@@ -387,6 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(report["row"]["note"])
             print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
+            for message in report.get("warnings", []):
+                print(f"WARNING: {message}")
             return 0
         _print_report(report)
         if report["status"] == "partial":

@@ -16,8 +16,9 @@ deterministic spend id, so a rerun reuses them.
 
 Each aggregator row's student is saved, self-contained (:mod:`pate_stab.run.student_file`), as
 ``students/<aggregator>_eps<ε>_r<repeat>.pt`` (the row's ``student_file``); ``pate-stab predict
---run-dir RUN --student NAME`` or ``pate_stab.load_student`` uses it. A direct learner's model is
-under ``direct/`` (:mod:`pate_stab.run.direct`).
+--run-dir RUN --student NAME`` or ``pate_stab.load_student`` uses it. A direct learner's row saves
+its model the same way, ``students/<learner>_eps<ε>_r<repeat>.pt``, beside the model file its spend
+recorded under ``direct/`` (:mod:`pate_stab.run.direct`; that file loads too).
 
 Published and private (DESIGN.md fact 8, :mod:`pate_stab.run.private`). ``compare.json``,
 ``compare.txt`` and ``compare.png`` hold what may be published: the certified ε and δ of each
@@ -87,6 +88,7 @@ from pate_stab.run.direct import (
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
+from pate_stab.run.reference import flag_rows, majority_reference
 from pate_stab.run.release import (
     Release,
     label_accuracy,
@@ -308,12 +310,14 @@ def _run_compare(
         direct_device = accelerator_device(config.accelerator)
         for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.progress):
             t0 = time.perf_counter()
-            rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep))
+            (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
+            rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep,
+                                   student_file=f"{STUDENTS_DIR}/{student_name(learner, eps, rep)}"))  # fmt: skip
             device = direct_device if learner in IMAGE_DIRECT_LEARNERS else "cpu"
             name = f"direct {learner} ε={eps:g}" + (f" repeat {rep}" if repeats > 1 else "")
             report_stage(prep.timings, name, time.perf_counter() - t0, device, prep.devices)
         return _write_compare(prep, ledger, rows, private_rows, teachers=teachers, repeats=repeats, direct=direct,
-                              has_students=bool(plan), start=start)  # fmt: skip
+                              has_students=bool(plan) or bool(direct), start=start)  # fmt: skip
     finally:
         ledger.close()
 
@@ -437,13 +441,17 @@ def _write_compare(
     """The table, the plot, ``compare.json`` / ``compare.txt`` (published) and ``private_compare.json``."""
     config = prep.config
     t_report = time.perf_counter()
+    # always predicting the evaluation split's most common class: public labels, no spend (pate_stab.run.reference)
+    reference = majority_reference(prep.task.eval_y, prep.task.class_names, prep.task.num_classes)
+    flag_rows(rows, reference)
     summary = summarise_rows(rows)
-    table = format_rows(rows, run_neighbouring=config.neighbouring)
+    table = format_rows(rows, run_neighbouring=config.neighbouring, reference=reference)
     table += "\n\n" + format_summary(summary) if repeats > 1 else ""
     if direct:
-        table += "\n" + direct_legend(rows, run_neighbouring=config.neighbouring)
+        table += "\n" + direct_legend(rows, run_neighbouring=config.neighbouring, reference=reference)
     plot = plot_rows(rows, prep.run_dir / "compare.png", title=compare_title(config, repeats),
-                     caption=total_cost_line(rows, run_neighbouring=config.neighbouring))  # fmt: skip
+                     caption=total_cost_line(rows, run_neighbouring=config.neighbouring),
+                     majority=reference)  # fmt: skip
     out = {
         "run": config.run_name,
         "dataset": config.dataset,
@@ -463,6 +471,7 @@ def _write_compare(
         "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},
         "label_accuracy_note": LABEL_ACCURACY_NOTE,
         "rows": rows,
+        "reference": reference,
         "summary": summary,
         "total_cost": total_cost(rows, run_neighbouring=config.neighbouring),
         "repeats": repeats,

@@ -20,11 +20,12 @@ from typing import Any
 from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 from pate_stab.run.data_dependent import DATA_INDEPENDENT_NOTE
 from pate_stab.run.direct import DIRECT_LEARNERS, replace_one_equivalent
+from pate_stab.run.reference import at_or_below
 from pate_stab.run.run_folder import write_published
 from pate_stab.run.units import row_unit
 
-__all__ = ["DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot_rows", "summarise_rows", "total_cost",
-           "total_cost_line"]  # fmt: skip
+__all__ = ["CONFIDENT_FALLS_NOTE", "DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot_rows",
+           "summarise_rows", "total_cost", "total_cost_line"]  # fmt: skip
 
 _COLUMNS = (  # (row key, header, format, width)
     ("aggregator", "aggregator", "{:<21}", 21),
@@ -119,16 +120,26 @@ def total_cost_line(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | N
     )
 
 
-def format_rows(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None) -> str:
+def format_rows(
+    rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None = None, reference: dict[str, Any] | None = None
+) -> str:
     """Fixed-width text table (label_acc: on answered queries; student_acc: on the evaluation split).
 
     A column that is empty in every row (no pool labels: label_acc; no PATE data-dependent figure:
-    ε dd san) is left out, with its sentence of the legend.
+    ε dd san) is left out, with its sentence of the legend. ``reference``: the majority-class
+    reference (:func:`pate_stab.run.reference.majority_reference`), shown as the first row, with
+    only its accuracy (it is not a release: no ε, no cost); a row at or below it says so in its note.
     """
     columns = [c for c in _COLUMNS if c[0] in _ALWAYS or any(r.get(c[0]) is not None for r in rows)]
     shown = {c[0] for c in columns}
     head = " ".join(f"{label:>{w}}" if i else f"{label:<{w}}" for i, (_, label, _, w) in enumerate(columns))
     lines = [head + "  note", "-" * (len(head) + 6)]
+    if reference is not None:
+        cells = []
+        for name, _, fmt, width in columns:
+            v = {"aggregator": reference["name"], "student_acc": reference["accuracy"]}.get(name)
+            cells.append(" " * (width - 1) + "-" if v is None else fmt.format(v))
+        lines.append(" ".join(cells) + "  " + reference["note"])
     for r in rows:
         cells = []
         for name, _, fmt, width in columns:
@@ -145,10 +156,31 @@ def format_rows(rows: Sequence[dict[str, Any]], *, run_neighbouring: str | None 
         lines.append(_DD_LEGEND)
     if "label_acc" in shown:
         lines.append(_LABEL_ACC_LEGEND)
+    if _confident_falls(rows):
+        lines.append(CONFIDENT_FALLS_NOTE)
     lines.append(total_cost_line(rows, run_neighbouring=run_neighbouring))
     if any(r.get("noise") == "seeded" for r in rows):
         lines.append(f"WARNING: {SEEDED_NOISE_WARNING}")
     return "\n".join(lines)
+
+
+CONFIDENT_FALLS_NOTE = (
+    "Confident-GNMax answers fewer queries at a larger ε here: it answers a query when the top vote count plus "
+    "N(0, σ1²) reaches its threshold (a fixed share of the teachers), and σ1 shrinks as ε grows, so where the "
+    "teachers seldom reach the threshold the answers at a small ε are the noise's, labelled with more noise; "
+    "not a fault (docs/plan.md: Confident-GNMax at a larger ε)."
+)
+"""The table's sentence where Confident-GNMax's answered count falls as ε rises (:func:`_confident_falls`)."""
+
+
+def _confident_falls(rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether some Confident-GNMax row answers more queries than one at a larger target ε (same unit)."""
+    rs = [r for r in rows if r.get("aggregator") == "confident-gnmax" and r.get("answered") is not None]
+    return any(
+        a["target_epsilon"] < b["target_epsilon"] and a["answered"] > b["answered"] and row_unit(a) == row_unit(b)
+        for a in rs
+        for b in rs
+    )
 
 
 _SUMMARY_KEYS = ("answered", "label_acc", "student_acc", "student_acc_unlabelled_pool")
@@ -210,6 +242,7 @@ def plot_rows(
     title: str,
     reference: float | None = None,
     caption: str | None = None,
+    majority: dict[str, Any] | None = None,
 ) -> Path:
     """Student test accuracy vs target ε, one line per aggregator and privacy unit (matplotlib, Agg backend).
 
@@ -220,7 +253,9 @@ def plot_rows(
     The legend sits outside the axes (to the right), so it hides no line.
     ``reference``: a horizontal line (e.g. an accuracy reached without privacy); a plot meant
     for publication draws only published figures. ``caption``: a line under the plot (the
-    total privacy cost by default, :func:`total_cost_line`).
+    total privacy cost by default, :func:`total_cost_line`). ``majority``: the majority-class
+    reference (:func:`pate_stab.run.reference.majority_reference`), drawn as a dotted line; a line's
+    legend entry ends in "≤ majority class" when its accuracy is at or below it at every ε.
     """
     import matplotlib
 
@@ -239,11 +274,16 @@ def plot_rows(
         err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
         is_direct = name in DIRECT_LEARNERS  # direct learners: dashed lines, square markers
         label = name + (" (direct)" if is_direct else "") + f" [{unit}]"
+        if majority is not None and mean and all(at_or_below(a, majority) for a in mean):
+            label += " ≤ majority class"
         ax.errorbar(x, mean, yerr=err, capsize=3, label=label, marker="s" if is_direct else "o",
                     linestyle="--" if is_direct else "-",
                     markerfacecolor="none" if unit == "label" else None)  # fmt: skip
     if reference is not None:
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="plurality vote (non-private)")
+    if majority is not None:
+        ax.axhline(majority["accuracy"], color="black", linestyle=":", linewidth=1.2,
+                   label=f"always {majority['class']!r} (majority class, reference)")  # fmt: skip
     ax.set_xscale("log")
     ticks = sorted({r["target_epsilon"] for r in summary})
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])

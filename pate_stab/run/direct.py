@@ -145,9 +145,12 @@ from pate_stab.privacy.noise.discrete import RandomSource, SeededRandomSource, S
 from pate_stab.run.config import FEATURE_DATASETS, IMAGE_DIRECT_LEARNERS, LABEL_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.direct_size import dpsgd_public_size, public_size_source
 from pate_stab.run.prepare import Prepared
+from pate_stab.run.reference import at_or_below, reference_words
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend
+from pate_stab.run.student_file import PublishedStudent
 from pate_stab.run.units import best_per_epsilon, learner_unit, row_unit
+from pate_stab.teachers.models import ModelSpec, build_model
 
 __all__ = [
     "DIRECT_LEARNERS",
@@ -160,7 +163,9 @@ __all__ = [
     "check_direct_learners",
     "check_label_learners",
     "direct_legend",
+    "direct_plan_text",
     "direct_planned_spend",
+    "direct_student",
     "dpsgd_settings",
     "privacy_unit",
     "replace_one_equivalent",
@@ -310,6 +315,37 @@ def check_direct_config(config: TransferConfig, learners: Sequence[str], dpsgd: 
         dpsgd_public_size(config)  # the heads' N (module docstring): own data need private_size_hint
     if any(n in IMAGE_DIRECT_LEARNERS for n in learners):
         cnn.resolve_device(config.accelerator)
+
+
+def direct_plan_text(config: TransferConfig) -> str:
+    """What a direct learner's run will do, from its configuration alone (no data read): the learner,
+    its one spend and relation, and DP-SGD's schedule from the public size N. It replaces the
+    teacher–student plan (:mod:`pate_stab.aggregation.plan`), which does not apply: no teachers, no queries."""
+    learner = config.aggregator
+    relation = DIRECT_RELATIONS[learner]
+    relation = config.neighbouring if relation == "either" else relation
+    words = _RELATION_WORDS["label" if learner in LABEL_DIRECT_LEARNERS else relation]
+    delta = f", δ={config.delta:g}" if learner.startswith("dpsgd") else ""
+    lines = [
+        f"plan: {learner} trains directly on the private split: {DIRECT_LEARNERS[learner]}. No teachers, no "
+        f"queries and no vote gap: one spend of ε={config.epsilon:g}{delta}, private when {words}; its test accuracy "
+        "is measured on the evaluation split, beside the majority-class reference"
+    ]
+    if learner.startswith("dpsgd"):
+        settings = dpsgd_settings(config, learner)
+        size = dpsgd_public_size(config)
+        q, steps = engine_schedule(size, settings) if learner == "dpsgd-cnn" else dpsgd_schedule(size, settings)
+        lines.append(
+            f"  DP-SGD: public size N={size} ({public_size_source(config)}), expected batch B="
+            f"{settings.expected_batch_size}, sampling rate q={q:.4g}, {steps} steps, clipping norm "
+            f"{settings.max_grad_norm:g}, learning rate {settings.lr:g}"
+        )
+    elif learner not in LABEL_DIRECT_LEARNERS:
+        lines.append(
+            f"  convex head: λ={HEAD_LAMBDA:g}, public size N={dpsgd_public_size(config)} "
+            f"({public_size_source(config)}); features scaled by a bound read from the public pool"
+        )
+    return "\n".join(lines)
 
 
 def privacy_unit(config: TransferConfig) -> str:
@@ -576,6 +612,37 @@ def _predict(model: dict[str, Any], x: Tensor, prep: Prepared) -> Tensor:
     return torch.argmax(_scale(x, model["bound"]) @ model["weight"].T.double(), dim=1)
 
 
+def direct_student(model: dict[str, Any], prep: Prepared, learner: str, *, spend_id: str) -> PublishedStudent:
+    """A direct learner's model as a self-contained student (:mod:`pate_stab.run.student_file`): the
+    network with the run's public preprocessing and the learner's own public map (the pool's
+    standardisation, or the heads' bound R and unit ball), so that ``predict`` takes raw inputs.
+
+    Everything in it is the mechanism's output (the weights) or public (the maps are fitted on the
+    public pool; the schema and class names are declared)."""
+    task = prep.task
+    c = task.num_classes
+    names = task.class_names if task.class_names is not None else tuple(str(i) for i in range(c))
+    config = {"learner": learner, "spend_id": spend_id, "epsilon": float(model["epsilon"]), "kind": "direct"}
+    if model.get("kind") == "cnn":
+        shape = tuple(int(v) for v in model["in_shape"])
+        inputs = dict(task.inputs) or {"kind": "images", "shape": list(shape)}
+        spec = ModelSpec("cnn", input_shape=shape, num_classes=c)
+        return PublishedStudent(cnn.cnn_from_state(model), spec, tuple(names), inputs, [{"op": "as_images"}],
+                                "direct", config, network_kind="tanh-cnn")  # fmt: skip
+    weight, bias = model["weight"].detach().float(), model["bias"].detach().float()
+    spec = ModelSpec("logistic", input_shape=(int(weight.shape[1]),), num_classes=c)
+    network = build_model(spec)
+    layer = network[1][-1]  # type: ignore[index]
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        layer.bias.copy_(bias)
+    network.eval()
+    own = ({"op": "standardize", "mean": model["mean"], "std": model["std"], "fitted_on": "public pool"}
+           if "mean" in model else {"op": "unit_ball", "bound": float(model["bound"])})  # fmt: skip
+    inputs = dict(task.inputs) or {"kind": "arrays", "shape": list(task.public_x.shape[1:])}
+    return PublishedStudent(network, spec, tuple(names), inputs, [*task.preprocess, own], "direct", config)
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -588,8 +655,15 @@ def run_direct(
     epsilon: float,
     repeat: int = 0,
     dpsgd: DPSGDConfig | None = None,
+    student_file: str | None = None,
 ) -> dict[str, Any]:
     """Train (or replay) one direct learner at ``epsilon`` and return its compare row.
+
+    The model file under ``direct/`` is self-contained (:func:`direct_student`: it loads with
+    :func:`pate_stab.load_student`); ``student_file``, a path relative to the run folder
+    (``students/<learner>_eps<ε>_r<r>.pt`` for a compare row, ``student.pt`` for a transfer), gets the
+    same student (also from a replayed model written before the files held their preprocessing),
+    and the row names it (``student_file``).
 
     ``dpsgd``: DP-SGD settings (default: Tramèr & Boneh 2021's: :class:`DPSGDConfig` for
     ``dpsgd-linear``, :func:`pate_stab.direct.cnn.cnn_dpsgd_config` of the run's data set and
@@ -635,6 +709,8 @@ def run_direct(
         ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=learner, metadata=meta,
                      relation=meta["neighbouring"], unit=learner_unit(learner))  # fmt: skip
         model = _train(prep, learner, epsilon, generator, dpsgd, meta, _exact_source(prep, spend_id))
+        # the self-contained student beside the model's own fields (load_student reads the file)
+        model |= direct_student(model, prep, learner, spend_id=spend_id).record()
         folder.mkdir(parents=True, exist_ok=True)
         name = spend_id.replace(":", "_").replace("=", "-") + ".pt"
         tmp = folder / (name + ".tmp")
@@ -644,6 +720,8 @@ def run_direct(
                                         "delta": charge_delta, "metadata": meta})  # fmt: skip
         result = {"epsilon": charge_eps, "delta": charge_delta, "metadata": meta}
         reused = False
+    if student_file is not None:
+        direct_student(model, prep, learner, spend_id=spend_id).save(prep.run_dir / student_file)
     task = prep.task
     # the CNN reads the images, the other learners the features
     on_images = learner in IMAGE_DIRECT_LEARNERS
@@ -680,13 +758,15 @@ def run_direct(
         "student_acc_unlabelled_pool": pool_acc,
         "spend_id": spend_id,
         "reused": reused,
+        "student_file": student_file,
         "settings": meta,
         "note": note,
     }
 
 
-def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
-    """How to read a table with direct rows: columns, relations, the cumulative cost, the best row per ε."""
+def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str, reference: dict[str, Any] | None = None) -> str:
+    """How to read a table with direct rows: columns, relations, the cumulative cost, the best row per ε
+    (a best row at or below the majority-class ``reference`` is named as such: :mod:`pate_stab.run.reference`)."""
     # name only the columns the table shows (compare_table.format_rows leaves out empty ones)
     empty = ["label_acc"] if all(r.get("label_acc") is None for r in rows) else []
     dashes = " / ".join(c for c in ("seen", "answered", "label_acc") if c not in empty)
@@ -726,11 +806,16 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str) -> str:
     # each privacy unit ranked apart, its unit shown (pate_stab.run.units)
     for unit in sorted({row_unit(r) for r in rows}):
         best = best_per_epsilon([r for r in rows if row_unit(r) == unit])
-        lines.append(
-            f"best mean accuracy per ε ({unit} privacy): "
-            + ", ".join(
-                f"ε={eps:g}: {name} {acc:.4f}{' (direct)' if name in DIRECT_LEARNERS else ''}"
-                for eps, (acc, name) in sorted(best.items())
-            )
+        line = f"best mean accuracy per ε ({unit} privacy): " + ", ".join(
+            f"ε={eps:g}: {name} {acc:.4f}{' (direct)' if name in DIRECT_LEARNERS else ''}"
+            + (" (no better than the majority class)" if at_or_below(acc, reference) else "")
+            for eps, (acc, name) in sorted(best.items())
         )
+        beaten = [eps for eps, (acc, _) in sorted(best.items()) if at_or_below(acc, reference)]
+        if reference is not None and beaten:
+            line += (
+                f". At ε = {', '.join(f'{e:g}' for e in beaten)} no row beats {reference_words(reference)}: "
+                "use the majority class there, or more data or a larger ε"
+            )
+        lines.append(line)
     return "\n".join(lines)

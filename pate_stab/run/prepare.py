@@ -398,7 +398,7 @@ def prepare(
     data_device = "cpu" if pca_device == "cpu" else f"cpu, {pca_device} (pca)"
     report_stage(timings, "data", time.perf_counter() - t0, data_device, devices)
     t0 = time.perf_counter()
-    if on_plan is not None:
+    if on_plan is not None and config.aggregator not in DIRECT_LEARNER_NAMES:  # a direct learner has no teachers
         on_plan(plan_for_config(config, num_private=int(task.private_x.shape[0]), num_classes=task.num_classes))
     # record ids are checked before anything is written; content keys are read from the final inputs
     record_ids = None

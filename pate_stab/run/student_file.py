@@ -7,7 +7,16 @@ class names. ``student.pt`` holds all of them beside the network::
     {"format": "pate_stab.student/1", "spec", "config", "weights", "classes", "method",
      "inputs": {"kind": "arrays" | "table" | "images", "shape": [...], "schema": {...}?},
      "preprocess": [{"op": "standardize", "mean", "std"} | {"op": "pca", "state"} |
-                    {"op": "flatten"} | {"op": "extract", "blocks": [...]}, ...]}
+                    {"op": "flatten"} | {"op": "extract", "blocks": [...]} |
+                    {"op": "unit_ball", "bound"} | {"op": "as_images"}, ...],
+     "network": "tanh-cnn"?}
+
+A direct learner's model (:mod:`pate_stab.run.direct`) is written in the same format: a linear
+layer as a ``logistic`` spec after its own public map (the pool's standardisation, or the convex
+heads' division by the public bound R and projection onto the unit ball, ``unit_ball``), and
+DP-SGD's CNN with ``"network": "tanh-cnn"`` (:class:`pate_stab.direct.cnn.TanhCNN`, its spec's
+``input_shape`` and ``num_classes``). Its file under ``direct/`` holds the record beside the
+model's own fields, so :func:`load_student` reads it too.
 
 Privacy: everything in it is public. The network is trained on released labels and public inputs
 (post-processing of the release); the schema and the class names are the user's declarations (or
@@ -100,6 +109,7 @@ class PublishedStudent:
     method: str = "supervised"
     config: dict[str, Any] = field(default_factory=dict)
     trained: Any = None
+    network_kind: str | None = None  # "tanh-cnn": DP-SGD's CNN (module docstring); None: build_model(spec)
     _extractors: dict[int, list[Any]] = field(default_factory=dict, repr=False)
 
     # ---- file ---------------------------------------------------------------------------------
@@ -115,10 +125,19 @@ class PublishedStudent:
             "method": self.method,
             "inputs": self.inputs,
             "preprocess": self.preprocess,
+            **({"network": self.network_kind} if self.network_kind is not None else {}),
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], where: str = "student file") -> PublishedStudent:
+        if isinstance(record, Mapping) and record.get("format") is None and record.get("kind") in ("linear", "cnn"):
+            raise ValueError(
+                f"{where} is a direct learner's model written before direct models held their preprocessing, so it "
+                "cannot be used for prediction alone. Rerun the run that made it (its spend replays from the ledger, "
+                "nothing is spent): the rerun writes its self-contained student, "
+                "<run>/students/<learner>_eps<ε>_r<r>.pt "
+                "for a compare row or <run>/student.pt for a transfer"
+            )
         if not isinstance(record, Mapping) or record.get("format") != STUDENT_FORMAT:
             found = record.get("format") if isinstance(record, Mapping) else type(record).__name__
             raise ValueError(
@@ -127,11 +146,20 @@ class PublishedStudent:
                 "(its release replays from the ledger, no new spend) to rewrite it"
             )
         spec = ModelSpec(**record["spec"])
-        network = build_model(spec)
+        kind = record.get("network")
+        if kind == "tanh-cnn":
+            from pate_stab.direct.cnn import TanhCNN
+
+            network: nn.Module = TanhCNN(spec.input_shape, spec.num_classes)  # type: ignore[arg-type]
+        elif kind is None:
+            network = build_model(spec)
+        else:
+            raise ValueError(f"{where}: unknown network {kind!r}")
         network.load_state_dict(record["weights"])
         network.eval()
         return cls(network, spec, tuple(record["classes"]), dict(record["inputs"]), list(record["preprocess"]),
-                   record.get("method", "supervised"), dict(record.get("config") or {}))  # fmt: skip
+                   record.get("method", "supervised"), dict(record.get("config") or {}),
+                   network_kind=kind)  # fmt: skip
 
     def save(self, path: str | Path) -> Path:
         """Write ``student.pt``, a published file replaced whole
@@ -229,6 +257,11 @@ class PublishedStudent:
                 t = PublicFeatures.from_state_dict(step["state"]).transform(t) if t.shape[0] else t
             elif op == "flatten":
                 t = t.flatten(1)
+            elif op == "as_images":  # DP-SGD's CNN: (n, H, W) images gain their one channel
+                t = t.unsqueeze(1) if t.dim() == 3 else t
+            elif op == "unit_ball":  # the convex heads' map: x / R, projected onto the unit ball
+                z = t.double() / float(step["bound"])
+                t = (z / torch.linalg.vector_norm(z, dim=1, keepdim=True).clamp(min=1.0)).float()
             elif op == "extract":
                 if i not in self._extractors:
                     self._extractors[i] = [_extractor(block) for block in step["blocks"]]

@@ -68,6 +68,7 @@ from pate_stab.run.direct import check_direct_config, check_direct_inputs, direc
 from pate_stab.run.prepare import Prepared, prepare
 from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
+from pate_stab.run.reference import at_or_below, majority_reference, reference_words
 from pate_stab.run.release import (
     Release,
     label_accuracy,
@@ -187,6 +188,7 @@ def evaluate_and_report(
         report["partial_release"] = release.partial
     if rounds_private:  # teachers rebuilt for later rounds (round_features: student)
         diagnostics["rounds_teachers"] = rounds_private
+    _flag_majority(report, prep, report["student"]["test_accuracy"], report["student"].setdefault("warnings", []))
     if task.pool_labels_private is not None:  # label privacy, queries over private inputs: private labels
         answered, everything = label_accuracy(release, task.pool_labels_private[release.index])
         diagnostics["label_accuracy_private"] = {"answered": answered, "all_queries": everything}
@@ -195,6 +197,20 @@ def evaluate_and_report(
     write_published(prep.run_dir / "report.json", json.dumps(report, indent=2, sort_keys=True))
     report_stage({}, "report", time.perf_counter() - t0, "cpu")
     return report
+
+
+def _flag_majority(report: dict[str, Any], prep: Prepared, accuracy: float | None, warnings_: list[str]) -> None:
+    """The majority-class reference in ``report`` (public evaluation labels, no spend:
+    :mod:`pate_stab.run.reference`), and a plain warning in ``warnings_`` where ``accuracy`` is at or below it."""
+    task = prep.task
+    reference = majority_reference(task.eval_y, task.class_names, task.num_classes)
+    report["majority_reference"] = reference
+    report["at_or_below_majority"] = at_or_below(accuracy, reference)
+    if report["at_or_below_majority"] and reference is not None:
+        warnings_.append(
+            f"the test accuracy {accuracy:.4f} is no better than {reference_words(reference)}, the evaluation split's "
+            "most common class: this model has learnt nothing usable (docs/plan.md: The majority-class reference)"
+        )
 
 
 def _planned_spends(config: TransferConfig, ledger: PrivacyLedger | None) -> list[PlannedSpend]:
@@ -233,7 +249,7 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
     ledger = open_run_ledger(prep.run_dir, data_set=prep.data_set, **_budget_args(config))
     try:
         t0 = time.perf_counter()
-        row = run_direct(prep, ledger, learner=config.aggregator, epsilon=config.epsilon)
+        row = run_direct(prep, ledger, learner=config.aggregator, epsilon=config.epsilon, student_file="student.pt")
         device = accelerator_device(config.accelerator) if config.aggregator in IMAGE_DIRECT_LEARNERS else "cpu"
         report_stage(prep.timings, f"direct {config.aggregator}", time.perf_counter() - t0, device, prep.devices)
         report = {
@@ -241,8 +257,11 @@ def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
             "dataset": config.dataset, "aggregator": config.aggregator, "epsilon": row["epsilon"],
             "delta": row["delta"], "neighbouring": row["neighbouring"], "row": row,
             "test_accuracy": row["student_acc"], "ledger": ledger.report(),
-            "files": run_files(prep.run_dir, ["report.json", "direct/"]),  # the models are the mechanism outputs
+            # the models are the mechanism outputs; student.pt the same model with its preprocessing
+            "files": run_files(prep.run_dir, ["report.json", "student.pt", "direct/"]),
+            "warnings": [],
         }  # fmt: skip
+        _flag_majority(report, prep, row["student_acc"], report["warnings"])
         report = clean_json(report)
         # wall times of a private stage depend on the private data: private diagnostics only
         private = {"wall_time_s": {**prep.timings, "total": time.perf_counter() - start},
