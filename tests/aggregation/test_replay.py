@@ -237,10 +237,13 @@ def test_ledgers_with_the_old_unkeyed_digest_still_replay(tmp_path):
     path = tmp_path / "ledger.jsonl"
     header, spend = (json.loads(line) for line in path.read_text().splitlines())
     output = {k: v for k, v in spend["output"].items() if k != "inputs_mac"} | {"inputs": inputs_digest(counts)}
-    spend = {k: v for k, v in spend.items() if k != "sha256"} | {"output": output}
+    # ledgers of that time had no anchor, nor the budget_rule in their header that shows one was written
+    header = {k: v for k, v in header.items() if k not in ("sha256", "budget_rule")}
+    header["sha256"] = _digest(header)
+    spend = {k: v for k, v in spend.items() if k != "sha256"} | {"output": output, "prev": header["sha256"]}
     spend["sha256"] = _digest(spend)
     path.write_text(json.dumps(header) + "\n" + json.dumps(spend) + "\n")
-    anchor_path(path).unlink()  # ledgers of that time had no anchor
+    anchor_path(path).unlink()
     old = _ledger(tmp_path)
     labels = StabilityReleaser(CAL, generator=_gen(5), ledger=old, spend_id="s").release(counts).labels
     assert labels.tolist() == output["labels"]
