@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -211,9 +212,9 @@ def test_a_gpu_asked_for_without_one_is_refused_before_the_spend(tmp_path):
                 "--dataset",
                 "files",
                 "--private",
-                "P",
+                "P.npz",
                 "--public",
-                "Q",
+                "Q.npz",
                 "--set",
                 "dpsgd_cnn_epochs=0",
             ],
@@ -221,7 +222,12 @@ def test_a_gpu_asked_for_without_one_is_refused_before_the_spend(tmp_path):
         ),  # fmt: skip
     ],
 )
-def test_cli_exits_2_on_bad_input_with_nothing_spent(tmp_path, capsys, argv, message):
+def test_cli_exits_2_on_bad_input_with_nothing_spent(tmp_path, capsys, monkeypatch, argv, message):
+    # files that exist, so that the setting (checked after the files) is what the run refuses
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "P.npz", x=rng.random((20, 1, 8, 8), dtype=np.float32), y=np.arange(20) % 2)
+    np.savez(tmp_path / "Q.npz", x=rng.random((10, 1, 8, 8), dtype=np.float32))
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--run-name", "bad", "--checkpoints-dir", str(tmp_path)])
     assert exc.value.code == 2

@@ -59,6 +59,7 @@ import pate_stab.run.prepare as run_prepare
 from pate_stab.cli.commands import main
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.prepare import neighbour_index, prepare
+from pate_stab.run.reference import AT_OR_BELOW
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -77,6 +78,8 @@ REPORT_RELEASED = (
     ("student", "unlabelled_pool_size"),
     ("student", "selection"),  # student_select "cv": scores on the released labels and the choice
     ("student", "config", "lr"),  # student_select "cv": the chosen learning rate
+    ("student", "warnings"),  # sentences on the released labels and on the student's accuracy
+    ("at_or_below_majority",),  # the student's accuracy against the public majority-class reference
 )
 # fields of a release call's or a release's record in the ledger that are its outputs
 OUTPUT_RELEASED = ("labels", "status", "state")
@@ -398,6 +401,7 @@ OWN_SCHEMA = {
     "label": "label",
     "classes": ["low", "mid", "high"],
     "id_column": "rid",
+    "unlisted": "other",  # 'blue' (in the files, not declared) takes the column's <other> slot
 }
 
 
@@ -527,6 +531,8 @@ def test_release_votes_with_and_without_a_declared_class_count(tmp_path, capsys,
 # the offered points and the selection rounds are fixed in advance, not outputs)
 COMPARE_RELEASED = ("seen", "answered", "label_acc", "label_acc_all", "student_trained_on", "student_acc",
                     "student_acc_unlabelled_pool", "unlabelled_pool_size", "student_selection")  # fmt: skip
+# the sentence a row at or below the majority-class reference gets in its note (pate_stab.run.reference.flag_rows)
+MAJORITY_SENTENCE = re.compile(r"^No better than .*?: this model has learnt nothing usable\.\s*")
 # a direct learner's row: its model is the output, its accuracies are computed from it
 COMPARE_DIRECT_RELEASED = ("student_acc", "student_acc_unlabelled_pool")
 # compare.json's summary over repeats: mean, spread and range of the rows' released figures
@@ -564,11 +570,15 @@ def _published_compare(config: TransferConfig, direct: list[str]) -> tuple[dict[
     assert {"compare.json", "compare.txt", "compare.png", "ledger.jsonl", "config.json", "direct/"} <= set(
         files["published"]
     )
-    rows, relation = report["rows"], report["ledger"]["neighbouring"]
-    table = format_rows(rows, run_neighbouring=relation) + "\n" + direct_legend(rows, run_neighbouring=relation)
+    rows, relation, reference = report["rows"], report["ledger"]["neighbouring"], report["reference"]
+    table = (
+        format_rows(rows, run_neighbouring=relation, reference=reference)
+        + "\n"
+        + direct_legend(rows, run_neighbouring=relation, reference=reference)
+    )
     assert (run_dir / "compare.txt").read_text() == table + "\n", "compare.txt is not computed from compare.json"
     rebuilt = plot_rows(rows, run_dir.parent / "rebuilt.png", title=compare_title(config),
-                        caption=total_cost_line(rows, run_neighbouring=relation))  # fmt: skip
+                        caption=total_cost_line(rows, run_neighbouring=relation), majority=reference)  # fmt: skip
     assert rebuilt.read_bytes() == (run_dir / "compare.png").read_bytes(), "compare.png is not drawn from compare.json"
     raw: dict[str, Any] = {}
     masked: dict[str, Any] = {}
@@ -585,6 +595,10 @@ def _published_compare(config: TransferConfig, direct: list[str]) -> tuple[dict[
             for row in view["rows"]:
                 for key in COMPARE_DIRECT_RELEASED if row.get("kind") == "direct" else COMPARE_RELEASED:
                     row[key] = RELEASED
+                # the majority-class flag and its sentence are computed from the row's student accuracy
+                row[AT_OR_BELOW] = RELEASED
+                if row.get("note"):
+                    row["note"] = MAJORITY_SENTENCE.sub("", row["note"])
             for row in view["summary"]:
                 for key in COMPARE_SUMMARY_RELEASED:
                     row[key] = RELEASED
