@@ -252,7 +252,7 @@ def test_nothing_in_the_library_imports_the_reproductions() -> None:
 # (True): audit and repro sit beside run and import neither it nor each other, aggregation and erm
 # neither each other.
 LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
-    ("shared basics", ("_checks", "errors", "rng"), True),
+    ("shared basics", ("_checks", "_lazy", "errors", "rng"), True),
     ("privacy: mechanisms and privacy math", ("privacy",), False),
     ("formulas", ("theory",), False),
     ("algorithms on votes and on data", ("aggregation", "erm"), False),

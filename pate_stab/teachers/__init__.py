@@ -16,8 +16,9 @@ others (``pate-stab predict`` reads a student without Lightning's training code)
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pate_stab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pate_stab.features.pca import PublicFeatures  # the features stage's; also exported here (run.data)
@@ -111,14 +112,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, __all__)
