@@ -43,14 +43,14 @@ __all__ = ["main", "build_parser"]
 
 
 class _Names:
-    """A list of names from :mod:`pate_stab.run.config_names` (the run's registry of choices), read when a
+    """A list of names from :mod:`pate_stab.run.config.names` (the run's registry of choices), read when a
     help text is shown (argparse fills ``%(name)s`` from the action's attributes), not when the parser is built."""
 
     def __init__(self, table: str) -> None:
         self.table = table
 
     def __str__(self) -> str:
-        from pate_stab.run import config_names
+        from pate_stab.run.config import names as config_names
 
         return ", ".join(getattr(config_names, self.table))
 

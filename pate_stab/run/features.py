@@ -54,7 +54,7 @@ from pate_stab.privacy.ledger.private_files import (
     write_private,
 )
 from pate_stab.run.config import TransferConfig
-from pate_stab.run.config_names import EXTRACTED_FEATURES, FEATURE_BLOCKS
+from pate_stab.run.config.names import EXTRACTED_FEATURES, FEATURE_BLOCKS
 from pate_stab.run.data import Task
 from pate_stab.run.progress import compute_device
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS
-from pate_stab.run.config_names import LABEL_DIRECT_LEARNERS
+from pate_stab.run.config.names import LABEL_DIRECT_LEARNERS
 
 __all__ = [
     "LABEL_PRIVATE_LEARNERS",
@@ -35,7 +35,7 @@ __all__ = [
 
 LABEL_PRIVATE_LEARNERS: set[str] = set(LABEL_DIRECT_LEARNERS)
 """Direct learners whose guarantee is label differential privacy only (RR-with-prior LP-1ST and LP-2ST,
-:data:`pate_stab.run.config_names.LABEL_DIRECT_LEARNERS`). Every other direct learner is record-private."""
+:data:`pate_stab.run.config.names.LABEL_DIRECT_LEARNERS`). Every other direct learner is record-private."""
 
 
 class MixedUnitsError(ValueError):

@@ -16,9 +16,8 @@ import yaml
 from pate_stab.aggregation.releaser import NOISE_MODES
 from pate_stab.cli.commands import _config_dict, _make_config, build_parser, main
 from pate_stab.privacy.ledger.format import NEIGHBOURING_RELATIONS
-from pate_stab.run import config_names as names
-from pate_stab.run.config import TransferConfig, flat_key, flat_settings
-from pate_stab.run.config_sections import (
+from pate_stab.run.config import TransferConfig, flat_key, flat_settings, names
+from pate_stab.run.config.sections import (
     SECTION_OF,
     SECTIONS,
     FeatureSettings,

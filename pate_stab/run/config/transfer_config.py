@@ -1,7 +1,7 @@
 """The main job's configuration: every setting of a transfer run, checked on construction.
 
 :class:`TransferConfig` is made of sections, one per stage of the run
-(:mod:`pate_stab.run.config_sections`): ``data``, ``feature_stage``, ``teachers``, ``graph``,
+(:mod:`pate_stab.run.config.sections`): ``data``, ``feature_stage``, ``teachers``, ``graph``,
 ``release``, ``selection``, ``release_rounds``, ``student``, ``direct`` and ``execution``, beside the
 run's ``run_name``, ``checkpoints_dir`` and ``seed``. A recipe YAML holds the sections
 (``release: {epsilon: 2}``) or, as before, the flat names (``epsilon: 2``)
@@ -25,28 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from pate_stab.aggregation.registry import AggregatorSettings
-from pate_stab.run.config_names import (
-    DATASETS,
-    DIRECT_LEARNER_NAMES,
+from pate_stab.run.config.names import (
     EXTRACTED_FEATURES,
     FEATURE_DATASETS,
-    FEATURES,
     IMAGE_DIRECT_LEARNERS,
-    LABEL_DIRECT_LEARNERS,
-    LABEL_QUERIES,
-    NOT_IDENTITY,
-    OWN_DATA_FIELDS,
     PARTITION_KEYS,
     PRIVACY_UNIT_DESCRIPTIONS,
-    REPORT_FIELDS,
-    RUN_AGGREGATORS,
-    STUDENT_FIELDS,
-    STUDENT_METHODS,
-    STUDENT_SELECT,
-    TEACHER_MODELS,
-    THREAT_MODELS,
 )
-from pate_stab.run.config_sections import (
+from pate_stab.run.config.sections import (
     SECTION_OF,
     SECTIONS,
     DataSettings,
@@ -59,36 +45,9 @@ from pate_stab.run.config_sections import (
     SelectionSettings,
     StudentSettings,
     TeacherSettings,
-    check_cap,
 )
 
-__all__ = [
-    "DATASETS",
-    "DIRECT_LEARNER_NAMES",
-    "EXTRACTED_FEATURES",
-    "FEATURES",
-    "FEATURE_DATASETS",
-    "IMAGE_DIRECT_LEARNERS",
-    "LABEL_DIRECT_LEARNERS",
-    "LABEL_QUERIES",
-    "NOT_IDENTITY",
-    "OWN_DATA_FIELDS",
-    "PARTITION_KEYS",
-    "PRIVACY_UNIT_DESCRIPTIONS",
-    "REPORT_FIELDS",
-    "RUN_AGGREGATORS",
-    "SECTIONS",
-    "STUDENT_FIELDS",
-    "STUDENT_METHODS",
-    "STUDENT_SELECT",
-    "TEACHER_MODELS",
-    "THREAT_MODELS",
-    "TOP_LEVEL",
-    "TransferConfig",
-    "check_cap",
-    "flat_key",
-    "flat_settings",
-]
+__all__ = ["TOP_LEVEL", "TransferConfig", "flat_key", "flat_settings"]
 
 TOP_LEVEL = ("run_name", "checkpoints_dir", "seed")
 """The settings outside every section: the run's folder and its seed."""
@@ -180,7 +139,7 @@ def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True, init=False)
 class TransferConfig:
-    """Everything a transfer run needs, in sections (:mod:`pate_stab.run.config_sections`).
+    """Everything a transfer run needs, in sections (:mod:`pate_stab.run.config.sections`).
 
     Made from flat settings (``TransferConfig(dataset="mnist", epsilon=2.0)``), from sections
     (``TransferConfig(release=ReleaseSettings(epsilon=2.0))`` or ``release={"epsilon": 2.0}``), or

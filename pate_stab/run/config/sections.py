@@ -26,7 +26,7 @@ from pate_stab.aggregation.registry import aggregator_spec
 from pate_stab.aggregation.releaser import NOISE_MODES
 from pate_stab.features.pca import check_pca_dim
 from pate_stab.privacy.ledger.privacy_ledger import NEIGHBOURING_RELATIONS
-from pate_stab.run.config_names import (
+from pate_stab.run.config.names import (
     ACCELERATORS,
     BOTTOMS,
     CALIBRATIONS,
@@ -448,7 +448,7 @@ class RoundSettings(_Section):
 @dataclass(frozen=True)
 class StudentSettings(_Section):
     """The student: post-processing of the release, so a rerun may change these settings
-    (:data:`~pate_stab.run.config_names.STUDENT_FIELDS`) and only refits the student."""
+    (:data:`~pate_stab.run.config.names.STUDENT_FIELDS`) and only refits the student."""
 
     student_model: StudentModel = "mlp"
     student_hidden: tuple[int, ...] = (64,)
