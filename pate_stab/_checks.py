@@ -23,6 +23,7 @@ __all__ = [
     "check_delta",
     "check_probability",
     "check_int",
+    "check_pca_dim",
     "check_generator",
     "check_tensor",
     "warn_privacy_leak",
@@ -110,6 +111,18 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+def check_pca_dim(name: str, value: Any) -> int | float:
+    """A PCA size: a positive integer (that many components) or a float in (0, 1) (the share of
+    the public variance to keep, as scikit-learn's ``PCA(n_components=0.95)``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a positive integer or a variance share in (0, 1), got {value!r}")
+    if isinstance(value, int):
+        return check_int(name, value, minimum=1)
+    if not (math.isfinite(value) and 0.0 < value < 1.0):
+        raise ValueError(f"{name} must be a positive integer or a variance share in (0, 1), got {value!r}")
+    return float(value)
 
 
 def check_generator(generator: Any) -> torch.Generator:

@@ -252,7 +252,7 @@ def test_nothing_in_the_library_imports_the_reproductions() -> None:
 # (True): audit and repro sit beside run and import neither it nor each other, aggregation and erm
 # neither each other.
 LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
-    ("shared basics", ("_checks", "_lazy", "errors", "rng"), True),
+    ("shared basics", ("_checks", "_lazy", "errors", "rng", "vocabulary"), True),
     ("privacy: mechanisms and privacy math", ("privacy",), False),
     ("formulas", ("theory",), False),
     ("algorithms on votes and on data", ("aggregation", "erm"), False),
@@ -348,3 +348,71 @@ def test_privacy_sub_packages_import_one_way() -> None:
     assert not bad, "privacy's sub-packages import against noise → accounting → mechanisms / pate → ledger:\n" + (
         "\n".join(bad)
     )
+
+
+# What the run's configuration (pate_stab/run/config/) may import besides its own modules: each module with the
+# names taken from it. All of it is data or an argument check; no algorithm (selection, direct, teachers,
+# student, features, erm, models, the releasers) is among it, so that the config depends on no algorithm.
+CONFIG_MAY_IMPORT: dict[str, set[str]] = {
+    # argument checks, and the vocabularies the config shares with the pipeline's parts below it
+    "pate_stab._checks": {"check_pca_dim"},
+    "pate_stab.vocabulary": {
+        "BOTTOM_POLICIES", "BottomPolicy", "QUERY_SELECTIONS", "QuerySelection", "REPRESENTATIVE_CHOICES",
+        "SelectionRepresentatives", "check_query_selection", "check_representatives", "GRAPH_ALPHA",
+        "GRAPH_NEIGHBORS", "GRAPH_PCA_DIM", "GRAPH_POWER", "GRAPH_STEPS", "SELECTION_COVERAGE",
+        "SELECTION_REPRESENTATIVES", "SELECTION_ROUND_SIZE",
+    },
+    # the privacy core's vocabularies: the relation, the privacy unit, the noise source (data: Literal + tuple)
+    "pate_stab.privacy.ledger.format": {"NEIGHBOURING_RELATIONS", "PRIVACY_UNITS", "Neighbouring", "PrivacyUnit"},
+    "pate_stab.privacy.noise.secure": {"NOISE_MODES", "NoiseMode"},
+    # the settings every aggregator is built from (a frozen dataclass; TransferConfig.aggregator_settings)
+    "pate_stab.aggregation.registry": {"AggregatorSettings"},
+    # a user's CSV schema file, read for its declared id column (the partition key's default)
+    "pate_stab.data.table_schema": {"TabularSchema"},
+}  # fmt: skip
+
+
+def _is_config(module: str) -> bool:
+    # run/config_*.py: where the configuration lived before it was one package
+    return module == "pate_stab.run.config" or module.startswith(("pate_stab.run.config.", "pate_stab.run.config_"))
+
+
+def _imported_names(module: str) -> Iterator[tuple[str, str, int]]:
+    """(module of the package, name imported from it or "" for ``import module``, line) of ``module``'s imports."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, "", node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join((parts[: -(node.level - 1)] if node.level > 1 else parts) + ([base] if base else []))
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    yield f"{base}.{alias.name}", "", node.lineno
+                else:
+                    yield base, alias.name, node.lineno
+
+
+def test_the_config_imports_no_algorithm() -> None:
+    """No module of pate_stab/run/config/ imports an algorithm: only its own modules and CONFIG_MAY_IMPORT's names;
+    pate_stab.vocabulary, which it shares with the algorithms below it, imports nothing of the package."""
+    config = sorted(m for m in MODULES if _is_config(m))
+    bad = [
+        f"{module} (line {line}) imports {target}{'.' + name if name else ''}"
+        for module in config
+        for target, name, line in _imported_names(module)
+        if target.split(".")[0] == PACKAGE
+        and not _is_config(target)
+        and not (target in CONFIG_MAY_IMPORT and name in CONFIG_MAY_IMPORT[target])
+    ]
+    assert not bad, "the configuration imports outside its allowed data and checks:\n" + "\n".join(bad)
+    assert {"pate_stab.run.config", "pate_stab.run.config.names", "pate_stab.run.config.sections"} <= set(config)
+    assert set(CONFIG_MAY_IMPORT) <= set(MODULES), sorted(set(CONFIG_MAY_IMPORT) - set(MODULES))
+    vocabulary = [
+        (t, n, line) for t, n, line in _imported_names("pate_stab.vocabulary") if t not in ("typing", "__future__")
+    ]
+    assert not vocabulary, f"pate_stab.vocabulary must import only typing: {vocabulary}"

@@ -16,21 +16,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pate_stab._checks import check_int, check_positive, check_tensor
+from pate_stab._checks import check_int, check_pca_dim, check_positive, check_tensor
 
 __all__ = ["PublicFeatures", "check_pca_dim", "components_for_share"]
-
-
-def check_pca_dim(name: str, value: Any) -> int | float:
-    """A PCA size: a positive integer (that many components) or a float in (0, 1) (the share of
-    the public variance to keep, as scikit-learn's ``PCA(n_components=0.95)``)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a positive integer or a variance share in (0, 1), got {value!r}")
-    if isinstance(value, int):
-        return check_int(name, value, minimum=1)
-    if not (math.isfinite(value) and 0.0 < value < 1.0):
-        raise ValueError(f"{name} must be a positive integer or a variance share in (0, 1), got {value!r}")
-    return float(value)
 
 
 def components_for_share(singular_values: Tensor, share: float) -> int:

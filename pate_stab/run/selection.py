@@ -76,6 +76,20 @@ from torch import Tensor
 from pate_stab._checks import check_generator, check_int, check_real, check_tensor
 from pate_stab.features.propagation import PoolGraph
 from pate_stab.student.spreading import spread_labels
+from pate_stab.vocabulary import (
+    GRAPH_ALPHA,
+    GRAPH_NEIGHBORS,
+    GRAPH_PCA_DIM,
+    GRAPH_POWER,
+    GRAPH_STEPS,
+    QUERY_SELECTIONS,
+    REPRESENTATIVE_CHOICES,
+    SELECTION_COVERAGE,
+    SELECTION_REPRESENTATIVES,
+    SELECTION_ROUND_SIZE,
+    check_query_selection,
+    check_representatives,
+)
 
 __all__ = [
     "QUERY_SELECTIONS",
@@ -95,10 +109,8 @@ __all__ = [
     "release_in_rounds",
 ]
 
-QUERY_SELECTIONS = ("first", "student-confidence", "spread")
-# which point stands for a k-means cluster in round 0 and class discovery: the member nearest the
-# centroid, or the cluster's densest member (:func:`dense_representatives`)
-REPRESENTATIVE_CHOICES = ("centroid", "dense")
+# QUERY_SELECTIONS and REPRESENTATIVE_CHOICES (which point stands for a k-means cluster), the checks of both and
+# the spread selection's defaults are pate_stab.vocabulary's, which the run's configuration reads too
 DENSITY_NEIGHBOURS = 10  # "dense": the k of the k-th-nearest-neighbour distance (fixed in advance)
 COVERAGE_CONFIDENCE = 0.9  # "spread": least real-class share of a coverage pick
 REPRESENTATIVES_PER_ROUND = 5  # k-means representatives computed: this many times round_size
@@ -114,13 +126,6 @@ ConfidenceFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 # (queried positions, their released outputs) → over the whole pool: (n, C + 1) spread shares, the
 # last column ⊥'s, and (n,) the spread's mass
 SpreadFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
-
-
-def check_query_selection(name: Any) -> str:
-    """Raises ValueError unless ``name`` is one of :data:`QUERY_SELECTIONS`."""
-    if not isinstance(name, str) or name not in QUERY_SELECTIONS:
-        raise ValueError(f"query_selection must be one of {', '.join(QUERY_SELECTIONS)}, got {name!r}")
-    return name
 
 
 @dataclass(frozen=True)
@@ -191,13 +196,6 @@ def kmeans_representatives(x: Tensor, num: int, *, generator: torch.Generator, i
         taken.add(pick)
         picks.append(pick)
     return torch.tensor(picks, dtype=torch.int64)
-
-
-def check_representatives(name: Any) -> str:
-    """Raises ValueError unless ``name`` is one of :data:`REPRESENTATIVE_CHOICES`."""
-    if not isinstance(name, str) or name not in REPRESENTATIVE_CHOICES:
-        raise ValueError(f"selection_representatives must be one of {', '.join(REPRESENTATIVE_CHOICES)}, got {name!r}")
-    return name
 
 
 def dense_representatives(
@@ -518,15 +516,15 @@ class SpreadSettings:
     size and coverage.
     """
 
-    graph_neighbors: int = 50  # kNN graph degree
-    graph_power: float = 3.0  # affinity exponent γ in max(cos, 0)^γ
-    graph_alpha: float = 0.99  # propagation weight α in [0, 1)
-    graph_steps: int = 20  # terms of the series Σ (αS)^t
-    graph_pca_dim: int | None = None  # public PCA of the features before the graph (None: none)
-    selection_round_size: int = 20  # the first round's size and the smallest round
-    selection_coverage: float = 0.1  # share of each round for confident, not yet covered points
+    graph_neighbors: int = GRAPH_NEIGHBORS  # kNN graph degree
+    graph_power: float = GRAPH_POWER  # affinity exponent γ in max(cos, 0)^γ
+    graph_alpha: float = GRAPH_ALPHA  # propagation weight α in [0, 1)
+    graph_steps: int = GRAPH_STEPS  # terms of the series Σ (αS)^t
+    graph_pca_dim: int | None = GRAPH_PCA_DIM  # public PCA of the features before the graph (None: none)
+    selection_round_size: int = SELECTION_ROUND_SIZE  # the first round's size and the smallest round
+    selection_coverage: float = SELECTION_COVERAGE  # share of each round for confident, not yet covered points
     # which member stands for a k-means cluster in round 0 and class discovery: "centroid" or "dense"
-    selection_representatives: str = "centroid"
+    selection_representatives: str = SELECTION_REPRESENTATIVES
 
     @classmethod
     def of(cls, config: Any) -> SpreadSettings:

@@ -10,16 +10,14 @@ uniformly random label. Both are post-processing of the release and cost no priv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import Tensor
 
 from pate_stab._checks import check_generator, check_int, check_tensor
+from pate_stab.vocabulary import BOTTOM_POLICIES, BottomPolicy
 
 __all__ = ["BottomPolicy", "StudentTargets", "hard_targets", "soft_targets"]
-
-BottomPolicy = Literal["drop", "random"]
 
 
 @dataclass(frozen=True)
@@ -40,8 +38,8 @@ class StudentTargets:
 
 
 def _check_policy(bottom: str) -> None:
-    if bottom not in ("drop", "random"):
-        raise ValueError(f"bottom must be 'drop' or 'random', got {bottom!r}")
+    if bottom not in BOTTOM_POLICIES:
+        raise ValueError(f"bottom must be {' or '.join(map(repr, BOTTOM_POLICIES))}, got {bottom!r}")
 
 
 def hard_targets(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import json
@@ -13,9 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pate_stab.aggregation.releaser import NOISE_MODES
+from pate_stab.aggregation.registry import AGGREGATORS
 from pate_stab.cli.commands import _config_dict, _make_config, build_parser, main
-from pate_stab.privacy.ledger.format import NEIGHBOURING_RELATIONS
 from pate_stab.run.config import TransferConfig, flat_key, flat_settings, names
 from pate_stab.run.config.sections import (
     SECTION_OF,
@@ -25,9 +25,9 @@ from pate_stab.run.config.sections import (
     RoundSettings,
     StudentSettings,
 )
-from pate_stab.run.selection import QUERY_SELECTIONS, REPRESENTATIVE_CHOICES
 from pate_stab.student import FixMatchConfig
 from pate_stab.student.augment import AUGMENTATIONS
+from pate_stab.vocabulary import BottomPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -212,31 +212,15 @@ def test_set_takes_a_flat_or_a_sectioned_key(tmp_path, capsys):
     assert "epsilon is given twice, as epsilon and as release.epsilon" in capsys.readouterr().err
 
 
-# each choice's Literal type against the table that checks the setting (or names it elsewhere)
-REGISTRIES: dict[str, tuple[object, ...]] = {
-    "dataset": names.DATASETS,
-    "threat_model": tuple(names.THREAT_MODELS),
-    "features": tuple(names.FEATURES),
-    "teacher_model": names.TEACHER_MODELS,
-    "aggregator": names.RUN_AGGREGATORS + names.DIRECT_LEARNER_NAMES,
-    "calibration": names.CALIBRATIONS,
-    "releaser_noise": NOISE_MODES,
-    "neighbouring": NEIGHBOURING_RELATIONS,
-    "partition_key": tuple(names.PARTITION_KEYS),
-    "privacy_unit": tuple(names.PRIVACY_UNIT_DESCRIPTIONS),
-    "label_queries": tuple(names.LABEL_QUERIES),
-    "query_selection": QUERY_SELECTIONS,
-    "selection_representatives": REPRESENTATIVE_CHOICES,
-    "round_features": tuple(names.ROUND_FEATURES),
-    "student_model": names.STUDENT_MODELS,
-    "bottom": names.BOTTOMS,
-    "student_method": tuple(names.STUDENT_METHODS),
-    "student_select": tuple(names.STUDENT_SELECT),
-    "fixmatch_preset": names.FIXMATCH_PRESETS,
-    "student_augment": tuple(AUGMENTATIONS),
-    "stop_after": (*names.STOP_AFTER, None),
-    "accelerator": names.ACCELERATORS,
-}
+# every setting that is a choice, with its section: each is typed by its vocabulary's Literal
+CHOICES = {
+    "dataset": "data", "threat_model": "data", "features": "feature_stage", "teacher_model": "teachers",
+    "aggregator": "release", "calibration": "release", "releaser_noise": "release", "neighbouring": "release",
+    "partition_key": "release", "privacy_unit": "release", "label_queries": "release", "query_selection": "selection",
+    "selection_representatives": "selection", "round_features": "release_rounds", "student_model": "student",
+    "bottom": "student", "student_method": "student", "student_select": "student", "fixmatch_preset": "student",
+    "student_augment": "student", "stop_after": "execution", "accelerator": "execution",
+}  # fmt: skip
 
 
 def _choices(annotation: object) -> tuple[object, ...] | None:
@@ -250,22 +234,66 @@ def _choices(annotation: object) -> tuple[object, ...] | None:
     return None
 
 
-def test_every_choice_is_a_literal_equal_to_its_table():
+def _literal_choices() -> dict[str, tuple[object, ...]]:
     found = {}
     for cls in SECTIONS.values():
         for key, annotation in typing.get_type_hints(cls).items():
             choices = _choices(annotation)
             if choices is not None:
                 found[key] = choices
-    assert set(found) == set(REGISTRIES), sorted(set(found) ^ set(REGISTRIES))
+    return found
+
+
+def test_every_choice_is_a_literal_and_a_value_outside_it_is_refused_naming_it():
+    """Each choice is typed by its vocabulary's Literal, and the recipe's (YAML's) check refuses a value outside
+    it with a message that names every value of that Literal: the check reads the one vocabulary."""
+    found = _literal_choices()
+    assert set(found) == set(CHOICES), sorted(set(found) ^ set(CHOICES))
     for key, choices in found.items():
-        assert choices == tuple(REGISTRIES[key]), key
-    assert "spread" in found["query_selection"]
+        with pytest.raises(ValueError) as info:
+            SECTIONS[CHOICES[key]](**{key: "not-a-choice"})
+        missing = [v for v in choices if v is not None and str(v) not in str(info.value)]
+        assert not missing, f"{key}: {info.value} does not name {missing}"
     assert typing.get_args(names.Aggregator) == names.RUN_AGGREGATORS + names.DIRECT_LEARNER_NAMES
-    assert typing.get_args(names.RunAggregator) == names.RUN_AGGREGATORS
-    assert typing.get_args(names.DirectLearner) == names.DIRECT_LEARNER_NAMES
+    assert found["aggregator"] == names.RUN_AGGREGATORS + names.DIRECT_LEARNER_NAMES
+    assert found["bottom"] == names.BOTTOMS == typing.get_args(BottomPolicy)  # the student's ⊥ policy is the config's
+
+
+def test_a_table_of_descriptions_must_describe_its_vocabulary():
+    assert names.FEATURES == names._described(names.FeatureMap, names.FEATURES)
+    with pytest.raises(TypeError, match="descriptions of"):
+        names._described(names.PartitionKey, {"content": "", "record-id": ""})
+    with pytest.raises(TypeError, match="descriptions of"):
+        names._described(names.PartitionKey, {"record_id": "", "content": ""})  # the Literal's order
+
+
+def test_implementations_cover_their_vocabularies():
+    """The tables of what implements each choice (the config does not import them) match it."""
+    assert tuple(AUGMENTATIONS) == names.STUDENT_AUGMENTS
     for preset in names.FIXMATCH_PRESETS:  # each preset is a FixMatchConfig constructor
         assert isinstance(getattr(FixMatchConfig, preset)(), FixMatchConfig)
+    assert set(names.RUN_AGGREGATORS) <= set(AGGREGATORS)
+    # the direct learners' table against DIRECT_LEARNER_NAMES: tests/run/test_direct.py
+
+
+def test_cli_choices_are_the_vocabularies():
+    """The flags of ``release`` / ``plan`` / ``budget`` that list their choices list the vocabulary's."""
+    vocabulary = {
+        "calibration": names.CALIBRATIONS, "noise": names.NOISE_MODES, "neighbouring": names.NEIGHBOURING_RELATIONS,
+        "privacy_unit": names.PRIVACY_UNITS,
+    }  # fmt: skip
+    seen = set()
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for command, sub in commands.choices.items():
+        for action in sub._actions:
+            if action.dest in vocabulary and action.choices is not None:
+                assert tuple(action.choices) == vocabulary[action.dest], (command, action.dest)
+                seen.add(action.dest)
+            if action.dest == "query_selection" and action.choices is not None:
+                assert set(action.choices) <= set(names.QUERY_SELECTIONS), command
+                seen.add(action.dest)
+    assert seen == {*vocabulary, "query_selection"}, seen
 
 
 @pytest.mark.parametrize(

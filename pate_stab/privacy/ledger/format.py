@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pate_stab.errors import LedgerError
 from pate_stab.privacy.accounting.events import ExPostEvent, PrivacyEvent
@@ -42,6 +42,8 @@ __all__ = [
     "PRIVACY_UNITS",
     "VERSION",
     "LedgerEntry",
+    "Neighbouring",
+    "PrivacyUnit",
     "anchor_path",
     "recorded_budget",
     "replace_one_cost",
@@ -49,11 +51,13 @@ __all__ = [
 
 FORMAT = "pate_stab.ledger"
 VERSION = 1
-NEIGHBOURING_RELATIONS = ("add_remove", "replace_one")
+Neighbouring = Literal["add_remove", "replace_one"]
+NEIGHBOURING_RELATIONS: tuple[str, ...] = get_args(Neighbouring)
 DEFAULT_NEIGHBOURING = "add_remove"
 """What the library's releases guarantee by default: content-keyed shards move one teacher per
 added or removed record (DESIGN.md fact 1); replace-one needs record-id keys or group privacy."""
-PRIVACY_UNITS = ("record", "label")
+PrivacyUnit = Literal["record", "label"]
+PRIVACY_UNITS: tuple[str, ...] = get_args(PrivacyUnit)
 """What a neighbouring data set changes (DESIGN.md fact 13): ``"record"``, one record's inputs and
 label (added, removed or replaced, by the relation); ``"label"``, one record's label only, its
 inputs being public (label differential privacy, Chaudhuri & Hsu 2011; Ghazi et al. 2021). A label

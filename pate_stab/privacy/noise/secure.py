@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import lru_cache
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -68,6 +69,7 @@ from pate_stab.privacy.noise.discrete import (
 )
 
 __all__ = [
+    "NoiseMode",
     "RandomSource",
     "SystemRandomSource",
     "SeededRandomSource",
@@ -91,7 +93,8 @@ __all__ = [
     "snapping_support_contains",
 ]
 
-NOISE_MODES = ("secure", "seeded")
+NoiseMode = Literal["secure", "seeded"]
+NOISE_MODES: tuple[str, ...] = get_args(NoiseMode)
 """Where a release's noise comes from: ``"secure"`` (default: exact discrete samplers fed by the
 OS's CSPRNG) or ``"seeded"`` (reproducible research only)."""
 

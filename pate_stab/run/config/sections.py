@@ -22,10 +22,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from pate_stab.aggregation.registry import aggregator_spec
-from pate_stab.aggregation.releaser import NOISE_MODES
-from pate_stab.features.pca import check_pca_dim
-from pate_stab.privacy.ledger.privacy_ledger import NEIGHBOURING_RELATIONS
+from pate_stab._checks import check_pca_dim
 from pate_stab.run.config.names import (
     ACCELERATORS,
     BOTTOMS,
@@ -35,12 +32,15 @@ from pate_stab.run.config.names import (
     FEATURES,
     FIXMATCH_PRESETS,
     LABEL_QUERIES,
+    NEIGHBOURING_RELATIONS,
+    NOISE_MODES,
     OWN_DATA_FIELDS,
     PARTITION_KEYS,
     PRIVACY_UNIT_DESCRIPTIONS,
     ROUND_FEATURES,
     RUN_AGGREGATORS,
     STOP_AFTER,
+    STUDENT_AUGMENTS,
     STUDENT_METHODS,
     STUDENT_MODELS,
     STUDENT_SELECT,
@@ -69,8 +69,18 @@ from pate_stab.run.config.names import (
     TeacherModel,
     ThreatModel,
 )
-from pate_stab.run.selection import SPREAD_DEFAULTS, check_query_selection, check_representatives
-from pate_stab.student.augment import AUGMENTATIONS
+from pate_stab.vocabulary import (
+    GRAPH_ALPHA,
+    GRAPH_NEIGHBORS,
+    GRAPH_PCA_DIM,
+    GRAPH_POWER,
+    GRAPH_STEPS,
+    SELECTION_COVERAGE,
+    SELECTION_REPRESENTATIVES,
+    SELECTION_ROUND_SIZE,
+    check_query_selection,
+    check_representatives,
+)
 
 __all__ = [
     "SECTIONS",
@@ -259,14 +269,15 @@ class GraphSettings(_Section):
     2004's α), 20 iterations of the solver (here: 20 terms of the series, the same number of sparse
     products), the graph on the features as they are (no extra PCA). No label of the pool or the
     evaluation split chose them. Their defaults and the selection section's round size and coverage
-    are :data:`pate_stab.run.selection.SPREAD_DEFAULTS`: one place for the main job and ``release --votes``.
+    are :mod:`pate_stab.vocabulary`'s: one place for the main job and ``release --votes``
+    (:data:`pate_stab.run.selection.SPREAD_DEFAULTS`).
     """
 
-    graph_neighbors: int = SPREAD_DEFAULTS.graph_neighbors  # kNN graph degree
-    graph_power: float = SPREAD_DEFAULTS.graph_power  # affinity exponent γ in max(cos, 0)^γ
-    graph_alpha: float = SPREAD_DEFAULTS.graph_alpha  # propagation weight α in [0, 1)
-    graph_steps: int = SPREAD_DEFAULTS.graph_steps  # terms of the series Σ (αS)^t
-    graph_pca_dim: int | None = SPREAD_DEFAULTS.graph_pca_dim  # public PCA of the features first (None: none)
+    graph_neighbors: int = GRAPH_NEIGHBORS  # kNN graph degree
+    graph_power: float = GRAPH_POWER  # affinity exponent γ in max(cos, 0)^γ
+    graph_alpha: float = GRAPH_ALPHA  # propagation weight α in [0, 1)
+    graph_steps: int = GRAPH_STEPS  # terms of the series Σ (αS)^t
+    graph_pca_dim: int | None = GRAPH_PCA_DIM  # public PCA of the features first (None: none)
 
     def __post_init__(self) -> None:
         _positive_ints(self, "graph_neighbors")
@@ -332,8 +343,6 @@ class ReleaseSettings(_Section):
         if self.aggregator not in RUN_AGGREGATORS + DIRECT_LEARNER_NAMES:
             choices = ", ".join(RUN_AGGREGATORS + DIRECT_LEARNER_NAMES)
             raise ValueError(f"unknown aggregator {self.aggregator!r}; choose from {choices}")
-        if self.aggregator in RUN_AGGREGATORS:
-            aggregator_spec(self.aggregator)
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"calibration must be 'paper' or 'tight', got {self.calibration!r}")
         if self.releaser_noise not in NOISE_MODES:
@@ -389,12 +398,12 @@ class SelectionSettings(_Section):
     # and released labels (post-processing)
     query_selection: QuerySelection = "first"
     # student-confidence / spread: first round's size and smallest round
-    selection_round_size: int = SPREAD_DEFAULTS.selection_round_size
+    selection_round_size: int = SELECTION_ROUND_SIZE
     # spread: share of each round for confident, not yet covered points
-    selection_coverage: float = SPREAD_DEFAULTS.selection_coverage
+    selection_coverage: float = SELECTION_COVERAGE
     # student-confidence / spread: which member stands for a k-means cluster in round 0 and class
     # discovery, "centroid" (nearest the centroid) or "dense" (the cluster's densest member); public data only
-    selection_representatives: SelectionRepresentatives = SPREAD_DEFAULTS.selection_representatives
+    selection_representatives: SelectionRepresentatives = SELECTION_REPRESENTATIVES
 
     def __post_init__(self) -> None:
         check_query_selection(self.query_selection)
@@ -484,8 +493,8 @@ class StudentSettings(_Section):
         self._check_student_select()
         if self.fixmatch_preset not in FIXMATCH_PRESETS:
             raise ValueError(f"fixmatch_preset must be 'cpu' or 'gpu', got {self.fixmatch_preset!r}")
-        if self.student_augment not in AUGMENTATIONS:
-            choices = ", ".join(AUGMENTATIONS)
+        if self.student_augment not in STUDENT_AUGMENTS:
+            choices = ", ".join(STUDENT_AUGMENTS)
             raise ValueError(f"student_augment must be one of {choices}, got {self.student_augment!r}")
         if self.fixmatch_steps is not None and (not isinstance(self.fixmatch_steps, int) or self.fixmatch_steps < 1):
             raise ValueError(f"fixmatch_steps must be a positive integer or None, got {self.fixmatch_steps!r}")
