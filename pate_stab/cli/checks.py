@@ -74,8 +74,8 @@ def _recipe(path: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
             out[key] = value
         elif isinstance(value, dict) and key != "compare":
             out.update({k: v for k, v in value.items() if k in _OWN_KEYS})
-    compare = loaded.get("compare") if isinstance(loaded.get("compare"), dict) else {}
-    return out, compare
+    compare = loaded.get("compare")
+    return out, compare if isinstance(compare, dict) else {}
 
 
 def early_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:

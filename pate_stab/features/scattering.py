@@ -96,7 +96,7 @@ def _padded_size(size: int, J: int) -> int:
     return ((size + 2**J) // 2**J + 1) * 2**J
 
 
-def scattering_filters(shape: tuple[int, int], *, J: int = 2, L: int = 8) -> ScatteringFilters:
+def scattering_filters(shape: tuple[int, ...], *, J: int = 2, L: int = 8) -> ScatteringFilters:
     """Build the filter bank for inputs of spatial ``shape`` (H, W).
 
     Args:
@@ -132,7 +132,7 @@ def num_channels(*, J: int, L: int) -> int:
     return 1 + J * L + L * L * J * (J - 1) // 2
 
 
-def scattering_shape(shape: tuple[int, int], *, J: int = 2, L: int = 8) -> tuple[int, int, int]:
+def scattering_shape(shape: tuple[int, ...], *, J: int = 2, L: int = 8) -> tuple[int, int, int]:
     """Output shape (channels, h, w) per input channel for spatial ``shape`` (H, W)."""
     h, w = shape
     return num_channels(J=J, L=L), _padded_size(h, J) // 2**J - 2, _padded_size(w, J) // 2**J - 2

@@ -196,10 +196,10 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         pool, keep = torch.nonzero(in_pool).flatten(), torch.nonzero(~in_pool).flatten()
         ux, uy, px, py = px[pool], py[pool], px[keep], py[keep]
         ids = None if ids is None else ids[keep]
-    images = (ux, ex) if ux.dim() in (3, 4) else (None, None)
+    images: tuple[Tensor | None, Tensor | None] = (ux, ex) if ux.dim() in (3, 4) else (None, None)
     private_images = px if px.dim() in (3, 4) else None
     # a pool without labels stands as an empty label tensor; ids supplied with the data are part of it
-    loaded = (px, py, ux, uy if uy is not None else torch.empty(0, dtype=torch.int64), ex, ey)
+    loaded: tuple[Tensor, ...] = (px, py, ux, uy if uy is not None else torch.empty(0, dtype=torch.int64), ex, ey)
     loaded += (ids,) if ids is not None else ()
     feature_map: dict[str, Any] = {"kind": config.features}
     kind = own.kind if own is not None else ("arrays" if ux.dim() == 2 else "images")

@@ -165,7 +165,7 @@ def initialised_network(spec: ModelSpec, seed: int) -> nn.Module:
     return init_parameters(build_model(spec), generator=generator)
 
 
-def fit_module(module: L.LightningModule, loader: Any, *, accelerator: str, progress_bar: bool, **limits: int) -> None:
+def fit_module(module: L.LightningModule, loader: Any, *, accelerator: str, progress_bar: bool, **limits: Any) -> None:
     """One single-device Lightning fit of a student, without logger or checkpoints; ``limits`` are
     the Trainer's ``max_epochs`` / ``max_steps``."""
     with quiet_lightning(True):  # banners and tips off in every fit; the progress bar is not a log line
@@ -218,7 +218,7 @@ def train_student(
         raise ValueError("released targets index queries beyond query_x")
     init_seed, data_seed = child_seed(generator), child_seed(generator)
     x, t = query_x[released.index], released.targets
-    fit_args = {
+    fit_args: dict[str, Any] = {
         "soft": released.soft,
         "config": config,
         "init_seed": init_seed,
