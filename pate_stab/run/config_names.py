@@ -91,8 +91,8 @@ StudentModel = Literal["logistic", "mlp", "cnn"]
 Bottom = Literal["drop", "random"]
 StudentMethod = Literal["supervised", "spread", "fixmatch"]
 StudentSelect = Literal["none", "cv"]
-FixmatchPreset = Literal["cpu", "gpu"]  # pate_stab.student.FixMatchConfig.cpu() / .gpu()
-StudentAugment = Literal["digits", "clothes", "natural", "none"]  # pate_stab.student.augment.AUGMENTATIONS
+FixmatchPreset = Literal["cpu", "gpu"]  # pate_stab.models.FixMatchConfig.cpu() / .gpu()
+StudentAugment = Literal["digits", "clothes", "natural", "none"]  # pate_stab.models.augment.AUGMENTATIONS
 StopAfter = Literal["teachers", "release"]
 Accelerator = Literal["auto", "cpu", "gpu", "cuda", "mps"]
 

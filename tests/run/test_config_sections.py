@@ -15,6 +15,8 @@ import yaml
 
 from pate_stab.aggregation.releaser import NOISE_MODES
 from pate_stab.cli.commands import _config_dict, _make_config, build_parser, main
+from pate_stab.models import FixMatchConfig
+from pate_stab.models.augment import AUGMENTATIONS
 from pate_stab.privacy.ledger.format import NEIGHBOURING_RELATIONS
 from pate_stab.run import config_names as names
 from pate_stab.run.config import TransferConfig, flat_key, flat_settings
@@ -27,8 +29,6 @@ from pate_stab.run.config_sections import (
     StudentSettings,
 )
 from pate_stab.run.selection import QUERY_SELECTIONS, REPRESENTATIVE_CHOICES
-from pate_stab.student import FixMatchConfig
-from pate_stab.student.augment import AUGMENTATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
