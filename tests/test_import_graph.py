@@ -31,7 +31,9 @@ LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
 # (line 234), while testing_audit imports erm_mechanism_cases (line 216) and erm_mutation_cases (line 317)
 # from testing_erm inside functions. test_no_import_cycles checks the graph without these edges;
 # test_no_import_cycles_at_all checks it whole and is expected to fail until the cycle is removed.
-LIGHTNING_ALLOWED = tuple(f"{PACKAGE}.{name}" for name in ("teachers", "student", "run", "features", "audit", "cli"))
+LIGHTNING_ALLOWED = tuple(
+    f"{PACKAGE}.{name}" for name in ("models", "teachers", "student", "run", "features", "audit", "cli")
+)
 
 
 def _module_names() -> dict[str, Path]:
@@ -229,7 +231,7 @@ def test_lightning_only_where_training_happens() -> None:
         for name, line in _imports(module)
         if name.split(".")[0] in LIGHTNING_PACKAGES
     ]
-    assert not bad, "Lightning imported outside teachers/student/run/features/audit/cli:\n" + "\n".join(bad)
+    assert not bad, "Lightning imported outside models/teachers/student/run/features/audit/cli:\n" + "\n".join(bad)
 
 
 def test_nothing_in_the_library_imports_the_reproductions() -> None:
@@ -245,17 +247,19 @@ def test_nothing_in_the_library_imports_the_reproductions() -> None:
     assert not bad, "the library reaches into pate_stab.repro:\n" + "\n".join(bad)
 
 
-# DESIGN.md "Layout (target)": imports flow one way, privacy → aggregation / erm → features / teachers /
-# student → run → cli and recipes, audit beside run. Each room of the package (the first name below
-# ``pate_stab``; "" is ``pate_stab/__init__.py``, the public API) has a rank; a module may import from a
-# lower rank and from its own room. Rooms of one rank import each other only where the rank allows it
-# (True): audit and repro sit beside run and import neither it nor each other, aggregation and erm
-# neither each other.
+# DESIGN.md "Layout (target)": imports flow one way, privacy → aggregation / erm → models → features /
+# teachers / student → run → cli and recipes, audit beside run. Each room of the package (the first name
+# below ``pate_stab``; "" is ``pate_stab/__init__.py``, the public API) has a rank; a module may import from
+# a lower rank and from its own room. Rooms of one rank import each other only where the rank allows it
+# (True) and the pair is not in SIDEWAYS_FORBIDDEN: audit and repro sit beside run and import neither it
+# nor each other, aggregation and erm neither each other, teachers and student neither each other (the
+# model code both use is pate_stab.models, below them).
 LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
     ("shared basics", ("_checks", "_lazy", "errors", "rng", "vocabulary"), True),
     ("privacy: mechanisms and privacy math", ("privacy",), False),
     ("formulas", ("theory",), False),
     ("algorithms on votes and on data", ("aggregation", "erm"), False),
+    ("model code of the teachers and the students", ("models",), False),
     ("the pipeline's parts", ("data", "features", "teachers", "student", "direct"), True),
     ("the pipeline, and beside it", ("run", "audit", "repro"), False),
     ("front doors", ("cli", ""), True),
@@ -263,6 +267,8 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
 # Imports that break the order today, each with the module and line, to be removed, not added to.
 # test_layer_order fails on any other; test_known_layer_violations_still_exist on a stale entry.
 KNOWN_LAYER_VIOLATIONS: set[tuple[str, str]] = set()
+# (room, room) pairs of one rank that may not import each other although the rank allows sideways imports.
+SIDEWAYS_FORBIDDEN: set[tuple[str, str]] = {("teachers", "student"), ("student", "teachers")}
 
 
 def _room(module: str) -> str:
@@ -285,7 +291,8 @@ def _layer_violations(graph: dict[str, dict[str, int]] | None = None) -> set[tup
         for target in targets:
             other = _room(target)
             other_rank, _ = _rank(other)
-            if other == room or other_rank < rank or (other_rank == rank and among):
+            sideways_allowed = among and (room, other) not in SIDEWAYS_FORBIDDEN
+            if other == room or other_rank < rank or (other_rank == rank and sideways_allowed):
                 continue
             bad.add((module, target))
     return bad
@@ -311,13 +318,18 @@ def test_layer_rule_on_planted_imports() -> None:
     planted = {
         "pate_stab.privacy.a": {"pate_stab.run.b": 1, "pate_stab.rng": 2},  # up; down
         "pate_stab.audit.a": {"pate_stab.run.b": 3, "pate_stab.teachers.c": 4},  # sideways; down
-        "pate_stab.student.a": {"pate_stab.teachers.b": 5},  # among the pipeline's parts
-        "pate_stab.erm.a": {"pate_stab.aggregation.b": 6},  # sideways
+        "pate_stab.student.a": {"pate_stab.teachers.b": 5},  # sideways, a forbidden pair
+        "pate_stab.teachers.a": {"pate_stab.student.b": 6, "pate_stab.features.c": 7},  # forbidden; among the parts
+        "pate_stab.erm.a": {"pate_stab.aggregation.b": 8},  # sideways
+        "pate_stab.models.a": {"pate_stab.teachers.b": 9, "pate_stab.erm.b": 10},  # up; down
     }
     assert _layer_violations(planted) == {
         ("pate_stab.privacy.a", "pate_stab.run.b"),
         ("pate_stab.audit.a", "pate_stab.run.b"),
+        ("pate_stab.student.a", "pate_stab.teachers.b"),
+        ("pate_stab.teachers.a", "pate_stab.student.b"),
         ("pate_stab.erm.a", "pate_stab.aggregation.b"),
+        ("pate_stab.models.a", "pate_stab.teachers.b"),
     }
 
 
@@ -416,3 +428,29 @@ def test_the_config_imports_no_algorithm() -> None:
         (t, n, line) for t, n, line in _imported_names("pate_stab.vocabulary") if t not in ("typing", "__future__")
     ]
     assert not vocabulary, f"pate_stab.vocabulary must import only typing: {vocabulary}"
+
+
+def _in_room(module: str, *rooms: str) -> bool:
+    return any(module == f"{PACKAGE}.{room}" or module.startswith(f"{PACKAGE}.{room}.") for room in rooms)
+
+
+def test_teachers_and_student_share_models_and_never_import_each_other() -> None:
+    """DESIGN.md "Layout (target)": pate_stab.models holds the model code that teachers/ and student/ both use;
+    no module of teachers/ imports student/ or the other way round, and models/ imports neither of them, nor
+    the pipeline (run/) or the command (cli/). Function-level and ``TYPE_CHECKING`` imports count."""
+    graph = _graph()
+    rules = [
+        (("teachers",), ("student",)),
+        (("student",), ("teachers",)),
+        (("models",), ("teachers", "student", "run", "cli")),
+    ]
+    bad = [
+        f"{module} (line {line}) → {target}"
+        for rooms, banned in rules
+        for module, targets in sorted(graph.items())
+        if _in_room(module, *rooms)
+        for target, line in sorted(targets.items())
+        if _in_room(target, *banned)
+    ]
+    assert not bad, "imports between teachers/ and student/, or from models/ upwards:\n" + "\n".join(bad)
+    assert f"{PACKAGE}.models" in MODULES and _is_package(f"{PACKAGE}.models"), "pate_stab/models/ is missing"

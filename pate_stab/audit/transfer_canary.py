@@ -49,10 +49,10 @@ from pate_stab.aggregation.registry import AggregatorSettings, make_releaser
 from pate_stab.aggregation.votes import top_label, vote_histogram
 from pate_stab.audit.one_run import OneRunAudit, best_one_run_audit, one_run_epsilon_lower_bound
 from pate_stab.data.synthetic import make_gaussian_mixture
+from pate_stab.models.networks import ModelSpec
 from pate_stab.privacy.noise.seeded import laplace
 from pate_stab.rng import spawn_generators
 from pate_stab.student import StudentConfig, hard_targets, train_student
-from pate_stab.teachers.models import ModelSpec
 from pate_stab.teachers.partition import shard_of_records
 
 __all__ = ["CanaryTask", "make_canary_task", "nearest_neighbour_votes", "release", "audit_transfer", "VARIANTS"]

@@ -137,6 +137,7 @@ from pate_stab.erm.multinomial import check_class_labels, softmax_objective_pert
 from pate_stab.erm.objective_perturbation import objective_perturbation
 from pate_stab.erm.output_perturbation import output_perturbation
 from pate_stab.errors import ReplayedSpendError
+from pate_stab.models.networks import ModelSpec, build_model
 from pate_stab.privacy.accounting.events import PureDpEvent, SelfComposedEvent
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.privacy.mechanisms.alibi import ALIBI_RESOLUTION, alibi_event, alibi_scale
@@ -150,7 +151,6 @@ from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend
 from pate_stab.run.student_file import PublishedStudent
 from pate_stab.run.units import best_per_epsilon, learner_unit, row_unit
-from pate_stab.teachers.models import ModelSpec, build_model
 
 __all__ = [
     "DIRECT_LEARNERS",

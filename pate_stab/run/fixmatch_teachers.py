@@ -3,7 +3,7 @@
 The teachers themselves are :func:`pate_stab.teachers.fixmatch.train_fixmatch_teachers`. A run
 configures them with the existing teacher settings, read as follows (:func:`fixmatch_teacher_config`):
 
-- ``teacher_channels`` / ``teacher_hidden``: the CNN (:class:`~pate_stab.teachers.models.PateCNN`);
+- ``teacher_channels`` / ``teacher_hidden``: the CNN (:class:`~pate_stab.models.networks.PateCNN`);
 - ``teacher_batch_size``: B, labelled images per teacher per step; ``teacher_lr``,
   ``teacher_weight_decay``: SGD's (Nesterov momentum 0.9, cosine decay cos(7πk / 16K));
 - ``teacher_epochs``: epochs as Malek et al.'s code counts them (``lib/fixmatch.py`` of
@@ -16,7 +16,7 @@ configures them with the existing teacher settings, read as follows (:func:`fixm
   (``lib/pate/settings.py``: μ = 7, τ = 0.95, λ_u = 1, EMA decay 0.999, SGD momentum 0.9 Nesterov):
   :data:`FIXMATCH_TEACHER_FIXED`;
 - the augmentation: by data set (:data:`TEACHER_AUGMENTATIONS`, the student's named settings of
-  :data:`pate_stab.student.augment.AUGMENTATIONS`), fixed in advance; data sets not named there get
+  :data:`pate_stab.models.augment.AUGMENTATIONS`), fixed in advance; data sets not named there get
   ``"none"`` (no weak shift or flip; the strong chain is unchanged).
 
 The teachers need images: ``features: raw`` and image data (:func:`check_fixmatch_teachers`, before
@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pate_stab.models.augment import augmentation_settings
+from pate_stab.models.fixmatch import FixMatchConfig
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.data import Task
-from pate_stab.student.augment import augmentation_settings
-from pate_stab.student.fixmatch import FixMatchConfig
 
 __all__ = [
     "DEFAULT_TEACHER_EPOCHS",
@@ -80,7 +80,7 @@ def unlabelled_size(config: TransferConfig, num_private: int, num_public: int) -
 
 
 def fixmatch_teacher_config(config: TransferConfig, num_private: int, num_public: int) -> FixMatchConfig:
-    """The teachers' :class:`~pate_stab.student.FixMatchConfig` from the run's settings (module docstring).
+    """The teachers' :class:`~pate_stab.models.FixMatchConfig` from the run's settings (module docstring).
 
     ``num_private`` is read under label privacy only (the private inputs are public then)."""
     epochs = DEFAULT_TEACHER_EPOCHS if config.teacher_epochs is None else config.teacher_epochs

@@ -26,6 +26,7 @@ from pate_stab.aggregation.private_knn import NeighbourIndex
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
+from pate_stab.models import ModelSpec
 from pate_stab.privacy.ledger.data_budget import DataSet, data_set_of
 from pate_stab.privacy.ledger.private_files import PRIVATE_KEY_NAME, tighten_private_tree, write_private
 from pate_stab.rng import child_seed, seeded_generator
@@ -44,7 +45,6 @@ from pate_stab.run.progress import accelerator_device, compute_device, report_st
 from pate_stab.run.run_folder import LOCK_NAME, check_ledger_kept, claim_run_folder, write_published
 from pate_stab.run.selection import SpreadSettings
 from pate_stab.teachers import (
-    ModelSpec,
     PoolVotes,
     PropagationSpec,
     PropagationTeachers,

@@ -149,7 +149,7 @@ class RoundsRelease:
 def student_representation(student: Any, x: Tensor, *, batch_size: int = 4096) -> Tensor:
     """The last hidden layer of a dense student on ``x``: (n, h) float32.
 
-    The student's network must be :func:`~pate_stab.teachers.models.build_model`'s dense layout,
+    The student's network must be :func:`~pate_stab.models.networks.build_model`'s dense layout,
     ``Sequential(Flatten, Sequential(Linear, ReLU, …, Linear))`` with at least one hidden layer;
     the output is the activation before the last linear map.
     """

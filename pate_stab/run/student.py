@@ -121,11 +121,12 @@ def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTarge
     if task.public_images is None:
         raise ValueError("student_method='fixmatch' needs an image data set (the public pool's images)")
     from pate_stab import student as student_pkg
+    from pate_stab.models import FixMatchConfig, augmentation_settings
 
-    preset = student_pkg.FixMatchConfig.gpu() if config.fixmatch_preset == "gpu" else student_pkg.FixMatchConfig.cpu()
+    preset = FixMatchConfig.gpu() if config.fixmatch_preset == "gpu" else FixMatchConfig.cpu()
     if config.fixmatch_steps is not None:
         preset = replace(preset, steps=config.fixmatch_steps)
-    preset = replace(preset, **student_pkg.augmentation_settings(config.student_augment))  # type: ignore[arg-type]
+    preset = replace(preset, **augmentation_settings(config.student_augment))  # type: ignore[arg-type]
     seeds = release.index[targets.index]
     labelled = torch.zeros(task.public_images.shape[0], dtype=torch.bool)
     labelled[seeds] = True

@@ -16,12 +16,12 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from pate_stab.models import ModelSpec
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.data import Task
 from pate_stab.run.prepare import Prepared, pool_graph
 from pate_stab.student import StudentConfig, StudentTargets, hard_targets, soft_targets
 from pate_stab.student.spreading import label_rows, spread_scores
-from pate_stab.teachers import ModelSpec
 
 __all__ = ["ReleasedLabels", "spread_pseudo_labels", "student_config", "student_spec", "student_targets"]
 

@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from pate_stab.data.tabular_data import standardize
 from pate_stab.features.pca import PublicFeatures
-from pate_stab.teachers.models import ModelSpec, build_model
+from pate_stab.models.networks import ModelSpec, build_model
 
 if TYPE_CHECKING:  # a run's configuration and task are needed to save a student, not to load one
     from pate_stab.run.config import TransferConfig

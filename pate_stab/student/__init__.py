@@ -1,6 +1,7 @@
 """pate_stab.student: the student of BTT18 Alg 5, trained on what the releaser published.
 
-Usage::
+Usage (``ModelSpec`` and ``FixMatchConfig``: :mod:`pate_stab.models`, the model code shared with the
+teachers)::
 
     targets = hard_targets(release.labels, num_classes=10, bottom="drop")
     student = train_student(public_queries, targets, spec=ModelSpec("mlp", (50,), 10),
@@ -12,27 +13,20 @@ Usage::
                         config=FixMatchConfig.cpu(), generator=g_student)
 """
 
-from pate_stab.student.augment import AUGMENTATIONS, augmentation_settings, cutout_size, strong_augment, weak_augment
-from pate_stab.student.fixmatch import FixMatchConfig, FixMatchModule, FixMatchStudent, train_fixmatch
+from pate_stab.student.fixmatch import FixMatchModule, FixMatchStudent, train_fixmatch
 from pate_stab.student.targets import BottomPolicy, StudentTargets, hard_targets, soft_targets
 from pate_stab.student.training import Student, StudentConfig, StudentModule, train_student
 
 __all__ = [
-    "AUGMENTATIONS",
     "BottomPolicy",
-    "FixMatchConfig",
     "FixMatchModule",
     "FixMatchStudent",
     "Student",
     "StudentConfig",
     "StudentModule",
     "StudentTargets",
-    "augmentation_settings",
-    "cutout_size",
     "hard_targets",
     "soft_targets",
-    "strong_augment",
     "train_fixmatch",
     "train_student",
-    "weak_augment",
 ]

@@ -12,18 +12,18 @@ round differently for another number of students, ~1e-7 per step):
 
 - initialisation: the student's architecture drawn from ``init_seed`` as
   :func:`~pate_stab.student.training.initialised_network` draws it (bit for bit, through
-  :func:`~pate_stab.teachers.ensemble.init_stacked_parameters`);
+  :func:`~pate_stab.models.stacked.init_stacked_parameters`);
 - data order: each epoch a permutation ``torch.randperm(n_g, generator=<seeded data_seed>)``,
   cut into consecutive batches of ``batch_size`` (the last one smaller);
 - loss: the batch mean of the cross-entropy (class targets) or of the binary cross-entropy on
   log p(1|x) − log p(0|x) (score targets), as :class:`~pate_stab.student.training.StudentModule`;
 - optimiser: Adam (Kingma & Ba 2015, Alg. 1) as ``torch.optim.Adam(fused=True)`` computes it,
   one step counter and one learning rate per student
-  (:class:`~pate_stab.teachers.stacked_optim.StackedAdam` on its fused path, which runs
+  (:class:`~pate_stab.models.stacked_optim.StackedAdam` on its fused path, which runs
   PyTorch's fused Adam kernel on each student's slice).
 
 The G·L students are one stack of the teachers' kind: student (g, l) is stacked model g·L + l,
-the forward pass is :func:`~pate_stab.teachers.ensemble.stacked_forward` (one batched matrix
+the forward pass is :func:`~pate_stab.models.stacked.stacked_forward` (one batched matrix
 product per layer, each student on its group's batch) and the gradients come from autograd.
 Students never mix: the training loss is the *sum* of the students' batch means, so student
 (g, l)'s gradient is that of its own loss; a group whose epoch has no step left is skipped
@@ -46,9 +46,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pate_stab._checks import check_int, check_positive, check_tensor
-from pate_stab.teachers.ensemble import init_stacked_parameters, stacked_forward
-from pate_stab.teachers.models import ModelSpec, build_model
-from pate_stab.teachers.stacked_optim import StackedAdam
+from pate_stab.models.networks import ModelSpec, build_model
+from pate_stab.models.stacked import init_stacked_parameters, stacked_forward
+from pate_stab.models.stacked_optim import StackedAdam
 
 __all__ = ["StackedStudents", "StudentGroup", "fit_dense_student", "train_stacked_students"]
 
@@ -86,7 +86,7 @@ class StackedStudents:
 
 
 def _dense_base(spec: ModelSpec) -> nn.Module:
-    """The dense student's architecture, the ``base`` of :func:`~pate_stab.teachers.ensemble.stacked_forward`."""
+    """The dense student's architecture, the ``base`` of :func:`~pate_stab.models.stacked.stacked_forward`."""
     if spec.kind not in ("logistic", "mlp"):
         raise ValueError(f"stacked students are dense ('logistic' or 'mlp'), got {spec.kind!r}")
     return build_model(spec)  # Sequential(Flatten, Sequential(Linear, ReLU, …, Linear))

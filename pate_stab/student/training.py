@@ -29,10 +29,10 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from pate_stab._checks import check_generator, check_int, check_nonnegative, check_positive, check_tensor
+from pate_stab.models.fitting import fit_module
+from pate_stab.models.networks import ModelSpec, build_model, init_parameters
 from pate_stab.rng import child_seed
 from pate_stab.student.targets import StudentTargets
-from pate_stab.teachers.models import ModelSpec, build_model, init_parameters
-from pate_stab.teachers.training import quiet_lightning
 
 __all__ = ["StudentConfig", "StudentModule", "Student", "StudentPredictions", "train_student"]
 
@@ -163,23 +163,6 @@ def initialised_network(spec: ModelSpec, seed: int) -> nn.Module:
     generator = torch.Generator()
     generator.manual_seed(seed)
     return init_parameters(build_model(spec), generator=generator)
-
-
-def fit_module(module: L.LightningModule, loader: Any, *, accelerator: str, progress_bar: bool, **limits: Any) -> None:
-    """One single-device Lightning fit of a student, without logger or checkpoints; ``limits`` are
-    the Trainer's ``max_epochs`` / ``max_steps``."""
-    with quiet_lightning(True):  # banners and tips off in every fit; the progress bar is not a log line
-        trainer = L.Trainer(
-            accelerator=accelerator,
-            devices=1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=progress_bar,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
-            **limits,
-        )
-        trainer.fit(module, loader)
 
 
 def train_student(

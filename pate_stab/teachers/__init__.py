@@ -1,6 +1,6 @@
-"""pate_stab.teachers: record-keyed shards, teacher models, vectorised Lightning training.
+"""pate_stab.teachers: record-keyed shards, the teacher ensemble, vectorised Lightning training.
 
-Usage::
+Usage (``ModelSpec``: :mod:`pate_stab.models`, the model code shared with the students)::
 
     shards = partition_indices(record_keys_from_tensors(x, y), 250, generator=g_part)
     teachers = train_teachers(x, y, shards, spec=ModelSpec("mlp", (784,), 10), generator=g_teach)
@@ -23,17 +23,7 @@ from pate_stab._lazy import lazy_exports
 if TYPE_CHECKING:
     from pate_stab.features.pca import PublicFeatures  # the features stage's; also exported here (run.data)
     from pate_stab.teachers.distributed import train_teachers_ddp
-    from pate_stab.teachers.ensemble import (
-        TeacherEnsemble,
-        init_stacked_parameters,
-        stacked_forward,
-    )
-    from pate_stab.teachers.models import (
-        ModelSpec,
-        PateCNN,
-        build_model,
-        init_parameters,
-    )
+    from pate_stab.teachers.ensemble import TeacherEnsemble
     from pate_stab.teachers.partition import (
         keyed_subset,
         partition_indices,
@@ -42,7 +32,6 @@ if TYPE_CHECKING:
     )
     from pate_stab.teachers.pool_votes import PoolVotes, VotingTeachers
     from pate_stab.teachers.propagation import PropagationSpec, PropagationTeachers
-    from pate_stab.teachers.stacked_optim import StackedAdam, StackedSGD
     from pate_stab.teachers.training import (
         DEFAULT_MIN_STEPS,
         ShortScheduleWarning,
@@ -57,12 +46,6 @@ _LAZY = {
     "PublicFeatures": "pate_stab.features.pca",
     "train_teachers_ddp": "pate_stab.teachers.distributed",
     "TeacherEnsemble": "pate_stab.teachers.ensemble",
-    "init_stacked_parameters": "pate_stab.teachers.ensemble",
-    "stacked_forward": "pate_stab.teachers.ensemble",
-    "ModelSpec": "pate_stab.teachers.models",
-    "PateCNN": "pate_stab.teachers.models",
-    "build_model": "pate_stab.teachers.models",
-    "init_parameters": "pate_stab.teachers.models",
     "keyed_subset": "pate_stab.teachers.partition",
     "partition_indices": "pate_stab.teachers.partition",
     "record_keys_from_tensors": "pate_stab.teachers.partition",
@@ -71,8 +54,6 @@ _LAZY = {
     "VotingTeachers": "pate_stab.teachers.pool_votes",
     "PropagationSpec": "pate_stab.teachers.propagation",
     "PropagationTeachers": "pate_stab.teachers.propagation",
-    "StackedAdam": "pate_stab.teachers.stacked_optim",
-    "StackedSGD": "pate_stab.teachers.stacked_optim",
     "DEFAULT_MIN_STEPS": "pate_stab.teachers.training",
     "ShortScheduleWarning": "pate_stab.teachers.training",
     "TeacherEnsembleModule": "pate_stab.teachers.training",
@@ -84,28 +65,20 @@ _LAZY = {
 
 __all__ = [
     "DEFAULT_MIN_STEPS",
-    "ModelSpec",
-    "PateCNN",
     "PoolVotes",
     "PropagationSpec",
     "PropagationTeachers",
     "PublicFeatures",
     "ShortScheduleWarning",
-    "StackedAdam",
-    "StackedSGD",
     "TeacherEnsemble",
     "TeacherEnsembleModule",
     "TrainConfig",
     "VotingTeachers",
-    "build_model",
     "epoch_plan",
-    "init_parameters",
-    "init_stacked_parameters",
     "keyed_subset",
     "partition_indices",
     "record_keys_from_tensors",
     "shard_of_records",
-    "stacked_forward",
     "teacher_epochs",
     "train_teachers",
     "train_teachers_ddp",

@@ -63,12 +63,13 @@ from lightning.pytorch.strategies import DDPStrategy
 from torch import Tensor
 
 from pate_stab._checks import check_int
+from pate_stab.models.fitting import quiet_lightning
+from pate_stab.models.networks import ModelSpec
 from pate_stab.privacy.ledger.private_files import owner_only_umask, private_folder, tighten_private_tree
 from pate_stab.rng import child_seed
 from pate_stab.teachers.ensemble import TeacherEnsemble
-from pate_stab.teachers.models import ModelSpec
 from pate_stab.teachers.schedule import TrainConfig, check_schedule, teacher_epochs
-from pate_stab.teachers.training import TeacherEnsembleModule, _trainer, check_training_inputs, quiet_lightning
+from pate_stab.teachers.training import TeacherEnsembleModule, _trainer, check_training_inputs
 
 __all__ = ["TeacherSliceStrategy", "rank_slice", "train_teachers_ddp"]
 

@@ -4,8 +4,8 @@ Malek, Mironov, Prasad, Shilov & Tramèr 2021, "Antipodes of Label Differential 
 ALIBI" (NeurIPS), §3: under label privacy the inputs are public, so every PATE teacher may use all
 of them unlabelled; each teacher is trained with FixMatch (Sohn et al. 2020) on its shard's labels
 plus every input unlabelled. The loss, the augmentations and the learning-rate schedule are the
-FixMatch student's (:func:`pate_stab.student.fixmatch.fixmatch_losses`,
-:mod:`pate_stab.student.augment`); this module only feeds each teacher its own data and trains S
+FixMatch student's, shared through :mod:`pate_stab.models` (:func:`~pate_stab.models.fixmatch.fixmatch_losses`,
+:mod:`pate_stab.models.augment`); this module only feeds each teacher its own data and trains S
 teachers together.
 
 What teacher j reads:
@@ -24,7 +24,7 @@ labels, so one teacher; the unlabelled set (all inputs) is the same on both side
 privacy, one added, removed or changed record changes one shard, and only that shard's teacher reads
 its input or label. Stacking does not couple teachers: the loss is the sum of the teachers' own
 losses, the forward pass is ``vmap`` over their stacked parameters
-(:func:`~pate_stab.teachers.ensemble.stacked_forward`), and SGD (or AdamW), weight decay, the
+(:func:`~pate_stab.models.stacked.stacked_forward`), and SGD (or AdamW), weight decay, the
 schedule and the weight average are elementwise, so each teacher's slice moves as it would alone
 (``tests/teachers/test_fixmatch_teachers.py`` checks that a changed label moves one teacher's
 weights and votes, bit for bit the others').
@@ -48,12 +48,13 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from pate_stab._checks import check_generator, check_int, check_tensor
+from pate_stab.models.fitting import fit_module
+from pate_stab.models.fixmatch import FixMatchBatches, FixMatchConfig, fixmatch_losses, fixmatch_lr_factor
+from pate_stab.models.networks import ModelSpec, build_model
+from pate_stab.models.stacked import init_stacked_parameters, stacked_forward
 from pate_stab.privacy.ledger.private_files import owner_only_umask, private_folder, tighten_private_tree
 from pate_stab.rng import child_seed
-from pate_stab.student.fixmatch import FixMatchConfig, _Batches, _lr_factor, fixmatch_losses
-from pate_stab.student.training import fit_module
-from pate_stab.teachers.ensemble import TeacherEnsemble, _param_key, init_stacked_parameters, stacked_forward
-from pate_stab.teachers.models import ModelSpec, build_model
+from pate_stab.teachers.ensemble import TeacherEnsemble, _param_key
 
 __all__ = [
     "CPU_STACK",
@@ -177,7 +178,7 @@ class FixMatchTeacherModule(L.LightningModule):
     """S FixMatch teachers with stacked parameters; teacher s reads only its rows of ``inputs``.
 
     Each step, teacher s draws B labelled and μB unlabelled indices from its own stream (the
-    student's :class:`~pate_stab.student.fixmatch._Batches`, seeded by its data seed) over its
+    student's :class:`~pate_stab.models.fixmatch.FixMatchBatches`, seeded by its data seed) over its
     labelled and unlabelled rows; the images move to the device once (a plain attribute, never in
     the state dict); the loss is the sum over teachers of :func:`fixmatch_losses`. The weight
     average (EMA) is kept per teacher as the student keeps it.
@@ -202,7 +203,9 @@ class FixMatchTeacherModule(L.LightningModule):
         self._images: Tensor = inputs.images
         self._labels: list[Tensor] = list(inputs.labels)
         self._streams: list[Iterator[tuple[Tensor, Tensor]]] = [
-            iter(_Batches(int(lr.numel()), int(ur.numel()), batch_size=config.batch_size, mu=config.mu, seed=s[1]))
+            iter(
+                FixMatchBatches(int(lr.numel()), int(ur.numel()), batch_size=config.batch_size, mu=config.mu, seed=s[1])
+            )
             for lr, ur, s in zip(inputs.labelled_rows, inputs.unlabelled_rows, seeds, strict=True)
         ]
         self.augment_generators = [torch.Generator().manual_seed(s[2]) for s in seeds]
@@ -264,7 +267,7 @@ class FixMatchTeacherModule(L.LightningModule):
             )  # fmt: skip
         else:
             optimizer = torch.optim.AdamW(self.stacked.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: _lr_factor(k, cfg.steps))
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: fixmatch_lr_factor(k, cfg.steps))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def train_dataloader(self) -> DataLoader:
@@ -308,7 +311,7 @@ def train_fixmatch_teachers(
         privacy_unit: ``"label"`` (every private input unlabelled for every teacher) or ``"record"``
             (a teacher's own shard's inputs and the pool only): :data:`UNLABELLED`.
         spec: the teachers' CNN (``ModelSpec("cnn", …)``).
-        config: FixMatch's settings (:class:`~pate_stab.student.FixMatchConfig`), one for every teacher.
+        config: FixMatch's settings (:class:`~pate_stab.models.FixMatchConfig`), one for every teacher.
         generator: three seeds per teacher (initialisation, data order, augmentation) are drawn from
             it in teacher order, whichever teachers are trained and however they are stacked.
         stack_size: teachers per stack (None: :func:`teachers_per_stack` for the accelerator).

@@ -26,11 +26,12 @@ import torch
 from torch import Tensor
 
 from pate_stab._checks import check_generator, check_int, check_real, check_tensor
+from pate_stab.models.fitting import quiet_lightning
+from pate_stab.models.networks import ModelSpec
 from pate_stab.rng import child_seed
 from pate_stab.teachers.ensemble import TeacherEnsemble
-from pate_stab.teachers.models import ModelSpec
 from pate_stab.teachers.schedule import TrainConfig
-from pate_stab.teachers.training import TeacherEnsembleModule, _trainer, quiet_lightning, train_teachers
+from pate_stab.teachers.training import TeacherEnsembleModule, _trainer, train_teachers
 
 __all__ = ["pseudo_targets", "self_train_teachers"]
 

@@ -38,10 +38,8 @@ gradients, which is not what teachers need).
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -57,15 +55,13 @@ from pate_stab._checks import (
     check_int,
     check_tensor,
 )
+from pate_stab.models.fitting import quiet_lightning
+from pate_stab.models.networks import ModelSpec, build_model
+from pate_stab.models.stacked import init_stacked_parameters, stacked_forward
+from pate_stab.models.stacked_optim import StackedAdam, StackedSGD
 from pate_stab.privacy.ledger.private_files import owner_only_umask, private_folder, tighten_private_tree
 from pate_stab.rng import child_seed
-from pate_stab.teachers.ensemble import (
-    TeacherEnsemble,
-    _param_key,
-    init_stacked_parameters,
-    stacked_forward,
-)
-from pate_stab.teachers.models import ModelSpec, build_model
+from pate_stab.teachers.ensemble import TeacherEnsemble, _param_key
 from pate_stab.teachers.schedule import (
     DEFAULT_EPOCHS,
     DEFAULT_MIN_STEPS,
@@ -75,7 +71,6 @@ from pate_stab.teachers.schedule import (
     epoch_plan,
     teacher_epochs,
 )
-from pate_stab.teachers.stacked_optim import StackedAdam, StackedSGD
 
 __all__ = [
     "DEFAULT_EPOCHS",
@@ -278,34 +273,6 @@ class StepProgress(L.Callback):
 
     def close(self) -> None:
         self.bar.close()
-
-
-@contextlib.contextmanager
-def quiet_lightning(quiet: bool) -> Iterator[None]:
-    """Silence Lightning's per-fit banners (GPU/TPU availability, tips) when ``quiet`` (every fit of
-    the package passes True: a progress bar is drawn by its callback, not logged), and always
-    its notices about choices made here on purpose: no DataLoader workers (the data are in-memory
-    tensors; the loader yields step numbers), a one-batch-per-epoch loader, the deprecation
-    notice its own pytree helper triggers in torch (``LeafSpec``), and "GPU available but not used"
-    (the caller chose the CPU). Nothing else is filtered."""
-    from lightning.fabric.utilities.warnings import PossibleUserWarning
-
-    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
-    levels = [lg.level for lg in loggers]
-    if quiet:
-        for lg in loggers:
-            lg.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*does not have many workers.*", category=PossibleUserWarning)
-            warnings.filterwarnings("ignore", message=".*is smaller than the logging interval.*")
-            warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
-            # a fit the caller put on the CPU (accelerator="cpu") on a machine with a GPU: a choice, not a mistake
-            warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
 
 
 def _trainer(

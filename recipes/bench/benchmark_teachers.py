@@ -55,14 +55,9 @@ import torch
 
 from pate_stab.data import load_mnist, pate_split
 from pate_stab.features import PublicFeatures
+from pate_stab.models import ModelSpec
 from pate_stab.rng import seeded_generator, spawn_generators
-from pate_stab.teachers import (
-    ModelSpec,
-    TrainConfig,
-    partition_indices,
-    record_keys_from_tensors,
-    train_teachers,
-)
+from pate_stab.teachers import TrainConfig, partition_indices, record_keys_from_tensors, train_teachers
 
 ROOT = Path(__file__).resolve().parents[2]
 

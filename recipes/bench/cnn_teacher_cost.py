@@ -25,8 +25,9 @@ import time
 import lightning as L
 import torch
 
+from pate_stab.models import ModelSpec, build_model
 from pate_stab.rng import seeded_generator
-from pate_stab.teachers import ModelSpec, TrainConfig, build_model, train_teachers
+from pate_stab.teachers import TrainConfig, train_teachers
 
 
 class _EpochTimes(L.Callback):

@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 import yaml
 
+from pate_stab.models.networks import ModelSpec
 from pate_stab.run import TransferConfig
 from pate_stab.run.fixmatch_teachers import fixmatch_teacher_config
 from pate_stab.teachers.fixmatch import teachers_per_stack, train_fixmatch_teachers
-from pate_stab.teachers.models import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 NUM_PRIVATE, NUM_PUBLIC = 60_000, 9_000  # PATE's MNIST split

@@ -80,7 +80,7 @@ def _student(folder: Path) -> Path:
     """A student file of the table's shape (untrained logistic head): predict's time does not depend on training."""
     code = (
         "import sys; from pate_stab.run.student_file import PublishedStudent; "
-        "from pate_stab.teachers.models import ModelSpec, build_model; "
+        "from pate_stab.models.networks import ModelSpec, build_model; "
         "from pate_stab.data.table_schema import TabularSchema; import json; "
         f"s = TabularSchema.from_dict(json.loads({json.dumps(json.dumps(SCHEMA))})); "
         "spec = ModelSpec('logistic', (s.num_features,), 2); "

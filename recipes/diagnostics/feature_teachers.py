@@ -43,9 +43,9 @@ from pate_stab.data import load_mnist, pate_split
 from pate_stab.data.images import PateSplits
 from pate_stab.features import PCAFeatures, ScatteringFeatures, SSLConfig, SSLFeatures
 from pate_stab.features.propagation import PoolGraph, kernel_votes
+from pate_stab.models import ModelSpec
 from pate_stab.rng import child_seed, seeded_generator, spawn_generators
 from pate_stab.teachers import (
-    ModelSpec,
     TrainConfig,
     partition_indices,
     record_keys_from_tensors,

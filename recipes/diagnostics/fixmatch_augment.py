@@ -3,7 +3,7 @@
 A diagnostic of the student by itself (no teacher, no releaser, no privacy accounting): N/C
 points of each class of the public pool (PATE's split, :func:`pate_stab.data.pate_split`) are
 drawn at random and given their true labels; the rest of the pool is unlabelled. For each
-augmentation named with ``--augment`` (:data:`pate_stab.student.augment.AUGMENTATIONS`), a
+augmentation named with ``--augment`` (:data:`pate_stab.models.augment.AUGMENTATIONS`), a
 FixMatch student is trained from the same seeds, and its accuracy on the evaluation split and on
 the unlabelled pool is printed. It reads pool and evaluation labels, so its figures may compare
 settings fixed in advance; they must never choose one.
@@ -23,8 +23,9 @@ import time
 import torch
 
 from pate_stab.data import load_fashion_mnist, load_mnist, pate_split
+from pate_stab.models import AUGMENTATIONS, FixMatchConfig, augmentation_settings
 from pate_stab.rng import child_seed, seeded_generator
-from pate_stab.student import AUGMENTATIONS, FixMatchConfig, augmentation_settings, train_fixmatch
+from pate_stab.student import train_fixmatch
 
 LOADERS = {
     "mnist": (load_mnist, "../shared/data/mnist"),

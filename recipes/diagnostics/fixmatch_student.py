@@ -34,8 +34,9 @@ import time
 import torch
 
 from pate_stab.data import load_mnist, pate_split
+from pate_stab.models import FixMatchConfig
 from pate_stab.rng import child_seed, seeded_generator, spawn_generators
-from pate_stab.student import FixMatchConfig, FixMatchStudent, train_fixmatch
+from pate_stab.student import FixMatchStudent, train_fixmatch
 
 
 def main() -> None:

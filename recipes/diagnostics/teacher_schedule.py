@@ -17,7 +17,8 @@ import time
 import torch
 
 from pate_stab.data.images import load_mnist
-from pate_stab.teachers import ModelSpec, TrainConfig, partition_indices, record_keys_from_tensors, train_teachers
+from pate_stab.models import ModelSpec
+from pate_stab.teachers import TrainConfig, partition_indices, record_keys_from_tensors, train_teachers
 
 
 def _config(text: str) -> TrainConfig:

@@ -104,8 +104,8 @@ def test_a_fallback_must_be_a_declared_category(tmp_path):
 
 
 def _student(schema: dict):
+    from pate_stab.models.networks import ModelSpec, build_model
     from pate_stab.run.student_file import PublishedStudent
-    from pate_stab.teachers.models import ModelSpec, build_model
 
     sch = TabularSchema.from_dict(schema)
     spec = ModelSpec("logistic", (sch.num_features,), 2)

@@ -16,6 +16,8 @@ import yaml
 
 from pate_stab.aggregation.registry import AGGREGATORS
 from pate_stab.cli.commands import _config_dict, _make_config, build_parser, main
+from pate_stab.models import FixMatchConfig
+from pate_stab.models.augment import AUGMENTATIONS
 from pate_stab.run.config import TransferConfig, flat_key, flat_settings, names
 from pate_stab.run.config.sections import (
     SECTION_OF,
@@ -25,8 +27,6 @@ from pate_stab.run.config.sections import (
     RoundSettings,
     StudentSettings,
 )
-from pate_stab.student import FixMatchConfig
-from pate_stab.student.augment import AUGMENTATIONS
 from pate_stab.vocabulary import BottomPolicy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from pate_stab.models import ModelSpec, init_stacked_parameters
 from pate_stab.privacy.ledger.private_files import owner_only_umask, private_folder, tighten_private_tree
 from pate_stab.run import TransferConfig, run_transfer
-from pate_stab.teachers import ModelSpec, TeacherEnsemble, init_stacked_parameters
+from pate_stab.teachers import TeacherEnsemble
 
 
 def _modes(root: Path) -> dict[str, int]:

@@ -7,10 +7,11 @@ import io
 import pytest
 import torch
 
+from pate_stab.models import ModelSpec, init_stacked_parameters
 from pate_stab.rng import seeded_generator
 from pate_stab.run import run_transfer
 from pate_stab.run.progress import default_progress
-from pate_stab.teachers import ModelSpec, PoolVotes, TeacherEnsemble, init_stacked_parameters
+from pate_stab.teachers import PoolVotes, TeacherEnsemble
 from tests.run.test_transfer import small
 
 

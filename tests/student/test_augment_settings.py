@@ -1,4 +1,5 @@
-"""Per-data-set augmentation of the FixMatch student: the flip, the named settings, the run setting."""
+"""Per-data-set augmentation of the FixMatch student: the training uses the configured flip, the run setting
+(the augmentations themselves: tests/models/test_augment.py)."""
 
 from __future__ import annotations
 
@@ -10,92 +11,15 @@ import pytest
 import torch
 import yaml
 
-import pate_stab.student.fixmatch as fixmatch_module
+import pate_stab.models.fixmatch as fixmatch_module
+from pate_stab.models import FixMatchConfig, augmentation_settings
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.rng import seeded_generator
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.config import STUDENT_FIELDS
-from pate_stab.student import (
-    AUGMENTATIONS,
-    FixMatchConfig,
-    augmentation_settings,
-    strong_augment,
-    train_fixmatch,
-    weak_augment,
-)
+from pate_stab.student import train_fixmatch
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "configs"
-# the strong chain with every random transform at its identity: only the flip can move a pixel
-STRONG_IDENTITY = {
-    "max_rotation": 0.0, "scale": (1.0, 1.0), "max_shear": 0.0, "max_shift": 0.0, "contrast": (1.0, 1.0),
-    "brightness": 0.0, "cutout_fraction": 0.0,
-}  # fmt: skip
-
-
-def _asymmetric(n: int, size: int = 8) -> torch.Tensor:
-    """(n, 1, size, size) synthetic images whose columns all differ (x ≠ its mirror), each image its own."""
-    ramp = torch.arange(size, dtype=torch.float32)
-    return (
-        (ramp[None, None, None, :] + 10.0 * torch.arange(n, dtype=torch.float32)[:, None, None, None])
-        .expand(n, 1, size, size)
-        .clone()
-    )
-
-
-def _flipped(out: torch.Tensor, x: torch.Tensor, *, atol: float = 0.0) -> torch.Tensor:
-    """(n,) bool: which outputs are the mirror of their input; fails unless each is x or its mirror."""
-    same = torch.isclose(out, x, atol=atol, rtol=0).flatten(1).all(1)
-    mirrored = torch.isclose(out, x.flip(-1), atol=atol, rtol=0).flatten(1).all(1)
-    assert bool((same ^ mirrored).all()), "an output is neither its input nor the input's mirror"
-    return mirrored
-
-
-@pytest.mark.parametrize(
-    "augment, kwargs, atol",
-    [(weak_augment, {"max_shift": 0}, 0.0), (strong_augment, STRONG_IDENTITY, 1e-4)],
-)
-def test_flip_is_applied_exactly_when_configured(augment, kwargs, atol):
-    x = _asymmetric(400)
-    off = augment(x, generator=seeded_generator(5), **kwargs)
-    assert not bool(_flipped(off, x, atol=atol).any())
-    flips = _flipped(augment(x, generator=seeded_generator(5), hflip=True, **kwargs), x, atol=atol)
-    # each image flips with probability 1/2: 400 draws give 200 ± 10 (sd); 60 is 6 sd
-    assert 140 <= int(flips.sum()) <= 260
-    with pytest.raises(TypeError, match="hflip"):
-        augment(x, generator=seeded_generator(5), hflip="yes", **kwargs)
-
-
-def test_weak_flip_draws_after_the_shift_so_the_shifts_do_not_change():
-    """With a shift, a flipped run is the unflipped run with some images mirrored (same offsets)."""
-    x = _asymmetric(300, size=10)
-    plain = weak_augment(x, generator=seeded_generator(8), max_shift=2)
-    flipped = weak_augment(x, generator=seeded_generator(8), max_shift=2, hflip=True)
-    mirrored = _flipped(flipped, plain)
-    assert 0 < int(mirrored.sum()) < 300
-
-
-@pytest.mark.parametrize("augment", [weak_augment, strong_augment])
-def test_flipping_augmentations_are_bit_identical_under_the_same_generator(augment):
-    x = torch.rand(64, 3, 12, 12)
-    a = augment(x, generator=seeded_generator(11), hflip=True)
-    b = augment(x, generator=seeded_generator(11), hflip=True)
-    c = augment(x, generator=seeded_generator(12), hflip=True)
-    assert torch.equal(a, b) and not torch.equal(a, c)
-
-
-def test_named_settings_and_their_checks():
-    assert augmentation_settings("digits") == {"hflip": False, "weak_shift": 2}
-    assert augmentation_settings("clothes") == {"hflip": True, "weak_shift": 2}
-    assert augmentation_settings("natural") == {"hflip": True, "weak_shift": 4}
-    assert augmentation_settings("none") == {"hflip": False, "weak_shift": 0}
-    for name in AUGMENTATIONS:  # every setting is a valid FixMatchConfig
-        assert FixMatchConfig.cpu(**augmentation_settings(name)).hflip is AUGMENTATIONS[name]["hflip"]
-    # the default keeps the digits' augmentation of the code before the setting existed
-    assert FixMatchConfig().hflip is False and FixMatchConfig().weak_shift == 2
-    with pytest.raises(ValueError, match="unknown augmentation 'mirror'"):
-        augmentation_settings("mirror")
-    with pytest.raises(TypeError, match="hflip"):
-        FixMatchConfig(hflip=1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name, hflip", [("digits", False), ("clothes", True)])

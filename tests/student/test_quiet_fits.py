@@ -7,9 +7,9 @@ import logging
 
 import torch
 
+from pate_stab.models import ModelSpec
 from pate_stab.rng import seeded_generator
 from pate_stab.student import StudentConfig, hard_targets, train_student
-from pate_stab.teachers import ModelSpec
 
 
 def test_a_student_fit_with_a_progress_bar_logs_no_banner(caplog):

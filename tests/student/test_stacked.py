@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pate_stab.models.networks import ModelSpec
 from pate_stab.rng import seeded_generator
 from pate_stab.student.stacked import StudentGroup, fit_dense_student, train_stacked_students
 from pate_stab.student.training import initialised_network
-from pate_stab.teachers.models import ModelSpec
 
 EPOCHS, BATCH = 3, 16
 

@@ -6,11 +6,11 @@ import torch
 
 import pate_stab.run.student as run_student
 from pate_stab.data import make_gaussian_mixture
+from pate_stab.models import ModelSpec
 from pate_stab.rng import seeded_generator
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
 from pate_stab.student import StudentConfig, hard_targets, soft_targets, train_student
-from pate_stab.teachers import ModelSpec
 
 
 def _data(n: int, seed: int, classes: int = 3):

@@ -13,8 +13,9 @@ from dataclasses import replace
 import torch
 
 from pate_stab.data import make_gaussian_mixture
+from pate_stab.models import ModelSpec
 from pate_stab.rng import seeded_generator
-from pate_stab.teachers import ModelSpec, TrainConfig, partition_indices, record_keys_from_tensors
+from pate_stab.teachers import TrainConfig, partition_indices, record_keys_from_tensors
 from pate_stab.teachers.distributed import train_teachers_ddp
 
 SPECS = {

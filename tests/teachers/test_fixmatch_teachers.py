@@ -12,7 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pate_stab.student.fixmatch import FixMatchConfig
+from pate_stab.models.fixmatch import FixMatchConfig
+from pate_stab.models.networks import ModelSpec
 from pate_stab.teachers.fixmatch import (
     UNLABELLED,
     FixMatchTeacherModule,
@@ -20,7 +21,6 @@ from pate_stab.teachers.fixmatch import (
     teachers_per_stack,
     train_fixmatch_teachers,
 )
-from pate_stab.teachers.models import ModelSpec
 
 N_PRIVATE, N_PUBLIC, K, C = 30, 10, 3, 3
 SPEC = ModelSpec("cnn", (1, 8, 8), C, hidden=(16,), channels=(4, 8))

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from pate_stab.data import make_gaussian_mixture
+from pate_stab.models import ModelSpec
 from pate_stab.rng import seeded_generator
-from pate_stab.teachers import ModelSpec, ShortScheduleWarning, TrainConfig, teacher_epochs, train_teachers
+from pate_stab.teachers import ShortScheduleWarning, TrainConfig, teacher_epochs, train_teachers
 
 SPEC = ModelSpec("logistic", (4,), 3)
 DEFAULT = TrainConfig(batch_size=4, lr=1e-2, min_steps=24)  # epochs=None: sized in steps

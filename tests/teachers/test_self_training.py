@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pate_stab.data import make_gaussian_mixture
-from pate_stab.teachers import ModelSpec, TrainConfig
+from pate_stab.models import ModelSpec
+from pate_stab.teachers import TrainConfig
 from pate_stab.teachers.self_training import pseudo_targets, self_train_teachers
 
 N_PRIVATE, N_PUBLIC, K, C = 60, 30, 4, 3

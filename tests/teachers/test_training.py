@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from pate_stab.data import make_gaussian_mixture
+from pate_stab.models import ModelSpec, init_stacked_parameters
 from pate_stab.rng import seeded_generator
 from pate_stab.teachers import (
-    ModelSpec,
     TeacherEnsemble,
     TrainConfig,
     epoch_plan,
@@ -169,7 +169,7 @@ def test_prediction_chunks_bound_the_widest_activation(monkeypatch):
     assert ensemble_module.widest_activation(spec) == 4 * 12 * 12
     assert ensemble_module.widest_activation(ModelSpec("mlp", (784,), 10, hidden=(128, 32))) == 128
     assert ensemble_module.widest_activation(ModelSpec("logistic", (784,), 10)) == 10
-    params = ensemble_module.init_stacked_parameters(spec, list(range(5)))
+    params = init_stacked_parameters(spec, list(range(5)))
     ens = ensemble_module.TeacherEnsemble(spec, params)
     xq = torch.randn(23, 1, 12, 12, generator=seeded_generator(4))
     whole_votes, whole_scores = ens.predict_votes(xq), ens.predict_scores(xq)

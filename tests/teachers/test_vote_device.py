@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
+from pate_stab.models import init_stacked_parameters
+from pate_stab.models.networks import ModelSpec
 from pate_stab.teachers import PoolVotes, TeacherEnsemble
-from pate_stab.teachers.ensemble import init_stacked_parameters
-from pate_stab.teachers.models import ModelSpec
 from tests.device_moves import fake_cuda_moves
 
 K, D = 6, 5

@@ -109,8 +109,8 @@ StudentModel = Literal["logistic", "mlp", "cnn"]
 Bottom = BottomPolicy  # pate_stab.vocabulary: the student reads it too
 StudentMethod = Literal["supervised", "spread", "fixmatch"]
 StudentSelect = Literal["none", "cv"]
-FixmatchPreset = Literal["cpu", "gpu"]  # pate_stab.student.FixMatchConfig.cpu() / .gpu()
-StudentAugment = Literal["digits", "clothes", "natural", "none"]  # pate_stab.student.augment.AUGMENTATIONS's keys
+FixmatchPreset = Literal["cpu", "gpu"]  # pate_stab.models.FixMatchConfig.cpu() / .gpu()
+StudentAugment = Literal["digits", "clothes", "natural", "none"]  # pate_stab.models.augment.AUGMENTATIONS's keys
 StopAfter = Literal["teachers", "release"]
 Accelerator = Literal["auto", "cpu", "gpu", "cuda", "mps"]
 
@@ -128,7 +128,7 @@ def _described(vocabulary: Any, descriptions: Mapping[str, _T]) -> dict[str, _T]
 
 
 STUDENT_AUGMENTS: tuple[str, ...] = get_args(StudentAugment)
-"""The FixMatch student's augmentations, each a row of :data:`pate_stab.student.augment.AUGMENTATIONS`."""
+"""The FixMatch student's augmentations, each a row of :data:`pate_stab.models.augment.AUGMENTATIONS`."""
 
 DATASETS: tuple[str, ...] = get_args(Dataset)
 """Bundled loaders; ``"files"``: the user's own files (``private`` / ``public`` / ``evaluation`` paths);
@@ -163,7 +163,7 @@ BOTTOMS: tuple[str, ...] = BOTTOM_POLICIES
 CALIBRATIONS: tuple[str, ...] = get_args(Calibration)
 """The stability releasers' calibration (:func:`pate_stab.privacy.mechanisms.calibration.calibrate`)."""
 FIXMATCH_PRESETS: tuple[str, ...] = get_args(FixmatchPreset)
-"""Each a :class:`pate_stab.student.FixMatchConfig` constructor (``FixMatchConfig.cpu()``, ``.gpu()``)."""
+"""Each a :class:`pate_stab.models.FixMatchConfig` constructor (``FixMatchConfig.cpu()``, ``.gpu()``)."""
 STOP_AFTER: tuple[str, ...] = get_args(StopAfter)
 """Stages a run may stop after (and resume from later)."""
 ACCELERATORS: tuple[str, ...] = get_args(Accelerator)

@@ -473,10 +473,10 @@ class StudentSettings(_Section):
     # how the settings above are chosen: "none" (as configured) or "cv" (student_lr and spread_threshold by
     # cross-validation on the released labels; STUDENT_SELECT, pate_stab.run.student_select)
     student_select: StudentSelect = "none"
-    fixmatch_preset: FixmatchPreset = "cpu"  # fixmatch: pate_stab.student.FixMatchConfig preset
+    fixmatch_preset: FixmatchPreset = "cpu"  # fixmatch: pate_stab.models.FixMatchConfig preset
     fixmatch_steps: int | None = None  # fixmatch: optimiser steps (None: the preset's)
     # fixmatch: the weak/strong augmentations, a named per-data-set setting fixed in advance
-    # (pate_stab.student.augment.AUGMENTATIONS: digits = 2 px shift, no flip; clothes = the same plus
+    # (pate_stab.models.augment.AUGMENTATIONS: digits = 2 px shift, no flip; clothes = the same plus
     # horizontal flips; natural = FixMatch's flip + 12.5 % shift; none = no weak augmentation)
     student_augment: StudentAugment = "digits"
     # a release that answered no query leaves the student nothing to learn from: the run stops

@@ -1,4 +1,4 @@
-"""Batched image augmentations for the FixMatch student, driven by an explicit generator.
+"""Batched image augmentations for FixMatch (the student and the teachers), driven by an explicit generator.
 
 Both functions take images (n, C, H, W) of any value range — [0, 1] or standardised — and make
 no assumption about it: translations repeat the edge pixels, affine maps sample the border outside
@@ -36,7 +36,7 @@ AUGMENTATIONS: dict[str, dict[str, object]] = {
     "none": {"hflip": False, "weak_shift": 0},
 }
 """Per-data-set augmentation of the FixMatch student, fixed in advance (no pool or evaluation label
-chose them): the :class:`~pate_stab.student.FixMatchConfig` fields each name sets.
+chose them): the :class:`~pate_stab.models.fixmatch.FixMatchConfig` fields each name sets.
 
 - ``"digits"`` (MNIST, SVHN digits): translation by up to 2 px, no flip — a mirrored digit is
   another symbol or none (2, 3, 4, 5, 7, 9), so a flip does not preserve the label; the 2 px are

@@ -1,7 +1,7 @@
 """Per-teacher optimisers for stacked parameters: :class:`StackedAdam` and :class:`StackedSGD`.
 
 Teacher j's parameters are slice ``[j]`` of every stacked tensor (shape ``(k, *shape)``,
-:mod:`pate_stab.teachers.ensemble`). The optimisers update each teacher only on the steps where
+:mod:`pate_stab.models.stacked`). The optimisers update each teacher only on the steps where
 it is active (``optimizer.active``, a (k,) bool mask), keep one step counter per teacher, and are
 elementwise otherwise — so teacher j follows the same trajectory as when it is trained alone
 with the same data order (the sequential mode). Global operations that would mix teachers

@@ -1,4 +1,4 @@
-"""Teacher models: logistic regression, small MLPs, PATE's small MNIST CNN.
+"""Model definitions of the teachers and students: logistic regression, small MLPs, PATE's small MNIST CNN.
 
 Every model maps a batch of inputs to class logits (n, C); probabilities are their softmax
 (for two classes, softmax of two logits is the sigmoid of their difference, so logistic

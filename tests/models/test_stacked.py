@@ -1,14 +1,8 @@
 import pytest
 import torch
 
+from pate_stab.models import ModelSpec, build_model, init_parameters, init_stacked_parameters, stacked_forward
 from pate_stab.rng import seeded_generator
-from pate_stab.teachers import (
-    ModelSpec,
-    build_model,
-    init_parameters,
-    init_stacked_parameters,
-    stacked_forward,
-)
 
 
 @pytest.mark.parametrize(

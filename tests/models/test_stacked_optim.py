@@ -4,11 +4,8 @@ import functools
 import pytest
 import torch
 
+from pate_stab.models import StackedAdam, StackedSGD
 from pate_stab.rng import seeded_generator
-from pate_stab.teachers import (
-    StackedAdam,
-    StackedSGD,
-)
 
 
 def _grads(k, shape, steps, seed=0):
