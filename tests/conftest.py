@@ -65,6 +65,14 @@ def pytest_configure(config: pytest.Config) -> None:
         spec.loader.exec_module(module)  # applies the replacement in this process
         assert torch.cuda.is_available()
 
+    # under pytest-xdist each worker process takes its share of the cores: torch's intra-op threads of several
+    # workers would otherwise contend for the same cores (the subprocesses a test starts inherit the share)
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        threads = max(1, len(os.sched_getaffinity(0)) // int(workers))
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
     # every run also counts its spends in the data holder's budget folder (default under the home
     # folder): tests never write there. A test gets its own folder (budget_dir); a fixture of a wider
     # scope its own too (pytest_fixture_setup); anything else this session's

@@ -154,8 +154,9 @@ def _files_settings(data: dict[str, Path], name: str) -> list[str]:
 
 def part_tests(args: argparse.Namespace, cap: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "accelerator or gpu"]
-    # --smoke: one of them, on the CPU
-    cmd += ["tests/teachers/test_training.py", "-k", "vectorized_matches_sequential"] if args.smoke else ["tests"]
+    # --smoke: one of them, on the CPU, in the pytest process (workers would cost more start-up than the test)
+    smoke = ["-n", "0", "tests/teachers/test_training.py", "-k", "vectorized_matches_sequential"]
+    cmd += smoke if args.smoke else ["tests"]
     r = run(cmd, cap, env={"OMP_NUM_THREADS": "1"} if args.smoke else None)
     summary = next((line for line in reversed(r["stdout"].splitlines()) if " passed" in line or " failed" in line), "")
     return {**r, "result": summary.strip("= ") or r["status"]}
