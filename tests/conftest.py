@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture
@@ -84,7 +85,32 @@ def real_cuda() -> bool:
     return os.environ.get("PATE_STAB_AS_IF_CUDA") != "1" and torch.cuda.is_available()
 
 
+# The test files that take longest (CI's --durations, 2026-11): they are handed to the workers first, so that
+# under pytest-xdist (a file to a worker) no long file starts last while the other worker idles. Order only:
+# what runs, and each file's own order, are unchanged.
+LONG_FILES = (
+    "tests/test_gpu_check.py",
+    "tests/run/test_own_data_run.py",
+    "tests/run/test_direct.py",
+    "tests/run/test_transfer.py",
+    "tests/run/test_compare.py",
+    "tests/run/test_student_select.py",
+    "tests/run/test_label_privacy.py",
+    "tests/run/test_neighbour_outputs.py",
+    "tests/run/test_direct_cnn.py",
+    "tests/test_cli.py",
+    "tests/run/test_release_votes.py",
+    "tests/run/test_combined_features.py",
+)
+
+
+def _long_first(item: pytest.Item) -> int:
+    path = Path(str(item.path)).relative_to(ROOT).as_posix() if Path(str(item.path)).is_relative_to(ROOT) else ""
+    return LONG_FILES.index(path) if path in LONG_FILES else len(LONG_FILES)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_long_first)  # stable: every file keeps its order
     if real_cuda():
         return
     skip = pytest.mark.skip(reason="needs a GPU (CUDA)")
