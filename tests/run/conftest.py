@@ -19,12 +19,16 @@ functions of hashable arguments (frozen event dataclasses, floats, strings); the
 (dp-accounting's PLD composition, Opacus's RDP search) are the costliest step of a small run, far above training
 (a seeded GNMax calibration at ε = 8 takes tens of seconds, 300 small teachers a second or two). The memo
 computes each distinct call once per test session, with the code under test, and returns the same float for a
-repeated call; an argument it cannot hash is computed every time. The privacy, aggregation and direct-learner
-tests (tests/privacy, tests/aggregation, tests/direct) run without it.
+repeated call; an argument it cannot hash is computed every time. Under pytest-xdist the workers of one run
+share what they have computed (a file a call, named by a digest of the call's exact ``repr``, in the run's
+temporary folder). The privacy, aggregation and direct-learner tests (tests/privacy, tests/aggregation,
+tests/direct) run without it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -53,6 +57,25 @@ _dpsgd_epsilon = dpsgd.dpsgd_epsilon
 _DPSGD: dict[tuple, float] = {}
 
 
+_SHARED: list[Path] = []  # the folder the workers of this test run share (set by _accounting_memo)
+
+
+def _shared_folder() -> Path | None:
+    """Under pytest-xdist, a folder the workers of one test run share, so that a call one worker has computed
+    is not computed again by the other; None in a single process."""
+    return _SHARED[0] if _SHARED else None
+
+
+def _shared_name(key: tuple) -> str | None:
+    """The file of ``key`` in the shared folder: a digest of its ``repr`` (frozen dataclasses, dp-accounting's
+    events, floats and strings print every field exactly); None where the ``repr`` is not a faithful one (an
+    object's address, or a shortened array)."""
+    text = repr(key)
+    if " at 0x" in text or "..." in text:
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _memo(table: dict[tuple, float], key: tuple, compute: Callable[[], float]) -> float:
     try:
         return table[key]
@@ -60,7 +83,18 @@ def _memo(table: dict[tuple, float], key: tuple, compute: Callable[[], float]) -
         pass
     except TypeError:  # unhashable: not memoised
         return compute()
+    folder, name = _shared_folder(), _shared_name(key)
+    if folder is not None and name is not None:
+        try:
+            table[key] = value = float((folder / name).read_text())
+            return value
+        except (OSError, ValueError):  # not computed yet (or being written): compute it here
+            pass
     table[key] = value = compute()
+    if folder is not None and name is not None and type(value) is float:
+        partial = folder / f"{name}.{os.getpid()}"
+        partial.write_text(repr(value))  # a float's repr reads back to the same float
+        os.replace(partial, folder / name)
     return value
 
 
@@ -89,13 +123,13 @@ def _memo_calibrate_scale(
         return _calibrate_scale(make_event, epsilon=epsilon, delta=delta, guess=guess, accountant=accountant)
 
     try:  # the event family, identified by its code and its events at two scales
-        key = (make_event.__code__, make_event(guess), make_event(2.0 * guess), epsilon, delta, guess, accountant)
+        code = make_event.__code__
+        family = (code.co_filename, code.co_firstlineno, code.co_qualname)
+        key = (family, make_event(guess), make_event(2.0 * guess), epsilon, delta, guess, accountant)
         hash(key)
     except (AttributeError, TypeError, ValueError):
         return call()
-    if key not in _SCALES:
-        _SCALES[key] = call()
-    return _SCALES[key]
+    return _memo(_SCALES, key, call)
 
 
 def memoised_accounting(mp: pytest.MonkeyPatch) -> None:
@@ -109,7 +143,11 @@ def memoised_accounting(mp: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="package", autouse=True)
-def _accounting_memo() -> Iterator[None]:
+def _accounting_memo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    if os.environ.get("PYTEST_XDIST_WORKER") and not _SHARED:
+        # a worker's base folder is popen-gwN inside the test run's, which pytest removes with its old runs
+        _SHARED.append(tmp_path_factory.getbasetemp().parent / "accounting_memo")
+        _SHARED[0].mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
         memoised_accounting(mp)
         yield
