@@ -189,8 +189,8 @@ def test_release_votes_states_the_unit_and_keeps_one_unit_per_folder(tmp_path):
     truth = rng.integers(0, 10, 50)
     np.save(tmp_path / "votes.npy", np.where(rng.random((300, 50)) < 0.9, truth, rng.integers(0, 10, (300, 50))))
     common = {"aggregator": "gnmax", "epsilon": 8.0, "delta": 1e-5, "num_classes": 10}
-    report = release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", privacy_unit="label",
-                           neighbouring="replace_one", **common)  # fmt: skip
+    label = {"privacy_unit": "label", "neighbouring": "replace_one"}
+    report = release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", **label, **common)
     assert report["privacy"]["privacy_unit"] == "label" and report["privacy"]["neighbouring"] == "replace_one"
     assert report["ledger"]["privacy_unit"] == "label"
     with pytest.raises(LabelRelationError, match="set neighbouring: replace_one .* got neighbouring='add_remove'"):
@@ -272,8 +272,16 @@ def test_every_python_entry_point_refuses_label_privacy_without_replace_one(tmp_
     _refused(transfer, data, run_name="t", **run)
     _refused(compare, data, run_name="c", epsilons=[2.0], **run)
     np.save(tmp_path / "votes.npy", np.zeros((5, 20), dtype=np.int64))
-    message = _refused(release_votes, tmp_path / "votes.npy", aggregator="gnmax", epsilon=2.0, delta=1e-5,
-                       num_classes=C, out_dir=tmp_path / "out", privacy_unit="label")  # fmt: skip
+    message = _refused(
+        release_votes,
+        tmp_path / "votes.npy",
+        aggregator="gnmax",
+        epsilon=2.0,
+        delta=1e-5,
+        num_classes=C,
+        out_dir=tmp_path / "out",
+        privacy_unit="label",
+    )
     assert message.endswith("neighbouring=None")  # never inferred
     assert not (tmp_path / "ck").exists() and not (tmp_path / "out").exists()  # refused before anything is written
 
@@ -286,17 +294,20 @@ def test_every_command_refuses_label_privacy_without_replace_one(tmp_path, capsy
 
     if command == "release":
         np.save(tmp_path / "votes.npy", np.zeros((5, 20), dtype=np.int64))
-        argv = ["release", "--votes", str(tmp_path / "votes.npy"), "--num-classes", "3", "--aggregator", "gnmax",
-                "--epsilon", "2", "--out", str(tmp_path / "out")]  # fmt: skip
+        out = tmp_path / "out"
+        argv = f"release --votes {tmp_path / 'votes.npy'} --num-classes 3 --aggregator gnmax --epsilon 2 --out {out}"
     else:
-        x, y = make_gaussian_mixture(60, num_classes=C, dim=4, separation=3.0, generator=torch.Generator().manual_seed(0))
+        g = torch.Generator().manual_seed(0)
+        x, y = make_gaussian_mixture(60, num_classes=C, dim=4, separation=3.0, generator=g)
         np.savez(tmp_path / "private.npz", x=x[:40].numpy(), y=y[:40].numpy())
         np.savez(tmp_path / "pool.npz", x=x[40:].numpy())
-        argv = [command, "--private", str(tmp_path / "private.npz"), "--public", str(tmp_path / "pool.npz"),
-                "--classes", "3", "--aggregator" if command == "transfer" else "--aggregators", "gnmax",
-                "--checkpoints-dir", str(tmp_path / "ck"), "--no-progress"]  # fmt: skip
+        choice = "--aggregator" if command == "transfer" else "--aggregators"
+        argv = (
+            f"{command} --private {tmp_path / 'private.npz'} --public {tmp_path / 'pool.npz'} --classes 3 {choice} "
+            f"gnmax --checkpoints-dir {tmp_path / 'ck'} --no-progress"
+        )
     with pytest.raises(SystemExit) as exit_:
-        main([*argv, "--privacy-unit", "label"])
+        main([*argv.split(), "--privacy-unit", "label"])  # paths under tmp_path: no spaces
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert f"error: {LABEL_RULE}" in err, err
