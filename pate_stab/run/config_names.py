@@ -98,7 +98,7 @@ Accelerator = Literal["auto", "cpu", "gpu", "cuda", "mps"]
 
 DATASETS = ("synthetic", "mnist", "fashion_mnist", "svhn", "cifar10", "adult", "files", "arrays")
 """Bundled loaders; ``"files"``: the user's own files (``private`` / ``public`` / ``evaluation`` paths);
-``"arrays"``: the user's arrays in Python (:func:`pate_stab.run.api.transfer_arrays`)."""
+``"arrays"``: the user's arrays in Python (:meth:`pate_stab.run.api.Data.arrays`)."""
 OWN_DATA_FIELDS = ("private", "public", "evaluation", "schema", "classes", "image_shape", "encoding")
 FEATURES = {
     "raw": "the inputs as they are (flattened unless the teachers are CNNs)",
