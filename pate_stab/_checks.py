@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from pate_stab.errors import LabelRelationError
+
 __all__ = [
     "PrivacyLeakWarning",
     "check_real",
@@ -26,6 +28,7 @@ __all__ = [
     "check_pca_dim",
     "check_generator",
     "check_tensor",
+    "check_label_relation",
     "warn_privacy_leak",
 ]
 
@@ -181,3 +184,21 @@ def _all_finite(value: torch.Tensor) -> bool:
     without a mask tensor: ~30x cheaper than ``isfinite(value).all()`` on large inputs."""
     lo, hi = torch.aminmax(value)
     return bool(torch.isfinite(lo) & torch.isfinite(hi))
+
+
+def check_label_relation(privacy_unit: str, neighbouring: str | None) -> None:
+    """Refuse label privacy (``privacy_unit="label"``) under any relation but replace-one, a missing one included.
+
+    A label-private neighbour changes one record's label and keeps its inputs: a replacement, never an
+    addition or a removal (DESIGN.md fact 13; docs/label_privacy.md, "The relation"). The relation is stated, never
+    inferred: every entry point calls this check and refuses with the same message.
+
+    Raises:
+        LabelRelationError: ``privacy_unit`` is ``"label"`` and ``neighbouring`` is not ``"replace_one"``.
+    """
+    if privacy_unit == "label" and neighbouring != "replace_one":
+        raise LabelRelationError(
+            "privacy_unit 'label' protects one changed label, a replacement that keeps the record's inputs: set "
+            "neighbouring: replace_one (--neighbouring replace_one; neighbouring='replace_one' in Python), got "
+            f"neighbouring={neighbouring!r}"
+        )

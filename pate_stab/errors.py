@@ -9,6 +9,7 @@ __all__ = [
     "ConvergenceError",
     "HaltedError",
     "ReplayedSpendError",
+    "LabelRelationError",
 ]
 
 
@@ -38,3 +39,10 @@ class ReplayedSpendError(PateStabError):
     A spend id buys exactly one draw of noise (DESIGN.md fact 7): a replay returns the outputs
     recorded for it, or refuses with this error; it never draws again.
     """
+
+
+class LabelRelationError(PateStabError, ValueError):
+    """Label privacy without the replace-one relation: refused by every entry point (``transfer``,
+    ``compare``, ``release --votes``, :class:`~pate_stab.run.config.TransferConfig`,
+    :func:`~pate_stab.run.release_votes.release_votes`) with the same message
+    (:func:`pate_stab._checks.check_label_relation`); the relation is never inferred."""

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--gamma", type=float, default=0.1, help="stability-soft: the discretisation γ")
     rel.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
     rel.add_argument("--neighbouring", default=None, choices=("add_remove", "replace_one"),
-                     help="the relation (default: add_remove; replace_one under --privacy-unit label)")  # fmt: skip
+                     help="the relation (default: add_remove; --privacy-unit label needs replace_one)")  # fmt: skip
     rel.add_argument("--privacy-unit", default="record", choices=("record", "label"),
                      help="record (default) or label: one changed label moves at most --teachers-changed teachers' "
                      "votes (label differential privacy; docs/label_privacy.md)")  # fmt: skip

@@ -1,7 +1,9 @@
 """The main job in steps: configure, prepare, select and release, train the student, report.
 
 The step functions live in their modules (``pate_stab.run.prepare.prepare``, …); the package
-exports the configuration, :func:`run_transfer`, :func:`run_compare` and the types they return.
+exports what the pipeline offers: the configuration, the steps, :func:`run_transfer`, :func:`run_compare`,
+:func:`refit_students` and the types they take and return (the user's entry points are ``pate_stab.transfer``
+and ``pate_stab.compare``, :mod:`pate_stab.run.api`).
 The plan (:func:`plan_run`, what each aggregator can answer before training) lives beside the
 aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-exports it.
 
@@ -21,11 +23,12 @@ aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-expor
 | :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
 | :mod:`~pate_stab.run.compare_table` | the compare table, its total privacy cost, the summary over repeats, the plot |
 | :mod:`~pate_stab.run.refit` | :func:`refit_students`: new students on a run's recorded releases (no spend) |
-| :mod:`~pate_stab.run.api` | :func:`transfer_arrays`, :func:`compare_arrays`: the main job on the user's arrays |
+| :mod:`~pate_stab.run.api` | ``pate_stab.transfer`` / ``pate_stab.compare``: :class:`Data` in, typed results out |
 | :mod:`~pate_stab.run.direct` | :func:`run_direct`: a direct private learner on the private split, as a compare row |
 
 The names below are imported on first use (PEP 562): a module of the package loads without the
-others (``pate-stab predict`` reads a student without Lightning's training code).
+others (``pate-stab predict`` reads a student without Lightning's training code). The previous release's
+``transfer_arrays`` and ``compare_arrays`` are still reachable here, with a ``DeprecationWarning`` when called.
 """
 
 from __future__ import annotations
@@ -36,57 +39,42 @@ from pate_stab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pate_stab.aggregation.plan import RunPlan, plan_run
-    from pate_stab.run.api import compare_arrays, transfer_arrays
-    from pate_stab.run.compare import format_rows, plot_rows, run_compare
-    from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
+    from pate_stab.run.compare import run_compare
+    from pate_stab.run.config import TransferConfig
     from pate_stab.run.data import Task, load_task
-    from pate_stab.run.direct import DIRECT_LEARNERS, run_direct
+    from pate_stab.run.direct import run_direct
     from pate_stab.run.prepare import BudgetTooSmallError, Prepared
     from pate_stab.run.refit import refit_students
-    from pate_stab.run.release import Release, label_accuracy, release_labels
-    from pate_stab.run.report import clean_json, open_ledger, transfer_report
-    from pate_stab.run.student import fit_student, teacher_accuracies
-    from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_transfer
+    from pate_stab.run.release import Release, release_labels
+    from pate_stab.run.student import fit_student
+    from pate_stab.run.transfer import TransferResult, evaluate_and_report, run_transfer, transfer_result
 
 _LAZY = {
     "RunPlan": "pate_stab.aggregation.plan",
     "plan_run": "pate_stab.aggregation.plan",
-    "compare_arrays": "pate_stab.run.api",
-    "transfer_arrays": "pate_stab.run.api",
-    "format_rows": "pate_stab.run.compare",
-    "plot_rows": "pate_stab.run.compare",
     "run_compare": "pate_stab.run.compare",
-    "DATASETS": "pate_stab.run.config",
-    "RUN_AGGREGATORS": "pate_stab.run.config",
-    "STUDENT_FIELDS": "pate_stab.run.config",
-    "THREAT_MODELS": "pate_stab.run.config",
     "TransferConfig": "pate_stab.run.config",
     "Task": "pate_stab.run.data",
     "load_task": "pate_stab.run.data",
-    "DIRECT_LEARNERS": "pate_stab.run.direct",
     "run_direct": "pate_stab.run.direct",
     "BudgetTooSmallError": "pate_stab.run.prepare",
     "Prepared": "pate_stab.run.prepare",
     "refit_students": "pate_stab.run.refit",
     "Release": "pate_stab.run.release",
-    "label_accuracy": "pate_stab.run.release",
     "release_labels": "pate_stab.run.release",
-    "clean_json": "pate_stab.run.report",
-    "open_ledger": "pate_stab.run.report",
-    "transfer_report": "pate_stab.run.report",
     "fit_student": "pate_stab.run.student",
-    "teacher_accuracies": "pate_stab.run.student",
     "TransferResult": "pate_stab.run.transfer",
     "evaluate_and_report": "pate_stab.run.transfer",
     "run_transfer": "pate_stab.run.transfer",
+    "transfer_result": "pate_stab.run.transfer",
+}
+# the previous release's names: thin aliases that warn (DeprecationWarning) when called; not in __all__
+_DEPRECATED = {
+    "compare_arrays": "pate_stab.run.api",
+    "transfer_arrays": "pate_stab.run.api",
 }
 
 __all__ = [
-    "DATASETS",
-    "DIRECT_LEARNERS",
-    "RUN_AGGREGATORS",
-    "STUDENT_FIELDS",
-    "THREAT_MODELS",
     "BudgetTooSmallError",
     "Prepared",
     "Release",
@@ -94,25 +82,17 @@ __all__ = [
     "Task",
     "TransferConfig",
     "TransferResult",
-    "clean_json",
-    "compare_arrays",
     "evaluate_and_report",
     "fit_student",
-    "format_rows",
-    "label_accuracy",
     "load_task",
-    "open_ledger",
     "plan_run",
-    "plot_rows",
     "refit_students",
     "release_labels",
     "run_compare",
     "run_direct",
     "run_transfer",
-    "teacher_accuracies",
-    "transfer_arrays",
-    "transfer_report",
+    "transfer_result",
 ]
 
 
-__getattr__, __dir__ = lazy_exports(globals(), _LAZY, __all__)
+__getattr__, __dir__ = lazy_exports(globals(), {**_LAZY, **_DEPRECATED}, __all__)

@@ -161,7 +161,9 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
     own: OwnData | None = None
     if config.dataset == "arrays":
         if data is None:
-            raise ValueError("dataset 'arrays' takes its data in Python (pate_stab.run.transfer_arrays, or data=)")
+            raise ValueError(
+                "dataset 'arrays' takes its data in Python (pate_stab.transfer(pate_stab.Data.arrays(...)), or data=)"
+            )
         own = data
     elif data is not None:
         raise ValueError(f"data= is for dataset 'arrays', not {config.dataset!r}")

@@ -70,6 +70,7 @@ from typing import Any, Literal, ParamSpec, cast
 import numpy as np
 import torch
 
+from pate_stab._checks import check_label_relation
 from pate_stab.aggregation.base import inputs_digest
 from pate_stab.aggregation.registry import (
     AggregatorSettings,
@@ -171,8 +172,9 @@ def release_votes(
         allow_unanswerable: release through a stability releaser even when a unanimous vote of
             the file's k teachers would not pass (it then spends on ⊥ and may release nothing).
         progress: a progress bar over the queries released.
-        neighbouring: the relation (None: ``"add_remove"`` for record privacy, ``"replace_one"`` for
-            label privacy, whose neighbours differ in one record's label).
+        neighbouring: the relation (None: ``"add_remove"`` for record privacy). Label privacy, whose
+            neighbours differ in one record's label, needs ``"replace_one"`` stated: without it the
+            release is refused (:func:`pate_stab._checks.check_label_relation`, as every entry point).
         privacy_unit: ``"record"`` (default) or ``"label"`` (label differential privacy: the votes'
             teachers were trained so that one changed label changes at most ``teachers_changed`` rows;
             docs/label_privacy.md). The output folder's ledger holds one unit.
@@ -186,6 +188,7 @@ def release_votes(
     Raises:
         VotesError: invalid votes, public inputs or options (a budget cap too), or teacher predictions
             without a declared ``num_classes``; nothing was spent and no ledger was opened.
+        LabelRelationError: ``privacy_unit="label"`` without ``neighbouring="replace_one"``; nothing was spent.
         UnanswerableError: a stability releaser could not answer at this k; nothing was spent.
         BudgetExhaustedError: the release does not fit the folder's budget cap; nothing was drawn or spent.
         LedgerError: a cap above the recorded one (a cap is never raised), or below what is spent.
@@ -261,17 +264,12 @@ class _Plan:
 
 
 def _relation(privacy_unit: str, neighbouring: str | None) -> str:
-    """The neighbouring relation of the release (default: the privacy unit's), checked against the unit."""
+    """The neighbouring relation of the release (default under record privacy: add/remove), checked against the
+    unit (label privacy: replace-one, stated)."""
     if privacy_unit not in PRIVACY_UNITS:
         raise VotesError(f"privacy_unit must be one of {', '.join(PRIVACY_UNITS)}, got {privacy_unit!r}")
-    if neighbouring is None:
-        neighbouring = "replace_one" if privacy_unit == "label" else "add_remove"
-    if privacy_unit == "label" and neighbouring != "replace_one":
-        raise VotesError(
-            f"label privacy's neighbours differ in one record's label (a replacement): neighbouring must be "
-            f"'replace_one' under privacy_unit='label', got {neighbouring!r}"
-        )
-    return neighbouring
+    check_label_relation(privacy_unit, neighbouring)  # stated, never inferred: the rule of every entry point
+    return "add_remove" if neighbouring is None else neighbouring
 
 
 def _read_votes(

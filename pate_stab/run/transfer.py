@@ -97,7 +97,7 @@ from pate_stab.run.student import (
     student_device,
     teacher_accuracies,
 )
-from pate_stab.run.student_file import PublishedStudent, save_student
+from pate_stab.run.student_file import PublishedStudent, load_student, save_student
 from pate_stab.student import StudentTargets
 
 __all__ = ["TransferResult", "evaluate_and_report", "run_transfer", "transfer_result"]
@@ -110,22 +110,32 @@ class TransferResult:
 
     ``student`` is the published student (:class:`~pate_stab.run.student_file.PublishedStudent`):
     its ``predict`` takes raw inputs like the ones the run read (NumPy or torch) and applies the
-    run's public preprocessing; ``student.trained`` is the trained model on the run's features."""
+    run's public preprocessing; ``student.trained`` is the trained model on the run's features.
+    A direct learner's run (``aggregator: dpsgd-linear``, …) releases its model, not labels: ``release``
+    is None, ``student`` is that model, and ``report["row"]`` its compare row."""
 
     student: PublishedStudent
-    release: Release
+    release: Release | None
     report: dict[str, Any]
     prep: Prepared
+
+    def _released(self) -> Release:
+        if self.release is None:
+            raise ValueError(
+                f"{self.prep.config.aggregator!r} is a direct learner: its model is the release (.student, "
+                ".report['row']); it released no labels"
+            )
+        return self.release
 
     @property
     def labels(self) -> Tensor:
         """The released labels (int64, −1 for ⊥; float scores, NaN for ⊥, for soft labels)."""
-        return self.release.labels
+        return self._released().labels
 
     @property
     def index(self) -> Tensor:
         """Pool positions of :attr:`labels` (``labels[i]`` labels public pool point ``index[i]``)."""
-        return self.release.index
+        return self._released().index
 
 
 def evaluate_and_report(
@@ -335,8 +345,9 @@ def _transfer_result(
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
     if config.stop_after == "teachers":
         return report
-    if config.aggregator in DIRECT_LEARNER_NAMES:
-        return _run_direct(prep, start)
+    if config.aggregator in DIRECT_LEARNER_NAMES:  # its model, saved as student.pt, is the release
+        report = _run_direct(prep, start)
+        return TransferResult(load_student(prep.run_dir / "student.pt"), None, report, prep)
     # refused here if the folder's cap or the data set's does not cover it
     ledger = open_run_ledger(prep.run_dir, data_set=prep.data_set, **_budget_args(config))
     try:

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import pate_stab.run.prepare as prepare_module
+from pate_stab import Data, compare
 from pate_stab.cli.commands import main
 from pate_stab.data.own import own_data
-from pate_stab.run import compare_arrays
 from pate_stab.run.config import TransferConfig
 
 FAST = dict(num_teachers=20, num_queries=20, max_unstable=3, epsilon=8.0, teacher_epochs=2, student_epochs=2,
@@ -60,26 +60,49 @@ def test_default_batch_size_keeps_tramer_boneh_sampling_rate():
 def test_compare_without_size_hint_is_refused_before_any_teacher(tmp_path, monkeypatch):
     _no_teachers(monkeypatch)
     with pytest.raises(ValueError, match="set private_size_hint"):
-        compare_arrays(_data(600), epsilons=[4.0], aggregators=["gnmax"], direct=["dpsgd-linear"],
-                       checkpoints_dir=str(tmp_path), run_name="nohint", **FAST)  # fmt: skip
+        compare(
+            Data.arrays(_data(600)),
+            epsilons=[4.0],
+            aggregators=["gnmax"],
+            direct=["dpsgd-linear"],
+            checkpoints_dir=str(tmp_path),
+            run_name="nohint",
+            **FAST,
+        )
     assert not (tmp_path / "nohint" / "teachers").exists()
 
 
 def test_compare_with_a_batch_larger_than_n_is_refused_before_any_teacher(tmp_path, monkeypatch):
     _no_teachers(monkeypatch)
     with pytest.raises(ValueError, match="expected batch size 2048 exceeds the public size N=1000"):
-        compare_arrays(_data(600), epsilons=[4.0], aggregators=["gnmax"], direct=["dpsgd-linear"],
-                       private_size_hint=1000, dpsgd_batch_size=2048, checkpoints_dir=str(tmp_path), run_name="big",
-                       **FAST)  # fmt: skip
+        compare(
+            Data.arrays(_data(600)),
+            epsilons=[4.0],
+            aggregators=["gnmax"],
+            direct=["dpsgd-linear"],
+            private_size_hint=1000,
+            dpsgd_batch_size=2048,
+            checkpoints_dir=str(tmp_path),
+            run_name="big",
+            **FAST,
+        )
     assert not (tmp_path / "big" / "teachers").exists()
 
 
 def test_dpsgd_runs_at_the_honest_size_of_small_data(tmp_path):
     """6,000 private records, N = 6,000 stated: DP-SGD runs with B = 1,024 (it was refused: B = 8,192 > N)."""
-    out = compare_arrays(_data(6000), epsilons=[2.0], aggregators=[], direct=["dpsgd-linear"],
-                         private_size_hint=6000, dpsgd_epochs=2, checkpoints_dir=str(tmp_path), run_name="ok",
-                         **FAST)  # fmt: skip
-    (row,) = out["rows"]
+    out = compare(
+        Data.arrays(_data(6000)),
+        epsilons=[2.0],
+        aggregators=[],
+        direct=["dpsgd-linear"],
+        private_size_hint=6000,
+        dpsgd_epochs=2,
+        checkpoints_dir=str(tmp_path),
+        run_name="ok",
+        **FAST,
+    )
+    (row,) = out.rows
     assert row["settings"]["public_size"] == 6000 and row["settings"]["dpsgd"]["expected_batch_size"] == 1024
     assert row["settings"]["sample_rate"] == 1024 / 6000 and row["student_acc"] > 0.8
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import pate_stab.run.data as run_data
+from pate_stab import Data, transfer
 from pate_stab.data import make_gaussian_mixture
 from pate_stab.run import TransferConfig
-from pate_stab.run.api import transfer_arrays
 from pate_stab.run.fixmatch_teachers import FIXMATCH_TEACHER_FIXED, fixmatch_teacher_config
 
 N_PRIVATE, N_PUBLIC, N_EVAL = 150, 60, 40
@@ -37,8 +37,8 @@ SETTINGS = {
 def test_a_transfer_with_fixmatch_teachers_runs_end_to_end(tmp_path):
     x, y = _images(N_PRIVATE + N_PUBLIC + N_EVAL, 0)
     a, b = N_PRIVATE, N_PRIVATE + N_PUBLIC
-    result = transfer_arrays(
-        (x[:a], y[:a]), x[a:b], (x[b:], y[b:]), checkpoints_dir=str(tmp_path), run_name="fm", **SETTINGS
+    result = transfer(
+        Data.arrays((x[:a], y[:a]), x[a:b], (x[b:], y[b:])), checkpoints_dir=str(tmp_path), run_name="fm", **SETTINGS
     )
     teachers = result.report["teacher_model"]
     assert teachers["kind"] == "cnn" and teachers["train"]["method"] == "fixmatch"
@@ -56,12 +56,20 @@ def test_a_transfer_with_fixmatch_teachers_runs_end_to_end(tmp_path):
 def test_fixmatch_teachers_need_raw_images_and_are_refused_before_the_run_folder(tmp_path):
     x, y = _images(N_PRIVATE + N_PUBLIC, 0)
     with pytest.raises(ValueError, match="features: raw"):
-        transfer_arrays((x[:N_PRIVATE], y[:N_PRIVATE]), x[N_PRIVATE:], classes=3, checkpoints_dir=str(tmp_path),
-                        run_name="pca", **{**SETTINGS, "features": "pca", "pca_dim": 5})  # fmt: skip
+        transfer(
+            Data.arrays((x[:N_PRIVATE], y[:N_PRIVATE]), x[N_PRIVATE:], classes=3),
+            checkpoints_dir=str(tmp_path),
+            run_name="pca",
+            **{**SETTINGS, "features": "pca", "pca_dim": 5},
+        )
     vectors = x.flatten(1)
     with pytest.raises(ValueError, match="needs images"):
-        transfer_arrays((vectors[:N_PRIVATE], y[:N_PRIVATE]), vectors[N_PRIVATE:], classes=3,
-                        checkpoints_dir=str(tmp_path), run_name="vectors", **SETTINGS)  # fmt: skip
+        transfer(
+            Data.arrays((vectors[:N_PRIVATE], y[:N_PRIVATE]), vectors[N_PRIVATE:], classes=3),
+            checkpoints_dir=str(tmp_path),
+            run_name="vectors",
+            **SETTINGS,
+        )
     assert not (tmp_path / "pca").exists() and not (tmp_path / "vectors" / "config.json").exists()
 
 

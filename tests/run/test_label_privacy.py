@@ -159,13 +159,13 @@ def test_a_compare_that_would_rank_a_label_learner_under_record_privacy_is_refus
 
 
 def test_the_api_and_the_command_line_take_the_unit(tmp_path):
-    from pate_stab import transfer_arrays
+    from pate_stab import Data, transfer
     from pate_stab.cli.commands import build_parser
 
     x, y = make_gaussian_mixture(900, num_classes=C, dim=5, separation=3.0, generator=torch.Generator().manual_seed(0))
-    result = transfer_arrays(
-        (x[:600], y[:600]), x[600:800], (x[800:], y[800:]), classes=C, privacy_unit="label", neighbouring="replace_one",
-        label_queries="both",
+    result = transfer(
+        Data.arrays((x[:600], y[:600]), x[600:800], (x[800:], y[800:]), classes=C), privacy_unit="label",
+        neighbouring="replace_one", label_queries="both",
         run_name="api", checkpoints_dir=str(tmp_path), num_teachers=20, num_queries=300, aggregator="gnmax",
         epsilon=8.0, student_epochs=2, accelerator="cpu", releaser_noise="seeded",
     )  # fmt: skip
@@ -182,17 +182,18 @@ def test_the_api_and_the_command_line_take_the_unit(tmp_path):
 def test_release_votes_states_the_unit_and_keeps_one_unit_per_folder(tmp_path):
     import numpy as np
 
-    from pate_stab.errors import LedgerError
-    from pate_stab.run.release_votes import VotesError, release_votes
+    from pate_stab.errors import LabelRelationError, LedgerError
+    from pate_stab.run.release_votes import release_votes
 
     rng = np.random.default_rng(0)
     truth = rng.integers(0, 10, 50)
     np.save(tmp_path / "votes.npy", np.where(rng.random((300, 50)) < 0.9, truth, rng.integers(0, 10, (300, 50))))
     common = {"aggregator": "gnmax", "epsilon": 8.0, "delta": 1e-5, "num_classes": 10}
-    report = release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", privacy_unit="label", **common)
+    label = {"privacy_unit": "label", "neighbouring": "replace_one"}
+    report = release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "out", **label, **common)
     assert report["privacy"]["privacy_unit"] == "label" and report["privacy"]["neighbouring"] == "replace_one"
     assert report["ledger"]["privacy_unit"] == "label"
-    with pytest.raises(VotesError, match="neighbouring must be 'replace_one'"):
+    with pytest.raises(LabelRelationError, match="set neighbouring: replace_one .* got neighbouring='add_remove'"):
         release_votes(tmp_path / "votes.npy", out_dir=tmp_path / "x", privacy_unit="label",
                       neighbouring="add_remove", **common)  # fmt: skip
     with pytest.raises(LedgerError, match="privacy_unit='label'"):  # the folder's ledger is a label ledger
@@ -236,3 +237,78 @@ def test_self_training_is_refused_under_record_privacy_and_for_other_teachers(tm
         _self_training_config(tmp_path, "prop", teacher_model="propagate")
     with pytest.raises(ValueError, match="teacher_self_training_threshold must lie in"):
         _self_training_config(tmp_path, "thr", teacher_self_training_threshold=0.0)
+
+
+# the one rule (docs/label_privacy.md, "The relation"): label privacy without replace-one is refused by every
+# entry point, with one message; none infers the relation
+LABEL_RULE = (
+    "privacy_unit 'label' protects one changed label, a replacement that keeps the record's inputs: set "
+    "neighbouring: replace_one (--neighbouring replace_one; neighbouring='replace_one' in Python), got "
+    "neighbouring="
+)
+
+
+def _refused(call, *args, **kwargs):
+    from pate_stab.errors import LabelRelationError
+
+    with pytest.raises(LabelRelationError) as caught:
+        call(*args, **kwargs)
+    assert str(caught.value).startswith(LABEL_RULE), str(caught.value)
+    return str(caught.value)
+
+
+def test_every_python_entry_point_refuses_label_privacy_without_replace_one(tmp_path):
+    import numpy as np
+
+    from pate_stab import Data, compare, transfer
+    from pate_stab.run.release_votes import release_votes
+
+    assert _refused(TransferConfig, privacy_unit="label").endswith("neighbouring='add_remove'")
+    assert _refused(TransferConfig, privacy_unit="label", neighbouring="add_remove").endswith("'add_remove'")
+    assert _refused(TransferConfig.from_dict, {"release": {"privacy_unit": "label"}}).endswith("'add_remove'")
+    x, y = make_gaussian_mixture(300, num_classes=C, dim=5, separation=3.0, generator=torch.Generator().manual_seed(0))
+    data = Data.arrays((x[:200], y[:200]), x[200:250], (x[250:], y[250:]), classes=C)
+    run = {"checkpoints_dir": str(tmp_path / "ck"), "privacy_unit": "label"}
+    _refused(transfer, data, run_name="t", **run)
+    _refused(compare, data, run_name="c", epsilons=[2.0], **run)
+    np.save(tmp_path / "votes.npy", np.zeros((5, 20), dtype=np.int64))
+    message = _refused(
+        release_votes,
+        tmp_path / "votes.npy",
+        aggregator="gnmax",
+        epsilon=2.0,
+        delta=1e-5,
+        num_classes=C,
+        out_dir=tmp_path / "out",
+        privacy_unit="label",
+    )
+    assert message.endswith("neighbouring=None")  # never inferred
+    assert not (tmp_path / "ck").exists() and not (tmp_path / "out").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("command", ["transfer", "compare", "release"])
+def test_every_command_refuses_label_privacy_without_replace_one(tmp_path, capsys, command):
+    import numpy as np
+
+    from pate_stab.cli.commands import main
+
+    if command == "release":
+        np.save(tmp_path / "votes.npy", np.zeros((5, 20), dtype=np.int64))
+        out = tmp_path / "out"
+        argv = f"release --votes {tmp_path / 'votes.npy'} --num-classes 3 --aggregator gnmax --epsilon 2 --out {out}"
+    else:
+        g = torch.Generator().manual_seed(0)
+        x, y = make_gaussian_mixture(60, num_classes=C, dim=4, separation=3.0, generator=g)
+        np.savez(tmp_path / "private.npz", x=x[:40].numpy(), y=y[:40].numpy())
+        np.savez(tmp_path / "pool.npz", x=x[40:].numpy())
+        choice = "--aggregator" if command == "transfer" else "--aggregators"
+        argv = (
+            f"{command} --private {tmp_path / 'private.npz'} --public {tmp_path / 'pool.npz'} --classes 3 {choice} "
+            f"gnmax --checkpoints-dir {tmp_path / 'ck'} --no-progress"
+        )
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv.split(), "--privacy-unit", "label"])  # paths under tmp_path: no spaces
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: {LABEL_RULE}" in err, err
+    assert not (tmp_path / "ck").exists() and not (tmp_path / "out").exists()

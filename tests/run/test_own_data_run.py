@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import torch
 
+from pate_stab import Data, compare, transfer
 from pate_stab.cli.commands import main
 from pate_stab.data import make_gaussian_mixture
 from pate_stab.data.own import InputDataError, load_files
 from pate_stab.rng import seeded_generator
-from pate_stab.run import TransferConfig, compare_arrays, refit_students, run_compare, run_transfer, transfer_arrays
+from pate_stab.run import TransferConfig, refit_students, run_compare, run_transfer
+from pate_stab.run.api import transfer_arrays
 
 PIL = pytest.importorskip("PIL.Image")
 SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "diagnostics" / "refit_students.py"
@@ -69,8 +71,12 @@ def exits_2(args, capsys) -> str:
 
 def test_python_arrays_transfer_compare_refit(tmp_path):
     private, (ux, uy), evaluation = mixture()
-    result = transfer_arrays(private, ux.numpy(), evaluation, classes=["a", "b", "c"], checkpoints_dir=str(tmp_path),
-                             run_name="arr", **SMALL)  # fmt: skip
+    result = transfer(
+        Data.arrays(private, ux.numpy(), evaluation, classes=["a", "b", "c"]),
+        checkpoints_dir=str(tmp_path),
+        run_name="arr",
+        **SMALL,
+    )
     report = result.report
     assert report["dataset"] == "arrays" and report["classes"] == ["a", "b", "c"]
     assert report["queries"]["answered"] >= 20 and report["student"]["test_accuracy"] > 0.9
@@ -84,10 +90,16 @@ def test_python_arrays_transfer_compare_refit(tmp_path):
                                                                 .double().mean()) > 0.9  # fmt: skip
     assert result.student.predict(evaluation[0]).shape == (N_EVAL,)
 
-    out = compare_arrays(private, ux, evaluation, classes=3, epsilons=[8.0], aggregators=["stability", "gnmax"],
-                         public_y=uy, checkpoints_dir=str(tmp_path), run_name="arr_cmp", **SMALL)  # fmt: skip
-    assert [r["aggregator"] for r in out["rows"]] == ["stability", "gnmax"]
-    assert all(r["label_acc"] is not None and r["student_acc"] > 0.8 for r in out["rows"])  # pool labels given
+    out = compare(
+        Data.arrays(private, ux, evaluation, classes=3, public_y=uy),
+        epsilons=[8.0],
+        aggregators=["stability", "gnmax"],
+        checkpoints_dir=str(tmp_path),
+        run_name="arr_cmp",
+        **SMALL,
+    )
+    assert [r["aggregator"] for r in out.rows] == ["stability", "gnmax"]
+    assert all(r["label_acc"] is not None and r["student_acc"] > 0.8 for r in out.rows)  # pool labels given
 
     ledger = (tmp_path / "arr_cmp" / "ledger.jsonl").read_text()
     # the refit reads the run's data again (its identity is checked: here the pool labels are part of it)
@@ -97,7 +109,7 @@ def test_python_arrays_transfer_compare_refit(tmp_path):
     data = load_own_arrays(private, ux, evaluation, public_y=uy)
     rows, _, _, _ = refit_students(tmp_path / "arr_cmp", aggregators=["gnmax"], epsilons=[8.0],
                                 overrides={"student_epochs": 3}, data=data)  # fmt: skip
-    assert rows[0]["answered"] == out["rows"][1]["answered"]
+    assert rows[0]["answered"] == out.rows[1]["answered"]
     assert (tmp_path / "arr_cmp" / "ledger.jsonl").read_text() == ledger
 
 
@@ -111,7 +123,9 @@ def test_python_arrays_bad_input_raises_before_any_run_folder(tmp_path):
     private, (ux, _), evaluation = mixture()
     x, y = private
     with pytest.raises(InputDataError, match="private set: x has 1000 records but y has 999 labels"):
-        transfer_arrays((x, y[:-1]), ux, evaluation, classes=3, checkpoints_dir=str(tmp_path), run_name="bad", **SMALL)
+        transfer(
+            Data.arrays((x, y[:-1]), ux, evaluation, classes=3), checkpoints_dir=str(tmp_path), run_name="bad", **SMALL
+        )
     assert not (tmp_path / "bad").exists()
 
 
@@ -288,7 +302,7 @@ def test_python_image_folders(image_folders, tmp_path):
     assert report["student"]["test_accuracy"] is None
     assert private_diagnostics(cfg.run_dir)["teachers"]["evaluated_on"] is None
     data = load_files(d / "train", d / "pool", d / "test")
-    result = transfer_arrays(data, checkpoints_dir=str(tmp_path), run_name="q", **SMALL)
+    result = transfer(Data.arrays(data), checkpoints_dir=str(tmp_path), run_name="q", **SMALL)
     assert result.report["student"]["test_accuracy"] > 0.9
 
 
@@ -352,8 +366,13 @@ def test_record_id_partition_needs_ids_supplied_with_the_data(tmp_path):
     """DESIGN.md fact 1: record ids come with the data, never from row numbers."""
     private, (ux, _), evaluation = mixture()
     with pytest.raises(ValueError, match="partition_key 'record_id' needs record ids supplied with the private data"):
-        transfer_arrays(private, ux, evaluation, classes=3, partition_key="record_id", checkpoints_dir=str(tmp_path),
-                        run_name="ids", **SMALL)  # fmt: skip
+        transfer(
+            Data.arrays(private, ux, evaluation, classes=3),
+            partition_key="record_id",
+            checkpoints_dir=str(tmp_path),
+            run_name="ids",
+            **SMALL,
+        )
     assert not (tmp_path / "ids").exists()
 
 
@@ -401,8 +420,15 @@ def test_fitted_features_without_an_evaluation_set(image_folders, tmp_path, feat
     pool_y = torch.zeros(data.public_x.shape[0], dtype=torch.int64)  # labels for reporting only
     mine = own_data((data.private_x, data.private_y), data.public_x, classes=3, public_y=pool_y)
     # the stability releaser may answer nothing here (secure noise): keep the student whatever it learnt
-    result = transfer_arrays(mine, features=features, pca_dim=10, checkpoints_dir=str(tmp_path), run_name=features,
-                             allow_empty_student=True, **SMALL)  # fmt: skip
+    result = transfer(
+        Data.arrays(mine),
+        features=features,
+        pca_dim=10,
+        checkpoints_dir=str(tmp_path),
+        run_name=features,
+        allow_empty_student=True,
+        **SMALL,
+    )
     report = result.report
     assert report["features"]["kind"] == features and report["sizes"]["evaluation"] == 0
     assert report["student"]["test_accuracy"] is None and report["label_accuracy_all_queries"] is not None
@@ -411,12 +437,20 @@ def test_fitted_features_without_an_evaluation_set(image_folders, tmp_path, feat
 def test_direct_learner_rows_on_arrays_without_pool_labels_or_evaluation_set(tmp_path):
     private, (ux, _), _ = mixture()
     # the heads calibrate on a public size N (private_size_hint: own data have no documented one)
-    out = compare_arrays(private, ux, None, classes=3, epsilons=[8.0], aggregators=["gnmax"], private_size_hint=500,
-                         direct=["output-softmax"], checkpoints_dir=str(tmp_path), run_name="d", **SMALL)  # fmt: skip
-    row = [r for r in out["rows"] if r["aggregator"] == "output-softmax"][0]
+    out = compare(
+        Data.arrays(private, ux, None, classes=3),
+        epsilons=[8.0],
+        aggregators=["gnmax"],
+        private_size_hint=500,
+        direct=["output-softmax"],
+        checkpoints_dir=str(tmp_path),
+        run_name="d",
+        **SMALL,
+    )
+    row = [r for r in out.rows if r["aggregator"] == "output-softmax"][0]
     # no evaluation set and no pool labels: the direct row's accuracies are absent, not computed on nothing
     assert row["student_acc"] is None and row["student_acc_unlabelled_pool"] is None and row["epsilon"] <= 8.0
-    with pytest.raises(ValueError, match="direct learner"):
+    with pytest.raises(ValueError, match="direct learner"), pytest.warns(DeprecationWarning, match="transfer_arrays"):
         transfer_arrays(private, ux, None, classes=3, aggregator="output-softmax", checkpoints_dir=str(tmp_path),
                         run_name="e", **SMALL)  # fmt: skip
 
@@ -427,8 +461,12 @@ def test_direct_learner_rows_on_arrays_without_pool_labels_or_evaluation_set(tmp
 def test_python_arrays_release_in_rounds_with_teachers_on_the_students_representation(tmp_path):
     private, (ux, _), evaluation = mixture()
     settings = {**SMALL, "teacher_model": "propagate", "rounds": 2, "round_features": "student", "epsilon": 16.0}
-    result = transfer_arrays(private, ux.numpy(), evaluation, classes=3, checkpoints_dir=str(tmp_path),
-                             run_name="arr_rounds", **settings)  # fmt: skip
+    result = transfer(
+        Data.arrays(private, ux.numpy(), evaluation, classes=3),
+        checkpoints_dir=str(tmp_path),
+        run_name="arr_rounds",
+        **settings,
+    )
     rounds = result.report["rounds"]
     assert [r["teachers"] for r in rounds] == ["the run's", "rebuilt on the student's hidden layer"]
     assert sum(r["answered"] for r in rounds) == result.report["queries"]["answered"] > 0

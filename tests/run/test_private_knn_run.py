@@ -8,12 +8,12 @@ from fractions import Fraction
 
 import pytest
 
+from pate_stab import Data, compare, transfer
 from pate_stab.aggregation.plan import plan_run
 from pate_stab.aggregation.private_knn import exact_sampling_rate
 from pate_stab.cli.commands import main
 from pate_stab.data.synthetic import make_gaussian_mixture
 from pate_stab.rng import seeded_generator
-from pate_stab.run import compare_arrays, transfer_arrays
 
 SMALL = dict(num_teachers=15, num_queries=40, epsilon=4.0, knn_sampling_rate=0.4, student_epochs=5,
              accelerator="cpu", progress=False, neighbouring="add_remove", releaser_noise="seeded")  # fmt: skip
@@ -39,8 +39,13 @@ def _event_types(event: dict) -> set[str]:
 
 def test_api_transfer_on_own_arrays_asks_no_teachers(tmp_path):
     private, (ux, uy), evaluation = _mixture()
-    result = transfer_arrays(private, ux.numpy(), evaluation, classes=3, public_y=uy, checkpoints_dir=str(tmp_path),
-                             run_name="knn", aggregator="confident-private-knn", **SMALL)  # fmt: skip
+    result = transfer(
+        Data.arrays(private, ux.numpy(), evaluation, classes=3, public_y=uy),
+        checkpoints_dir=str(tmp_path),
+        run_name="knn",
+        aggregator="confident-private-knn",
+        **SMALL,
+    )
     report = result.report
     assert report["aggregator"] == "confident-private-knn" and report["teacher_model"] is None
     assert report["epsilon"] <= 4.0 + 1e-6 and report["queries"]["answered"] >= 10
@@ -54,16 +59,22 @@ def test_api_transfer_on_own_arrays_asks_no_teachers(tmp_path):
 def test_compare_row_beside_teachers_and_a_direct_learner(tmp_path):
     private, (ux, uy), evaluation = _mixture()
     settings = SMALL | {"num_teachers": 20, "teacher_epochs": 3, "teacher_lr": 0.1, "private_size_hint": 600}
-    out = compare_arrays(private, ux, evaluation, classes=3, epsilons=[4.0], public_y=uy,
-                         aggregators=["gnmax", "private-knn"], direct=["output-softmax"],
-                         checkpoints_dir=str(tmp_path), run_name="cmp", **settings)  # fmt: skip
-    rows = {r["aggregator"] if "aggregator" in r else r.get("learner"): r for r in out["rows"]}
+    out = compare(
+        Data.arrays(private, ux, evaluation, classes=3, public_y=uy),
+        epsilons=[4.0],
+        aggregators=["gnmax", "private-knn"],
+        direct=["output-softmax"],
+        checkpoints_dir=str(tmp_path),
+        run_name="cmp",
+        **settings,
+    )
+    rows = {r["aggregator"] if "aggregator" in r else r.get("learner"): r for r in out.rows}
     assert {"gnmax", "private-knn"} <= set(rows)
     knn = rows["private-knn"]
     assert knn["answered"] == 40 and knn["label_acc"] > 0.9 and knn["epsilon"] <= 4.0 + 1e-6
     spends = [r for r in _ledger(tmp_path / "cmp" / "ledger.jsonl") if r.get("kind") == "spend"]
     assert len(spends) == 3  # gnmax, private-knn and the direct learner: one ledger
-    assert "private-knn" in out["table"]
+    assert "private-knn" in out.table
 
 
 def test_plan_answers_at_the_users_n_epsilon_and_k():

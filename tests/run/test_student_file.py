@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import pate_stab
+from pate_stab import Data, compare, transfer
 from pate_stab.cli.commands import main
 from pate_stab.data.schema import TabularSchema, encode_table
-from pate_stab.run import compare_arrays, transfer_arrays
 from tests.run.test_own_data_run import CSV_SCHEMA, FLAGS, SMALL, mixture, write_image_set, write_table
 
 
@@ -21,9 +21,16 @@ def test_arrays_student_predicts_numpy_and_reloads_with_the_run_accuracy(tmp_pat
     """Arrays through a PCA fitted on the pool: ``result.student.predict`` takes NumPy (it raised
     AttributeError on ndarray before), and the loaded file gives the report's accuracy exactly."""
     private, (ux, _), (ex, ey) = mixture()
-    result = transfer_arrays((private[0].numpy(), private[1].numpy()), ux.numpy(), (ex.numpy(), ey.numpy()),
-                             classes=["a", "b", "c"], checkpoints_dir=str(tmp_path), run_name="arr",
-                             features="pca", pca_dim=4, **SMALL)  # fmt: skip
+    result = transfer(
+        Data.arrays(
+            (private[0].numpy(), private[1].numpy()), ux.numpy(), (ex.numpy(), ey.numpy()), classes=["a", "b", "c"]
+        ),
+        checkpoints_dir=str(tmp_path),
+        run_name="arr",
+        features="pca",
+        pca_dim=4,
+        **SMALL,
+    )
     reported = result.report["student"]["test_accuracy"]
     assert result.student.predict(ex.numpy()).shape == (ex.shape[0],)
     assert result.student.accuracy(ex.numpy(), ey.numpy()) == reported
@@ -95,13 +102,19 @@ def test_cli_predict_writes_one_row_per_input_with_class_name_and_probability(cs
 
 def test_compare_saves_each_rows_student(tmp_path):
     private, (ux, uy), (ex, ey) = mixture()
-    out = compare_arrays(private, ux, (ex, ey), classes=3, epsilons=[8.0], aggregators=["stability", "gnmax"],
-                         checkpoints_dir=str(tmp_path), run_name="cmp", **SMALL)  # fmt: skip
-    for row in out["rows"]:
+    out = compare(
+        Data.arrays(private, ux, (ex, ey), classes=3),
+        epsilons=[8.0],
+        aggregators=["stability", "gnmax"],
+        checkpoints_dir=str(tmp_path),
+        run_name="cmp",
+        **SMALL,
+    )
+    for row in out.rows:
         assert row["student_file"] == f"students/{row['aggregator']}_eps8_r0.pt"
         student = pate_stab.load_student(tmp_path / "cmp" / row["student_file"])
         assert student.accuracy(ex.numpy(), ey) == row["student_acc"]
-    assert "students/" in out["files"]["published"]
+    assert "students/" in out.report["files"]["published"]
     with pytest.raises(SystemExit):  # two students: predict asks which
         main(["predict", "--run-dir", str(tmp_path / "cmp"), "--input", "x.npy"])
     np.save(tmp_path / "new.npy", ex[:4].numpy())

@@ -132,7 +132,7 @@ STUDENT_AUGMENTS: tuple[str, ...] = get_args(StudentAugment)
 
 DATASETS: tuple[str, ...] = get_args(Dataset)
 """Bundled loaders; ``"files"``: the user's own files (``private`` / ``public`` / ``evaluation`` paths);
-``"arrays"``: the user's arrays in Python (:func:`pate_stab.run.api.transfer_arrays`)."""
+``"arrays"``: the user's arrays in Python (:meth:`pate_stab.run.api.Data.arrays`)."""
 OWN_DATA_FIELDS = ("private", "public", "evaluation", "schema", "classes", "image_shape", "encoding")
 FEATURES = _described(
     FeatureMap,

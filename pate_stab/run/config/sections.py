@@ -22,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from pate_stab._checks import check_pca_dim
+from pate_stab._checks import check_label_relation, check_pca_dim
 from pate_stab.run.config.names import (
     ACCELERATORS,
     BOTTOMS,
@@ -380,12 +380,7 @@ class ReleaseSettings(_Section):
                     "protects: use privacy_unit: label (the inputs are then public) or label_queries: pool"
                 )
             return
-        if self.neighbouring != "replace_one":
-            # one changed label replaces one record by one with the same inputs; a label cannot be added or removed
-            raise ValueError(
-                "privacy_unit: label protects one changed label, a replacement that keeps the record's inputs: set "
-                f"neighbouring: replace_one (--neighbouring replace_one), got neighbouring={self.neighbouring!r}"
-            )
+        check_label_relation(self.privacy_unit, self.neighbouring)  # the one rule of every entry point
 
 
 @dataclass(frozen=True)
