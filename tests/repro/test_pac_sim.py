@@ -1,4 +1,4 @@
-"""The fast exact PAC simulation (pate_stab.theory.pac_sim), the bootstrap slope, recipes/repro/pac_rates.py --quick."""
+"""The fast exact PAC simulation (pate_stab.repro.pac_sim), the bootstrap slope, recipes/repro/pac_rates.py --quick."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import pytest
 import torch
 
 from pate_stab.aggregation.votes import distance_to_instability
-from pate_stab.theory.erm_classes import threshold_erm
-from pate_stab.theory.pac import bootstrap_log_regression, bootstrap_loglog_slope
-from pate_stab.theory.pac_sim import (
+from pate_stab.repro.pac_sim import (
     _window_binds,
     agnostic_offsets,
     distance_to_instability_np,
@@ -35,6 +33,8 @@ from pate_stab.theory.pac_sim import (
     window_direction_erm,
     wrap_turns,
 )
+from pate_stab.theory.erm_classes import threshold_erm
+from pate_stab.theory.pac import bootstrap_log_regression, bootstrap_loglog_slope
 from tests._recipes import load_recipe
 
 
