@@ -17,9 +17,9 @@ statistical test (``dp_test`` unless said otherwise):
 * privacy: Laplace mechanism, sparse vector (T = 1, 2), stability test (BTT18 Alg 2), discrete
   Laplace, discrete Gaussian, snapping, integer sparse vector, randomised response with a prior
   (Ghazi et al. 2021, Alg 2; label DP), ALIBI's release (Malek et al. 2021) — :func:`mechanism_cases`;
-  noise reduction
-  (``tests/privacy/mechanisms/test_noise_reduction.py``); InteractiveAboveThreshold's ex-post loss
-  (``tests/erm/test_accuracy_first.py``, per output cell); Gaussian / l2-Laplace noise laws (KS).
+  noise reduction (``tests/privacy/mechanisms/test_noise_reduction.py``); InteractiveAboveThreshold's
+  ex-post loss (the sparse vector with T = 1, ``tests/erm/test_accuracy_first.py``, per output cell);
+  Gaussian / l2-Laplace noise laws (KS).
 * aggregation: hard and soft releasers in both noise modes at real calibrations
   (:func:`pate_stab.audit.releaser_cases.releaser_cases`); LNMax, GNMax, Confident-GNMax with
   seeded and secure noise (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``,
