@@ -42,6 +42,7 @@ __all__ = [
     "PRIVACY_UNITS",
     "VERSION",
     "LedgerEntry",
+    "SpendRequest",
     "anchor_path",
     "recorded_budget",
     "replace_one_cost",
@@ -135,6 +136,47 @@ class LedgerEntry:
     declared: tuple[float, float] | None = None
     unit: str | None = None
     replayed: bool = field(default=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SpendRequest:
+    """A checked spend (:meth:`PrivacyLedger.spend`): the declared (ε, δ) under ``relation`` and
+    ``unit``, what it counts in the ledger (``counted``, :meth:`PrivacyLedger.cost`), and the JSON
+    parts of its line (``event`` as a dict)."""
+
+    spend_id: str
+    epsilon: float
+    delta: float
+    counted: tuple[float, float]
+    relation: str
+    unit: str
+    mechanism: str
+    event: dict[str, Any] | None
+    metadata: Any
+    output: Any
+
+    def line(self, *, neighbouring: str, privacy_unit: str, time: float | None) -> dict[str, Any]:
+        """The ``spend`` line in a ledger of relation ``neighbouring`` and unit ``privacy_unit``: the
+        counted (ε, δ); ``unit`` and the ``declared`` pair only where they differ from the ledger's."""
+        record: dict[str, Any] = {
+            "kind": "spend",
+            "spend_id": self.spend_id,
+            "epsilon": self.counted[0],
+            "delta": self.counted[1],
+            "relation": self.relation,
+            "mechanism": self.mechanism,
+            "event": self.event,
+            "metadata": self.metadata,
+        }
+        if self.unit != privacy_unit:
+            record["unit"] = self.unit
+        if self.relation != neighbouring:
+            record["declared"] = {"epsilon": self.epsilon, "delta": self.delta}
+        if time is not None:
+            record["time"] = time
+        if self.output is not None:
+            record["output"] = self.output
+        return record
 
 
 def _canonical(record: Mapping[str, Any]) -> str:
