@@ -25,14 +25,10 @@ BEING_SPLIT_MODULES = {"run/direct.py", "run/selection.py", "run/config_sections
 # still to split (issue 46, point 5), with their length today
 TO_SPLIT_FUNCTIONS = {
     "cli/commands.py::main": 85,
-    "data/table_rows.py::check_table": 83,
-    "features/ssl.py::train_ssl_encoder": 85,
-    "repro/pac_sim.py::halfspace_near_queries": 93,
-    "repro/wu2016_inversion.py::run_inversion": 104,
     "run/data.py::load_task": 81,
     "run/report.py::transfer_report": 90,
 }
-TO_SPLIT_MODULES = {"privacy/accounting/events.py": 614, "repro/pac_sim.py": 864}
+TO_SPLIT_MODULES = {"privacy/accounting/events.py": 614}
 
 
 def function_lengths(source: str) -> dict[str, int]:

@@ -46,6 +46,10 @@ __all__ = [
     "anchor_path",
     "recorded_budget",
     "replace_one_cost",
+    "RELATIVE_SLACK",
+    "canonical_line",
+    "json_value",
+    "line_digest",
 ]
 
 FORMAT = "pate_stab.ledger"
@@ -61,7 +65,7 @@ inputs being public (label differential privacy, Chaudhuri & Hsu 2011; Ghazi et 
 change replaces one record by another with the same inputs, so a label ledger's relation is
 replace-one. A record guarantee implies a label guarantee (replace-one: the same (ε, δ); add/remove:
 by group privacy, :func:`replace_one_cost`); a label guarantee implies no record guarantee."""
-_RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
+RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
 BUDGET_RULE = "cap"
 """The header's ``budget_rule``: the budget is the user's cap, which a ``budget`` record may only lower."""
 HOLDER_BUDGET_RULE = "data holder's cap"
@@ -179,20 +183,23 @@ class SpendRequest:
         return record
 
 
-def _canonical(record: Mapping[str, Any]) -> str:
+def canonical_line(record: Mapping[str, Any]) -> str:
+    """The canonical JSON of a ledger record: sorted keys, no spaces, ASCII, no NaN/inf."""
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
-def _digest(record: Mapping[str, Any], key: bytes | None = None) -> str:
-    data = _canonical(record).encode("ascii")
+def line_digest(record: Mapping[str, Any], key: bytes | None = None) -> str:
+    """A line's digest over its canonical JSON: SHA-256, or HMAC-SHA256 under ``key``."""
+    data = canonical_line(record).encode("ascii")
     if key is None:
         return hashlib.sha256(data).hexdigest()
     return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
-def _json_value(name: str, value: Any) -> Any:
+def json_value(name: str, value: Any) -> Any:
+    """``value`` as it reads back from a ledger line (ValueError naming ``name`` if it is not JSON data)."""
     try:
-        return json.loads(_canonical({"v": value}))["v"]
+        return json.loads(canonical_line({"v": value}))["v"]
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be JSON-serialisable without NaN/inf: {exc}") from exc
 

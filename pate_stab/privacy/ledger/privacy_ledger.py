@@ -89,14 +89,14 @@ from pate_stab.privacy.ledger.format import (
     PRIVACY_UNITS,
     LedgerEntry,
     SpendRequest,
-    _json_value,
     anchor_path,
+    json_value,
     recorded_budget,
     replace_one_cost,
 )
-from pate_stab.privacy.ledger.format import FORMAT as FORMAT  # re-exported, as are VERSION and _digest
+from pate_stab.privacy.ledger.format import FORMAT as FORMAT  # re-exported, as are VERSION and line_digest
 from pate_stab.privacy.ledger.format import VERSION as VERSION
-from pate_stab.privacy.ledger.format import _digest as _digest  # the line digest (tests recompute it)
+from pate_stab.privacy.ledger.format import line_digest as line_digest  # the line digest (tests recompute it)
 from pate_stab.privacy.ledger.private_files import folder_id, run_private_key
 
 
@@ -343,11 +343,11 @@ class PrivacyLedger(LedgerFile):
         counted = self.cost(epsilon=epsilon, delta=delta, relation=relation, unit=unit)
         if event is not None and not isinstance(event, PrivacyEvent):
             raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
-        meta = _json_value("metadata", dict(metadata or {}))
-        out = None if output is None else _json_value("output", output)
+        meta = json_value("metadata", dict(metadata or {}))
+        out = None if output is None else json_value("output", output)
         event_dict: dict[str, Any] | None = None
         if event is not None:
-            event_dict = _json_value("event", event.to_dict())
+            event_dict = json_value("event", event.to_dict())
             if event_from_dict(event_dict) != event:
                 raise ValueError(f"event {event!r} does not survive a JSON round trip")
             if check_event:
@@ -473,7 +473,7 @@ class PrivacyLedger(LedgerFile):
             KeyError: no spend with this id.
             ValueError: ``index`` would leave a gap, or the payload is not JSON data.
         """
-        payload = _json_value("payload", payload)
+        payload = json_value("payload", payload)
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise ValueError(f"index must be a non-negative int, got {index!r}")
         with self._locked(exclusive=True):
@@ -497,7 +497,7 @@ class PrivacyLedger(LedgerFile):
             KeyError: no spend with this id.
             ValueError: payload not JSON-serialisable, or a different result already stored.
         """
-        payload = _json_value("payload", payload)
+        payload = json_value("payload", payload)
         with self._locked(exclusive=True):
             self._sync()
             entry = self._spends.get(spend_id)
@@ -529,7 +529,7 @@ class PrivacyLedger(LedgerFile):
 
     def record_progress(self, info: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
         """Append an informational line (e.g. queries answered so far); it spends nothing."""
-        data = _json_value("info", {**dict(info or {}), **fields})
+        data = json_value("info", {**dict(info or {}), **fields})
         with self._locked(exclusive=True):
             self._sync()
             self._append({"kind": "progress", "info": data} | ({"time": time.time()} if self._timestamps else {}))

@@ -58,10 +58,10 @@ from pate_stab.errors import HaltedError
 from pate_stab.privacy.noise.discrete import (
     RandomSource,
     SeededRandomSource,
-    _source,
     discrete_laplace,
     exact_scale,
     exact_scale_at_least,
+    random_source,
 )
 from pate_stab.privacy.noise.seeded import UnitLaplaceStream, laplace
 from pate_stab.rng import spawn_generators
@@ -237,7 +237,7 @@ class SecureLaplaceNoise(SparseVectorNoise):
 
     def __init__(self, noise_scale: float | Fraction | int, source: RandomSource | None = None) -> None:
         self.noise_scale = exact_scale(noise_scale)
-        self._source = _source(source)
+        self._source = random_source(source)
         self._buffers = {"threshold": torch.empty(0, dtype=torch.int64), "query": torch.empty(0, dtype=torch.int64)}
         self._scales = {"threshold": self.noise_scale, "query": 2 * self.noise_scale}
 
