@@ -291,9 +291,17 @@ class PrivacyLedger(LedgerFile):
         mirrors a spend its run ledger has checked against its event (``check_event=False``).
         """
         request = self._spend_request(
-            spend_id, epsilon=epsilon, delta=delta, event=event, mechanism=mechanism, metadata=metadata,
-            check_event=check_event, output=output, relation=relation, unit=unit,
-        )  # fmt: skip
+            spend_id,
+            epsilon=epsilon,
+            delta=delta,
+            event=event,
+            mechanism=mechanism,
+            metadata=metadata,
+            check_event=check_event,
+            output=output,
+            relation=relation,
+            unit=unit,
+        )
         with self._locked(exclusive=True):
             self._sync()
             recorded = self._spends.get(spend_id)
