@@ -17,8 +17,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 PACKAGE = "pate_stab"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
@@ -340,8 +338,6 @@ PRIVACY_ROOMS: list[tuple[str, ...]] = [("noise",), ("accounting",), ("mechanism
 def test_privacy_sub_packages_import_one_way() -> None:
     subs = {m.split(".")[2] for m in MODULES if m.count(".") >= 2 and m.startswith("pate_stab.privacy.")}
     packages = {s for s in subs if _is_package(f"pate_stab.privacy.{s}")}
-    if not packages:
-        pytest.skip("pate_stab/privacy/ has no sub-packages yet (tools/restructure.py makes them)")
     rank = {room: i for i, rooms in enumerate(PRIVACY_ROOMS) for room in rooms}
     assert packages == set(rank), f"privacy's sub-packages {sorted(packages)} are not PRIVACY_ROOMS"
     loose = sorted(s for s in subs - packages)
@@ -454,3 +450,88 @@ def test_teachers_and_student_share_models_and_never_import_each_other() -> None
     ]
     assert not bad, "imports between teachers/ and student/, or from models/ upwards:\n" + "\n".join(bad)
     assert f"{PACKAGE}.models" in MODULES and _is_package(f"{PACKAGE}.models"), "pate_stab/models/ is missing"
+
+
+# No private name crosses a package (DESIGN.md, "Layout"): a package is a top-level sub-package of pate_stab
+# (a top-level module is its own). A helper that another package needs is public in its home module, or
+# lives where it is used.
+PRIVATE_NAMES_ACROSS_PACKAGES_PENDING: set[tuple[str, str, str]] = set()
+
+
+def _top_package(module: str) -> str:
+    return module.split(".")[1] if module.count(".") >= 1 else module
+
+
+def _private_names_across_packages(
+    sources: dict[str, tuple[str, bool]] | None = None,
+) -> set[tuple[str, str, str]]:
+    """(importing module, home module, name) for every private name (``_x``, not ``__x__``) a module of
+    one package takes from another package: ``from home import _x``, or ``home._x`` on a module it
+    imported (a private *module* such as ``pate_stab._checks`` is not a name). ``sources``: module →
+    (source, is a package); default the package's own files."""
+    if sources is None:
+        sources = {m: (MODULES[m].read_text(encoding="utf-8"), _is_package(m)) for m in MODULES}
+    found: set[tuple[str, str, str]] = set()
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    for module, (source, is_package) in sources.items():
+        package = module if is_package else module.rpartition(".")[0]
+        tree = ast.parse(source)
+        aliases: dict[str, str] = {}  # local name → module of the package it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                if base.split(".")[0] != PACKAGE:
+                    continue
+                for alias in node.names:
+                    is_module = (
+                        f"{base}.{alias.name}" in MODULES
+                    )  # a module, not a name (``from pate_stab import _checks``)
+                    if private(alias.name) and not is_module and _top_package(base) != _top_package(module):
+                        found.add((module, base, alias.name))
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == PACKAGE:
+                        aliases[alias.asname or alias.name.split(".")[0]] = alias.asname and alias.name or PACKAGE
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and private(node.attr):
+                home = aliases.get(ast.unparse(node.value)) or ast.unparse(node.value)
+                if home.split(".")[0] == PACKAGE and home.count(".") >= 1:
+                    if _top_package(home) != _top_package(module):
+                        found.add((module, home, node.attr))
+    return found
+
+
+def test_no_private_name_crosses_a_package() -> None:
+    new = sorted(_private_names_across_packages() - PRIVATE_NAMES_ACROSS_PACKAGES_PENDING)
+    assert not new, "private names imported across packages (make them public in their home module):\n" + "\n".join(
+        f"    {module} takes {name} from {home}" for module, home, name in new
+    )
+    stale = sorted(PRIVATE_NAMES_ACROSS_PACKAGES_PENDING - _private_names_across_packages())
+    assert not stale, f"no longer imported: remove from PRIVATE_NAMES_ACROSS_PACKAGES_PENDING: {stale}"
+
+
+def test_private_name_rule_on_planted_modules() -> None:
+    """The rule flags from-imports and attribute reads of private names across packages, and nothing else."""
+    planted = {
+        "pate_stab.run.a": ("from pate_stab.teachers.b import _helper, public\n", False),
+        "pate_stab.run.b": ("from pate_stab.run.c import _same_package\nfrom .c import _relative\n", False),
+        "pate_stab.audit": ("from ..privacy.ledger import _digest\n", True),
+        "pate_stab.cli.a": ("import pate_stab.data.own as own\nown._read_arrays('x')\nown.__name__\n", False),
+        "pate_stab.cli.b": ("from pate_stab.data import own\nown._subfolders\n", False),
+        "pate_stab.cli.c": ("import pate_stab.rng\npate_stab.rng._private\nfrom pate_stab import _checks\n", False),
+    }
+    assert _private_names_across_packages(planted) == {
+        ("pate_stab.run.a", "pate_stab.teachers.b", "_helper"),
+        ("pate_stab.audit", "pate_stab.privacy.ledger", "_digest"),
+        ("pate_stab.cli.a", "pate_stab.data.own", "_read_arrays"),
+        ("pate_stab.cli.b", "pate_stab.data.own", "_subfolders"),
+        ("pate_stab.cli.c", "pate_stab.rng", "_private"),
+    }

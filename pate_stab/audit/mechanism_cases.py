@@ -17,9 +17,9 @@ statistical test (``dp_test`` unless said otherwise):
 * privacy: Laplace mechanism, sparse vector (T = 1, 2), stability test (BTT18 Alg 2), discrete
   Laplace, discrete Gaussian, snapping, integer sparse vector, randomised response with a prior
   (Ghazi et al. 2021, Alg 2; label DP), ALIBI's release (Malek et al. 2021) — :func:`mechanism_cases`;
-  noise reduction
-  (``tests/privacy/mechanisms/test_noise_reduction.py``); InteractiveAboveThreshold's ex-post loss
-  (``tests/erm/test_accuracy_first.py``, per output cell); Gaussian / l2-Laplace noise laws (KS).
+  noise reduction (``tests/privacy/mechanisms/test_noise_reduction.py``); InteractiveAboveThreshold's
+  ex-post loss (the sparse vector with T = 1, ``tests/erm/test_accuracy_first.py``, per output cell);
+  Gaussian / l2-Laplace noise laws (KS).
 * aggregation: hard and soft releasers in both noise modes at real calibrations
   (:func:`pate_stab.audit.releaser_cases.releaser_cases`); LNMax, GNMax, Confident-GNMax with
   seeded and secure noise (:func:`mechanism_cases`, ``tests/aggregation/test_baselines.py``,
@@ -42,7 +42,10 @@ statistical test (``dp_test`` unless said otherwise):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 import torch
 
@@ -50,38 +53,46 @@ from pate_stab._checks import check_int, check_probability
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.private_knn import PrivateKNN
 from pate_stab.audit.erm_cases import erm_mechanism_cases, erm_mutation_cases
-from pate_stab.audit.harness import MechanismCase, dp_test
+from pate_stab.audit.harness import Mechanism, MechanismCase, dp_test
 from pate_stab.audit.mechanism_samplers import (
-    _aggregator,
-    _alibi,
-    _alibi_difference,
-    _as_float,
-    _class_count_from_votes,
-    _discrete_laplace_scale,
-    _hard_releaser,
-    _laplace_count,
-    _laplace_scale,
-    _noisy_max,
-    _output_perturbation,
-    _private_knn_counts,
-    _rr_with_prior,
-    _secure_aggregator,
-    _secure_discrete_gaussian,
-    _secure_discrete_laplace,
-    _secure_snapping,
-    _secure_sparse_vector,
-    _sparse_vector,
-    _stability_test,
-    _stability_test_noise,
-    _svt_query_scale,
-    _votes_file_aggregator,
+    aggregator,
+    alibi,
+    alibi_difference,
+    as_float,
+    class_count_from_votes,
+    discrete_laplace_scale,
+    hard_releaser,
+    huber_output_perturbation,
     knn_pair,
+    laplace_count,
+    laplace_scale,
+    noisy_max,
+    private_knn_counts,
+    rr_with_prior_sampler,
+    secure_aggregator,
+    secure_discrete_gaussian,
+    secure_discrete_laplace,
+    secure_snapping,
+    secure_sparse_vector,
+    sparse_vector,
+    stability_test,
+    stability_test_noise,
+    svt_query_scale,
+    votes_file_aggregator,
 )
 from pate_stab.privacy.accounting.composition import accountant_epsilon
 from pate_stab.privacy.accounting.events import GaussianEvent
 from pate_stab.privacy.noise.secure import snapping_epsilon
 
-__all__ = ["AuditRow", "mechanism_cases", "mutation_cases", "audit_mechanisms"]
+__all__ = [
+    "AuditRow",
+    "CaseRow",
+    "MECHANISM_TABLE",
+    "MUTATION_TABLE",
+    "mechanism_cases",
+    "mutation_cases",
+    "audit_mechanisms",
+]
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,38 @@ class AuditRow:
     event: str
 
 
-# --------------------------------------------------------------------------- the cases
+@dataclass(frozen=True)
+class CaseRow:
+    """One row of a case table, made into a :class:`~pate_stab.audit.harness.MechanismCase` when the
+    table is read (:meth:`case`): the sampler and the claim are built then, so that importing the
+    table runs no calibration."""
+
+    name: str
+    sampler: Callable[[], Mechanism]
+    input_a: Any
+    input_b: Any
+    claim: float | Callable[[], float]
+    relation: str
+    delta: float = 0.0
+    featurize: Callable[[torch.Tensor], torch.Tensor] | None = None
+    sample_factor: float = 1.0
+
+    def case(self) -> MechanismCase:
+        claim = self.claim() if callable(self.claim) else self.claim
+        return MechanismCase(
+            self.name,
+            self.sampler(),
+            self.input_a,
+            self.input_b,
+            claim,
+            delta=self.delta,
+            featurize=self.featurize,
+            relation=self.relation,
+            sample_factor=self.sample_factor,
+        )
+
+
+# --------------------------------------------------------------------------- what the cases share
 
 
 def discrete_gaussian_claim(sigma: float, delta: float) -> float:
@@ -117,225 +159,157 @@ KNN_AUDIT = {"sampling_rate": 0.5, "accounted_rate": 0.125, "delta": 1e-3}
 variant accounts at γ/4 while drawing γ."""
 KNN_RELATION = "one record added (add/remove); the other records' coins are drawn alike"
 
+RR_PRIOR = [0.5, 0.3, 0.1, 0.05, 0.05]
+"""The prior of the RR-with-prior cases: at ε = 1, k* = 2 and the set is {0, 1}."""
 
-def _knn(rate: float) -> PrivateKNN:
+DELTA = 1e-5
+"""The δ of the (ε, δ) cases."""
+ONE_VOTE = "one teacher's vote moves"
+EACH_QUERY = "each query value moves by 1"
+LABEL_DP = "one example's label replaced (label DP)"
+ONLY_NINE = only_vote_for_a_class()
+KNN_PAIR = knn_pair()
+# sparse vector: in b the eight leading queries are 1 lower (harder to pass) and the last is
+# 1 higher (harder to fail); the pattern ⊤^8 ⊥ then has a loss close to the claimed 2/λ.
+SV_A, SV_B = [0.0] * 8 + [0.0], [-1.0] * 8 + [1.0]
+
+
+@cache
+def knn(rate: float) -> PrivateKNN:
+    """Private-kNN calibrated for the audit (:data:`KNN_AUDIT`) at sampling rate ``rate``."""
     return PrivateKNN.calibrate(epsilon=1.0, delta=1e-5, num_queries=1, sampling_rate=rate, num_neighbours=1,
                                 noise="seeded", accountant="pld")  # fmt: skip
 
 
+@cache
+def seeded_gnmax() -> GNMax:
+    return GNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=1, noise="seeded")
+
+
+@cache
+def secure_gnmax() -> GNMax:
+    return GNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=1)
+
+
+@cache
+def secure_confident_gnmax() -> ConfidentGNMax:
+    return ConfidentGNMax.calibrate(epsilon=1.0, delta=DELTA, num_queries=1, threshold=10)
+
+
+def _knn_claim(rate: float) -> Callable[[], float]:
+    return lambda: knn(rate).single_query_epsilon(KNN_AUDIT["delta"])
+
+
+# --------------------------------------------------------------------------- the cases
+
+MECHANISM_TABLE: tuple[CaseRow, ...] = (
+    CaseRow("Private-kNN seeded (γ=0.5, K=1, one query)", lambda: private_knn_counts(knn(KNN_AUDIT["sampling_rate"])),
+            *KNN_PAIR, _knn_claim(KNN_AUDIT["sampling_rate"]), KNN_RELATION, delta=KNN_AUDIT["delta"]),
+    CaseRow("laplace (noise.laplace, b = 1/ε)", lambda: laplace_count(1.0), 0.0, 1.0, 1.0, "counting query 0 vs 1"),
+    CaseRow("sparse vector T=1 (λ=2)", lambda: sparse_vector(2.0, 1), SV_A, SV_B, 1.0, EACH_QUERY),
+    CaseRow("sparse vector T=2 (λ=2)", lambda: sparse_vector(2.0, 2), SV_A + [0.0] * 3, SV_B + [1.0] * 3, 2.0,
+            EACH_QUERY),
+    CaseRow("stability test (BTT18 Alg 2, ε=1, Γ=3)", lambda: stability_test(1.0, 3.0), [[4, 0, 0]], [[3, 1, 0]],
+            1.0, ONE_VOTE),
+    CaseRow("hard releaser (Alg 4, λ=2, w=2, T=1)", lambda: hard_releaser(2.0, 2.0, 1),
+            [[8, 2, 0], [7, 0, 4], [6, 1, 0], [8, 0, 1]], [[7, 3, 0], [8, 0, 3], [5, 1, 1], [7, 1, 1]], 1.0, ONE_VOTE),
+    CaseRow("LNMax seeded (b=2, one query)",
+            lambda: aggregator(LNMax(noise_scale=2.0, num_queries=1, delta=DELTA, noise="seeded")),
+            torch.tensor([4, 3, 0]), torch.tensor([3, 4, 0]),
+            lambda: LNMax(noise_scale=2.0, num_queries=1, delta=DELTA, noise="seeded").per_query_pure_epsilon,
+            ONE_VOTE),
+    CaseRow("GNMax seeded (one query)", lambda: aggregator(seeded_gnmax()), torch.tensor([1, 0, 0]),
+            torch.tensor([0, 1, 0]), lambda: seeded_gnmax().single_query_epsilon(DELTA), ONE_VOTE, delta=DELTA),
+    CaseRow("GNMax on votes, C=10 declared (only vote for 9)", lambda: votes_file_aggregator(seeded_gnmax(), 10),
+            *ONLY_NINE, lambda: seeded_gnmax().single_query_epsilon(DELTA),
+            "the one teacher that votes 9 votes 8 instead", delta=DELTA),
+    CaseRow("LNMax secure (DLap a=1/2, one query)",
+            lambda: secure_aggregator(lambda src: LNMax(noise_scale=2.0, num_queries=1, delta=DELTA, source=src)),
+            torch.tensor([4, 3, 0]), torch.tensor([3, 4, 0]),
+            lambda: LNMax(noise_scale=2.0, num_queries=1, delta=DELTA).per_query_pure_epsilon, ONE_VOTE,
+            sample_factor=0.5),
+    CaseRow("GNMax secure (discrete Gaussian, one query)",
+            lambda: secure_aggregator(
+                lambda src: GNMax(sigma=secure_gnmax().sigma, num_queries=1, delta=DELTA, source=src)
+            ),
+            torch.tensor([1, 0, 0]), torch.tensor([0, 1, 0]), lambda: secure_gnmax().single_query_epsilon(DELTA),
+            ONE_VOTE, delta=DELTA, sample_factor=0.5),
+    CaseRow("Confident-GNMax secure (one query)",
+            lambda: secure_aggregator(
+                lambda src: ConfidentGNMax(threshold=10, sigma1=secure_confident_gnmax().sigma1,
+                                           sigma2=secure_confident_gnmax().sigma2, num_queries=1, delta=DELTA,
+                                           source=src)
+            ),
+            torch.tensor([10, 9, 0]), torch.tensor([9, 9, 1]),
+            lambda: secure_confident_gnmax().single_query_epsilon(DELTA), ONE_VOTE, delta=DELTA, sample_factor=0.5),
+    CaseRow("secure discrete Gaussian (σ=1.5)", lambda: secure_discrete_gaussian(1.5), 0, 1,
+            lambda: discrete_gaussian_claim(1.5, DELTA), "integer counting query 0 vs 1", delta=DELTA),
+    CaseRow("output perturbation (Huber hinge, n=20, λ=10)", lambda: huber_output_perturbation(1.0), "D", "D'", 1.0,
+            "replace one record (label flip)", featurize=lambda t: t[:, 0]),
+    CaseRow("secure discrete Laplace (scale 1)", lambda: secure_discrete_laplace(1.0), 0, 1, 1.0,
+            "integer counting query 0 vs 1", featurize=as_float, sample_factor=0.5),
+    CaseRow("secure snapping (λ=1, B=10)", lambda: secure_snapping(1.0, 10.0), 0.0, 1.0,
+            lambda: snapping_epsilon(noise_scale=1.0, bound=10.0), "sensitivity-1 query 0 vs 1", sample_factor=0.5),
+    CaseRow("secure sparse vector T=1 (λ=2)", lambda: secure_sparse_vector(2, 0), [0] * 8 + [0], [-1] * 8 + [1], 1.0,
+            EACH_QUERY, sample_factor=0.5),
+    CaseRow("RR-with-prior (Ghazi et al. Alg 2, ε=1, k*=2), both labels in the set",
+            lambda: rr_with_prior_sampler(RR_PRIOR, 1.0), 0, 1, 1.0, LABEL_DP),
+    CaseRow("RR-with-prior (ε=1, k*=2), one label outside the set", lambda: rr_with_prior_sampler(RR_PRIOR, 1.0),
+            0, 4, 1.0, LABEL_DP),
+    CaseRow("randomised response, C=10 (LP-1ST's, ε=1)", lambda: rr_with_prior_sampler([0.1] * 10, 1.0), 0, 1, 1.0,
+            LABEL_DP),
+    CaseRow("ALIBI release (Malek et al. 2021, exact discrete Laplace, ε=1, C=3)", lambda: alibi(1.0, 3), 0, 1, 1.0,
+            LABEL_DP, featurize=alibi_difference, sample_factor=0.5),
+)  # fmt: skip
+"""Every correct mechanism of the package (its ERM cases aside) with a tight neighbouring pair and its claim."""
+
+
 def mechanism_cases() -> list[MechanismCase]:
-    """Every correct mechanism of the package with a tight neighbouring pair and its claim.
+    """Every correct mechanism of the package with a tight neighbouring pair and its claim
+    (:data:`MECHANISM_TABLE`, then :func:`pate_stab.audit.erm_cases.erm_mechanism_cases`).
 
     The releasers' cases are separate (:func:`pate_stab.audit.releaser_cases.releaser_cases`).
     """
-    delta = 1e-5
-    gnmax = GNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1, noise="seeded")
-    lnmax = LNMax(noise_scale=2.0, num_queries=1, delta=delta, noise="seeded")
-    secure_gnmax = GNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1)
-    secure_lnmax = LNMax(noise_scale=2.0, num_queries=1, delta=delta)
-    secure_confident = ConfidentGNMax.calibrate(epsilon=1.0, delta=delta, num_queries=1, threshold=10)
-    one_vote = "one teacher's vote moves"
-    # sparse vector: in b the eight leading queries are 1 lower (harder to pass) and the last is
-    # 1 higher (harder to fail); the pattern ⊤^8 ⊥ then has a loss close to the claimed 2/λ.
-    sv_a = [0.0] * 8 + [0.0]
-    sv_b = [-1.0] * 8 + [1.0]
-    hard_a = [[8, 2, 0], [7, 0, 4], [6, 1, 0], [8, 0, 1]]
-    hard_b = [[7, 3, 0], [8, 0, 3], [5, 1, 1], [7, 1, 1]]
-    only_nine_a, only_nine_b = only_vote_for_a_class()
-    knn, knn_delta = _knn(KNN_AUDIT["sampling_rate"]), KNN_AUDIT["delta"]
-    knn_d, knn_d_prime = knn_pair()
-    return [
-        MechanismCase(
-            "Private-kNN seeded (γ=0.5, K=1, one query)",
-            _private_knn_counts(knn),
-            knn_d,
-            knn_d_prime,
-            knn.single_query_epsilon(knn_delta),
-            delta=knn_delta,
-            relation=KNN_RELATION,
-        ),
-        MechanismCase(
-            "laplace (noise.laplace, b = 1/ε)", _laplace_count(1.0), 0.0, 1.0, 1.0, relation="counting query 0 vs 1"
-        ),
-        MechanismCase(
-            "sparse vector T=1 (λ=2)", _sparse_vector(2.0, 1), sv_a, sv_b, 1.0, relation="each query value moves by 1"
-        ),
-        MechanismCase(
-            "sparse vector T=2 (λ=2)",
-            _sparse_vector(2.0, 2),
-            sv_a + [0.0] * 3,
-            sv_b + [1.0] * 3,
-            2.0,
-            relation="each query value moves by 1",
-        ),
-        MechanismCase(
-            "stability test (BTT18 Alg 2, ε=1, Γ=3)",
-            _stability_test(1.0, 3.0),
-            [[4, 0, 0]],
-            [[3, 1, 0]],
-            1.0,
-            relation=one_vote,
-        ),
-        MechanismCase(
-            "hard releaser (Alg 4, λ=2, w=2, T=1)", _hard_releaser(2.0, 2.0, 1), hard_a, hard_b, 1.0, relation=one_vote
-        ),
-        MechanismCase(
-            "LNMax seeded (b=2, one query)",
-            _aggregator(lnmax),
-            torch.tensor([4, 3, 0]),
-            torch.tensor([3, 4, 0]),
-            lnmax.per_query_pure_epsilon,
-            relation=one_vote,
-        ),
-        MechanismCase(
-            "GNMax seeded (one query)",
-            _aggregator(gnmax),
-            torch.tensor([1, 0, 0]),
-            torch.tensor([0, 1, 0]),
-            gnmax.single_query_epsilon(delta),
-            delta=delta,
-            relation=one_vote,
-        ),
-        MechanismCase(
-            "GNMax on votes, C=10 declared (only vote for 9)",
-            _votes_file_aggregator(gnmax, 10),
-            only_nine_a,
-            only_nine_b,
-            gnmax.single_query_epsilon(delta),
-            delta=delta,
-            relation="the one teacher that votes 9 votes 8 instead",
-        ),
-        MechanismCase(
-            "LNMax secure (DLap a=1/2, one query)",
-            _secure_aggregator(lambda src: LNMax(noise_scale=2.0, num_queries=1, delta=delta, source=src)),
-            torch.tensor([4, 3, 0]),
-            torch.tensor([3, 4, 0]),
-            secure_lnmax.per_query_pure_epsilon,
-            relation=one_vote,
-            sample_factor=0.5,
-        ),
-        MechanismCase(
-            "GNMax secure (discrete Gaussian, one query)",
-            _secure_aggregator(lambda src: GNMax(sigma=secure_gnmax.sigma, num_queries=1, delta=delta, source=src)),
-            torch.tensor([1, 0, 0]),
-            torch.tensor([0, 1, 0]),
-            secure_gnmax.single_query_epsilon(delta),
-            delta=delta,
-            relation=one_vote,
-            sample_factor=0.5,
-        ),
-        MechanismCase(
-            "Confident-GNMax secure (one query)",
-            _secure_aggregator(
-                lambda src: ConfidentGNMax(
-                    threshold=10,
-                    sigma1=secure_confident.sigma1,
-                    sigma2=secure_confident.sigma2,
-                    num_queries=1,
-                    delta=delta,
-                    source=src,
-                )
-            ),
-            torch.tensor([10, 9, 0]),
-            torch.tensor([9, 9, 1]),
-            secure_confident.single_query_epsilon(delta),
-            delta=delta,
-            relation=one_vote,
-            sample_factor=0.5,
-        ),
-        MechanismCase(
-            "secure discrete Gaussian (σ=1.5)",
-            _secure_discrete_gaussian(1.5),
-            0,
-            1,
-            discrete_gaussian_claim(1.5, delta),
-            delta=delta,
-            relation="integer counting query 0 vs 1",
-        ),
-        MechanismCase(
-            "output perturbation (Huber hinge, n=20, λ=10)",
-            _output_perturbation(1.0),
-            "D",
-            "D'",
-            1.0,
-            featurize=lambda t: t[:, 0],
-            relation="replace one record (label flip)",
-        ),
-        MechanismCase(
-            "secure discrete Laplace (scale 1)",
-            _secure_discrete_laplace(1.0),
-            0,
-            1,
-            1.0,
-            featurize=_as_float,
-            relation="integer counting query 0 vs 1",
-            sample_factor=0.5,
-        ),
-        MechanismCase(
-            "secure snapping (λ=1, B=10)",
-            _secure_snapping(1.0, 10.0),
-            0.0,
-            1.0,
-            snapping_epsilon(noise_scale=1.0, bound=10.0),
-            relation="sensitivity-1 query 0 vs 1",
-            sample_factor=0.5,
-        ),
-        MechanismCase(
-            "secure sparse vector T=1 (λ=2)",
-            _secure_sparse_vector(2, 0),
-            [0] * 8 + [0],
-            [-1] * 8 + [1],
-            1.0,
-            relation="each query value moves by 1",
-            sample_factor=0.5,
-        ),
-        MechanismCase(
-            "RR-with-prior (Ghazi et al. Alg 2, ε=1, k*=2), both labels in the set",
-            _rr_with_prior(RR_PRIOR, 1.0),
-            0,
-            1,
-            1.0,
-            relation="one example's label replaced (label DP)",
-        ),
-        MechanismCase(
-            "RR-with-prior (ε=1, k*=2), one label outside the set",
-            _rr_with_prior(RR_PRIOR, 1.0),
-            0,
-            4,
-            1.0,
-            relation="one example's label replaced (label DP)",
-        ),
-        MechanismCase(
-            "randomised response, C=10 (LP-1ST's, ε=1)",
-            _rr_with_prior([0.1] * 10, 1.0),
-            0,
-            1,
-            1.0,
-            relation="one example's label replaced (label DP)",
-        ),
-        MechanismCase(
-            "ALIBI release (Malek et al. 2021, exact discrete Laplace, ε=1, C=3)",
-            _alibi(1.0, 3),
-            0,
-            1,
-            1.0,
-            featurize=_alibi_difference,
-            relation="one example's label replaced (label DP)",
-            sample_factor=0.5,
-        ),
-        *erm_mechanism_cases(),
-    ]
-
-
-RR_PRIOR = [0.5, 0.3, 0.1, 0.05, 0.05]
-"""The prior of the RR-with-prior cases: at ε = 1, k* = 2 and the set is {0, 1}."""
+    return [row.case() for row in MECHANISM_TABLE] + erm_mechanism_cases()
 
 
 # --------------------------------------------------------------------------- broken variants
 
+MUTATION_TABLE: tuple[CaseRow, ...] = (
+    CaseRow("Private-kNN accounted at γ/4 (drawn γ=0.5)",
+            lambda: private_knn_counts(knn(KNN_AUDIT["accounted_rate"]), draw_rate=KNN_AUDIT["sampling_rate"]),
+            *KNN_PAIR, _knn_claim(KNN_AUDIT["accounted_rate"]), KNN_RELATION, delta=KNN_AUDIT["delta"]),
+    CaseRow("Private-kNN noise for ℓ2 sensitivity 1 not √2",
+            lambda: private_knn_counts(knn(KNN_AUDIT["sampling_rate"]),
+                                       sigma=knn(KNN_AUDIT["sampling_rate"]).sigma / math.sqrt(2.0)),
+            *KNN_PAIR, _knn_claim(KNN_AUDIT["sampling_rate"]), KNN_RELATION, delta=KNN_AUDIT["delta"]),
+    CaseRow("GNMax on votes, C = largest label + 1 (only vote for 9)", lambda: class_count_from_votes(seeded_gnmax()),
+            *ONLY_NINE, lambda: seeded_gnmax().single_query_epsilon(DELTA),
+            "the one teacher that votes 9 votes 8 instead", delta=DELTA),
+    CaseRow("sparse vector, query noise Lap(λ) not Lap(2λ) (λ=1)", lambda: svt_query_scale(1.0, 1.0), [0.0] * 9,
+            [-1.0] * 8 + [1.0], 2.0, EACH_QUERY),
+    CaseRow("report noisy max returns the value (K=5, ε=1)", lambda: noisy_max(1.0, return_value=True), [1.0] * 5,
+            [0.0] * 5, 1.0, "counting queries, one record added"),
+    CaseRow("Laplace scale ε not 1/ε (ε=0.5)", lambda: laplace_scale(0.5), 0.0, 1.0, 0.5, "counting query 0 vs 1"),
+    CaseRow("discrete Laplace scale ε not 1/ε (ε=0.5)", lambda: discrete_laplace_scale(0.5), 0, 1, 0.5,
+            "integer counting query 0 vs 1", sample_factor=0.5),
+    CaseRow("stability test noise Lap(ε) not Lap(1/ε) (ε=0.5)", lambda: stability_test_noise(0.5, 1.0), [[4, 0, 0]],
+            [[3, 1, 0]], 0.5, ONE_VOTE),
+    CaseRow("discrete Gaussian σ halved (claim of σ=1.5)", lambda: secure_discrete_gaussian(0.75), 0, 1,
+            lambda: discrete_gaussian_claim(1.5, DELTA), "integer counting query 0 vs 1", delta=DELTA),
+    CaseRow("RR-with-prior keeps y with e^2ε's probability (claim ε=1)",
+            lambda: rr_with_prior_sampler(RR_PRIOR, 1.0, keep_epsilon=2.0), 0, 1, 1.0, LABEL_DP),
+    CaseRow("RR-with-prior, top-k set that reads the true label (ε=1)",
+            lambda: rr_with_prior_sampler(RR_PRIOR, 1.0, label_in_set=True), 0, 4, 1.0, LABEL_DP),
+    CaseRow("ALIBI noise for sensitivity M not 2M (claim ε=1)", lambda: alibi(1.0, 3, scale_epsilon=2.0), 0, 1, 1.0,
+            LABEL_DP, featurize=alibi_difference, sample_factor=0.5),
+)  # fmt: skip
+"""Deliberately broken mechanisms with the claim their correct version makes (:func:`mutation_cases`)."""
+
 
 def mutation_cases() -> list[MechanismCase]:
-    """Deliberately broken mechanisms with the claim their correct version makes (all must be flagged).
+    """Deliberately broken mechanisms with the claim their correct version makes (all must be flagged):
+    :data:`MUTATION_TABLE`, then :func:`pate_stab.audit.erm_cases.erm_mutation_cases`.
 
     * sparse vector with query noise Lap(λ) instead of Lap(2λ) (Lyu, Su & Li 2017's wrong-scale
       variants), claim 2/λ: the true loss is 3/λ. The pair: eight queries that pass, then one that
@@ -356,113 +330,7 @@ def mutation_cases() -> list[MechanismCase]:
     * the ERM, selection and density mechanisms with one constant wrong
       (:func:`pate_stab.audit.erm_cases.erm_mutation_cases`).
     """
-    eps = 0.5
-    gnmax = GNMax.calibrate(epsilon=1.0, delta=1e-5, num_queries=1, noise="seeded")
-    only_nine_a, only_nine_b = only_vote_for_a_class()
-    knn, small = _knn(KNN_AUDIT["sampling_rate"]), _knn(KNN_AUDIT["accounted_rate"])
-    knn_delta = KNN_AUDIT["delta"]
-    knn_d, knn_d_prime = knn_pair()
-    return [
-        MechanismCase(
-            "Private-kNN accounted at γ/4 (drawn γ=0.5)",
-            _private_knn_counts(small, draw_rate=KNN_AUDIT["sampling_rate"]),
-            knn_d,
-            knn_d_prime,
-            small.single_query_epsilon(knn_delta),
-            delta=knn_delta,
-            relation=KNN_RELATION,
-        ),
-        MechanismCase(
-            "Private-kNN noise for ℓ2 sensitivity 1 not √2",
-            _private_knn_counts(knn, sigma=knn.sigma / math.sqrt(2.0)),
-            knn_d,
-            knn_d_prime,
-            knn.single_query_epsilon(knn_delta),
-            delta=knn_delta,
-            relation=KNN_RELATION,
-        ),
-        MechanismCase(
-            "GNMax on votes, C = largest label + 1 (only vote for 9)",
-            _class_count_from_votes(gnmax),
-            only_nine_a,
-            only_nine_b,
-            gnmax.single_query_epsilon(1e-5),
-            delta=1e-5,
-            relation="the one teacher that votes 9 votes 8 instead",
-        ),
-        MechanismCase(
-            "sparse vector, query noise Lap(λ) not Lap(2λ) (λ=1)",
-            _svt_query_scale(1.0, 1.0),
-            [0.0] * 9,
-            [-1.0] * 8 + [1.0],
-            2.0,
-            relation="each query value moves by 1",
-        ),
-        MechanismCase(
-            "report noisy max returns the value (K=5, ε=1)",
-            _noisy_max(1.0, return_value=True),
-            [1.0] * 5,
-            [0.0] * 5,
-            1.0,
-            relation="counting queries, one record added",
-        ),
-        MechanismCase(
-            "Laplace scale ε not 1/ε (ε=0.5)", _laplace_scale(eps), 0.0, 1.0, eps, relation="counting query 0 vs 1"
-        ),
-        MechanismCase(
-            "discrete Laplace scale ε not 1/ε (ε=0.5)",
-            _discrete_laplace_scale(eps),
-            0,
-            1,
-            eps,
-            relation="integer counting query 0 vs 1",
-            sample_factor=0.5,
-        ),
-        MechanismCase(
-            "stability test noise Lap(ε) not Lap(1/ε) (ε=0.5)",
-            _stability_test_noise(eps, 1.0),
-            [[4, 0, 0]],
-            [[3, 1, 0]],
-            eps,
-            relation="one teacher's vote moves",
-        ),
-        MechanismCase(
-            "discrete Gaussian σ halved (claim of σ=1.5)",
-            _secure_discrete_gaussian(0.75),
-            0,
-            1,
-            discrete_gaussian_claim(1.5, 1e-5),
-            delta=1e-5,
-            relation="integer counting query 0 vs 1",
-        ),
-        MechanismCase(
-            "RR-with-prior keeps y with e^2ε's probability (claim ε=1)",
-            _rr_with_prior(RR_PRIOR, 1.0, keep_epsilon=2.0),
-            0,
-            1,
-            1.0,
-            relation="one example's label replaced (label DP)",
-        ),
-        MechanismCase(
-            "RR-with-prior, top-k set that reads the true label (ε=1)",
-            _rr_with_prior(RR_PRIOR, 1.0, label_in_set=True),
-            0,
-            4,
-            1.0,
-            relation="one example's label replaced (label DP)",
-        ),
-        MechanismCase(
-            "ALIBI noise for sensitivity M not 2M (claim ε=1)",
-            _alibi(1.0, 3, scale_epsilon=2.0),
-            0,
-            1,
-            1.0,
-            featurize=_alibi_difference,
-            relation="one example's label replaced (label DP)",
-            sample_factor=0.5,
-        ),
-        *erm_mutation_cases(),
-    ]
+    return [row.case() for row in MUTATION_TABLE] + erm_mutation_cases()
 
 
 def audit_mechanisms(

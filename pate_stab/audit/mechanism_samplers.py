@@ -33,17 +33,44 @@ from pate_stab.privacy.mechanisms.sparse_vector import above_threshold_scan
 from pate_stab.privacy.noise.secure import SeededRandomSource, discrete_gaussian, discrete_laplace, snapping
 from pate_stab.privacy.noise.seeded import l2_laplace_vectors, laplace
 
+__all__ = [
+    "laplace_count",
+    "sparse_vector",
+    "stability_test",
+    "hard_releaser",
+    "aggregator",
+    "votes_file_aggregator",
+    "secure_aggregator",
+    "secure_discrete_gaussian",
+    "huber_output_perturbation",
+    "secure_discrete_laplace",
+    "secure_snapping",
+    "secure_sparse_vector",
+    "rr_with_prior_sampler",
+    "alibi",
+    "alibi_difference",
+    "as_float",
+    "svt_query_scale",
+    "class_count_from_votes",
+    "noisy_max",
+    "laplace_scale",
+    "discrete_laplace_scale",
+    "stability_test_noise",
+    "knn_pair",
+    "private_knn_counts",
+]
+
 # --------------------------------------------------------------------------- correct mechanisms
 
 
-def _laplace_count(epsilon: float) -> Mechanism:
+def laplace_count(epsilon: float) -> Mechanism:
     def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
         return value + laplace(1.0 / epsilon, n, generator=gen)
 
     return mech
 
 
-def _sparse_vector(noise_scale: float, max_unstable: int, threshold: float = 0.0) -> Mechanism:
+def sparse_vector(noise_scale: float, max_unstable: int, threshold: float = 0.0) -> Mechanism:
     def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         vals = torch.as_tensor(values, dtype=torch.float64).expand(n, -1)
         m = vals.shape[1]
@@ -54,7 +81,7 @@ def _sparse_vector(noise_scale: float, max_unstable: int, threshold: float = 0.0
     return mech
 
 
-def _stability_test(epsilon: float, threshold: float) -> Mechanism:
+def stability_test(epsilon: float, threshold: float) -> Mechanism:
     """BTT18 Alg 2 on one vote histogram: the argmax if dist + Lap(1/ε) > Γ, else ⊥ (code 0)."""
 
     def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -66,9 +93,9 @@ def _stability_test(epsilon: float, threshold: float) -> Mechanism:
     return mech
 
 
-def _hard_releaser(noise_scale: float, threshold: float, max_unstable: int) -> Mechanism:
+def hard_releaser(noise_scale: float, threshold: float, max_unstable: int) -> Mechanism:
     """StabilityReleaser's computation: vote histograms → argmax or ⊥ through sparse vector."""
-    scan = _sparse_vector(noise_scale, max_unstable, threshold)
+    scan = sparse_vector(noise_scale, max_unstable, threshold)
 
     def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         c = torch.as_tensor(counts, dtype=torch.int64)
@@ -79,11 +106,11 @@ def _hard_releaser(noise_scale: float, threshold: float, max_unstable: int) -> M
     return mech
 
 
-def _aggregator(agg: Any) -> Mechanism:
+def aggregator(agg: Any) -> Mechanism:
     return lambda counts, n, gen: agg.sample(counts, n, generator=gen)
 
 
-def _votes_file_aggregator(agg: Any, num_classes: int) -> Mechanism:
+def votes_file_aggregator(agg: Any, num_classes: int) -> Mechanism:
     """A votes file's teacher predictions (k, 1) → their histogram over the declared C → ``agg`` on the
     one query: what ``release --votes --num-classes C`` computes (``load_votes``' ``vote_histogram``)."""
 
@@ -94,7 +121,7 @@ def _votes_file_aggregator(agg: Any, num_classes: int) -> Mechanism:
     return mech
 
 
-def _secure_aggregator(make: Any) -> Mechanism:
+def secure_aggregator(make: Any) -> Mechanism:
     """A secure aggregator built per call on a source seeded from ``gen`` (reproducible audits)."""
 
     def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -104,7 +131,7 @@ def _secure_aggregator(make: Any) -> Mechanism:
     return mech
 
 
-def _secure_discrete_gaussian(sigma: float) -> Mechanism:
+def secure_discrete_gaussian(sigma: float) -> Mechanism:
     """A counting query plus N_Z(0, σ'²) (CKS20 Alg 3), as floats so half-line events are tried."""
 
     def mech(value: int, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -114,7 +141,7 @@ def _secure_discrete_gaussian(sigma: float) -> Mechanism:
     return mech
 
 
-def _output_perturbation(epsilon: float) -> Mechanism:
+def huber_output_perturbation(epsilon: float) -> Mechanism:
     """Output perturbation (Chaudhuri et al. 2011 Alg 1) on worst-case 1-D replace-one neighbours."""
     n, lam = 20, 10.0
     x = torch.ones((n, 1), dtype=torch.float64)
@@ -136,7 +163,7 @@ def _output_perturbation(epsilon: float) -> Mechanism:
     return mech
 
 
-def _secure_discrete_laplace(scale: float) -> Mechanism:
+def secure_discrete_laplace(scale: float) -> Mechanism:
     def mech(value: int, n: int, gen: torch.Generator) -> torch.Tensor:
         seed = int(torch.randint(0, 2**62, (1,), generator=gen))
         return value + discrete_laplace(scale, n, source=SeededRandomSource(seed))
@@ -144,7 +171,7 @@ def _secure_discrete_laplace(scale: float) -> Mechanism:
     return mech
 
 
-def _secure_snapping(noise_scale: float, bound: float) -> Mechanism:
+def secure_snapping(noise_scale: float, bound: float) -> Mechanism:
     def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
         seed = int(torch.randint(0, 2**62, (1,), generator=gen))
         return snapping(value, noise_scale=noise_scale, bound=bound, size=n, source=SeededRandomSource(seed))
@@ -152,7 +179,7 @@ def _secure_snapping(noise_scale: float, bound: float) -> Mechanism:
     return mech
 
 
-def _secure_sparse_vector(noise_scale: int, threshold: int) -> Mechanism:
+def secure_sparse_vector(noise_scale: int, threshold: int) -> Mechanism:
     """AboveThreshold segment (T = 1) with exact discrete Laplace noise, vectorised over runs."""
 
     def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -168,7 +195,7 @@ def _secure_sparse_vector(noise_scale: int, threshold: int) -> Mechanism:
     return mech
 
 
-def _rr_with_prior(
+def rr_with_prior_sampler(
     prior: Any, epsilon: float, *, keep_epsilon: float | None = None, label_in_set: bool = False
 ) -> Mechanism:
     """RRWithPrior (Ghazi et al. 2021, Alg 2) on one label with a fixed prior, exact draws from a
@@ -190,7 +217,7 @@ def _rr_with_prior(
     return mech
 
 
-def _alibi(epsilon: float, num_classes: int, *, scale_epsilon: float | None = None) -> Mechanism:
+def alibi(epsilon: float, num_classes: int, *, scale_epsilon: float | None = None) -> Mechanism:
     """ALIBI's release (Malek et al. 2021; :func:`~pate_stab.privacy.mechanisms.alibi.alibi_release`) of one label,
     exact draws from a source seeded from ``gen``. Broken variant: ``scale_epsilon``, the noise scale
     of that ε (e.g. 2ε: sensitivity M assumed instead of 2M)."""
@@ -202,13 +229,13 @@ def _alibi(epsilon: float, num_classes: int, *, scale_epsilon: float | None = No
     return mech
 
 
-def _alibi_difference(t: torch.Tensor) -> torch.Tensor:
+def alibi_difference(t: torch.Tensor) -> torch.Tensor:
     """min(z_0 − M, −z_1) as a float: on the event {≥ 0} = {z_0 ≥ M, z_1 ≤ 0} the likelihood ratio of
     labels 0 and 1 is e^{M/t}·e^{M/t} = e^{2M/t} exactly (both coordinates that a label change moves)."""
     return torch.minimum(t[:, 0] - ALIBI_RESOLUTION, -t[:, 1]).to(torch.float64)
 
 
-def _as_float(t: torch.Tensor) -> torch.Tensor:
+def as_float(t: torch.Tensor) -> torch.Tensor:
     """Integer outputs as floats, so that dp_test also tries half-line events {X <= c}."""
     return t.to(torch.float64)
 
@@ -216,7 +243,7 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- broken variants
 
 
-def _svt_query_scale(noise_scale: float, query_scale: float) -> Mechanism:
+def svt_query_scale(noise_scale: float, query_scale: float) -> Mechanism:
     def mech(values: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         vals = torch.as_tensor(values, dtype=torch.float64).expand(n, -1)
         qn = laplace(query_scale, vals.shape, generator=gen)
@@ -226,18 +253,18 @@ def _svt_query_scale(noise_scale: float, query_scale: float) -> Mechanism:
     return mech
 
 
-def _class_count_from_votes(agg: Any) -> Mechanism:
-    """:func:`_votes_file_aggregator` with C read from the votes (largest label + 1), as ``release --votes``
+def class_count_from_votes(agg: Any) -> Mechanism:
+    """:func:`votes_file_aggregator` with C read from the votes (largest label + 1), as ``release --votes``
     did without ``--num-classes``: the output range then depends on one teacher's vote."""
 
     def mech(predictions: Any, n: int, gen: torch.Generator) -> torch.Tensor:
         pred = torch.as_tensor(predictions, dtype=torch.int64)
-        return _votes_file_aggregator(agg, max(int(pred.max()) + 1, 2))(pred, n, gen)
+        return votes_file_aggregator(agg, max(int(pred.max()) + 1, 2))(pred, n, gen)
 
     return mech
 
 
-def _noisy_max(epsilon: float, *, return_value: bool) -> Mechanism:
+def noisy_max(epsilon: float, *, return_value: bool) -> Mechanism:
     """Report noisy max over counting queries with Lap(1/ε) (Dwork & Roth 2014, Claim 3.9)."""
 
     def mech(counts: Any, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -248,21 +275,21 @@ def _noisy_max(epsilon: float, *, return_value: bool) -> Mechanism:
     return mech
 
 
-def _laplace_scale(scale: float) -> Mechanism:
+def laplace_scale(scale: float) -> Mechanism:
     def mech(value: float, n: int, gen: torch.Generator) -> torch.Tensor:
         return value + laplace(scale, n, generator=gen)
 
     return mech
 
 
-def _discrete_laplace_scale(scale: float) -> Mechanism:
-    inner = _secure_discrete_laplace(scale)
+def discrete_laplace_scale(scale: float) -> Mechanism:
+    inner = secure_discrete_laplace(scale)
     return lambda value, n, gen: inner(value, n, gen).to(torch.float64)
 
 
-def _stability_test_noise(noise_scale: float, threshold: float) -> Mechanism:
+def stability_test_noise(noise_scale: float, threshold: float) -> Mechanism:
     """BTT18 Alg 2 with distance noise Lap(noise_scale)."""
-    return _stability_test(1.0 / noise_scale, threshold)
+    return stability_test(1.0 / noise_scale, threshold)
 
 
 def knn_pair(*, far: int = 30) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
@@ -277,7 +304,7 @@ def knn_pair(*, far: int = 30) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple
     return d, d_prime
 
 
-def _private_knn_counts(agg: Any, *, draw_rate: float | None = None, sigma: float | None = None) -> Mechanism:
+def private_knn_counts(agg: Any, *, draw_rate: float | None = None, sigma: float | None = None) -> Mechanism:
     """Private-kNN's one query on a small private set ``(features, labels)``: fresh Poisson coins per
     run (at ``draw_rate``, default the aggregator's exact rate), the votes of the K nearest sampled
     records, and the noisy difference of the first two counts (seeded Gaussian noise of σ, default the

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
         read_idx,
     )
     from pate_stab.data.schema import EncodedTable, TabularSchema, encode_table
-    from pate_stab.data.splits import random_split_indices
     from pate_stab.data.synthetic import (
         apply_label_noise,
         gaussian_mixture_means,
@@ -70,7 +69,6 @@ _LAZY = {
     "EncodedTable": "pate_stab.data.schema",
     "TabularSchema": "pate_stab.data.schema",
     "encode_table": "pate_stab.data.schema",
-    "random_split_indices": "pate_stab.data.splits",
     "apply_label_noise": "pate_stab.data.synthetic",
     "gaussian_mixture_means": "pate_stab.data.synthetic",
     "make_gaussian_mixture": "pate_stab.data.synthetic",
@@ -116,7 +114,6 @@ __all__ = [
     "make_threshold",
     "pate_split",
     "project_to_unit_ball",
-    "random_split_indices",
     "read_idx",
     "scale_to_bounds",
     "standardize",

@@ -36,6 +36,7 @@ from torch import Tensor
 from pate_stab.data.own_files import POOL_LABELS, InputDataError, check_own_files, set_names
 from pate_stab.data.schema import TabularSchema
 from pate_stab.data.table_encoding import encode_checked, record_id_key
+from pate_stab.data.table_rows import CheckedTable
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -480,41 +481,65 @@ def load_files(
     )
     names = set_names(paths)
     if kind == "arrays":
-        arrays = {role: _read_arrays(p) for role, p in paths.items()}
-        if "y" not in arrays["private"]:
-            raise InputDataError(f"{names['private']} holds no labels ('y')")
-        ev = arrays.get("evaluation")
-        if ev is not None and "y" not in ev:
-            raise InputDataError(f"{names['evaluation']} holds no labels ('y')")
-        for role in ("public", "evaluation"):
-            if role in arrays and "ids" in arrays[role]:
-                raise InputDataError(f"{names[role]}: record ids belong to the private set only")
-        if "y" in arrays["public"] and not pool_labels:
-            raise InputDataError(POOL_LABELS.format(what=names["public"], where="labels under key 'y'"))
-        return own_data(
-            (arrays["private"]["x"], arrays["private"]["y"]),
-            arrays["public"]["x"],
-            None if ev is None else (ev["x"], ev["y"]),
-            classes=classes,
-            public_y=arrays["public"].get("y"),
-            private_ids=arrays["private"].get("ids"),
-            names=names,
-        )
+        return _own_arrays(paths, names, classes=classes, pool_labels=pool_labels)
     if kind == "table":
         assert sch is not None
-        tables = {role: encode_checked(t, sch) for role, t in checked.items()}
-        ev_t = tables.get("evaluation")
-        return own_data(
-            (tables["private"].x, tables["private"].y),
-            tables["public"].x,
-            None if ev_t is None else (ev_t.x, ev_t.y),
-            classes=list(sch.classes),
-            public_y=tables["public"].y,
-            private_ids=tables["private"].ids,
-            kind="table",
-            names=names,
-            schema=sch,
-        )
+        return _own_table(checked, sch, names)
+    return _own_images(paths, names, classes=classes, image_shape=image_shape)
+
+
+def _own_arrays(
+    paths: dict[str, Path], names: dict[str, str], *, classes: int | Sequence[str] | None, pool_labels: bool
+) -> OwnData:
+    """The three sets from array files (``.npz``, ``.pt``, ``.npy``); record ids on the private set only."""
+    arrays = {role: _read_arrays(p) for role, p in paths.items()}
+    if "y" not in arrays["private"]:
+        raise InputDataError(f"{names['private']} holds no labels ('y')")
+    ev = arrays.get("evaluation")
+    if ev is not None and "y" not in ev:
+        raise InputDataError(f"{names['evaluation']} holds no labels ('y')")
+    for role in ("public", "evaluation"):
+        if role in arrays and "ids" in arrays[role]:
+            raise InputDataError(f"{names[role]}: record ids belong to the private set only")
+    if "y" in arrays["public"] and not pool_labels:
+        raise InputDataError(POOL_LABELS.format(what=names["public"], where="labels under key 'y'"))
+    return own_data(
+        (arrays["private"]["x"], arrays["private"]["y"]),
+        arrays["public"]["x"],
+        None if ev is None else (ev["x"], ev["y"]),
+        classes=classes,
+        public_y=arrays["public"].get("y"),
+        private_ids=arrays["private"].get("ids"),
+        names=names,
+    )
+
+
+def _own_table(checked: dict[str, CheckedTable], sch: TabularSchema, names: dict[str, str]) -> OwnData:
+    """The three sets from CSV tables already checked against the public schema, encoded with it."""
+    tables = {role: encode_checked(t, sch) for role, t in checked.items()}
+    ev_t = tables.get("evaluation")
+    return own_data(
+        (tables["private"].x, tables["private"].y),
+        tables["public"].x,
+        None if ev_t is None else (ev_t.x, ev_t.y),
+        classes=list(sch.classes),
+        public_y=tables["public"].y,
+        private_ids=tables["private"].ids,
+        kind="table",
+        names=names,
+        schema=sch,
+    )
+
+
+def _own_images(
+    paths: dict[str, Path],
+    names: dict[str, str],
+    *,
+    classes: int | Sequence[str] | None,
+    image_shape: Sequence[int] | None,
+) -> OwnData:
+    """The three sets from image folders: the shape declared or the public pool's, the classes declared or
+    the evaluation folder's sub-folders (never the private folder's)."""
     shape = None
     if image_shape is not None:
         shape = tuple(int(s) for s in image_shape)
@@ -524,19 +549,7 @@ def load_files(
             )
     convert = shape is not None  # declared: every image converted to its channels
     ux, shape3, reference = _public_folder(paths["public"], shape, convert)  # type: ignore[arg-type]
-    classes_from = ""
-    if classes is None:
-        classes_from = f"the evaluation folder {paths['evaluation']}" if "evaluation" in paths else ""
-        if "evaluation" not in paths:
-            raise InputDataError(
-                "declare the classes (classes: [names] / --classes): without an evaluation folder they are not "
-                "read from the private sub-folders"
-            )
-        declared: list[str] = [d.name for d in _subfolders(paths["evaluation"]) if _image_files(d)]
-    elif isinstance(classes, int) and not isinstance(classes, bool):
-        raise InputDataError("image folders need the class names (the sub-folder names), not a count")
-    else:
-        declared = [str(c) for c in classes]  # type: ignore[union-attr]
+    declared, classes_from = _image_classes(paths, classes)
     px, py = _labelled_folder(paths["private"], "private set", shape3, declared, classes_from=classes_from,
                               convert=convert, reference=reference)  # fmt: skip
     ev_xy = None
@@ -544,3 +557,18 @@ def load_files(
         ev_xy = _labelled_folder(paths["evaluation"], "evaluation set", shape3, declared, convert=convert,
                                  reference=reference)  # fmt: skip
     return own_data((px, py), ux, ev_xy, classes=declared, kind="images", names=names)
+
+
+def _image_classes(paths: dict[str, Path], classes: int | Sequence[str] | None) -> tuple[list[str], str]:
+    """The declared class names of image folders, and where they were read from ("" when declared)."""
+    if classes is None:
+        if "evaluation" not in paths:
+            raise InputDataError(
+                "declare the classes (classes: [names] / --classes): without an evaluation folder they are not "
+                "read from the private sub-folders"
+            )
+        declared = [d.name for d in _subfolders(paths["evaluation"]) if _image_files(d)]
+        return declared, f"the evaluation folder {paths['evaluation']}"
+    if isinstance(classes, int) and not isinstance(classes, bool):
+        raise InputDataError("image folders need the class names (the sub-folder names), not a count")
+    return [str(c) for c in classes], ""  # type: ignore[union-attr]

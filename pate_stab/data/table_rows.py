@@ -305,34 +305,44 @@ def check_table(
             numbers[col.name] = [min(max(f, lo), hi) for f in v]
         else:
             codes[col.name] = _codes(where, lines, col, values, unknown_categories, unknown_hint)
-    labels = None
+    labels = ids = None
     if schema.label is not None and schema.label in table:
-        classes = {c: i for i, c in enumerate(schema.classes)}
-        labels = []
-        for line, v in zip(lines, table[schema.label], strict=True):
-            s = str(v).strip() if v is not None else ""
-            s = schema.label_aliases.get(s, s)
-            if s not in classes:
-                raise bad_cell(where, line, schema.label, v, f"not a class of the schema ({', '.join(schema.classes)})")
-            labels.append(classes[s])
-    ids = None
+        labels = _class_labels(where, lines, schema, schema.label, table[schema.label])
     if schema.id_column is not None and schema.id_column in table:
-        ids = []
-        first: dict[int, tuple[int, Any]] = {}
-        for line, v in zip(lines, table[schema.id_column], strict=True):
-            try:
-                key = record_id_key(str(v) if v is not None else "")
-            except ValueError as exc:
-                raise bad_cell(where, line, schema.id_column, v, str(exc)) from None
-            if key in first:
-                row, earlier = first[key]
-                same = (
-                    f"id {v!r}" if str(earlier).strip() == str(v).strip() else f"ids {earlier!r} and {v!r} (one number)"
-                )
-                raise SchemaError(
-                    f"{where}: record ids must be distinct: rows {row} and {line} share {same} "
-                    f"(column {schema.id_column!r})"
-                )
-            first[key] = (line, v)
-            ids.append(key)
+        ids = _record_ids(where, lines, schema.id_column, table[schema.id_column])
     return CheckedTable(where, lines, numbers, codes, labels, ids, present)
+
+
+def _class_labels(
+    where: str, lines: Sequence[int], schema: TabularSchema, column: str, values: Sequence[Any]
+) -> list[int]:
+    """The label column's values as class indices of the schema (its aliases applied), or SchemaError."""
+    classes = {c: i for i, c in enumerate(schema.classes)}
+    labels = []
+    for line, v in zip(lines, values, strict=True):
+        s = str(v).strip() if v is not None else ""
+        s = schema.label_aliases.get(s, s)
+        if s not in classes:
+            raise bad_cell(where, line, column, v, f"not a class of the schema ({', '.join(schema.classes)})")
+        labels.append(classes[s])
+    return labels
+
+
+def _record_ids(where: str, lines: Sequence[int], column: str, values: Sequence[Any]) -> list[int]:
+    """The id column's values as record-id keys, or SchemaError naming both rows of a repeated id."""
+    ids = []
+    first: dict[int, tuple[int, Any]] = {}
+    for line, v in zip(lines, values, strict=True):
+        try:
+            key = record_id_key(str(v) if v is not None else "")
+        except ValueError as exc:
+            raise bad_cell(where, line, column, v, str(exc)) from None
+        if key in first:
+            row, earlier = first[key]
+            same = f"id {v!r}" if str(earlier).strip() == str(v).strip() else f"ids {earlier!r} and {v!r} (one number)"
+            raise SchemaError(
+                f"{where}: record ids must be distinct: rows {row} and {line} share {same} (column {column!r})"
+            )
+        first[key] = (line, v)
+        ids.append(key)
+    return ids

@@ -12,7 +12,8 @@ Given an accuracy target α (excess empirical risk L(θ) − L(θ*) <= α) and a
   {||θ||_2 <= M = √(2 log 2/λ)} when its norm exceeds M (Alg 5 prints "if ||θ_t|| <= M", a typo:
   the rescaling bounds the query sensitivity, so it applies to norms above M).
 
-Each θ_t is checked, in order, by InteractiveAboveThreshold (Alg 2) with threshold W = −α/2 on
+Each θ_t is checked, in order, by InteractiveAboveThreshold (Alg 2; a sparse vector configuration,
+:func:`~pate_stab.privacy.mechanisms.sparse_vector.interactive_above_threshold`) with threshold W = −α/2 on
 the query f_t(D) = L(θ*, D) − L(θ_t, D) (Alg 5 prints W = α/2, a sign typo: the query is minus
 the excess risk), sensitivity Δ (Claim A.5 / Alg 5) and ε_0 = 16Δ log(2T/γ)/α. The first
 θ_t that passes is released as (t, θ_t), with ex-post loss E((t, ·)) = ε_0 + ε_t (Lemma 2.8,
@@ -67,7 +68,7 @@ from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.accounting.events import ExPostEvent, PureDpEvent
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.privacy.mechanisms.noise_reduction import check_increasing_epsilons, noise_reduction
-from pate_stab.privacy.mechanisms.sparse_vector import InteractiveAboveThreshold
+from pate_stab.privacy.mechanisms.sparse_vector import FAILED, interactive_above_threshold
 from pate_stab.privacy.noise.seeded import laplace
 from pate_stab.rng import spawn_generators
 
@@ -222,7 +223,7 @@ def _nr_search(
         "E(⊥) = ε0 + ε_T (only ⊥ released)" if on_exhaustion == "refuse" else "E((⊥, θ*)) = ∞"
     )
     _ledger_open(ledger, spend_id, on_exhaustion, eps_ante, mechanism, description)
-    iat = InteractiveAboveThreshold(epsilon=eps0, threshold=-alpha / 2.0, sensitivity=delta_q, generator=generator)
+    iat = interactive_above_threshold(epsilon=eps0, threshold=-alpha / 2.0, sensitivity=delta_q, generator=generator)
     details = {
         "alpha": alpha,
         "gamma": gamma,
@@ -235,9 +236,10 @@ def _nr_search(
     for start in range(0, t_count, _CHUNK):
         stop = min(start + _CHUNK, t_count)
         thetas = hypotheses(start, stop)  # (chunk, p), each in C
-        values = problem.loss_star - problem.loss(thetas)  # f_t = L(θ*) − L(θ_t)
-        idx = iat.first_above(values)
-        if idx is not None:
+        # The sparse vector runs on −f_t = L(θ_t) − L(θ*) (f_t = L(θ*) − L(θ_t)); its first ⊥ is Alg 2's stop.
+        stops = torch.nonzero(iat.process_many(problem.loss(thetas) - problem.loss_star) == FAILED)
+        if stops.numel():
+            idx = int(stops[0])
             t = start + idx
             result = AccuracyFirstResult(
                 "noise_reduction",

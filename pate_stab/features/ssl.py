@@ -239,17 +239,9 @@ def train_ssl_encoder(
     x, encoder, head = x.to(device), encoder.to(device), head.to(device)  # the whole public set, once
     params = list(encoder.parameters()) + list(head.parameters())
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    history: list[float] = []
     path = Path(checkpoint) if checkpoint is not None else None
-    if path is not None and path.is_file():
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        if state["config"] != config.to_dict() or state["num_images"] != n:
-            raise ValueError(f"{path} was written for another configuration or data size; remove it to retrain")
-        encoder.load_state_dict(state["encoder"])
-        head.load_state_dict(state["head"])
-        optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
-        history = list(state["history"])
+    modules = {"encoder": encoder, "head": head, "optimizer": optimizer}
+    history = _resume(path, config, n, modules, generator) if path is not None and path.is_file() else []
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -282,25 +274,35 @@ def train_ssl_encoder(
         epoch_losses = torch.stack(losses).tolist()
         history.append(sum(epoch_losses) / len(epoch_losses))
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            torch.save(
-                {
-                    "config": config.to_dict(),
-                    "num_images": n,
-                    "encoder": encoder.state_dict(),
-                    "head": head.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "generator": generator.get_state(),
-                    "history": history,
-                },
-                tmp,
-            )
-            tmp.replace(path)
+            _save_checkpoint(path, config, n, modules, generator, history)
     if bar is not None:
         bar.close()
     encoder.eval()
     return encoder, history
+
+
+def _resume(path: Path, config: SSLConfig, n: int, modules: dict[str, Any], generator: torch.Generator) -> list[float]:
+    """Load a checkpoint of :func:`train_ssl_encoder` into ``modules`` and ``generator``; its loss history."""
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if state["config"] != config.to_dict() or state["num_images"] != n:
+        raise ValueError(f"{path} was written for another configuration or data size; remove it to retrain")
+    for name, module in modules.items():
+        module.load_state_dict(state[name])
+    generator.set_state(state["generator"])
+    return list(state["history"])
+
+
+def _save_checkpoint(
+    path: Path, config: SSLConfig, n: int, modules: dict[str, Any], generator: torch.Generator, history: list[float]
+) -> None:
+    """Write the checkpoint after an epoch (to a temporary file, then renamed: never half written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    state = {"config": config.to_dict(), "num_images": n}
+    state |= {name: module.state_dict() for name, module in modules.items()}
+    state |= {"generator": generator.get_state(), "history": history}
+    torch.save(state, tmp)
+    tmp.replace(path)
 
 
 @torch.no_grad()

@@ -110,18 +110,36 @@ def run_inversion(data_dir: Path, out: Path, *, repeats: int = 5, constant: str 
             for r, lam in oracle_grid:
                 oracle_rows.append(record("Oracle", eps, rls(r, lam, xt, yt, eps, gen), f"R={r},lam={lam:.4f}"))
         print(f"repeat {rep} done ({time.time() - t0:.0f}s)", flush=True)
-    # Oracle: the grid point with the best mean test MSE at each epsilon.
-    for eps in EPSILONS:
-        cand = {}
-        for r in oracle_rows:
-            if r["epsilon"] == eps:
-                cand.setdefault(r["params"], []).append(r)
-        best = min(cand.values(), key=lambda rs: sum(z["mse"] for z in rs) / len(rs))
-        rows.extend(best)
+    rows.extend(_best_oracle_rows(oracle_rows))
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["repeat", "epsilon", "method", "params", "mse", "mi_accuracy"])
         w.writeheader()
         w.writerows(rows)
+    summary = _summary(rows)
+    majority = float(torch.bincount(vk).max()) / len(vk)
+    (out / "report.json").write_text(
+        json.dumps(
+            {"config": config, "n": n_all, "d": d, "majority_vkorc1_rate": majority, "summary": summary}, indent=1
+        )
+    )
+    _plot(out / "wu_fig1_fig5.png", summary, majority)
+    return summary
+
+
+def _best_oracle_rows(oracle_rows: list[dict]) -> list[dict]:
+    """Oracle: the grid point with the best mean test MSE at each epsilon (its rows, every repeat)."""
+    best_rows: list[dict] = []
+    for eps in EPSILONS:
+        cand: dict[str, list[dict]] = {}
+        for r in oracle_rows:
+            if r["epsilon"] == eps:
+                cand.setdefault(r["params"], []).append(r)
+        best_rows.extend(min(cand.values(), key=lambda rs: sum(z["mse"] for z in rs) / len(rs)))
+    return best_rows
+
+
+def _summary(rows: list[dict]) -> dict:
+    """method/epsilon -> mean MSE, mean inversion accuracy, runs, and Oracle's parameters."""
     summary = {}
     for m in METHODS:
         for eps in EPSILONS:
@@ -132,12 +150,11 @@ def run_inversion(data_dir: Path, out: Path, *, repeats: int = 5, constant: str 
                 "runs": len(rs),
                 "params": rs[0]["params"] if m == "Oracle" else "",
             }
-    majority = float(torch.bincount(vk).max()) / len(vk)
-    (out / "report.json").write_text(
-        json.dumps(
-            {"config": config, "n": n_all, "d": d, "majority_vkorc1_rate": majority, "summary": summary}, indent=1
-        )
-    )
+    return summary
+
+
+def _plot(path: Path, summary: dict, majority: float) -> None:
+    """Wu et al.'s Fig. 1 (MSE) and Fig. 5 (inversion accuracy) against epsilon, side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -155,5 +172,4 @@ def run_inversion(data_dir: Path, out: Path, *, repeats: int = 5, constant: str 
     axes[1].axhline(majority, color="gray", ls="--", label="majority guess")
     axes[1].legend()
     fig.tight_layout()
-    fig.savefig(out / "wu_fig1_fig5.png", dpi=120)
-    return summary
+    fig.savefig(path, dpi=120)

@@ -149,15 +149,11 @@ def _rows(f: Any, t: Tensor) -> Tensor:
     return f(torch.zeros(1, *t.shape[1:], dtype=t.dtype))[:0]
 
 
-def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnData | None = None) -> Task:
-    """The three splits in the teachers' input space (features fitted on public data only).
-
-    ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
-
-    Raises:
-        FileNotFoundError: missing data directory or files.
-        InputDataError: own data that does not fit (:mod:`pate_stab.data.own`).
-    """
+def _splits(
+    config: TransferConfig, generator: torch.Generator, data: OwnData | None
+) -> tuple[OwnData | None, tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor, Tensor], int, Tensor | None]:
+    """The user's data (arrays given in Python, or files) or a bundled set: (own data or None, the six splits
+    private x/y, pool x/y, evaluation x/y, the number of classes, the private record ids or None)."""
     own: OwnData | None = None
     if config.dataset == "arrays":
         if data is None:
@@ -185,6 +181,19 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         ids = own.private_ids
     else:
         (px, py, ux, uy, ex, ey), num_classes = _raw_splits(config, generator)
+    return own, (px, py, ux, uy, ex, ey), num_classes, ids
+
+
+def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnData | None = None) -> Task:
+    """The three splits in the teachers' input space (features fitted on public data only).
+
+    ``data``: the user's checked arrays for ``dataset="arrays"`` (:func:`pate_stab.data.own.own_data`).
+
+    Raises:
+        FileNotFoundError: missing data directory or files.
+        InputDataError: own data that does not fit (:mod:`pate_stab.data.own`).
+    """
+    own, (px, py, ux, uy, ex, ey), num_classes, ids = _splits(config, generator, data)
     if config.threat_model == "label-only":
         # BTT18 §4.2 (ii): no public pool; discard the labels of part of the training set. Each
         # record's side is a keyed hash of its id (if supplied) or content alone, so removing a

@@ -47,7 +47,7 @@ from tqdm import tqdm
 
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.errors import ReplayedSpendError
-from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.privacy.ledger.privacy_ledger import LedgerEntry, PrivacyLedger
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.prepare import Prepared, neighbour_index, pool_graph
 from pate_stab.run.progress import accelerator_device
@@ -207,15 +207,7 @@ def release_labels(
     recorded = ledger.entry(spend_id)
     if recorded is not None and recorded.has_result:
         return _replay(prep, aggregator, spec.soft, spend_id, recorded.result, strategy)
-    # finish_from_ledger: replay the calls the spend recorded, ask nothing after them (module docstring)
-    finish_calls: int | None = None
-    if config.finish_from_ledger and steered is None:
-        if recorded is None:
-            raise ValueError(
-                f"finish_from_ledger: the ledger holds no spend {spend_id!r}, so there are no recorded outputs to "
-                "finish from (nothing was spent or drawn now); run without finish_from_ledger to release"
-            )
-        finish_calls = len(recorded.outputs)
+    finish_calls = _finish_calls(config, recorded, spend_id, steered)
     if steered is None and config.query_selection != "first" and selection_generator is None:
         raise TypeError(f"query_selection={config.query_selection!r} needs a selection_generator")
 
@@ -250,30 +242,49 @@ def release_labels(
     with bar, _naming_the_finish_option(finishable and recorded is not None and finish_calls is None):
         selected = _offer(prep, order, release, lambda: rel.halted or stopped, halts=spec.halts,
                           selection_generator=selection_generator)  # fmt: skip
-    partial = None
     if stopped:  # keep the recorded calls only: one call per selection round
         selected = _recorded_prefix(selected, calls)
-    labels, offered = selected.labels, int(selected.index.numel())
-    summary = rel.summary()
-    # of the queries offered, the releaser processed ``queries_seen`` (answered or ⊥); the rest
-    # came after it halted and were not asked
-    seen = int(summary["queries_seen"])
-    summary["abstained"] = seen - int(summary["answered"])
-    summary["not_asked"] = offered - seen
-    if stopped:  # the unrecorded remainder of the m queries the spend paid for: not asked
-        summary["not_asked"] = config.num_queries - seen
-        partial = {
-            "interrupted": True,
-            "recorded_calls": calls,
-            "queries_released": offered,
-            "note": PARTIAL_RELEASE_NOTE,
-        }
+    labels = selected.labels
+    summary, partial = _release_summary(
+        rel.summary(), selected, stopped=stopped, calls=calls, num_queries=config.num_queries
+    )
     selection = _selection_record(config, strategy, selected)
     if partial is not None:  # finishing writes nothing to the ledger: its record stays as the crash left it
         return Release(aggregator, labels, spec.soft, summary, spend_id, True, selected.index, selection, partial)
     stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
     ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
     return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+
+
+def _finish_calls(
+    config: TransferConfig, recorded: LedgerEntry | None, spend_id: str, steered: Callable[[], Tensor] | None
+) -> int | None:
+    """finish_from_ledger: how many recorded calls to replay; nothing is asked after them (module docstring)."""
+    if not config.finish_from_ledger or steered is not None:
+        return None
+    if recorded is None:
+        raise ValueError(
+            f"finish_from_ledger: the ledger holds no spend {spend_id!r}, so there are no recorded outputs to "
+            "finish from (nothing was spent or drawn now); run without finish_from_ledger to release"
+        )
+    return len(recorded.outputs)
+
+
+def _release_summary(
+    summary: dict[str, Any], selected: SelectionResult, *, stopped: bool, calls: int, num_queries: int
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The releaser's summary with what was not asked, and the record of a finished (interrupted) release."""
+    offered = int(selected.index.numel())
+    # of the queries offered, the releaser processed ``queries_seen`` (answered or ⊥); the rest
+    # came after it halted and were not asked
+    seen = int(summary["queries_seen"])
+    summary["abstained"] = seen - int(summary["answered"])
+    summary["not_asked"] = offered - seen
+    if not stopped:
+        return summary, None
+    summary["not_asked"] = num_queries - seen  # the unrecorded remainder of the m queries the spend paid for
+    partial = {"interrupted": True, "recorded_calls": calls, "queries_released": offered, "note": PARTIAL_RELEASE_NOTE}
+    return summary, partial
 
 
 def _offer(

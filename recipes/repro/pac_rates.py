@@ -3,7 +3,7 @@
 Successor of ``recipes/repro/pac_curves.py``'s hard-label part for the 1-D classes (thresholds
 V = 1, intervals V = 2), realizable and agnostic (label noise η), halfspaces in R² (V = 3),
 realizable only (the agnostic 0–1 ERM of a general halfspace has no window that can be checked,
-see :mod:`pate_stab.theory.pac_sim`), and homogeneous halfspaces in R² (through the origin, V =
+see :mod:`pate_stab.repro.pac_sim_halfspaces`), and homogeneous halfspaces in R² (through the origin, V =
 2), agnostic (``halfspace_homogeneous``: exact ERM by an angular sweep, inputs rotationally
 symmetric, error η + (1 − 2η)·|θ − θ*|/π exact), paper calibration (Alg 4 line 1). Per class,
 setting and n (geometric grid; halfspaces with more seeds at small n, ``--halfspace-seeds``,
@@ -12,7 +12,8 @@ where a seed holds about one error event; ``--agnostic-seeds`` likewise per n):
 1. m = scale·(n/V)^{4/3} (realizable) or scale·(n/V)^{4/5} (agnostic) queries (Thm 4.3 / 4.4);
    T and k from the fixed point of :func:`pate_stab.theory.pac.prescribed_num_teachers`.
 2. Each seed: teachers, near queries, release (the package's :class:`StabilityReleaser`),
-   student, non-private ERM on all n — simulated exactly by :mod:`pate_stab.theory.pac_sim`
+   student, non-private ERM on all n — simulated exactly by :mod:`pate_stab.repro.pac_sim`
+   (halfspaces: ``pac_sim_halfspaces``, ``pac_sim_homogeneous``)
    (only the queries within the releaser's noise reach of instability are drawn; the far ones
    are counted; everything float64).
 3. Metrics per seed: h_priv's disagreement with the target (⊥ and queries after a halt count ½,
@@ -62,6 +63,26 @@ import torch
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.privacy.mechanisms.calibration import calibrate, threshold_for_leak
 from pate_stab.repro.pac_plot import loglog_panel
+from pate_stab.repro.pac_sim import (
+    NearQueries,
+    agnostic_offsets,
+    near_queries,
+    realizable_erm_error_limit,
+    realizable_offsets,
+    shard_sizes,
+    student_offset,
+)
+from pate_stab.repro.pac_sim_halfspaces import (
+    halfspace_near_queries,
+    halfspace_realizable_lines,
+    halfspace_student,
+    line_disagreement,
+)
+from pate_stab.repro.pac_sim_homogeneous import (
+    homogeneous_agnostic_directions,
+    homogeneous_disagreement,
+    homogeneous_error,
+)
 from pate_stab.rng import seeded_generator
 from pate_stab.theory import corollary_max_unstable
 from pate_stab.theory.pac import (
@@ -71,22 +92,6 @@ from pate_stab.theory.pac import (
     bootstrap_log_regression,
     bootstrap_loglog_slope,
     prescribed_num_teachers,
-)
-from pate_stab.theory.pac_sim import (
-    NearQueries,
-    agnostic_offsets,
-    halfspace_near_queries,
-    halfspace_realizable_lines,
-    halfspace_student,
-    homogeneous_agnostic_directions,
-    homogeneous_disagreement,
-    homogeneous_error,
-    line_disagreement,
-    near_queries,
-    realizable_erm_error_limit,
-    realizable_offsets,
-    shard_sizes,
-    student_offset,
 )
 
 # class -> (V, boundaries as fractions of the domain on the label-0 side; the halfspace's line x₂ = ½)
@@ -249,7 +254,7 @@ def homogeneous_student(per_boundary: list, labels: np.ndarray, m: int, rng: np.
 
 
 def halfspace_run(n: int, m: int, setting, args, seed: int) -> dict:
-    """One seed of the realizable halfspace in R² (:mod:`pate_stab.theory.pac_sim`'s halfspace section)."""
+    """One seed of the realizable halfspace in R² (:mod:`pate_stab.repro.pac_sim_halfspaces`)."""
     rng = np.random.default_rng([args.seed, seed, n, 0, 3])
     k = setting.num_teachers
     t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from pate_stab.aggregation.baseline_releaser import BaselineReleaser
 from pate_stab.aggregation.baselines import ConfidentGNMax, GNMax, LNMax
 from pate_stab.aggregation.soft_labels import SoftLabelReleaser
 from pate_stab.errors import BudgetExhaustedError, ReplayedSpendError
-from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, _digest, anchor_path
+from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, anchor_path, line_digest
 from pate_stab.privacy.ledger.private_files import keyed_digest, tensor_bytes
 from pate_stab.privacy.mechanisms.calibration import calibrate
 
@@ -239,9 +239,9 @@ def test_ledgers_with_the_old_unkeyed_digest_still_replay(tmp_path):
     output = {k: v for k, v in spend["output"].items() if k != "inputs_mac"} | {"inputs": inputs_digest(counts)}
     # ledgers of that time had no anchor, nor the budget_rule in their header that shows one was written
     header = {k: v for k, v in header.items() if k not in ("sha256", "budget_rule")}
-    header["sha256"] = _digest(header)
+    header["sha256"] = line_digest(header)
     spend = {k: v for k, v in spend.items() if k != "sha256"} | {"output": output, "prev": header["sha256"]}
-    spend["sha256"] = _digest(spend)
+    spend["sha256"] = line_digest(spend)
     path.write_text(json.dumps(header) + "\n" + json.dumps(spend) + "\n")
     anchor_path(path).unlink()
     old = _ledger(tmp_path)

@@ -17,13 +17,8 @@ import pytest
 import torch
 
 from pate_stab.audit.harness import dp_test
-from pate_stab.audit.mechanism_cases import (
-    _noisy_max,
-    _svt_query_scale,
-    audit_mechanisms,
-    mechanism_cases,
-    mutation_cases,
-)
+from pate_stab.audit.mechanism_cases import audit_mechanisms, mechanism_cases, mutation_cases
+from pate_stab.audit.mechanism_samplers import noisy_max, svt_query_scale
 from tests._stats import ALPHA, assert_not_refuted
 
 N = 200_000
@@ -47,7 +42,7 @@ def test_mutation_is_flagged(case, record_property):
 def test_sparse_vector_right_query_scale_is_not_flagged():
     """The wrong-scale pair with query noise Lap(2λ): not flagged, and the bound is near the claim."""
     (case,) = [c for c in mutation_cases() if c.name.startswith("sparse vector")]
-    mech = _svt_query_scale(1.0, 2.0)
+    mech = svt_query_scale(1.0, 2.0)
     res = dp_test(
         mech,
         case.input_a,
@@ -64,7 +59,7 @@ def test_sparse_vector_right_query_scale_is_not_flagged():
 def test_noisy_max_returning_argmax_is_not_flagged():
     # one added record counted by query 0 only (counting queries move in one direction)
     res = dp_test(
-        _noisy_max(1.0, return_value=False),
+        noisy_max(1.0, return_value=False),
         [1.0, 0.0, 0.0],
         [0.0, 0.0, 0.0],
         epsilon=1.0,

@@ -7,10 +7,8 @@ from pate_stab.data import (
     load_magic,
     load_warfarin,
     project_to_unit_ball,
-    random_split_indices,
     standardize,
 )
-from pate_stab.rng import seeded_generator
 
 
 def test_adult(shared_data):
@@ -57,12 +55,3 @@ def test_unit_ball_projection_and_standardize():
     assert torch.allclose(project_to_unit_ball(x, norm="l1")[0], torch.tensor([3 / 7, 4 / 7]))
     z = standardize(x, mean=torch.tensor([1.0, 0.0]), std=torch.tensor([2.0, 0.0]))
     assert torch.allclose(z, torch.tensor([[1.0, 4.0], [-0.35, 0.4]]))
-
-
-def test_random_split_indices():
-    a, b = random_split_indices(10, [3, 5], generator=seeded_generator(0))
-    assert len(a) == 3 and len(b) == 5 and not set(a.tolist()) & set(b.tolist())
-    a2, _ = random_split_indices(10, [3, 5], generator=seeded_generator(0))
-    assert torch.equal(a, a2)
-    with pytest.raises(ValueError):
-        random_split_indices(3, [2, 2], generator=seeded_generator(0))

@@ -312,16 +312,16 @@ def test_iat_without_noise_violates_ex_post_claim() -> None:
 
 
 def test_iat_stop_rule_matches_library_scales() -> None:
-    # The toy's vectorised Alg 2 and the library's InteractiveAboveThreshold agree on P[stop at 1]
-    # for a fixed query stream (both are exactly Alg 2; 1000 library runs, Clopper–Pearson 1e-6).
-    from pate_stab.privacy.mechanisms.sparse_vector import InteractiveAboveThreshold
+    # The toy's vectorised Alg 2 and the library's InteractiveAboveThreshold (the sparse vector run
+    # on −f) agree on P[stop at 1] for a fixed query stream (1000 library runs, Clopper–Pearson 1e-6).
+    from pate_stab.privacy.mechanisms.sparse_vector import interactive_above_threshold
 
     gen = seeded_generator(33)
     runs = 1000
     hits = 0
     for _ in range(runs):
-        iat = InteractiveAboveThreshold(epsilon=TOY_EPS_A, threshold=TOY_W, sensitivity=1.0, generator=gen)
-        hits += iat.test(-0.5)
+        iat = interactive_above_threshold(epsilon=TOY_EPS_A, threshold=TOY_W, sensitivity=1.0, generator=gen)
+        hits += not iat.process(0.5)  # f_1 = −0.5; a ⊥ on −f_1 is Alg 2's stop
     n = 400_000
     w_hat = TOY_W + laplace(2.0 / TOY_EPS_A, (n,), generator=gen)
     p_ref = float((-0.5 + laplace(4.0 / TOY_EPS_A, (n,), generator=gen) >= w_hat).double().mean())

@@ -60,17 +60,17 @@ from pate_stab._checks import check_delta, check_epsilon, check_nonnegative
 from pate_stab.errors import LedgerError
 from pate_stab.privacy.accounting.events import ExPostEvent, event_from_dict
 from pate_stab.privacy.ledger.format import (
-    _RELATIVE_SLACK,
     BUDGET_RULE,
     FORMAT,
     HOLDER_BUDGET_RULE,
     NEIGHBOURING_RELATIONS,
     PRIVACY_UNITS,
+    RELATIVE_SLACK,
     VERSION,
     LedgerEntry,
-    _canonical,
-    _digest,
     anchor_path,
+    canonical_line,
+    line_digest,
     replace_one_cost,
 )
 from pate_stab.privacy.ledger.private_files import write_private
@@ -255,8 +255,8 @@ class LedgerFile:
     def _append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record as a line, fsync it, and apply it. Caller holds the exclusive lock."""
         record = {**record, "seq": self._seq + 1, "prev": self._prev}
-        record[self._digest_field] = _digest(record, self._mac_key)
-        data = (_canonical(record) + "\n").encode("ascii")
+        record[self._digest_field] = line_digest(record, self._mac_key)
+        data = (canonical_line(record) + "\n").encode("ascii")
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
@@ -270,7 +270,7 @@ class LedgerFile:
     def _write_anchor(self) -> None:
         """Record the last line's sequence number and digest in the anchor (atomic, 0600, fsync-ed)."""
         path = anchor_path(self._path)
-        write_private(path, _canonical({"kind": "ledger_anchor", "seq": self._seq, "digest": self._prev}) + "\n")
+        write_private(path, canonical_line({"kind": "ledger_anchor", "seq": self._seq, "digest": self._prev}) + "\n")
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)  # make the rename durable
@@ -351,7 +351,7 @@ class LedgerFile:
             raise LedgerError(f"{where}: the ledger is not keyed (plain SHA-256) but a mac_key was given")
         body = {k: v for k, v in record.items() if k != field_name}
         try:
-            digest = _digest(body, self._mac_key)
+            digest = line_digest(body, self._mac_key)
         except ValueError as exc:
             raise LedgerError(f"{where}: invalid value ({exc})") from exc
         if not isinstance(record.get(field_name), str) or not hmac.compare_digest(record[field_name], digest):
@@ -421,13 +421,13 @@ class LedgerFile:
             if record.get("change") not in ("lower", "set") or (record.get("change") == "lower" and not lowers):
                 raise LedgerError(f"{where}: a budget record must lower the cap, or be set by the data holder")
             spent = self._totals()
-            if not (spent[0] <= new[0] * (1 + _RELATIVE_SLACK) and spent[1] <= new[1] * (1 + _RELATIVE_SLACK)):
+            if not (spent[0] <= new[0] * (1 + RELATIVE_SLACK) and spent[1] <= new[1] * (1 + RELATIVE_SLACK)):
                 raise LedgerError(f"{where}: the budget is set below what is already spent {spent}")
         elif rule == BUDGET_RULE:
             if record.get("change") != "lower" or not lowers:
                 raise LedgerError(f"{where}: the budget is a cap: a budget record may only lower it")
             spent = self._totals()
-            if not (spent[0] <= new[0] * (1 + _RELATIVE_SLACK) and spent[1] <= new[1] * (1 + _RELATIVE_SLACK)):
+            if not (spent[0] <= new[0] * (1 + RELATIVE_SLACK) and spent[1] <= new[1] * (1 + RELATIVE_SLACK)):
                 raise LedgerError(f"{where}: the budget is lowered below what is already spent {spent}")
         elif not raises:  # a ledger written before caps: its budget records raised it
             raise LedgerError(f"{where}: a budget record of this ledger must raise the budget")
@@ -507,7 +507,7 @@ class LedgerFile:
 
     def _within_budget(self, epsilon: float, delta: float) -> bool:
         budget_eps, budget_delta = self._budget
-        return epsilon <= budget_eps * (1 + _RELATIVE_SLACK) and delta <= budget_delta * (1 + _RELATIVE_SLACK)
+        return epsilon <= budget_eps * (1 + RELATIVE_SLACK) and delta <= budget_delta * (1 + RELATIVE_SLACK)
 
     # -- what the verified file holds ---------------------------------------------------------------
 

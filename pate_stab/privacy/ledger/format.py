@@ -44,9 +44,14 @@ __all__ = [
     "LedgerEntry",
     "Neighbouring",
     "PrivacyUnit",
+    "SpendRequest",
     "anchor_path",
     "recorded_budget",
     "replace_one_cost",
+    "RELATIVE_SLACK",
+    "canonical_line",
+    "json_value",
+    "line_digest",
 ]
 
 FORMAT = "pate_stab.ledger"
@@ -64,7 +69,7 @@ inputs being public (label differential privacy, Chaudhuri & Hsu 2011; Ghazi et 
 change replaces one record by another with the same inputs, so a label ledger's relation is
 replace-one. A record guarantee implies a label guarantee (replace-one: the same (ε, δ); add/remove:
 by group privacy, :func:`replace_one_cost`); a label guarantee implies no record guarantee."""
-_RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
+RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
 BUDGET_RULE = "cap"
 """The header's ``budget_rule``: the budget is the user's cap, which a ``budget`` record may only lower."""
 HOLDER_BUDGET_RULE = "data holder's cap"
@@ -141,20 +146,64 @@ class LedgerEntry:
     replayed: bool = field(default=False, compare=False)
 
 
-def _canonical(record: Mapping[str, Any]) -> str:
+@dataclass(frozen=True)
+class SpendRequest:
+    """A checked spend (:meth:`PrivacyLedger.spend`): the declared (ε, δ) under ``relation`` and
+    ``unit``, what it counts in the ledger (``counted``, :meth:`PrivacyLedger.cost`), and the JSON
+    parts of its line (``event`` as a dict)."""
+
+    spend_id: str
+    epsilon: float
+    delta: float
+    counted: tuple[float, float]
+    relation: str
+    unit: str
+    mechanism: str
+    event: dict[str, Any] | None
+    metadata: Any
+    output: Any
+
+    def line(self, *, neighbouring: str, privacy_unit: str, time: float | None) -> dict[str, Any]:
+        """The ``spend`` line in a ledger of relation ``neighbouring`` and unit ``privacy_unit``: the
+        counted (ε, δ); ``unit`` and the ``declared`` pair only where they differ from the ledger's."""
+        record: dict[str, Any] = {
+            "kind": "spend",
+            "spend_id": self.spend_id,
+            "epsilon": self.counted[0],
+            "delta": self.counted[1],
+            "relation": self.relation,
+            "mechanism": self.mechanism,
+            "event": self.event,
+            "metadata": self.metadata,
+        }
+        if self.unit != privacy_unit:
+            record["unit"] = self.unit
+        if self.relation != neighbouring:
+            record["declared"] = {"epsilon": self.epsilon, "delta": self.delta}
+        if time is not None:
+            record["time"] = time
+        if self.output is not None:
+            record["output"] = self.output
+        return record
+
+
+def canonical_line(record: Mapping[str, Any]) -> str:
+    """The canonical JSON of a ledger record: sorted keys, no spaces, ASCII, no NaN/inf."""
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
-def _digest(record: Mapping[str, Any], key: bytes | None = None) -> str:
-    data = _canonical(record).encode("ascii")
+def line_digest(record: Mapping[str, Any], key: bytes | None = None) -> str:
+    """A line's digest over its canonical JSON: SHA-256, or HMAC-SHA256 under ``key``."""
+    data = canonical_line(record).encode("ascii")
     if key is None:
         return hashlib.sha256(data).hexdigest()
     return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
-def _json_value(name: str, value: Any) -> Any:
+def json_value(name: str, value: Any) -> Any:
+    """``value`` as it reads back from a ledger line (ValueError naming ``name`` if it is not JSON data)."""
     try:
-        return json.loads(_canonical({"v": value}))["v"]
+        return json.loads(canonical_line({"v": value}))["v"]
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be JSON-serialisable without NaN/inf: {exc}") from exc
 

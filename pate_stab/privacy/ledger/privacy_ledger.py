@@ -88,14 +88,15 @@ from pate_stab.privacy.ledger.format import (
     NEIGHBOURING_RELATIONS,
     PRIVACY_UNITS,
     LedgerEntry,
-    _json_value,
+    SpendRequest,
     anchor_path,
+    json_value,
     recorded_budget,
     replace_one_cost,
 )
-from pate_stab.privacy.ledger.format import FORMAT as FORMAT  # re-exported, as are VERSION and _digest
+from pate_stab.privacy.ledger.format import FORMAT as FORMAT  # re-exported, as are VERSION and line_digest
 from pate_stab.privacy.ledger.format import VERSION as VERSION
-from pate_stab.privacy.ledger.format import _digest as _digest  # the line digest (tests recompute it)
+from pate_stab.privacy.ledger.format import line_digest as line_digest  # the line digest (tests recompute it)
 from pate_stab.privacy.ledger.private_files import folder_id, run_private_key
 
 
@@ -125,6 +126,19 @@ __all__ = [
     "recorded_budget",
     "replace_one_cost",
 ]
+
+
+def _check_event_implies(event: PrivacyEvent, *, epsilon: float, delta: float) -> None:
+    """Raise ValueError unless ``event`` implies (ε, δ): its PLD's δ(ε) ≤ δ, or, for an ex-post event
+    under pure DP, a realised loss within ε."""
+    if isinstance(event, ExPostEvent):
+        if delta == 0.0 and event.epsilon_ex_post > epsilon:
+            raise ValueError(f"ex-post loss {event.epsilon_ex_post} exceeds the ex-ante epsilon {epsilon}")
+    elif not implies_guarantee(event, epsilon=epsilon, delta=delta):
+        raise ValueError(
+            f"the event {event!r} does not imply the declared (epsilon={epsilon}, "
+            f"delta={delta}): its PLD gives a larger delta at that epsilon"
+        )
 
 
 class PrivacyLedger(LedgerFile):
@@ -264,7 +278,66 @@ class PrivacyLedger(LedgerFile):
                 ledger cannot count, or a reused ``spend_id`` whose parameters differ from the
                 recorded ones.
             LedgerError: the file became inconsistent.
+
+        Why (ε, δ) are declared and checked against the event, not derived from it: an event's
+        privacy loss distribution is a curve of (ε, δ) pairs, and the charge is the point a
+        calibration was made for (the paper's ε under advanced composition, which the PLD beats;
+        the target ε in the tight mode, which the PLD's ε is below by the search tolerance), so a
+        derived charge would change every recorded charge and guarantee. A replay compares the
+        request with the recorded one exactly, and a derived ε moves with dp-accounting's
+        discretisation and version. Some spends have no PLD to derive from: an ex-post search
+        (Ligett et al. 2017) declares its ex-ante ε beside an :class:`ExPostEvent`, DP-SGD's ε
+        comes from the RDP accountant (its PLD may be out of range), and the data holder's ledger
+        mirrors a spend its run ledger has checked against its event (``check_event=False``).
         """
+        request = self._spend_request(
+            spend_id,
+            epsilon=epsilon,
+            delta=delta,
+            event=event,
+            mechanism=mechanism,
+            metadata=metadata,
+            check_event=check_event,
+            output=output,
+            relation=relation,
+            unit=unit,
+        )
+        with self._locked(exclusive=True):
+            self._sync()
+            recorded = self._spends.get(spend_id)
+            if recorded is not None:
+                return self._replayed(recorded, request)
+            self._check_fits(request)
+            if self._data_budget is not None:  # the data holder's ledger first: a crash can over-count there only
+                budget, folder = self._data_budget
+                budget.charge(
+                    folder=folder, spend_id=spend_id, epsilon=request.epsilon, delta=request.delta,
+                    relation=request.relation, unit=request.unit, mechanism=request.mechanism, run=self.run_id,
+                    run_folder=self._path.parent,
+                )  # fmt: skip
+            line = request.line(
+                neighbouring=self._neighbouring,
+                privacy_unit=self._privacy_unit,
+                time=time.time() if self._timestamps else None,
+            )
+            self._append(line)  # appended, flushed and fsync-ed before it returns
+            return self._spends[spend_id]
+
+    def _spend_request(
+        self,
+        spend_id: str,
+        *,
+        epsilon: float,
+        delta: float,
+        event: PrivacyEvent | None,
+        mechanism: str,
+        metadata: Mapping[str, Any] | None,
+        check_event: bool,
+        output: Any,
+        relation: str | None,
+        unit: str | None,
+    ) -> SpendRequest:
+        """Check a spend's arguments (no I/O) and return them with what it counts here (:meth:`cost`)."""
         if not isinstance(spend_id, str) or not spend_id:
             raise TypeError("spend_id must be a non-empty str")
         epsilon = check_nonnegative("epsilon", epsilon)
@@ -275,82 +348,50 @@ class PrivacyLedger(LedgerFile):
             raise TypeError("mechanism must be a str")
         relation = self._neighbouring if relation is None else relation
         unit = self._privacy_unit if unit is None else unit
-        counted_eps, counted_delta = self.cost(epsilon=epsilon, delta=delta, relation=relation, unit=unit)
+        counted = self.cost(epsilon=epsilon, delta=delta, relation=relation, unit=unit)
         if event is not None and not isinstance(event, PrivacyEvent):
             raise TypeError(f"event must be a privacy event, got {type(event).__name__}")
-        meta = _json_value("metadata", dict(metadata or {}))
-        out = None if output is None else _json_value("output", output)
+        meta = json_value("metadata", dict(metadata or {}))
+        out = None if output is None else json_value("output", output)
         event_dict: dict[str, Any] | None = None
         if event is not None:
-            event_dict = _json_value("event", event.to_dict())
+            event_dict = json_value("event", event.to_dict())
             if event_from_dict(event_dict) != event:
                 raise ValueError(f"event {event!r} does not survive a JSON round trip")
-        if event is not None and check_event:
-            if isinstance(event, ExPostEvent):
-                if delta == 0.0 and event.epsilon_ex_post > epsilon:
-                    raise ValueError(f"ex-post loss {event.epsilon_ex_post} exceeds the ex-ante epsilon {epsilon}")
-            elif not implies_guarantee(event, epsilon=epsilon, delta=delta):
-                raise ValueError(
-                    f"the event {event!r} does not imply the declared (epsilon={epsilon}, "
-                    f"delta={delta}): its PLD gives a larger delta at that epsilon"
-                )
-        with self._locked(exclusive=True):
-            self._sync()
-            recorded = self._spends.get(spend_id)
-            if recorded is not None:
-                same = (
-                    recorded.declared or (recorded.epsilon, recorded.delta),
-                    recorded.relation or self._neighbouring,
-                    recorded.unit or self._privacy_unit,
-                    recorded.mechanism,
-                ) == ((epsilon, delta), relation, unit, mechanism)
-                rec_event = None if recorded.event is None else recorded.event.to_dict()
-                if not same or rec_event != event_dict:
-                    raise ValueError(
-                        f"spend_id {spend_id!r} was recorded with epsilon={recorded.epsilon}, "
-                        f"delta={recorded.delta} (relation {recorded.relation or self._neighbouring}), "
-                        f"mechanism={recorded.mechanism!r}, event={rec_event}; "
-                        "a retry must repeat the same request"
-                    )
-                return replace(recorded, replayed=True)
-            spent_eps, spent_delta = self._totals()
-            total_eps, total_delta = (
-                math.fsum([spent_eps, counted_eps]),
-                math.fsum([spent_delta, counted_delta]),
+            if check_event:
+                _check_event_implies(event, epsilon=epsilon, delta=delta)
+        return SpendRequest(spend_id, epsilon, delta, counted, relation, unit, mechanism, event_dict, meta, out)
+
+    def _replayed(self, recorded: LedgerEntry, request: SpendRequest) -> LedgerEntry:
+        """The recorded entry of a retried spend (``replayed=True``), or ValueError if the request differs."""
+        same = (
+            recorded.declared or (recorded.epsilon, recorded.delta),
+            recorded.relation or self._neighbouring,
+            recorded.unit or self._privacy_unit,
+            recorded.mechanism,
+        ) == ((request.epsilon, request.delta), request.relation, request.unit, request.mechanism)
+        rec_event = None if recorded.event is None else recorded.event.to_dict()
+        if not same or rec_event != request.event:
+            raise ValueError(
+                f"spend_id {request.spend_id!r} was recorded with epsilon={recorded.epsilon}, "
+                f"delta={recorded.delta} (relation {recorded.relation or self._neighbouring}), "
+                f"mechanism={recorded.mechanism!r}, event={rec_event}; "
+                "a retry must repeat the same request"
             )
-            if not self._within_budget(total_eps, total_delta):
-                raise BudgetExhaustedError(
-                    f"spend {spend_id!r} requests (epsilon={counted_eps}, delta={counted_delta}) but "
-                    f"(epsilon={spent_eps}, delta={spent_delta}) of the budget "
-                    f"(epsilon={self._budget[0]}, delta={self._budget[1]}) is already spent; "
-                    "nothing was recorded or released"
-                )
-            if self._data_budget is not None:  # the data holder's ledger first: a crash can over-count there only
-                budget, folder = self._data_budget
-                budget.charge(
-                    folder=folder, spend_id=spend_id, epsilon=epsilon, delta=delta, relation=relation, unit=unit,
-                    mechanism=mechanism, run=self.run_id, run_folder=self._path.parent,
-                )  # fmt: skip
-            record: dict[str, Any] = {
-                "kind": "spend",
-                "spend_id": spend_id,
-                "epsilon": counted_eps,
-                "delta": counted_delta,
-                "relation": relation,
-                "mechanism": mechanism,
-                "event": event_dict,
-                "metadata": meta,
-            }
-            if unit != self._privacy_unit:
-                record["unit"] = unit
-            if relation != self._neighbouring:
-                record["declared"] = {"epsilon": epsilon, "delta": delta}
-            if self._timestamps:
-                record["time"] = time.time()
-            if out is not None:
-                record["output"] = out
-            self._append(record)
-            return self._spends[spend_id]
+        return replace(recorded, replayed=True)
+
+    def _check_fits(self, request: SpendRequest) -> None:
+        """Raise :class:`BudgetExhaustedError` if the spend's counted (ε, δ) does not fit (under the lock)."""
+        counted_eps, counted_delta = request.counted
+        spent_eps, spent_delta = self._totals()
+        total_eps, total_delta = math.fsum([spent_eps, counted_eps]), math.fsum([spent_delta, counted_delta])
+        if not self._within_budget(total_eps, total_delta):
+            raise BudgetExhaustedError(
+                f"spend {request.spend_id!r} requests (epsilon={counted_eps}, delta={counted_delta}) but "
+                f"(epsilon={spent_eps}, delta={spent_delta}) of the budget "
+                f"(epsilon={self._budget[0]}, delta={self._budget[1]}) is already spent; "
+                "nothing was recorded or released"
+            )
 
     def cost(
         self, *, epsilon: float, delta: float, relation: str | None = None, unit: str | None = None
@@ -440,7 +481,7 @@ class PrivacyLedger(LedgerFile):
             KeyError: no spend with this id.
             ValueError: ``index`` would leave a gap, or the payload is not JSON data.
         """
-        payload = _json_value("payload", payload)
+        payload = json_value("payload", payload)
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise ValueError(f"index must be a non-negative int, got {index!r}")
         with self._locked(exclusive=True):
@@ -464,7 +505,7 @@ class PrivacyLedger(LedgerFile):
             KeyError: no spend with this id.
             ValueError: payload not JSON-serialisable, or a different result already stored.
         """
-        payload = _json_value("payload", payload)
+        payload = json_value("payload", payload)
         with self._locked(exclusive=True):
             self._sync()
             entry = self._spends.get(spend_id)
@@ -496,7 +537,7 @@ class PrivacyLedger(LedgerFile):
 
     def record_progress(self, info: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
         """Append an informational line (e.g. queries answered so far); it spends nothing."""
-        data = _json_value("info", {**dict(info or {}), **fields})
+        data = json_value("info", {**dict(info or {}), **fields})
         with self._locked(exclusive=True):
             self._sync()
             self._append({"kind": "progress", "info": data} | ({"time": time.time()} if self._timestamps else {}))

@@ -12,8 +12,8 @@ Modules:
   et al. 2017, Alg 1).
 - ``randomized_response``: Randomised response with a prior (RR-with-prior): ε-label-DP labels,
   drawn exactly.
-- ``sparse_vector``: Sparse vector with a cutoff (BTT18 Alg 1) and InteractiveAboveThreshold (Ligett
-  et al. Alg 2).
+- ``sparse_vector``: Sparse vector with a cutoff (BTT18 Alg 1); InteractiveAboveThreshold (Ligett et
+  al. Alg 2) is one of its configurations.
 - ``stability``: Distance to instability (BTT18 Alg 2, after Smith & Thakurta 2013) and online query
   release (Alg 3).
 """

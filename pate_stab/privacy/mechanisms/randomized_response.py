@@ -40,7 +40,7 @@ from torch import Tensor
 
 from pate_stab._checks import check_int, check_positive
 from pate_stab.privacy.accounting.events import PureDpEvent
-from pate_stab.privacy.noise.discrete import RandomSource, _randbelow, _source
+from pate_stab.privacy.noise.discrete import RandomSource, randbelow, random_source
 
 __all__ = [
     "KEEP_DENOMINATOR",
@@ -143,7 +143,7 @@ def rr_top_k(
     k_np = torch.as_tensor(k, dtype=torch.int64).numpy()
     if k_np.shape != (n,) or (n and (int(k_np.min()) < 1 or int(k_np.max()) > c)):
         raise ValueError(f"k must hold {n} set sizes in [1, {c}]")
-    src = _source(source)
+    src = random_source(source)
     out = np.empty(n, dtype=np.int64)
     if n == 0:
         return torch.from_numpy(out)
@@ -153,17 +153,17 @@ def rr_top_k(
     idx = np.flatnonzero(inside)
     if idx.size:
         keep_num = _keep_numerators(epsilon, c)[k_np[idx]]
-        kept = _randbelow(np.full(idx.size, KEEP_DENOMINATOR, dtype=np.int64), src) < keep_num
+        kept = randbelow(np.full(idx.size, KEEP_DENOMINATOR, dtype=np.int64), src) < keep_num
         out[idx[kept]] = y[idx[kept]]
         moved = idx[~kept]  # k ≥ 2 here: with k = 1, q = 1 keeps every label
         if moved.size:
-            j = _randbelow(k_np[moved] - 1, src)
+            j = randbelow(k_np[moved] - 1, src)
             j = j + (j >= rank[moved])  # skip the true label's place
             out[moved] = order_np[moved, j]
     # y ∉ Y: a uniform member of Y
     idx = np.flatnonzero(~inside)
     if idx.size:
-        out[idx] = order_np[idx, _randbelow(k_np[idx], src)]
+        out[idx] = order_np[idx, randbelow(k_np[idx], src)]
     return torch.from_numpy(out)
 
 

@@ -1,4 +1,4 @@
-"""Sparse vector with a cutoff (BTT18 Alg 1) and InteractiveAboveThreshold (Ligett et al. Alg 2).
+"""Sparse vector with a cutoff (BTT18 Alg 1), and InteractiveAboveThreshold (Ligett et al. Alg 2) as a configuration.
 
 Sparse vector (Bassily, Thakkar & Thakurta 2018, Alg 1; Dwork & Roth 2014, §3.6). Queries have
 sensitivity 1. A noisy threshold ŵ = w + Lap(λ) is drawn; each query value q is compared as
@@ -40,6 +40,10 @@ give identical outputs for the same noise, however a stream of queries is split 
 :class:`SparseVector` runs every query through it in both modes, and so do the statistical tests
 that need 10^5 runs (:mod:`pate_stab.audit.releaser_cases`), with noise from
 :func:`sparse_vector_noise`, the bulk form of the same two noise sources.
+
+InteractiveAboveThreshold (Ligett et al. 2017, Alg 2) is not a second mechanism: it is the sparse
+vector with T = 1 run on negated queries (:func:`interactive_above_threshold`), so it takes either
+noise source too.
 """
 
 from __future__ import annotations
@@ -54,10 +58,10 @@ from pate_stab.errors import HaltedError
 from pate_stab.privacy.noise.discrete import (
     RandomSource,
     SeededRandomSource,
-    _source,
     discrete_laplace,
     exact_scale,
     exact_scale_at_least,
+    random_source,
 )
 from pate_stab.privacy.noise.seeded import UnitLaplaceStream, laplace
 from pate_stab.rng import spawn_generators
@@ -73,7 +77,7 @@ __all__ = [
     "SecureLaplaceNoise",
     "sparse_vector_noise",
     "SparseVector",
-    "InteractiveAboveThreshold",
+    "interactive_above_threshold",
 ]
 
 PASSED, FAILED, NOT_PROCESSED = 1, 0, -1
@@ -233,7 +237,7 @@ class SecureLaplaceNoise(SparseVectorNoise):
 
     def __init__(self, noise_scale: float | Fraction | int, source: RandomSource | None = None) -> None:
         self.noise_scale = exact_scale(noise_scale)
-        self._source = _source(source)
+        self._source = random_source(source)
         self._buffers = {"threshold": torch.empty(0, dtype=torch.int64), "query": torch.empty(0, dtype=torch.int64)}
         self._scales = {"threshold": self.noise_scale, "query": 2 * self.noise_scale}
 
@@ -403,66 +407,48 @@ class SparseVector:
         return res.outputs
 
 
-class InteractiveAboveThreshold:
-    """InteractiveAboveThreshold (Ligett, Neel, Roth, Waggoner & Wu 2017, Alg 2).
+def interactive_above_threshold(
+    *,
+    epsilon: float,
+    threshold: float | int,
+    sensitivity: float,
+    noise: str | None = None,
+    generator: torch.Generator | None = None,
+    source: RandomSource | None = None,
+) -> SparseVector:
+    """InteractiveAboveThreshold (Ligett, Neel, Roth, Waggoner & Wu 2017, Alg 2) as a :class:`SparseVector`.
 
-    Ŵ = W + Lap(2Δ/ε); query t passes when f_t(D) + Lap(4Δ/ε) ≥ Ŵ, and the mechanism halts at the
-    first pass. With queries whose ℓ1 sensitivity is at most Δ, stopping at t is ε-DP given the
-    queries; with (ε_1, …, ε_T)-prefix-private queries the outcome (t, f_t) is
-    (ε + ε_t)-ex-post DP (their Lemma 2.8).
+    Alg 2 draws Ŵ = W + Lap(2Δ/ε) and halts at the first query with f_t + Lap(4Δ/ε) ≥ Ŵ. The
+    sparse vector with threshold −W, λ = 2Δ/ε and cutoff T = 1, run on the negated queries
+    g_t = −f_t, halts at its first ⊥, g_t + Lap(2λ) ≤ −W + Lap(λ): negating both sides gives
+    f_t − Lap(2λ) ≥ W − Lap(λ), which is Alg 2's stopping event in law (Laplace noise is
+    symmetric). g_t has the sensitivity Δ of f_t, and one segment at λ = 2Δ/ε is then
+    (2Δ/λ) = ε-DP (the sparse vector's 2/λ for sensitivity 1, scaled by Δ). With
+    (ε_1, …, ε_T)-prefix-private queries the outcome (t, f_t) is (ε + ε_t)-ex-post DP (their
+    Lemma 2.8).
+
+    Pass the negated queries to :meth:`SparseVector.process_many` (or :meth:`SparseVector.process`);
+    the first ⊥ (:data:`FAILED`) is Alg 2's stopping point, after which the mechanism is halted.
 
     Args:
-        epsilon: ε_A of the stopping rule.
-        threshold: W.
-        sensitivity: Δ.
-        generator: randomness; threshold and query noise use separate child generators so the
-            online (:meth:`test`) and batch (:meth:`first_above`) forms agree.
+        epsilon: ε of the stopping rule.
+        threshold: W, on the scale of f_t (an integer with secure noise).
+        sensitivity: Δ, the ℓ1 sensitivity of each f_t.
+        noise, generator, source: the noise source, as for :class:`SparseVector` (seeded when a
+            generator is given, else exact discrete Laplace from the OS or ``source``, with λ
+            rounded up to :func:`~pate_stab.privacy.noise.discrete.exact_scale_at_least`; the
+            queries and W must then be integers).
     """
-
-    def __init__(self, *, epsilon: float, threshold: float, sensitivity: float, generator: torch.Generator) -> None:
-        self.epsilon = check_positive("epsilon", epsilon)
-        self.threshold = check_real("threshold", threshold)
-        self.sensitivity = check_positive("sensitivity", sensitivity)
-        check_generator(generator)
-        threshold_gen, query_gen = spawn_generators(generator, 2)
-        self._query_stream = UnitLaplaceStream(query_gen)
-        unit = UnitLaplaceStream(threshold_gen).take_one()
-        self._noisy_threshold = self.threshold + (2.0 * self.sensitivity / self.epsilon) * unit
-        self.num_seen = 0
-        self.stopped_at: int | None = None
-
-    @property
-    def halted(self) -> bool:
-        return self.stopped_at is not None
-
-    def test(self, value: float) -> bool:
-        """Test one query value; True (above) halts the mechanism."""
-        if self.halted:
-            raise HaltedError("InteractiveAboveThreshold already halted")
-        value = check_real("value", value)
-        noise = (4.0 * self.sensitivity / self.epsilon) * self._query_stream.take_one()
-        self.num_seen += 1
-        if value + noise >= self._noisy_threshold:
-            self.stopped_at = self.num_seen - 1
-            return True
-        return False
-
-    def first_above(self, values: torch.Tensor) -> int | None:
-        """Index (within ``values``) of the first query that passes, or None; halts there."""
-        if self.halted:
-            raise HaltedError("InteractiveAboveThreshold already halted")
-        values = check_tensor("values", values, ndim=1, nonempty=False).to(torch.float64)
-        m = values.numel()
-        if m == 0:
-            return None
-        noise = (4.0 * self.sensitivity / self.epsilon) * self._query_stream.peek(m)
-        above = values + noise >= self._noisy_threshold
-        if not bool(above.any()):
-            self._query_stream.advance(m)
-            self.num_seen += m
-            return None
-        idx = int(torch.argmax(above.to(torch.int8)))
-        self._query_stream.advance(idx + 1)
-        self.stopped_at = self.num_seen + idx
-        self.num_seen += idx + 1
-        return idx
+    epsilon = check_positive("epsilon", epsilon)
+    sensitivity = check_positive("sensitivity", sensitivity)
+    noise_scale: float | Fraction = 2.0 * sensitivity / epsilon
+    if noise == "secure" or (noise is None and generator is None):
+        noise_scale = exact_scale_at_least(noise_scale)  # rounded up: the segment stays ε-DP
+    return SparseVector(
+        threshold=-threshold,
+        noise_scale=noise_scale,
+        max_unstable=1,
+        noise=noise,
+        generator=generator,
+        source=source,
+    )

@@ -42,11 +42,13 @@ __all__ = [
     "discrete_gaussian_tail_bound",
     "exact_sigma_sq_at_least",
     "exact_laplace_parameter",
+    "random_source",
+    "randbelow",
 ]
 
 _MAX_DENOMINATOR = 1 << 20
 _TWO63 = 1 << 63
-_VECTOR_BOUND = 1 << 62  # _randbelow's bounds stay below this; larger ones take the big-integer path
+_VECTOR_BOUND = 1 << 62  # randbelow's bounds stay below this; larger ones take the big-integer path
 
 
 class RandomSource(Protocol):
@@ -75,7 +77,8 @@ class SeededRandomSource:
         return self._rng.integers(0, np.iinfo(np.int64).max, size=n, dtype=np.int64, endpoint=True)
 
 
-def _source(source: RandomSource | None) -> RandomSource:
+def random_source(source: RandomSource | None) -> RandomSource:
+    """``source``, checked, or the OS's CSPRNG (:class:`SystemRandomSource`) when None."""
     if source is None:
         return SystemRandomSource()
     if not hasattr(source, "uint63"):
@@ -83,7 +86,7 @@ def _source(source: RandomSource | None) -> RandomSource:
     return source
 
 
-def _randbelow(bound: np.ndarray, source: RandomSource) -> np.ndarray:
+def randbelow(bound: np.ndarray, source: RandomSource) -> np.ndarray:
     """Uniform integers in [0, bound) for each entry of ``bound`` (1 <= bound < 2^62), exactly."""
     bound = bound.astype(np.int64)
     out = np.empty_like(bound)
@@ -109,7 +112,7 @@ def _bernoulli_exp(num: np.ndarray, den: int, source: RandomSource) -> np.ndarra
     alive = np.arange(num.size)
     k = 1
     while alive.size:
-        a = _randbelow(np.full(alive.size, den * k, dtype=np.int64), source) < num[alive]
+        a = randbelow(np.full(alive.size, den * k, dtype=np.int64), source) < num[alive]
         stopped = alive[~a]
         result[stopped] = k % 2 == 1
         alive = alive[a]
@@ -163,13 +166,13 @@ def discrete_laplace(scale: float | Fraction | int, size: int, *, source: Random
     """
     frac = exact_scale(scale)
     size = check_int("size", size, minimum=0)
-    src = _source(source)
+    src = random_source(source)
     t, s = frac.numerator, frac.denominator  # CKS20 Alg 2 samples Lap_Z(t/s)
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:
         n = pending.size
-        u = _randbelow(np.full(n, t, dtype=np.int64), src) if t > 1 else np.zeros(n, dtype=np.int64)
+        u = randbelow(np.full(n, t, dtype=np.int64), src) if t > 1 else np.zeros(n, dtype=np.int64)
         keep = _bernoulli_exp(u, t, src)
         idx, u = pending[keep], u[keep]
         v = np.zeros(idx.size, dtype=np.int64)
@@ -237,7 +240,7 @@ def _bernoulli_exp_small(num: np.ndarray, den: int, source: RandomSource) -> np.
             for i in alive.tolist():
                 result[i] = _bernoulli_exp_int(int(num[i]), den, source, k)
             break
-        a = _randbelow(np.full(alive.size, den * k, dtype=np.int64), source) < num[alive]
+        a = randbelow(np.full(alive.size, den * k, dtype=np.int64), source) < num[alive]
         result[alive[~a]] = k % 2 == 1
         alive = alive[a]
         k += 1
@@ -316,7 +319,7 @@ def discrete_gaussian(sigma: float | Fraction | int, size: int, *, source: Rando
     """
     sq = exact_sigma_sq_at_least(sigma)
     size = check_int("size", size, minimum=0)
-    src = _source(source)
+    src = random_source(source)
     n, d = sq.numerator, sq.denominator
     t = math.isqrt(n // d) + 1
     den = 2 * n * d * t * t

@@ -34,7 +34,7 @@ from fractions import Fraction
 import torch
 
 from pate_stab._checks import check_epsilon, check_positive, check_tensor
-from pate_stab.privacy.noise.discrete import RandomSource, _source, discrete_laplace
+from pate_stab.privacy.noise.discrete import RandomSource, discrete_laplace, random_source
 
 __all__ = ["GRID_FACTOR", "LatticeRelease", "lattice_grid", "lattice_laplace", "lattice_scale"]
 
@@ -127,7 +127,7 @@ def lattice_laplace(
     k = torch.round(v / grid)  # exact: division by a power of two, then rounding to an integer
     if bool((k.abs() >= _MAX_INT // 2).any()):
         raise ValueError(f"values up to {float(v.abs().max()):.3g} are too large for a grid of {grid:.3g}")
-    noise = discrete_laplace(scale, dim, source=_source(source)).reshape(v.shape)
+    noise = discrete_laplace(scale, dim, source=random_source(source)).reshape(v.shape)
     total = k.to(torch.int64) + noise
     if bool((total.abs() >= _MAX_INT).any()):
         raise ValueError("the released integers exceed 2^53; they cannot be written exactly as doubles")

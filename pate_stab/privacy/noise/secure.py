@@ -55,7 +55,6 @@ from pate_stab.privacy.noise.discrete import (
     RandomSource,
     SeededRandomSource,
     SystemRandomSource,
-    _source,
     discrete_gaussian,
     discrete_gaussian_pmf,
     discrete_gaussian_tail_bound,
@@ -66,6 +65,7 @@ from pate_stab.privacy.noise.discrete import (
     exact_scale,
     exact_scale_at_least,
     exact_sigma_sq_at_least,
+    random_source,
 )
 
 __all__ = [
@@ -208,7 +208,7 @@ def snapping(
     if not lam < bound < 2.0**46 * lam:
         raise ValueError(f"need noise_scale < bound < 2^46·noise_scale, got noise_scale={lam}, bound={bound}")
     size = check_int("size", size, minimum=0)
-    src = _source(source)
+    src = random_source(source)
     big_lambda = _power_of_two_at_least(lam)
     u = _uniform_full_precision(size, src)
     sign = np.where((src.uint63(size) & 1).astype(bool), 1.0, -1.0)

@@ -311,110 +311,189 @@ def data_dependent_summary(
     orders_array = check_orders(orders)
     conversion_name = check_conversion(conversion)
     kind = _noise_kind(noise)
+    smooth = {"ss_order": ss_order, "ss_beta": ss_beta, "ss_sigma": ss_sigma, "generator": generator}
     if kind == "discrete":
-        if aggregator_kind == "lnmax":
-            raise ValueError("no data-dependent bound on q is derived for discrete Laplace noise (secure LNMax)")
-        given = {"ss_order": ss_order, "ss_beta": ss_beta, "ss_sigma": ss_sigma, "generator": generator}
-        if any(v is not None for v in given.values()):
-            named = ", ".join(k for k, v in given.items() if v is not None)
-            raise ValueError(f"{named}: no smooth-sensitivity sanitisation is derived for discrete noise")
-    n, num_classes = array.shape
-    num_teachers = int(array[0].sum())
-    num_answered = n
-    sanitise: list[tuple[FloatArray, npt.NDArray[np.int64], float]] = []  # (per-query RDP, rows, σ) of GNMax steps
+        _check_discrete(aggregator_kind, smooth)
+    params = {"sigma": sigma, "sigma1": sigma1, "sigma2": sigma2, "threshold": threshold, "answered": answered}
+    params["noise_scale"] = noise_scale
+    run = _run_rdp(aggregator_kind, array, orders_array, kind, params, smooth)
+    fields = _epsilons(
+        run, array, orders_array, aggregator_kind=aggregator_kind, delta=delta, conversion=conversion_name
+    )
+    if aggregator_kind != "lnmax" and kind != "discrete":
+        fields |= _sanitised(
+            run,
+            array,
+            aggregator_kind=aggregator_kind,
+            delta=delta,
+            conversion=conversion_name,
+            ss_order=ss_order,
+            ss_beta=ss_beta,
+            ss_sigma=ss_sigma,
+            generator=generator,
+        )
+    return DataDependentSummary(**fields)
+
+
+@dataclass(frozen=True)
+class _RunRdp:
+    """A run's RDP over the orders, and what the GNSS release of its data-dependent part needs."""
+
+    rdp: FloatArray  # data-dependent, summed over the queries
+    rdp_independent: FloatArray
+    num_answered: int
+    gnmax_steps: list[tuple[FloatArray, npt.NDArray[np.int64], float]]  # (log q, rows, σ) of the GNMax steps
     threshold_parts: tuple[float, float] | None = None  # (T, σ1) of the Confident-GNMax check
 
+
+def _check_discrete(aggregator_kind: str, smooth: dict[str, Any]) -> None:
+    """Secure noise: refuse LNMax (no bound on q for discrete Laplace) and any sanitisation argument."""
     if aggregator_kind == "lnmax":
-        _forbid(
-            {"sigma": sigma, "sigma1": sigma1, "sigma2": sigma2, "threshold": threshold, "answered": answered}, "lnmax"
-        )
-        _forbid({"ss_order": ss_order, "ss_beta": ss_beta, "ss_sigma": ss_sigma, "generator": generator}, "lnmax")
-        b = check_positive("noise_scale", _require("noise_scale", noise_scale, "lnmax"))
-        rdp = lnmax_data_dependent_rdp(counts=array, noise_scale=b, orders=orders_array)
-        rdp_independent = n * lnmax_rdp_data_independent(noise_scale=b, orders=orders_array)
-    elif aggregator_kind == "gnmax":
-        _forbid({"sigma1": sigma1, "sigma2": sigma2, "threshold": threshold, "answered": answered}, "gnmax")
-        _forbid({"noise_scale": noise_scale}, "gnmax")
-        s = check_positive("sigma", _require("sigma", sigma, "gnmax"))
-        rdp = gnmax_data_dependent_rdp(counts=array, sigma=s, orders=orders_array, noise=kind)  # type: ignore[arg-type]
-        rdp_independent = n * gnmax_rdp_data_independent(sigma=s, orders=orders_array)
-        sanitise.append((gnmax_log_q(counts=array, sigma=s), array, s))
-    elif aggregator_kind == "confident_gnmax":
-        _forbid({"sigma": sigma, "noise_scale": noise_scale}, "confident_gnmax")
-        t = check_real("threshold", _require("threshold", threshold, "confident_gnmax"))
-        s1 = check_positive("sigma1", _require("sigma1", sigma1, "confident_gnmax"))
-        s2 = check_positive("sigma2", _require("sigma2", sigma2, "confident_gnmax"))
-        mask = check_answered(_require("answered", answered, "confident_gnmax"), n)
-        num_answered = int(mask.sum())
-        rdp = confident_gnmax_data_dependent_rdp(
-            counts=array, answered=mask, threshold=t, sigma1=s1, sigma2=s2, orders=orders_array,
-            noise=kind,  # type: ignore[arg-type]
-        )  # fmt: skip
-        rdp_independent = n * threshold_rdp_data_independent(
-            sigma1=s1, orders=orders_array
-        ) + num_answered * gnmax_rdp_data_independent(sigma=s2, orders=orders_array)
-        threshold_parts = (t, s1)
-        if num_answered:
-            sanitise.append((gnmax_log_q(counts=array[mask], sigma=s2), array[mask], s2))
-    else:
-        raise ValueError(f"aggregator_kind must be 'lnmax', 'gnmax' or 'confident_gnmax', got {aggregator_kind!r}")
+        raise ValueError("no data-dependent bound on q is derived for discrete Laplace noise (secure LNMax)")
+    if any(v is not None for v in smooth.values()):
+        named = ", ".join(k for k, v in smooth.items() if v is not None)
+        raise ValueError(f"{named}: no smooth-sensitivity sanitisation is derived for discrete noise")
 
-    eps_ind = epsilon_at_orders(rdp_independent, orders_array, delta, conversion_name)
-    eps_dep = epsilon_at_orders(rdp, orders_array, delta, conversion_name)
+
+def _run_rdp(
+    aggregator_kind: str,
+    array: npt.NDArray[np.int64],
+    orders: FloatArray,
+    kind: str,
+    params: dict[str, Any],
+    smooth: dict[str, Any],
+) -> _RunRdp:
+    """The run's data-dependent and data-independent RDP for one aggregator, its parameters checked."""
+    n = array.shape[0]
+
+    def forbid(*names: str) -> None:
+        _forbid({name: params[name] for name in names}, aggregator_kind)
+
+    if aggregator_kind == "lnmax":
+        forbid("sigma", "sigma1", "sigma2", "threshold", "answered")
+        _forbid(smooth, "lnmax")
+        b = check_positive("noise_scale", _require("noise_scale", params["noise_scale"], "lnmax"))
+        rdp = lnmax_data_dependent_rdp(counts=array, noise_scale=b, orders=orders)
+        return _RunRdp(rdp, n * lnmax_rdp_data_independent(noise_scale=b, orders=orders), n, [])
+    if aggregator_kind == "gnmax":
+        forbid("sigma1", "sigma2", "threshold", "answered")
+        forbid("noise_scale")
+        s = check_positive("sigma", _require("sigma", params["sigma"], "gnmax"))
+        rdp = gnmax_data_dependent_rdp(counts=array, sigma=s, orders=orders, noise=kind)  # type: ignore[arg-type]
+        independent = n * gnmax_rdp_data_independent(sigma=s, orders=orders)
+        return _RunRdp(rdp, independent, n, [(gnmax_log_q(counts=array, sigma=s), array, s)])
+    if aggregator_kind == "confident_gnmax":
+        forbid("sigma", "noise_scale")
+        return _confident_gnmax_run_rdp(array, orders, kind, params)
+    raise ValueError(f"aggregator_kind must be 'lnmax', 'gnmax' or 'confident_gnmax', got {aggregator_kind!r}")
+
+
+def _confident_gnmax_run_rdp(
+    array: npt.NDArray[np.int64], orders: FloatArray, kind: str, params: dict[str, Any]
+) -> _RunRdp:
+    """Confident-GNMax: the check with σ1 on every query, GNMax with σ2 on the answered ones [PSM+18, Alg 1]."""
+    t = check_real("threshold", _require("threshold", params["threshold"], "confident_gnmax"))
+    s1 = check_positive("sigma1", _require("sigma1", params["sigma1"], "confident_gnmax"))
+    s2 = check_positive("sigma2", _require("sigma2", params["sigma2"], "confident_gnmax"))
+    n = array.shape[0]
+    mask = check_answered(_require("answered", params["answered"], "confident_gnmax"), n)
+    num_answered = int(mask.sum())
+    rdp = confident_gnmax_data_dependent_rdp(
+        counts=array, answered=mask, threshold=t, sigma1=s1, sigma2=s2, orders=orders,
+        noise=kind,  # type: ignore[arg-type]
+    )  # fmt: skip
+    independent = n * threshold_rdp_data_independent(
+        sigma1=s1, orders=orders
+    ) + num_answered * gnmax_rdp_data_independent(sigma=s2, orders=orders)
+    steps = [(gnmax_log_q(counts=array[mask], sigma=s2), array[mask], s2)] if num_answered else []
+    return _RunRdp(rdp, independent, num_answered, steps, threshold_parts=(t, s1))
+
+
+def _epsilons(
+    run: _RunRdp,
+    array: npt.NDArray[np.int64],
+    orders: FloatArray,
+    *,
+    aggregator_kind: str,
+    delta: float,
+    conversion: str,
+) -> dict[str, Any]:
+    """The summary's fields up to the data-dependent ε: each RDP curve converted and minimised over the orders."""
+    eps_ind = epsilon_at_orders(run.rdp_independent, orders, delta, conversion)
+    eps_dep = epsilon_at_orders(run.rdp, orders, delta, conversion)
     i_ind, i_dep = int(np.argmin(eps_ind)), int(np.argmin(eps_dep))
-    common = {
+    return {
         "aggregator_kind": aggregator_kind,
-        "num_queries": n,
-        "num_answered": num_answered,
-        "num_teachers": num_teachers,
-        "num_classes": num_classes,
+        "num_queries": array.shape[0],
+        "num_answered": run.num_answered,
+        "num_teachers": int(array[0].sum()),
+        "num_classes": array.shape[1],
         "delta": delta,
-        "conversion": conversion_name,
+        "conversion": conversion,
         "data_independent_epsilon": float(eps_ind[i_ind]),
-        "data_independent_order": float(orders_array[i_ind]),
+        "data_independent_order": float(orders[i_ind]),
         "data_dependent_epsilon": float(eps_dep[i_dep]),
-        "data_dependent_order": float(orders_array[i_dep]),
+        "data_dependent_order": float(orders[i_dep]),
     }
-    if aggregator_kind == "lnmax" or kind == "discrete":
-        return DataDependentSummary(**common)
 
+
+def _sanitised(
+    run: _RunRdp,
+    array: npt.NDArray[np.int64],
+    *,
+    aggregator_kind: str,
+    delta: float,
+    conversion: str,
+    ss_order: float | None,
+    ss_beta: float | None,
+    ss_sigma: float | None,
+    generator: torch.Generator | None,
+) -> dict[str, Any]:
+    """The GNSS release of the raw RDP at ``ss_order`` [PSM+18, App. C], and its fields of the summary."""
     order = check_order(_require("ss_order", ss_order, aggregator_kind))
     beta = 0.4 / order if ss_beta is None else check_positive("ss_beta", ss_beta)
     sigma_ss = check_positive("ss_sigma", _require("ss_sigma", ss_sigma, aggregator_kind))
     gen = check_generator(_require("generator", generator, aggregator_kind))
     sanitisation_rdp = gnss_rdp(beta=beta, ss_sigma=sigma_ss, order=order)  # also checks α < 1/(2β)
+    raw, ss = _raw_rdp_and_smooth_sensitivity(run, array, order=order, beta=beta)
+    noise_std = sigma_ss * ss
+    noisy = raw + noise_std * float(gaussian(1.0, (), generator=gen))
+    sanitised_rdp = max(0.0, noisy)
+    sanitised_eps = float(
+        epsilon_at_orders(np.array([sanitised_rdp + sanitisation_rdp]), np.array([order]), delta, conversion)[0]
+    )
+    return {
+        "ss_order": order,
+        "ss_beta": beta,
+        "ss_sigma": sigma_ss,
+        "data_dependent_rdp_at_ss_order": raw,
+        "smooth_sensitivity": ss,
+        "sanitisation_noise_std": noise_std,
+        "sanitisation_rdp": sanitisation_rdp,
+        "sanitised_rdp": sanitised_rdp,
+        "sanitised_epsilon": sanitised_eps,
+    }
 
+
+def _raw_rdp_and_smooth_sensitivity(
+    run: _RunRdp, array: npt.NDArray[np.int64], *, order: float, beta: float
+) -> tuple[float, float]:
+    """The raw RDP at ``order`` (the threshold check's and β_σ of each GNMax step) and its β-smooth
+    sensitivity, from each query's running maximum of local-sensitivity bounds (module docstring)."""
+    num_teachers, num_classes = int(array[0].sum()), array.shape[1]
     raw = 0.0
     ls_total = np.zeros(num_teachers + 1)
-    if threshold_parts is not None:
-        t, s1 = threshold_parts
+    if run.threshold_parts is not None:
+        t, s1 = run.threshold_parts
         by_max = threshold_rdp_by_max(num_teachers, t, s1, order)
         raw += float(by_max[array.max(axis=1)].sum())
         for row in array:
             ls_total += np.maximum.accumulate(threshold_local_sensitivity_row(row, t, s1, order))
-    for log_q, rows, s in sanitise:
+    for log_q, rows, s in run.gnmax_steps:
         check_smooth_sensitivity_conditions(sigma=s, num_classes=num_classes, order=order)
         raw += float(beta_gnmax_unchecked(log_q, s, order).sum())
         for row in rows:
             ls_total += np.maximum.accumulate(
                 gnmax_local_sensitivity_row(tuple(sorted(row.tolist(), reverse=True)), s, order)
             )
-    ss = float(np.max(ls_total * np.exp(-beta * np.arange(num_teachers + 1))))
-    noise_std = sigma_ss * ss
-    noisy = raw + noise_std * float(gaussian(1.0, (), generator=gen))
-    sanitised_rdp = max(0.0, noisy)
-    sanitised_eps = float(
-        epsilon_at_orders(np.array([sanitised_rdp + sanitisation_rdp]), np.array([order]), delta, conversion_name)[0]
-    )
-    return DataDependentSummary(
-        **common,
-        ss_order=order,
-        ss_beta=beta,
-        ss_sigma=sigma_ss,
-        data_dependent_rdp_at_ss_order=raw,
-        smooth_sensitivity=ss,
-        sanitisation_noise_std=noise_std,
-        sanitisation_rdp=sanitisation_rdp,
-        sanitised_rdp=sanitised_rdp,
-        sanitised_epsilon=sanitised_eps,
-    )
+    return raw, float(np.max(ls_total * np.exp(-beta * np.arange(num_teachers + 1))))

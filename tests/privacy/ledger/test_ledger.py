@@ -25,8 +25,8 @@ from pate_stab.privacy.accounting.events import (
 from pate_stab.privacy.ledger.privacy_ledger import (
     LedgerEntry,
     PrivacyLedger,
-    _digest,
     anchor_path,
+    line_digest,
     recorded_budget,
     replace_one_cost,
 )
@@ -474,7 +474,7 @@ def test_reopening_without_run_id_is_refused(path: Path) -> None:
 
 def _forge(path: Path) -> None:
     """Lower a spend's ε and recompute the plain SHA-256 chain, as someone editing the file would."""
-    from pate_stab.privacy.ledger.privacy_ledger import _digest
+    from pate_stab.privacy.ledger.privacy_ledger import line_digest
 
     records = [json.loads(line) for line in path.read_text().splitlines()]
     prev = ""
@@ -483,7 +483,7 @@ def _forge(path: Path) -> None:
         if rec.get("kind") == "spend":
             rec["epsilon"] = 0.0001
         rec["prev"] = prev
-        rec["sha256"] = _digest(rec)
+        rec["sha256"] = line_digest(rec)
         prev = rec["sha256"]
     path.write_text("".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
 
@@ -578,7 +578,7 @@ def _write_chain(path: Path, records: list[dict[str, object]]) -> None:
     prev, lines = "", []
     for seq, rec in enumerate(records):
         rec = {**rec, "seq": seq, "prev": prev}
-        rec["sha256"] = _digest(rec)
+        rec["sha256"] = line_digest(rec)
         prev = str(rec["sha256"])
         lines.append(json.dumps(rec, sort_keys=True, separators=(",", ":")) + "\n")
     path.parent.mkdir(parents=True, exist_ok=True)

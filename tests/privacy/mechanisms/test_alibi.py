@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pate_stab.audit.harness import dp_test
-from pate_stab.audit.mechanism_samplers import _alibi, _alibi_difference
+from pate_stab.audit.mechanism_samplers import alibi, alibi_difference
 from pate_stab.privacy.mechanisms.alibi import ALIBI_RESOLUTION, alibi_posterior, alibi_release, alibi_scale
 from pate_stab.privacy.noise.discrete import SeededRandomSource, discrete_laplace_pmf
 from pate_stab.rng import seeded_generator
@@ -40,6 +40,6 @@ def test_bad_labels_are_refused():
 @pytest.mark.statistical
 def test_dp_test_accepts_alibi_and_flags_half_the_noise():
     kwargs = {"epsilon": 1.0, "num_samples": 100_000, "alpha": ALPHA, "generator": seeded_generator(2),
-              "featurize": _alibi_difference}  # fmt: skip
-    assert_not_refuted(dp_test(_alibi(1.0, 3), 0, 1, **kwargs))
-    assert_refuted(dp_test(_alibi(1.0, 3, scale_epsilon=2.0), 0, 1, **kwargs))
+              "featurize": alibi_difference}  # fmt: skip
+    assert_not_refuted(dp_test(alibi(1.0, 3), 0, 1, **kwargs))
+    assert_refuted(dp_test(alibi(1.0, 3, scale_epsilon=2.0), 0, 1, **kwargs))

@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 
 from pate_stab.audit.harness import dp_test
-from pate_stab.audit.mechanism_samplers import _rr_with_prior
+from pate_stab.audit.mechanism_samplers import rr_with_prior_sampler
 from pate_stab.privacy.mechanisms.randomized_response import (
     KEEP_DENOMINATOR,
     randomized_response,
@@ -112,7 +112,7 @@ def test_dp_test_accepts_rr_with_prior_and_flags_its_mutations():
     """Labels 0 and 1 (both in Y): P[0] moves by exactly the claimed e^ε; label 4 (outside Y) vs 0."""
     gen = seeded_generator(11)
     kwargs = {"epsilon": 1.0, "num_samples": 200_000, "alpha": ALPHA, "generator": gen}
-    assert_not_refuted(dp_test(_rr_with_prior(PRIOR, 1.0), 0, 1, **kwargs))
-    assert_not_refuted(dp_test(_rr_with_prior(PRIOR, 1.0), 0, 4, **kwargs))
-    assert_refuted(dp_test(_rr_with_prior(PRIOR, 1.0, keep_epsilon=2.0), 0, 1, **kwargs))
-    assert_refuted(dp_test(_rr_with_prior(PRIOR, 1.0, label_in_set=True), 0, 4, **kwargs))
+    assert_not_refuted(dp_test(rr_with_prior_sampler(PRIOR, 1.0), 0, 1, **kwargs))
+    assert_not_refuted(dp_test(rr_with_prior_sampler(PRIOR, 1.0), 0, 4, **kwargs))
+    assert_refuted(dp_test(rr_with_prior_sampler(PRIOR, 1.0, keep_epsilon=2.0), 0, 1, **kwargs))
+    assert_refuted(dp_test(rr_with_prior_sampler(PRIOR, 1.0, label_in_set=True), 0, 4, **kwargs))

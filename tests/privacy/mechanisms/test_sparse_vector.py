@@ -1,22 +1,24 @@
-"""Sparse vector (BTT18 Alg 1) and InteractiveAboveThreshold (Ligett et al. Alg 2)."""
+"""Sparse vector (BTT18 Alg 1), and InteractiveAboveThreshold (Ligett et al. Alg 2) as its configuration."""
 
 import math
+from fractions import Fraction
 
 import pytest
 import torch
 
-from pate_stab.audit.harness import dp_test
+from pate_stab.audit.harness import clopper_pearson, dp_test
 from pate_stab.errors import HaltedError
 from pate_stab.privacy.mechanisms.sparse_vector import (
     FAILED,
     NOT_PROCESSED,
     PASSED,
-    InteractiveAboveThreshold,
     SparseVector,
     above_threshold_scan,
+    interactive_above_threshold,
 )
+from pate_stab.privacy.noise.secure import SeededRandomSource
 from pate_stab.privacy.noise.seeded import laplace
-from tests._stats import assert_not_refuted, assert_refuted
+from tests._stats import ALPHA, assert_not_refuted, assert_refuted
 
 
 def _online(values, seed, max_unstable=5, split=None):
@@ -199,48 +201,110 @@ def test_noisy_value_released_is_flagged():
 # ---------------------------------------------------------------------------------------------
 
 
+def test_iat_is_the_sparse_vector_with_one_segment():
+    """Alg 2 at (ε, W, Δ) is the sparse vector with T = 1, λ = 2Δ/ε and threshold −W, in either noise mode."""
+    seeded = interactive_above_threshold(
+        epsilon=0.8, threshold=1.5, sensitivity=0.5, generator=torch.Generator().manual_seed(0)
+    )
+    assert type(seeded) is SparseVector and seeded.noise == "seeded"
+    assert (seeded.max_unstable, seeded.threshold, seeded.noise_scale) == (1, -1.5, 2 * 0.5 / 0.8)
+    secure = interactive_above_threshold(epsilon=1, threshold=3, sensitivity=2, source=SeededRandomSource(0))
+    assert secure.noise == "secure" and (secure.max_unstable, secure.threshold, secure.noise_scale) == (1, -3, 4)
+    # a λ that is no exact rational is rounded up (never down: the segment stays ε-DP)
+    third = interactive_above_threshold(epsilon=3.0, threshold=0, sensitivity=0.1, noise="secure")
+    assert Fraction(2 * 0.1 / 3.0) <= third.noise_scale < Fraction(2 * 0.1 / 3.0) + Fraction(1, 2**20)
+    with pytest.raises(ValueError, match="epsilon"):
+        interactive_above_threshold(epsilon=0.0, threshold=0.0, sensitivity=1.0, generator=torch.Generator())
+    with pytest.raises(ValueError, match="sensitivity"):
+        interactive_above_threshold(epsilon=1.0, threshold=0.0, sensitivity=-1.0, generator=torch.Generator())
+
+
+def _first_stop(codes: torch.Tensor) -> int | None:
+    stops = torch.nonzero(codes == FAILED)
+    return int(stops[0]) if stops.numel() else None
+
+
 def test_iat_online_and_batch_agree():
     values = torch.linspace(-5, 5, 50, dtype=torch.float64)
     for seed in range(5):
-        a = InteractiveAboveThreshold(
-            epsilon=1.0, threshold=1.0, sensitivity=1.0, generator=torch.Generator().manual_seed(seed)
-        )
-        b = InteractiveAboveThreshold(
-            epsilon=1.0, threshold=1.0, sensitivity=1.0, generator=torch.Generator().manual_seed(seed)
-        )
-        online = next((i for i, v in enumerate(values.tolist()) if a.test(v)), None)
-        batch = b.first_above(values[:20])
+
+        def make(seed=seed):
+            return interactive_above_threshold(
+                epsilon=1.0, threshold=1.0, sensitivity=1.0, generator=torch.Generator().manual_seed(seed)
+            )
+
+        a, b = make(), make()
+        online = next((i for i, v in enumerate(values.tolist()) if not a.process(-v)), None)
+        batch = _first_stop(b.process_many(-values[:20]))
         if batch is None:
-            rest = b.first_above(values[20:])
+            rest = _first_stop(b.process_many(-values[20:]))
             batch = None if rest is None else 20 + rest
-        assert online == batch == a.stopped_at == b.stopped_at
+        assert online == batch
+        assert a.halted == b.halted == (online is not None)
+        if online is not None:
+            assert a.num_seen == b.num_seen == online + 1
+            assert b.process_many(-values).tolist() == [NOT_PROCESSED] * 50  # halted at its stop
+
+
+def _iat_reference(values, n, gen, *, epsilon=1.0, threshold=0.0, sensitivity=1.0):
+    """Alg 2 as printed, vectorised over n runs: the stopping index (len(values) when none passes)."""
+    vals = torch.as_tensor(values, dtype=torch.float64).expand(n, -1)
+    w_hat = threshold + laplace(2.0 * sensitivity / epsilon, (n, 1), generator=gen)
+    above = vals + laplace(4.0 * sensitivity / epsilon, vals.shape, generator=gen) >= w_hat
+    return torch.where(above.any(dim=1), torch.argmax(above.to(torch.int8), dim=1), torch.tensor(vals.shape[1]))
+
+
+def test_iat_stops_where_alg_2_stops_on_the_negated_noise():
+    """Exactly, run by run: the configuration draws V (threshold) and Q (query) from the two streams of
+    its generator (module docstring, noise layout) and stops at the first t with
+    f_t + 2λ·(−Q_t) ≥ W + λ·(−V), λ = 2Δ/ε: Alg 2 with the noise negated (Laplace is symmetric)."""
+    from pate_stab.privacy.noise.seeded import UnitLaplaceStream
+    from pate_stab.rng import spawn_generators
+
+    eps, delta_q, w = 0.7, 0.5, 0.25
+    lam = 2 * delta_q / eps
+    stops = set()
+    for seed in range(40):
+        f = torch.randn(12, generator=torch.Generator().manual_seed(1000 + seed), dtype=torch.float64) - 1.0
+        threshold_gen, query_gen = spawn_generators(torch.Generator().manual_seed(seed), 2)
+        v = UnitLaplaceStream(threshold_gen).take_one()
+        q = UnitLaplaceStream(query_gen).peek(12)
+        above = (f + 2 * lam * -q >= w + lam * -v).tolist()
+        expected = above.index(True) if True in above else None
+        iat = interactive_above_threshold(
+            epsilon=eps, threshold=w, sensitivity=delta_q, generator=torch.Generator().manual_seed(seed)
+        )
+        assert _first_stop(iat.process_many(-f)) == expected, seed
+        stops.add(expected)
+    assert None in stops and len(stops) >= 4  # the runs stop at several places, and some never
 
 
 @pytest.mark.statistical
 def test_iat_stopping_index_is_private():
-    eps = 1.0
+    """The configuration's stopping law equals Alg 2's (per index, Clopper–Pearson at α/5), and Alg 2's is ε-DP.
 
-    def mech(values, n, gen):
-        vals = torch.as_tensor(values, dtype=torch.float64).expand(n, -1)
-        w_hat = 0.0 + laplace(2.0 / eps, (n, 1), generator=gen)
-        noisy = vals + laplace(4.0 / eps, vals.shape, generator=gen)
-        above = noisy >= w_hat
-        first = torch.where(above.any(dim=1), torch.argmax(above.to(torch.int8), dim=1), torch.tensor(vals.shape[1]))
-        return first
-
-    # the mechanism above must match the library's noise law: compare stopping distributions
-    lib = []
-    for s in range(2000):
-        iat = InteractiveAboveThreshold(
-            epsilon=eps, threshold=0.0, sensitivity=1.0, generator=torch.Generator().manual_seed(s)
-        )
-        idx = iat.first_above(torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64))
-        lib.append(3 if idx is None else idx)
-    ref = mech([-1.0, 0.0, 1.0], 200_000, torch.Generator().manual_seed(1))
-    for k in range(4):
+    Δ = 0.5 and W = 0.25 so that a λ not scaled by Δ, a factor 2 on the noise, or a threshold of
+    the wrong sign each moves some index's probability outside the interval (2000 runs).
+    """
+    eps, delta_q, w = 1.0, 0.5, 0.25
+    values = [-0.5, 0.0, 0.5, 1.0]
+    gen = torch.Generator().manual_seed(7)
+    runs = 2000
+    lib = torch.zeros(len(values) + 1, dtype=torch.int64)
+    neg = -torch.tensor(values, dtype=torch.float64)
+    for _ in range(runs):
+        iat = interactive_above_threshold(epsilon=eps, threshold=w, sensitivity=delta_q, generator=gen)
+        stop = _first_stop(iat.process_many(neg))
+        lib[len(values) if stop is None else stop] += 1
+    ref = _iat_reference(values, 400_000, gen, epsilon=eps, threshold=w, sensitivity=delta_q)
+    for k in range(len(values) + 1):
         p_ref = float((ref == k).double().mean())
-        p_lib = sum(1 for x in lib if x == k) / len(lib)
-        assert abs(p_lib - p_ref) < 5 * math.sqrt(p_ref * (1 - p_ref) / len(lib)) + 1e-3
+        lo, hi = clopper_pearson(int(lib[k]), runs, ALPHA / (len(values) + 1))
+        assert lo <= p_ref <= hi, (k, int(lib[k]), runs, p_ref)
+
+    def mech(vals, n, g):
+        return _iat_reference(vals, n, g, epsilon=eps)
+
     res = dp_test(mech, [-1.0, 0.0, 1.0], [0.0, -1.0, 2.0], epsilon=eps, generator=torch.Generator().manual_seed(2))
     assert_not_refuted(res)
 

@@ -1,4 +1,4 @@
-"""The fast exact PAC simulation (pate_stab.theory.pac_sim), the bootstrap slope, recipes/repro/pac_rates.py --quick."""
+"""The fast exact PAC simulation (pate_stab.repro.pac_sim*), the bootstrap slope, recipes/repro/pac_rates.py --quick."""
 
 from __future__ import annotations
 
@@ -11,30 +11,34 @@ import pytest
 import torch
 
 from pate_stab.aggregation.votes import distance_to_instability
-from pate_stab.theory.erm_classes import threshold_erm
-from pate_stab.theory.pac import bootstrap_log_regression, bootstrap_loglog_slope
-from pate_stab.theory.pac_sim import (
-    _window_binds,
+from pate_stab.repro.pac_sim import (
     agnostic_offsets,
     distance_to_instability_np,
-    halfspace_near_queries,
-    halfspace_realizable_lines,
-    halfspace_student,
-    homogeneous_agnostic_directions,
-    homogeneous_disagreement,
-    homogeneous_erm,
-    homogeneous_error,
-    line_disagreement,
-    max_vertical_margin,
     near_queries,
     realizable_erm_error_limit,
     realizable_offsets,
     segmented_threshold_erm,
     shard_sizes,
     student_offset,
+)
+from pate_stab.repro.pac_sim_halfspaces import (
+    _window_binds,
+    halfspace_near_queries,
+    halfspace_realizable_lines,
+    halfspace_student,
+    line_disagreement,
+    max_vertical_margin,
+)
+from pate_stab.repro.pac_sim_homogeneous import (
+    homogeneous_agnostic_directions,
+    homogeneous_disagreement,
+    homogeneous_erm,
+    homogeneous_error,
     window_direction_erm,
     wrap_turns,
 )
+from pate_stab.theory.erm_classes import threshold_erm
+from pate_stab.theory.pac import bootstrap_log_regression, bootstrap_loglog_slope
 from tests._recipes import load_recipe
 
 
