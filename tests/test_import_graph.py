@@ -256,7 +256,7 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
     ("privacy: mechanisms and privacy math", ("privacy",), False),
     ("formulas", ("theory",), False),
     ("algorithms on votes and on data", ("aggregation", "erm"), False),
-    ("the pipeline's parts", ("data", "features", "teachers", "student", "direct"), True),
+    ("the pipeline's parts", ("data", "features", "teachers", "student", "selection", "direct"), True),
     ("the pipeline, and beside it", ("run", "audit", "repro"), False),
     ("front doors", ("cli", ""), True),
 ]

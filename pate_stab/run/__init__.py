@@ -10,7 +10,6 @@ aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-expor
 | :mod:`~pate_stab.run.config` | :class:`TransferConfig`: every setting of a run, in sections, checked |
 | :mod:`~pate_stab.run.data` | the private set, public pool and evaluation split (features fitted on public data) |
 | :mod:`~pate_stab.run.prepare` | budget check, run folder, record-keyed partition, teachers |
-| :mod:`~pate_stab.run.selection` | which pool points to query, from public data and released outputs; SpreadSelector |
 | :mod:`~pate_stab.run.release` | one registry aggregator releases labels through the run's ledger; the selectors |
 | :mod:`~pate_stab.run.student` | the student on the released labels (post-processing) |
 | :mod:`~pate_stab.run.student_select` | the student's lr / spread threshold by cross-validation on released labels |

@@ -108,7 +108,6 @@ from pate_stab.run.report import (
     run_files,
 )
 from pate_stab.run.run_folder import run_lock, write_published
-from pate_stab.run.selection import SELECTION_PRIVACY
 from pate_stab.run.student import (
     FewLabelsWarning,
     fit_student,
@@ -119,6 +118,7 @@ from pate_stab.run.student import (
 )
 from pate_stab.run.student_file import save_student
 from pate_stab.run.units import check_learner_units
+from pate_stab.selection.adaptive_batches import SELECTION_PRIVACY
 
 __all__ = ["PRIVATE_COMPARE", "compare_title", "format_rows", "format_summary", "plot_rows", "run_compare",
            "summarise_rows", "total_cost", "total_cost_line"]  # fmt: skip

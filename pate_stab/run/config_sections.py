@@ -69,7 +69,9 @@ from pate_stab.run.config_names import (
     TeacherModel,
     ThreatModel,
 )
-from pate_stab.run.selection import SPREAD_DEFAULTS, check_query_selection, check_representatives
+from pate_stab.selection.adaptive_batches import check_query_selection
+from pate_stab.selection.representatives import check_representatives
+from pate_stab.selection.spread import SPREAD_DEFAULTS
 from pate_stab.student.augment import AUGMENTATIONS
 
 __all__ = [
@@ -259,7 +261,7 @@ class GraphSettings(_Section):
     2004's α), 20 iterations of the solver (here: 20 terms of the series, the same number of sparse
     products), the graph on the features as they are (no extra PCA). No label of the pool or the
     evaluation split chose them. Their defaults and the selection section's round size and coverage
-    are :data:`pate_stab.run.selection.SPREAD_DEFAULTS`: one place for the main job and ``release --votes``.
+    are :data:`pate_stab.selection.spread.SPREAD_DEFAULTS`: one place for the main job and ``release --votes``.
     """
 
     graph_neighbors: int = SPREAD_DEFAULTS.graph_neighbors  # kNN graph degree
@@ -381,7 +383,7 @@ class ReleaseSettings(_Section):
 
 @dataclass(frozen=True)
 class SelectionSettings(_Section):
-    """Which public inputs are queried, in which order (:mod:`pate_stab.run.selection`)."""
+    """Which public inputs are queried, in which order (:mod:`pate_stab.selection`)."""
 
     # "first" (pool order), "student-confidence" (rounds chosen by a student fitted on the labels
     # released so far) or "spread" (the released labels and ⊥ spread over the pool graph, class by

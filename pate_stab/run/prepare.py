@@ -42,7 +42,7 @@ from pate_stab.run.fixmatch_teachers import check_fixmatch_teachers, fixmatch_te
 from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, compute_device, report_stage
 from pate_stab.run.run_folder import LOCK_NAME, check_ledger_kept, claim_run_folder, write_published
-from pate_stab.run.selection import SpreadSettings
+from pate_stab.selection.spread import SpreadSettings
 from pate_stab.teachers import (
     ModelSpec,
     PoolVotes,

@@ -15,7 +15,7 @@ used (:data:`~pate_stab.run.config.STUDENT_METHODS`):
   answered queries labelled, every other pool point (⊥ queries included) unlabelled.
 
 The selectors of ``query_selection`` belong to the release stage (:mod:`pate_stab.run.release`;
-the spread one is :class:`pate_stab.run.selection.SpreadSelector`), which does not import this module.
+the spread one is :class:`pate_stab.selection.spread.SpreadSelector`), which does not import this module.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from torch import Tensor
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.progress import accelerator_device
-from pate_stab.run.selection import answered_mask
 from pate_stab.run.student_base import (
     ReleasedLabels,
     spread_pseudo_labels,
@@ -38,6 +37,7 @@ from pate_stab.run.student_base import (
     student_targets,
 )
 from pate_stab.run.student_select import select_student_settings, selection_generator
+from pate_stab.selection.adaptive_batches import answered_mask
 from pate_stab.student import StudentTargets, train_student
 from pate_stab.teachers import VotingTeachers
 

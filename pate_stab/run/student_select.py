@@ -44,8 +44,8 @@ from torch import Tensor
 
 from pate_stab.rng import child_seed
 from pate_stab.run.prepare import Prepared
-from pate_stab.run.selection import answered_mask
 from pate_stab.run.student_base import ReleasedLabels, spread_pseudo_labels, student_spec
+from pate_stab.selection.adaptive_batches import answered_mask
 from pate_stab.student import StudentTargets
 from pate_stab.student.stacked import StudentGroup, train_stacked_students
 

@@ -7,7 +7,7 @@ order:
    partition into k shards and the k teachers (vectorised Lightning training, or reloaded);
 2. :func:`~pate_stab.run.release.release_labels` — one aggregator from the registry, spending
    through the run's ledger, asked about ``num_queries`` public inputs chosen by
-   ``query_selection`` (:mod:`pate_stab.run.selection`);
+   ``query_selection`` (:mod:`pate_stab.selection`);
 3. :func:`~pate_stab.run.student.fit_student` — the student on the released labels
    (post-processing);
 4. :func:`evaluate_and_report` — evaluation and :func:`~pate_stab.run.report.transfer_report`

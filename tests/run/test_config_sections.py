@@ -26,7 +26,8 @@ from pate_stab.run.config_sections import (
     RoundSettings,
     StudentSettings,
 )
-from pate_stab.run.selection import QUERY_SELECTIONS, REPRESENTATIVE_CHOICES
+from pate_stab.selection.adaptive_batches import QUERY_SELECTIONS
+from pate_stab.selection.representatives import REPRESENTATIVE_CHOICES
 from pate_stab.student import FixMatchConfig
 from pate_stab.student.augment import AUGMENTATIONS
 

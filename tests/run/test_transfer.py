@@ -397,7 +397,7 @@ def selected(tmp_path_factory, trained_teachers):
         mp.setattr(StabilityReleaser, "release", spy_release)
         assert run_transfer(replace(cfg, stop_after="release"))["status"] == "released"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(run_release, "release_in_rounds", refuse)
+        mp.setattr(run_release, "release_in_adaptive_batches", refuse)
         report = run_transfer(cfg)
     return cfg, events, report
 
