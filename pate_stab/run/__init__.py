@@ -12,7 +12,6 @@ aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-expor
 | :mod:`~pate_stab.run.prepare` | budget check, run folder, record-keyed partition, teachers |
 | :mod:`~pate_stab.run.release` | one registry aggregator releases labels through the run's ledger; the selectors |
 | :mod:`~pate_stab.run.student` | the student on the released labels (post-processing) |
-| :mod:`~pate_stab.run.student_select` | the student's lr / spread threshold by cross-validation on released labels |
 | :mod:`~pate_stab.run.student_base` | what the student, its cross-validation and the confidence selector share |
 | :mod:`~pate_stab.run.report` | ``report.json`` (published) and the private diagnostics (0600) |
 | :mod:`~pate_stab.run.private` | which files a run may publish, private files (0600), the run's data identity |

@@ -207,7 +207,7 @@ STUDENT_METHODS = {
 STUDENT_SELECT = {
     "none": "the student settings as configured",
     "cv": "student_lr (and, for the spread student, spread_threshold) chosen by 3-fold cross-validation on the "
-    "released labels from a grid fixed in advance (pate_stab.run.student_select): post-processing, no spend",
+    "released labels from a grid fixed in advance (pate_stab.student.select): post-processing, no spend",
 }
 ROUND_FEATURES = {
     "same": "the run's features in every round of a release in rounds",

@@ -464,7 +464,7 @@ class StudentSettings(_Section):
     student_method: StudentMethod = "supervised"  # STUDENT_METHODS
     spread_threshold: float = 0.5  # spread: least class share of a spread pseudo-label
     # how the settings above are chosen: "none" (as configured) or "cv" (student_lr and spread_threshold by
-    # cross-validation on the released labels; STUDENT_SELECT, pate_stab.run.student_select)
+    # cross-validation on the released labels; STUDENT_SELECT, pate_stab.student.select)
     student_select: StudentSelect = "none"
     fixmatch_preset: FixmatchPreset = "cpu"  # fixmatch: pate_stab.student.FixMatchConfig preset
     fixmatch_steps: int | None = None  # fixmatch: optimiser steps (None: the preset's)

@@ -21,6 +21,7 @@ the spread one is :class:`pate_stab.selection.spread.SpreadSelector`), which doe
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -36,9 +37,9 @@ from pate_stab.run.student_base import (
     student_spec,
     student_targets,
 )
-from pate_stab.run.student_select import select_student_settings, selection_generator
 from pate_stab.selection.adaptive_batches import answered_mask
 from pate_stab.student import StudentTargets, train_student
+from pate_stab.student.select import select_student_settings, selection_generator
 from pate_stab.teachers import VotingTeachers
 
 __all__ = [
@@ -180,7 +181,7 @@ def fit_student(
     of the public pool (the ⊥ queries, then the pool points never queried), used as
     ``student_method`` says. With ``student_select: cv`` the student's learning rate (and spread
     threshold) are first chosen by cross-validation on the released labels
-    (:mod:`pate_stab.run.student_select`); the student's ``selection`` holds the record.
+    (:mod:`pate_stab.student.select`); the student's ``selection`` holds the record.
     """
     config, task = prep.config, prep.task
     targets = student_targets(
@@ -194,7 +195,19 @@ def fit_student(
         return _fit_fixmatch(prep, release, targets, generator), targets
     selection = None
     if config.student_select == "cv":
-        selection = select_student_settings(prep, release, targets, generator=selection_generator(generator))
+        selection = select_student_settings(
+            release.index,
+            release.labels,
+            targets,
+            public_x=task.public_x,
+            spec=student_spec(config, task),
+            method=config.student_method,
+            configured={"student_lr": config.student_lr, "spread_threshold": config.spread_threshold},
+            epochs=config.student_epochs,
+            batch_size=config.student_batch_size,
+            pseudo_labels=partial(spread_pseudo_labels, prep),
+            generator=selection_generator(generator),
+        )
         config = replace(config, **selection.settings)
     if config.student_method == "spread":
         seeds = release.index[targets.index]
