@@ -34,11 +34,12 @@ from pate_stab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pate_stab.aggregation.plan import RunPlan, plan_run
+    from pate_stab.direct.registry import DIRECT_LEARNERS
     from pate_stab.run.api import compare_arrays, transfer_arrays
     from pate_stab.run.compare import format_rows, plot_rows, run_compare
     from pate_stab.run.config import DATASETS, RUN_AGGREGATORS, STUDENT_FIELDS, THREAT_MODELS, TransferConfig
     from pate_stab.run.data import Task, load_task
-    from pate_stab.run.direct import DIRECT_LEARNERS, run_direct
+    from pate_stab.run.direct import run_direct
     from pate_stab.run.prepare import BudgetTooSmallError, Prepared
     from pate_stab.run.refit import refit_students
     from pate_stab.run.release import Release, label_accuracy, release_labels
@@ -61,7 +62,7 @@ _LAZY = {
     "TransferConfig": "pate_stab.run.config",
     "Task": "pate_stab.run.data",
     "load_task": "pate_stab.run.data",
-    "DIRECT_LEARNERS": "pate_stab.run.direct",
+    "DIRECT_LEARNERS": "pate_stab.direct.registry",
     "run_direct": "pate_stab.run.direct",
     "BudgetTooSmallError": "pate_stab.run.prepare",
     "Prepared": "pate_stab.run.prepare",

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pate_stab.direct.registry import DIRECT_LEARNERS
 from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 from pate_stab.run.data_dependent import DATA_INDEPENDENT_NOTE
-from pate_stab.run.direct import DIRECT_LEARNERS, replace_one_equivalent
+from pate_stab.run.direct import replace_one_equivalent
 from pate_stab.run.reference import at_or_below
 from pate_stab.run.run_folder import write_published
 from pate_stab.run.units import row_unit

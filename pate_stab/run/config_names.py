@@ -119,7 +119,7 @@ EXTRACTED_FEATURES = tuple(FEATURE_BLOCKS)
 TEACHER_MODELS = ("logistic", "mlp", "cnn", "propagate", "fixmatch")
 """Teachers: dense heads, PATE's CNN, label propagation (:mod:`pate_stab.teachers.propagation`), or CNNs trained
 with FixMatch on their shard's labels and the unlabelled inputs the privacy unit allows (PATE-FM;
-:mod:`pate_stab.teachers.fixmatch`, settings: :mod:`pate_stab.run.fixmatch_teachers`)."""
+:mod:`pate_stab.teachers.fixmatch`, settings: :mod:`pate_stab.teachers.fixmatch_settings`)."""
 STUDENT_MODELS = ("logistic", "mlp", "cnn")
 BOTTOMS = ("drop", "random")
 """What the student does with ⊥: drops those queries, or gives them a random label."""

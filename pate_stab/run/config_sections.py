@@ -528,7 +528,7 @@ class DirectSettings(_Section):
     # DP-SGD (dpsgd-linear, dpsgd-cnn; add/remove): the private set's PUBLIC size N, from which the
     # sampling rate q = B / N, the steps, σ and the gradient divisor are computed (never from the
     # actual count, which is private under add/remove). None: the documented size of a bundled
-    # data set's published training file (pate_stab.run.direct_size); own data need it. Never
+    # data set's published training file (pate_stab.direct.public_size); own data need it. Never
     # compute it from the private data: use a rounded figure you would publish anyway.
     private_size_hint: int | None = None
     # DP-SGD's expected batch size B, epochs and learning rate (dpsgd-linear; dpsgd-cnn where set).

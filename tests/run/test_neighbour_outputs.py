@@ -631,8 +631,8 @@ def _spend_lines_unmasked(ledger: bytes, spend_id: str) -> list[dict[str, Any]]:
 def _record_direct_calibration(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     """Record what the direct learners' mechanisms are calibrated on, call by call: DP-SGD's (ε, δ, public
     size, settings) and the softmax head's (ε, C, λ'·n), which is λN in the (1/n)-normalised solver
-    (:mod:`pate_stab.run.direct`); calibrated on the private count n it would differ between D and D′."""
-    import pate_stab.run.direct as run_direct
+    (:mod:`pate_stab.direct.learners`); calibrated on the private count n it would differ between D and D′."""
+    import pate_stab.direct.learners as run_direct
 
     seen: list[tuple[Any, ...]] = []
     dpsgd, head = run_direct.train_dpsgd_linear, run_direct.softmax_output_perturbation
