@@ -348,3 +348,13 @@ def test_privacy_sub_packages_import_one_way() -> None:
     assert not bad, "privacy's sub-packages import against noise → accounting → mechanisms / pate → ledger:\n" + (
         "\n".join(bad)
     )
+
+
+def test_run_holds_at_most_twenty_modules() -> None:
+    """DESIGN.md's layout: run/ is the pipeline only, at most 20 modules (a sub-package counts as one; config.py,
+    config_names.py and config_sections.py count as the one package run/config/ they become)."""
+    run = ROOT / "run"
+    rooms = {p.stem for p in run.glob("*.py") if p.stem != "__init__"}
+    rooms |= {p.name for p in run.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    rooms = {"config" if r.startswith("config") else r for r in rooms}
+    assert len(rooms) <= 20, f"pate_stab/run/ holds {len(rooms)} modules: {sorted(rooms)}"

@@ -14,10 +14,10 @@ aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-expor
 | :mod:`~pate_stab.run.student` | the student on the released labels (post-processing) |
 | :mod:`~pate_stab.run.student_base` | what the student, its cross-validation and the confidence selector share |
 | :mod:`~pate_stab.run.report` | ``report.json`` (published) and the private diagnostics (0600) |
-| :mod:`~pate_stab.run.private` | which files a run may publish, private files (0600), the run's data identity |
+| :mod:`~pate_stab.run.run_folder` | one writer per run folder; which files a run may publish, private files |
 | :mod:`~pate_stab.run.transfer` | :func:`run_transfer`: the steps above in order |
 | :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
-| :mod:`~pate_stab.run.compare_table` | the compare table, its total privacy cost, the summary over repeats, the plot |
+| :mod:`~pate_stab.run.compare_table` | the compare table, its cost, summary and plot; the rows' units and reference |
 | :mod:`~pate_stab.run.refit` | :func:`refit_students`: new students on a run's recorded releases (no spend) |
 | :mod:`~pate_stab.run.api` | :func:`transfer_arrays`, :func:`compare_arrays`: the main job on the user's arrays |
 | :mod:`~pate_stab.run.direct` | :func:`run_direct`: a direct private learner on the private split, as a compare row |

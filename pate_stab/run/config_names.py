@@ -214,7 +214,7 @@ ROUND_FEATURES = {
     "student": "rounds r > 1: propagation teachers rebuilt on the last hidden layer of the student fitted on "
     "rounds < r (pate_stab.run.rounds)",
 }
-# reporting only: PATE's data-dependent ε of the baselines (see pate_stab.run.data_dependent)
+# reporting only: PATE's data-dependent ε of the baselines (see pate_stab.aggregation.data_dependent)
 REPORT_FIELDS = ("dd_order", "dd_sigma")
 NOT_IDENTITY = (
     "checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", "allow_empty_student",

@@ -46,13 +46,19 @@ from pate_stab.erm.multinomial import check_class_labels
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.privacy.noise.discrete import RandomSource, SeededRandomSource, SystemRandomSource
+from pate_stab.run.compare_table import (
+    at_or_below,
+    best_per_epsilon,
+    learner_unit,
+    reference_words,
+    replace_one_equivalent,
+    row_unit,
+)
 from pate_stab.run.config import FEATURE_DATASETS, TransferConfig
 from pate_stab.run.prepare import Prepared
-from pate_stab.run.reference import at_or_below, reference_words
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend
 from pate_stab.run.student_file import PublishedStudent
-from pate_stab.run.units import best_per_epsilon, learner_unit, row_unit
 from pate_stab.teachers.models import ModelSpec, build_model
 
 __all__ = [
@@ -66,7 +72,6 @@ __all__ = [
     "direct_planned_spend",
     "direct_student",
     "privacy_unit",
-    "replace_one_equivalent",
     "run_direct",
 ]
 
@@ -89,23 +94,6 @@ def check_direct_learners(names: object, *, dataset: str | None = None) -> list[
         raise ValueError(f"{', '.join(on_images)} trains a CNN on images; dataset {dataset!r} has none "
                          "(feature vectors or a table)")  # fmt: skip
     return list(names)
-
-
-def replace_one_equivalent(*, epsilon: float, delta: float, neighbouring: str) -> tuple[float, float]:
-    """(ε, δ) under replace-one: unchanged for replace-one; (2ε, (1 + e^ε) δ) from add/remove.
-
-    Group privacy (Dwork & Roth 2014, Thm 2.2, for (ε, δ): k = 2 gives (2ε, (1 + e^ε) δ)):
-    replacing a record is removing it and adding another.
-
-    Example:
-        >>> replace_one_equivalent(epsilon=1.0, delta=1e-5, neighbouring="add_remove")
-        (2.0, 3.718281828459045e-05)
-    """
-    if neighbouring == "replace_one":
-        return epsilon, delta
-    if neighbouring != "add_remove":
-        raise ValueError(f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}")
-    return 2.0 * epsilon, (1.0 + math.exp(epsilon)) * delta
 
 
 def direct_planned_spend(config: Any, learner: str, epsilon: float, repeat: int = 0) -> PlannedSpend:
@@ -434,7 +422,7 @@ def _row(
         "epsilon": result["epsilon"],
         "delta": result["delta"],
         "neighbouring": relation,
-        # the unit the run ranks the row under, and the unit of the learner's own guarantee (pate_stab.run.units)
+        # the unit the run ranks the row under, and the unit of the learner's own guarantee (run/compare_table.py)
         "privacy_unit": meta.get("privacy_unit", privacy_unit(prep.config)),
         "guarantee_unit": learner_unit(spec.name),
         "epsilon_replace_one": eps_r1,
@@ -454,7 +442,8 @@ def _row(
 
 def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str, reference: dict[str, Any] | None = None) -> str:
     """How to read a table with direct rows: columns, relations, the cumulative cost, the best row per ε
-    (a best row at or below the majority-class ``reference`` is named as such: :mod:`pate_stab.run.reference`)."""
+    (a best row at or below the majority-class ``reference`` is named as such:
+    :func:`pate_stab.run.compare_table.majority_reference`)."""
     # name only the columns the table shows (compare_table.format_rows leaves out empty ones)
     empty = ["label_acc"] if all(r.get("label_acc") is None for r in rows) else []
     dashes = " / ".join(c for c in ("seen", "answered", "label_acc") if c not in empty)
@@ -492,7 +481,7 @@ def direct_legend(rows: list[dict[str, Any]], *, run_neighbouring: str, referenc
         f"ε = {math.fsum(e for e, _ in conv):.4g} and δ = {math.fsum(d for _, d in conv):.3g} all as replace-one "
         "(README: Privacy notes)."
     )
-    # each privacy unit ranked apart, its unit shown (pate_stab.run.units)
+    # each privacy unit ranked apart, its unit shown (pate_stab.run.compare_table)
     for unit in sorted({row_unit(r) for r in rows}):
         best = best_per_epsilon([r for r in rows if row_unit(r) == unit])
         line = f"best mean accuracy per ε ({unit} privacy): " + ", ".join(

@@ -5,7 +5,7 @@
 anything (:class:`BudgetTooSmallError`), both before any training and before ``config.json`` is
 written, checks that the run folder holds this configuration (or none, or one under which nothing
 was trained or spent: :func:`nothing_trained_or_spent`) and was made with these data (a MAC of the splits in a private
-file, :func:`~pate_stab.run.private.check_data_identity`), partitions the private records by their key (content or
+file, :func:`~pate_stab.run.run_folder.check_data_identity`), partitions the private records by their key (content or
 record id, DESIGN.md fact 1) and trains the teachers as one vectorised Lightning fit — or
 reloads them. Votes on the public pool are computed later, only when a release asks for them.
 """
@@ -38,9 +38,16 @@ from pate_stab.run.config import (
 )
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
-from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, compute_device, report_stage
-from pate_stab.run.run_folder import LOCK_NAME, check_ledger_kept, claim_run_folder, write_published
+from pate_stab.run.run_folder import (
+    LOCK_NAME,
+    PRIVATE_FOLDERS,
+    PRIVATE_IDENTITY,
+    check_data_identity,
+    check_ledger_kept,
+    claim_run_folder,
+    write_published,
+)
 from pate_stab.selection.spread import SpreadSettings
 from pate_stab.teachers import (
     PoolVotes,
@@ -484,7 +491,7 @@ def _plan_and_folder(
 
 
 def _claim_folder(config: TransferConfig, task: Task) -> DataSet:
-    """The run folder checked, the data's identity recorded (its MAC in a private file, pate_stab.run.private),
+    """The run folder checked, the data's identity recorded (its MAC in a private file, pate_stab.run.run_folder),
     the private folders tightened and the feature map saved; the private data set of the holder's budget."""
     run_dir = config.run_dir
     _check_run_dir(config, run_dir)

@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from pate_stab.aggregation.data_dependent import data_dependent_figures
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
@@ -71,6 +72,7 @@ __all__ = [
     "Release",
     "label_accuracy",
     "recorded_spend_id",
+    "release_data_dependent",
     "release_device",
     "release_labels",
     "release_spend_id",
@@ -435,3 +437,22 @@ def label_accuracy(release: Release, truth: Tensor | None) -> tuple[float | None
     correct = (guess == truth) & answered
     n = int(answered.sum())
     return (float(correct.sum()) / n if n else None), float(correct.sum()) / max(truth.numel(), 1)
+
+
+def release_data_dependent(prep: Prepared, release: Release, *, generator: torch.Generator) -> dict[str, Any]:
+    """PATE's data-dependent ε of one of a run's releases, with the run's settings
+    (:func:`~pate_stab.aggregation.data_dependent.data_dependent_figures`).
+
+    The votes of the processed queries are read only for aggregators that have a data-dependent
+    analysis (the PATE baselines).
+    """
+    config, s = prep.config, release.summary
+    seen = int(s.get("queries_seen", release.index.numel()))
+    if aggregator_spec(release.aggregator).data_dependent is not None:
+        counts = prep.votes.histograms(release.index[:seen])
+    else:
+        counts = torch.zeros(0, 2, dtype=torch.int64)
+    return data_dependent_figures(
+        release.aggregator, s, counts, release.labels[:seen], delta=config.delta,
+        teachers_changed=config.teachers_changed, order=config.dd_order, sigma=config.dd_sigma, generator=generator,
+    )  # fmt: skip

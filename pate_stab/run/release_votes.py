@@ -85,10 +85,17 @@ from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS, PrivacyLedger
 from pate_stab.privacy.ledger.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.rng import seeded_generator
 from pate_stab.run.config import check_cap
-from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend, clean_json, noise_report, open_run_ledger
-from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
+from pate_stab.run.run_folder import (
+    LOCK_NAME,
+    PRIVATE_IDENTITY,
+    claim_run_folder,
+    files_section,
+    run_lock,
+    write_private_json,
+    write_published,
+)
 from pate_stab.selection.spread import SpreadSelector
 
 __all__ = [

@@ -15,8 +15,9 @@ from pate_stab.direct.learners import HEAD_LAMBDA
 from pate_stab.direct.registry import DIRECT_LEARNERS
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run import TransferConfig
+from pate_stab.run.compare_table import replace_one_equivalent
 from pate_stab.run.config import LABEL_DIRECT_LEARNERS
-from pate_stab.run.direct import direct_legend, replace_one_equivalent, run_direct
+from pate_stab.run.direct import direct_legend, run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import open_ledger
