@@ -99,7 +99,8 @@ def teacher_train_config(config: Any) -> TrainConfig:
     )
 
 
-def _model_spec(config: Any, data: TeacherData, architecture: str) -> ModelSpec:
+def _model_spec(config: Any, data: TeacherData, architecture: Any) -> ModelSpec:
+    """The heads' architecture (``architecture``: logistic, mlp or cnn) with the run's widths."""
     in_shape = tuple(data.private_x.shape[1:])
     return ModelSpec(architecture, in_shape, data.num_classes, hidden=config.teacher_hidden,
                      channels=config.teacher_channels)  # fmt: skip
