@@ -69,9 +69,7 @@ from pate_stab.run.config_names import (
     TeacherModel,
     ThreatModel,
 )
-from pate_stab.selection.adaptive_batches import check_query_selection
-from pate_stab.selection.representatives import check_representatives
-from pate_stab.selection.spread import SPREAD_DEFAULTS
+from pate_stab.selection import SPREAD_DEFAULTS, check_query_selection, check_representatives
 from pate_stab.student.augment import AUGMENTATIONS
 
 __all__ = [
