@@ -37,15 +37,15 @@ uniformly random label (BTT18 §4.2); both are post-processing of the release.""
 BOTTOM_POLICIES: tuple[str, ...] = get_args(BottomPolicy)
 
 QuerySelection = Literal["first", "student-confidence", "spread"]
-"""Which public inputs are queried, in which order (:mod:`pate_stab.run.selection`)."""
+"""Which public inputs are queried, in which order (:mod:`pate_stab.selection`)."""
 QUERY_SELECTIONS: tuple[str, ...] = get_args(QuerySelection)
 SelectionRepresentatives = Literal["centroid", "dense"]
 """Which point stands for a k-means cluster in round 0 and class discovery: the member nearest the centroid,
-or the cluster's densest member (:func:`pate_stab.run.selection.dense_representatives`)."""
+or the cluster's densest member (:func:`pate_stab.selection.dense_representatives`)."""
 REPRESENTATIVE_CHOICES: tuple[str, ...] = get_args(SelectionRepresentatives)
 
 # The spread selection's defaults, the main job's (pate_stab.run.config.sections.GraphSettings and
-# SelectionSettings) and ``release --votes``' (pate_stab.run.selection.SPREAD_DEFAULTS). The graph's are fixed in
+# SelectionSettings) and ``release --votes``' (pate_stab.selection.spread.SPREAD_DEFAULTS). The graph's are fixed in
 # advance from Iscen, Tolias, Avrithis & Chum (2019), "Label propagation for deep semi-supervised learning" (CVPR;
 # the affinity max(cos, 0)^γ is theirs), as their public code (LP-DeepSSL, update_plabels) runs it: k = 50
 # neighbours, γ = 3, α = 0.99 (also Zhou et al. 2004's α), 20 terms of the series, the graph on the features as

@@ -258,7 +258,7 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
     ("formulas", ("theory",), False),
     ("algorithms on votes and on data", ("aggregation", "erm"), False),
     ("model code of the teachers and the students", ("models",), False),
-    ("the pipeline's parts", ("data", "features", "teachers", "student", "direct"), True),
+    ("the pipeline's parts", ("data", "features", "teachers", "student", "selection", "direct"), True),
     ("the pipeline, and beside it", ("run", "audit", "repro"), False),
     ("front doors", ("cli", ""), True),
 ]
@@ -535,3 +535,13 @@ def test_private_name_rule_on_planted_modules() -> None:
         ("pate_stab.cli.b", "pate_stab.data.own", "_subfolders"),
         ("pate_stab.cli.c", "pate_stab.rng", "_private"),
     }
+
+
+def test_run_holds_at_most_twenty_modules() -> None:
+    """DESIGN.md's layout: run/ is the pipeline only, at most 20 modules (a sub-package counts as one; config.py,
+    config_names.py and config_sections.py count as the one package run/config/ they become)."""
+    run = ROOT / "run"
+    rooms = {p.stem for p in run.glob("*.py") if p.stem != "__init__"}
+    rooms |= {p.name for p in run.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    rooms = {"config" if r.startswith("config") else r for r in rooms}
+    assert len(rooms) <= 20, f"pate_stab/run/ holds {len(rooms)} modules: {sorted(rooms)}"

@@ -28,7 +28,7 @@ recorded by
 * ``queries``: SHA-256 of the *public* positions of its queries (``query_ids``, e.g. pool
   indices), when the caller gives them — what runs do. The replay check then asks "same
   queries, in the same order?"; that the votes on them are the same is the run's own check
-  (its private data identity, :func:`pate_stab.run.private.check_data_identity`); or
+  (its private data identity, :func:`pate_stab.run.run_folder.check_data_identity`); or
 * ``inputs_mac``: HMAC-SHA256 of the votes under the ledger folder's secret key
   (:meth:`PrivacyLedger.private_key`, a 0600 file never published), when no query ids are
   given. It checks the votes themselves and reveals nothing about them without the key.

@@ -5,7 +5,9 @@ the clipped sum in closed form (:mod:`~pate_stab.direct.dpsgd`), or any module t
 engine (:mod:`~pate_stab.direct.opacus_engine`), e.g. Tramèr & Boneh 2021's tanh CNN on the raw images
 (:mod:`~pate_stab.direct.cnn`, best on a GPU); the convex heads
 themselves live in :mod:`pate_stab.erm` (one-vs-rest :class:`~pate_stab.erm.PrivateLinearHead`,
-softmax :mod:`pate_stab.erm.multinomial`). :mod:`pate_stab.run.direct` runs them as ``compare`` rows.
+softmax :mod:`pate_stab.erm.multinomial`). The direct learners of a run are one registry
+(:mod:`~pate_stab.direct.registry`: each learner's relation, unit, noise kind, plan and training,
+:mod:`~pate_stab.direct.learners`); :mod:`pate_stab.run.direct` runs them as ``compare`` rows.
 """
 
 from pate_stab.direct.cnn import CNN_DPSGD, TanhCNN, cnn_dpsgd_config, train_dpsgd_cnn

@@ -193,7 +193,7 @@ def train_dpsgd_cnn(
 
 
 def cnn_state(trained: DPSGDModule, num_classes: int) -> dict[str, Any]:
-    """What :mod:`pate_stab.run.direct` saves: plain tensors and numbers (``torch.load(weights_only=True)``)."""
+    """What a ``dpsgd-cnn`` spend saves: plain tensors and numbers (``torch.load(weights_only=True)``)."""
     module = trained.module
     if not isinstance(module, TanhCNN):
         raise TypeError(f"expected a TanhCNN, got {type(module).__name__}")

@@ -14,7 +14,7 @@ change all three. Labels outside the declared set are refused.
 
 :func:`public_divisor_lambda` gives the regularisation under which the library's (1/n)-normalised
 solvers minimise the objective with a fixed public divisor N instead of the private count n (the main
-job's convex heads, :mod:`pate_stab.run.direct`).
+job's convex heads, :mod:`pate_stab.direct.learners`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def public_divisor_lambda(lam: float, *, public_size: int, private_size: int) ->
     minimise J_n(w) = (1/n) Σ ℓ(w, z_i) + (λ/2)||w||² for a fixed, public n. With a fixed public
     divisor N instead, J(w) = (1/N) Σ ℓ(w, z_i) + (λ/2)||w||² = (n/N)·J_n(w; λ′) with λ′ = λN/n, so
     the solvers' minimiser of J_n(·; λ′) is J's, and every noise scale, a function of λ′n = λN, is
-    the paper's with n := N (the argument for both relations: :mod:`pate_stab.run.direct`, "The
+    the paper's with n := N (the argument for both relations: :mod:`pate_stab.direct.learners`, "The
     heads' public size"). n, the private count, stays inside the mechanism.
 
     Example:

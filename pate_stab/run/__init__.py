@@ -12,16 +12,14 @@ aggregators' registry in :mod:`pate_stab.aggregation.plan`; the package re-expor
 | :mod:`~pate_stab.run.config` | :class:`TransferConfig`: every setting of a run, in sections, checked |
 | :mod:`~pate_stab.run.data` | the private set, public pool and evaluation split (features fitted on public data) |
 | :mod:`~pate_stab.run.prepare` | budget check, run folder, record-keyed partition, teachers |
-| :mod:`~pate_stab.run.selection` | which pool points to query, from public data and released outputs; SpreadSelector |
 | :mod:`~pate_stab.run.release` | one registry aggregator releases labels through the run's ledger; the selectors |
 | :mod:`~pate_stab.run.student` | the student on the released labels (post-processing) |
-| :mod:`~pate_stab.run.student_select` | the student's lr / spread threshold by cross-validation on released labels |
 | :mod:`~pate_stab.run.student_base` | what the student, its cross-validation and the confidence selector share |
 | :mod:`~pate_stab.run.report` | ``report.json`` (published) and the private diagnostics (0600) |
-| :mod:`~pate_stab.run.private` | which files a run may publish, private files (0600), the run's data identity |
+| :mod:`~pate_stab.run.run_folder` | one writer per run folder; which files a run may publish, private files |
 | :mod:`~pate_stab.run.transfer` | :func:`run_transfer`: the steps above in order |
 | :mod:`~pate_stab.run.compare` | :func:`run_compare`: every aggregator on the same teachers, table and plot |
-| :mod:`~pate_stab.run.compare_table` | the compare table, its total privacy cost, the summary over repeats, the plot |
+| :mod:`~pate_stab.run.compare_table` | the compare table, its cost, summary and plot; the rows' units and reference |
 | :mod:`~pate_stab.run.refit` | :func:`refit_students`: new students on a run's recorded releases (no spend) |
 | :mod:`~pate_stab.run.api` | ``pate_stab.transfer`` / ``pate_stab.compare``: :class:`Data` in, typed results out |
 | :mod:`~pate_stab.run.direct` | :func:`run_direct`: a direct private learner on the private split, as a compare row |

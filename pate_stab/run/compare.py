@@ -20,7 +20,7 @@ Each aggregator row's student is saved, self-contained (:mod:`pate_stab.run.stud
 its model the same way, ``students/<learner>_eps<ε>_r<repeat>.pt``, beside the model file its spend
 recorded under ``direct/`` (:mod:`pate_stab.run.direct`; that file loads too).
 
-Published and private (DESIGN.md fact 8, :mod:`pate_stab.run.private`). ``compare.json``,
+Published and private (DESIGN.md fact 8, :mod:`pate_stab.run.run_folder`). ``compare.json``,
 ``compare.txt`` and ``compare.png`` hold what may be published: the certified ε and δ of each
 release, the sanitised data-dependent ε, release counts, student accuracy on the evaluation split,
 and label accuracy — the released labels against the public pool's true labels, public-side
@@ -62,13 +62,17 @@ import torch
 from tqdm import tqdm
 
 from pate_stab._checks import check_int
+from pate_stab.aggregation.data_dependent import DATA_DEPENDENT_LABEL, split_data_dependent
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.rng import spawn_generators
 from pate_stab.run.compare_table import (
+    check_learner_units,
+    flag_rows,
     format_rows,
     format_summary,
+    majority_reference,
     plot_rows,
     summarise_rows,
     total_cost,
@@ -76,7 +80,6 @@ from pate_stab.run.compare_table import (
 )
 from pate_stab.run.config import IMAGE_DIRECT_LEARNERS, RUN_AGGREGATORS, TransferConfig
 from pate_stab.run.data import pool_truth
-from pate_stab.run.data_dependent import DATA_DEPENDENT_LABEL, release_data_dependent, split_data_dependent
 from pate_stab.run.direct import (
     check_direct_config,
     check_direct_inputs,
@@ -86,13 +89,12 @@ from pate_stab.run.direct import (
     run_direct,
 )
 from pate_stab.run.prepare import Prepared, prepare
-from pate_stab.run.private import write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
-from pate_stab.run.reference import flag_rows, majority_reference
 from pate_stab.run.release import (
     Release,
     label_accuracy,
     recorded_spend_id,
+    release_data_dependent,
     release_device,
     release_labels,
     release_spend_id,
@@ -107,8 +109,7 @@ from pate_stab.run.report import (
     open_run_ledger,
     run_files,
 )
-from pate_stab.run.run_folder import run_lock, write_published
-from pate_stab.run.selection import SELECTION_PRIVACY
+from pate_stab.run.run_folder import run_lock, write_private_json, write_published
 from pate_stab.run.student import (
     FewLabelsWarning,
     fit_student,
@@ -118,7 +119,7 @@ from pate_stab.run.student import (
     teacher_accuracies,
 )
 from pate_stab.run.student_file import save_student
-from pate_stab.run.units import check_learner_units
+from pate_stab.selection.adaptive_batches import SELECTION_PRIVACY
 
 __all__ = ["PRIVATE_COMPARE", "compare_title", "format_rows", "format_summary", "plot_rows", "run_compare",
            "summarise_rows", "total_cost", "total_cost_line"]  # fmt: skip
@@ -441,7 +442,8 @@ def _write_compare(
     """The table, the plot, ``compare.json`` / ``compare.txt`` (published) and ``private_compare.json``."""
     config = prep.config
     t_report = time.perf_counter()
-    # always predicting the evaluation split's most common class: public labels, no spend (pate_stab.run.reference)
+    # always predicting the evaluation split's most common class: public labels, no spend
+    # (pate_stab.run.compare_table.majority_reference)
     reference = majority_reference(prep.task.eval_y, prep.task.class_names, prep.task.num_classes)
     flag_rows(rows, reference)
     summary = summarise_rows(rows)

@@ -1,11 +1,41 @@
-"""The table, summary and plot of :func:`pate_stab.run.compare.run_compare`: the fixed-width text table
-with its legend and total privacy cost (basic composition), the summary over repeated releases, and
-the privacy–utility plot. They read only published rows (``compare.json``'s), so recipes refit or
-redraw from a run folder with them.
+"""The compare table and how its rows are judged: the fixed-width text table with its legend and total
+privacy cost (basic composition), the summary over repeated releases, the privacy–utility plot, the privacy
+unit each row is ranked under, and the majority-class reference every row must beat. They read only
+published rows (``compare.json``'s), so recipes refit or redraw from a run folder with them.
 
 Every row states its privacy unit (``privacy_unit``: record or label, DESIGN.md fact 13): the
 table has a ``unit`` column, the summary groups by unit, and the plot's legend names each line's
-unit; rows of two units are never ranked together (:func:`pate_stab.run.units.best_per_epsilon`).
+unit; rows of two units are never ranked together (:func:`best_per_epsilon`).
+
+Privacy units in tables and rankings (docs/label_privacy.md). A row's ``privacy_unit`` is the unit its
+run ranks it under: the run's ledger's unit. Under record privacy (the default) a neighbour differs in
+one record's inputs and label; under label privacy in one record's label. A record guarantee implies a
+label guarantee (a changed label is a replaced record: replace-one holds as it is, add/remove by group
+privacy, :func:`pate_stab.privacy.ledger.privacy_ledger.replace_one_cost`), so a label run may hold
+record-private rows, counted in label terms. A label guarantee implies no record guarantee (the inputs
+are unprotected), so a record run holds no label-private row: :func:`check_learner_units` refuses such a
+plan before anything is read or trained, and :func:`best_per_epsilon` refuses to rank rows of two units
+together.
+
+``guarantee_unit`` (direct rows) is the unit of the learner's own guarantee: ``"record"`` for
+DP-SGD and the convex heads, ``"label"`` for the learners in :data:`LABEL_PRIVATE_LEARNERS`.
+
+The majority-class reference: what always predicting one class scores on the evaluation split.
+
+A private learner that does not beat a constant predictor has learnt nothing usable, whatever its ε.
+Every ``compare`` table carries this reference as a row of its own, and every row, a transfer's
+report and the "best mean accuracy per ε" line say in plain words when a learner is at or below it.
+
+Which class. The evaluation split's own most common class, scored on that split. Choosing the
+class on the labels it is scored on makes the reference optimistic, but by little: it can beat the
+class a predictor fixed in advance would choose only when two classes are nearly tied, and then by
+at most the gap between their rates (which is then small). The alternatives are worse: the public
+pool's labels are often absent (own data); the released labels differ per row; the private labels
+are private. A reference a learner must clear should err high, not low.
+
+Privacy. The evaluation labels are public — the rows' ``student_acc`` is published from the same
+labels — and the reference reads nothing else: no spend, no private statistic. It is not a learner
+and is never ranked as one (:func:`flag_rows`).
 """
 
 from __future__ import annotations
@@ -13,19 +43,191 @@ from __future__ import annotations
 import io
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pate_stab.aggregation.data_dependent import DATA_INDEPENDENT_NOTE
+from pate_stab.direct.registry import DIRECT_LEARNERS
+from pate_stab.privacy.ledger.format import replace_one_cost
+from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS
 from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
-from pate_stab.run.data_dependent import DATA_INDEPENDENT_NOTE
-from pate_stab.run.direct import DIRECT_LEARNERS, replace_one_equivalent
-from pate_stab.run.reference import at_or_below
+from pate_stab.run.config import LABEL_DIRECT_LEARNERS
 from pate_stab.run.run_folder import write_published
-from pate_stab.run.units import row_unit
 
-__all__ = ["CONFIDENT_FALLS_NOTE", "DD_ROW_NOTE", "TABLE_LEGEND", "format_rows", "format_summary", "plot_rows",
-           "summarise_rows", "total_cost", "total_cost_line"]  # fmt: skip
+__all__ = [
+    "AT_OR_BELOW",
+    "CONFIDENT_FALLS_NOTE",
+    "DD_ROW_NOTE",
+    "LABEL_PRIVATE_LEARNERS",
+    "PRIVACY_UNITS",
+    "REFERENCE_NAME",
+    "TABLE_LEGEND",
+    "MixedUnitsError",
+    "at_or_below",
+    "best_per_epsilon",
+    "check_learner_units",
+    "flag_rows",
+    "format_rows",
+    "format_summary",
+    "learner_unit",
+    "majority_reference",
+    "plot_rows",
+    "reference_note",
+    "reference_words",
+    "replace_one_equivalent",
+    "row_unit",
+    "summarise_rows",
+    "total_cost",
+    "total_cost_line",
+]
+
+# ---- privacy units: which unit each row is ranked under (DESIGN.md fact 13) ----------------------------------
+
+LABEL_PRIVATE_LEARNERS: set[str] = set(LABEL_DIRECT_LEARNERS)
+"""Direct learners whose guarantee is label differential privacy only (RR-with-prior LP-1ST and LP-2ST,
+:data:`pate_stab.run.config.names.LABEL_DIRECT_LEARNERS`). Every other direct learner is record-private."""
+
+
+class MixedUnitsError(ValueError):
+    """Rows or learners of different privacy units in one ranking or one run."""
+
+
+def learner_unit(name: str) -> str:
+    """The privacy unit of a direct learner's own guarantee."""
+    return "label" if name in LABEL_PRIVATE_LEARNERS else "record"
+
+
+def check_learner_units(privacy_unit: str, learners: Iterable[str]) -> None:
+    """Refuse label-private learners in a record-privacy run (before anything is read or trained).
+
+    Raises:
+        ValueError: an unknown unit.
+        MixedUnitsError: a label-private learner asked of a record-privacy run.
+    """
+    if privacy_unit not in PRIVACY_UNITS:
+        raise ValueError(f"privacy_unit must be one of {', '.join(PRIVACY_UNITS)}, got {privacy_unit!r}")
+    label_only = [name for name in learners if learner_unit(name) == "label"]
+    if privacy_unit == "record" and label_only:
+        raise MixedUnitsError(
+            f"{', '.join(label_only)} {'is' if len(label_only) == 1 else 'are'} label-private (label differential "
+            "privacy protects the labels only) and this run ranks its rows under record privacy, which a label "
+            "guarantee does not give: run them under privacy_unit: label (a new run folder), where the record-private "
+            "rows are counted too, or leave them out"
+        )
+
+
+def row_unit(row: dict[str, Any]) -> str:
+    """The unit a row is ranked under (rows written before units: record)."""
+    return str(row.get("privacy_unit") or "record")
+
+
+def best_per_epsilon(rows: Sequence[dict[str, Any]]) -> dict[float, tuple[float, str]]:
+    """The best mean student accuracy per target ε, ``{ε: (accuracy, aggregator)}``, over rows of one unit.
+
+    Raises:
+        MixedUnitsError: rows of more than one privacy unit (rank each unit's rows apart, with the unit shown).
+    """
+    units = sorted({row_unit(r) for r in rows})
+    if len(units) > 1:
+        raise MixedUnitsError(
+            f"rows of privacy units {' and '.join(units)} in one ranking: a label guarantee is not a record guarantee, "
+            "so rank each unit's rows apart and show the unit beside each (compare_table.format_rows does)"
+        )
+    means: dict[tuple[float, str], list[float]] = {}
+    for r in rows:
+        if r.get("student_acc") is not None:
+            means.setdefault((r["target_epsilon"], r["aggregator"]), []).append(float(r["student_acc"]))
+    best: dict[float, tuple[float, str]] = {}
+    for (eps, name), values in means.items():
+        mean = math.fsum(values) / len(values)
+        if eps not in best or mean > best[eps][0]:
+            best[eps] = (mean, name)
+    return best
+
+
+def replace_one_equivalent(*, epsilon: float, delta: float, neighbouring: str) -> tuple[float, float]:
+    """(ε, δ) under replace-one: unchanged for replace-one; (2ε, (1 + e^ε) δ) from add/remove.
+
+    Group privacy (Dwork & Roth 2014, Thm 2.2, for (ε, δ): k = 2 gives (2ε, (1 + e^ε) δ)):
+    replacing a record is removing it and adding another
+    (:func:`~pate_stab.privacy.ledger.format.replace_one_cost`).
+
+    Example:
+        >>> replace_one_equivalent(epsilon=1.0, delta=1e-5, neighbouring="add_remove")
+        (2.0, 3.718281828459045e-05)
+    """
+    if neighbouring == "replace_one":
+        return epsilon, delta
+    if neighbouring != "add_remove":
+        raise ValueError(f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}")
+    return replace_one_cost(epsilon, delta)
+
+
+# ---- the majority-class reference ------------------------------------------------------------------------------
+
+REFERENCE_NAME = "majority-class"
+"""The reference's name in a table (its ``aggregator`` cell)."""
+AT_OR_BELOW = "at_or_below_majority"
+"""The key of a row's flag: its student accuracy is at or below the majority-class reference."""
+_TOLERANCE = 1e-12
+
+
+def majority_reference(eval_y: Any, class_names: Sequence[str] | None, num_classes: int) -> dict[str, Any] | None:
+    """The reference on the evaluation labels ``eval_y`` (class indices): ``{"name", "class",
+    "class_index", "accuracy", "evaluated_on", "note"}``; None without evaluation labels.
+
+    Ties go to the lowest class index (a fixed rule, not a choice made on the scores).
+    """
+    labels = [int(v) for v in (eval_y.tolist() if hasattr(eval_y, "tolist") else eval_y)]
+    if not labels:
+        return None
+    counts = [labels.count(c) for c in range(num_classes)]
+    index = max(range(num_classes), key=lambda c: (counts[c], -c))
+    name = str(class_names[index]) if class_names is not None else str(index)
+    accuracy = counts[index] / len(labels)
+    return {
+        "name": REFERENCE_NAME,
+        "class": name,
+        "class_index": index,
+        "accuracy": accuracy,
+        "evaluated_on": "evaluation split (its most common class, scored on it)",
+        "note": reference_note(name, accuracy),
+    }
+
+
+def reference_note(name: str, accuracy: float) -> str:
+    """The reference row's note, one plain sentence."""
+    return (
+        f"Always predicting {name!r}, the evaluation split's most common class, scores {accuracy:.4f}: a reference, "
+        "not a learner, with no privacy cost; a row at or below it has learnt nothing usable "
+        "(docs/plan.md: The majority-class reference)."
+    )
+
+
+def at_or_below(accuracy: float | None, reference: dict[str, Any] | None) -> bool:
+    """Whether ``accuracy`` is at or below the reference's (False where either is missing)."""
+    if accuracy is None or reference is None:
+        return False
+    return float(accuracy) <= float(reference["accuracy"]) + _TOLERANCE
+
+
+def reference_words(reference: dict[str, Any]) -> str:
+    """'always predicting 'yes' (0.6781)'."""
+    return f"always predicting {reference['class']!r} ({reference['accuracy']:.4f})"
+
+
+def flag_rows(rows: Sequence[dict[str, Any]], reference: dict[str, Any] | None) -> None:
+    """Set every row's :data:`AT_OR_BELOW` flag and add a plain sentence to the note of a flagged row."""
+    for r in rows:
+        flagged = at_or_below(r.get("student_acc"), reference)
+        r[AT_OR_BELOW] = flagged
+        if flagged and reference is not None:
+            words = f"No better than {reference_words(reference)}: this model has learnt nothing usable."
+            r["note"] = f"{words} {r['note']}" if r.get("note") else words
+
+
+# ---- the table, the summary, the plot ---------------------------------------------------------------------------
 
 _COLUMNS = (  # (row key, header, format, width)
     ("aggregator", "aggregator", "{:<21}", 21),
@@ -127,7 +329,7 @@ def format_rows(
 
     A column that is empty in every row (no pool labels: label_acc; no PATE data-dependent figure:
     ε dd san) is left out, with its sentence of the legend. ``reference``: the majority-class
-    reference (:func:`pate_stab.run.reference.majority_reference`), shown as the first row, with
+    reference (:func:`majority_reference`), shown as the first row, with
     only its accuracy (it is not a release: no ε, no cost); a row at or below it says so in its note.
     """
     columns = [c for c in _COLUMNS if c[0] in _ALWAYS or any(r.get(c[0]) is not None for r in rows)]
@@ -254,7 +456,7 @@ def plot_rows(
     ``reference``: a horizontal line (e.g. an accuracy reached without privacy); a plot meant
     for publication draws only published figures. ``caption``: a line under the plot (the
     total privacy cost by default, :func:`total_cost_line`). ``majority``: the majority-class
-    reference (:func:`pate_stab.run.reference.majority_reference`), drawn as a dotted line; a line's
+    reference (:func:`majority_reference`), drawn as a dotted line; a line's
     legend entry ends in "≤ majority class" when its accuracy is at or below it at every ε.
     """
     import matplotlib

@@ -74,7 +74,7 @@ class Task:
     inputs: dict[str, Any] = field(default_factory=dict)
     preprocess: list[dict[str, Any]] = field(default_factory=list)
     # the splits as loaded, before any preprocessing (z-scores, PCA): the run folder's data identity
-    # (pate_stab.run.private.check_data_identity). Preprocessing reduces over many records with kernels
+    # (pate_stab.run.run_folder.check_data_identity). Preprocessing reduces over many records with kernels
     # chosen by the thread count and the device, so its last bits may differ between machines; the
     # data as loaded do not
     loaded: tuple[Tensor, ...] = ()

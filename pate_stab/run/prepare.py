@@ -5,7 +5,7 @@
 anything (:class:`BudgetTooSmallError`), both before any training and before ``config.json`` is
 written, checks that the run folder holds this configuration (or none, or one under which nothing
 was trained or spent: :func:`nothing_trained_or_spent`) and was made with these data (a MAC of the splits in a private
-file, :func:`~pate_stab.run.private.check_data_identity`), partitions the private records by their key (content or
+file, :func:`~pate_stab.run.run_folder.check_data_identity`), partitions the private records by their key (content or
 record id, DESIGN.md fact 1) and trains the teachers as one vectorised Lightning fit — or
 reloads them. Votes on the public pool are computed later, only when a release asks for them.
 """
@@ -26,9 +26,8 @@ from pate_stab.aggregation.private_knn import NeighbourIndex
 from pate_stab.aggregation.registry import aggregator_spec, answerability
 from pate_stab.data.own import OwnData
 from pate_stab.features.propagation import PoolGraph
-from pate_stab.models import ModelSpec
 from pate_stab.privacy.ledger.data_budget import DataSet, data_set_of
-from pate_stab.privacy.ledger.private_files import PRIVATE_KEY_NAME, tighten_private_tree, write_private
+from pate_stab.privacy.ledger.private_files import PRIVATE_KEY_NAME, tighten_private_tree
 from pate_stab.rng import child_seed, seeded_generator
 from pate_stab.run.config import (
     DIRECT_LEARNER_NAMES,
@@ -39,24 +38,26 @@ from pate_stab.run.config import (
 )
 from pate_stab.run.data import Task, load_task
 from pate_stab.run.features import EXTRACTED_FEATURES, extract_features, features_device
-from pate_stab.run.fixmatch_teachers import check_fixmatch_teachers, fixmatch_teacher_config
-from pate_stab.run.private import PRIVATE_FOLDERS, PRIVATE_IDENTITY, check_data_identity
 from pate_stab.run.progress import accelerator_device, compute_device, report_stage
-from pate_stab.run.run_folder import LOCK_NAME, check_ledger_kept, claim_run_folder, write_published
-from pate_stab.run.selection import SpreadSettings
+from pate_stab.run.run_folder import (
+    LOCK_NAME,
+    PRIVATE_FOLDERS,
+    PRIVATE_IDENTITY,
+    check_data_identity,
+    check_ledger_kept,
+    claim_run_folder,
+    write_published,
+)
+from pate_stab.selection.spread import SpreadSettings
 from pate_stab.teachers import (
     PoolVotes,
-    PropagationSpec,
     PropagationTeachers,
     TeacherEnsemble,
-    TrainConfig,
     partition_indices,
     record_keys_from_tensors,
-    train_teachers,
 )
-from pate_stab.teachers.fixmatch import train_fixmatch_teachers
 from pate_stab.teachers.partition import RecordKeys
-from pate_stab.teachers.self_training import self_train_teachers
+from pate_stab.teachers.registry import TeacherData, TeacherSpec, make_teachers, teacher_spec
 
 __all__ = [
     "BudgetTooSmallError",
@@ -318,16 +319,6 @@ def _check_run_dir(config: TransferConfig, run_dir: Path) -> None:
     write_published(path, json.dumps(config.to_dict(), indent=2, sort_keys=True))
 
 
-def teacher_train_config(config: TransferConfig) -> TrainConfig:
-    """The trained heads' settings (logistic, mlp, cnn) from the run's teachers section."""
-    return TrainConfig(
-        epochs=config.teacher_epochs,
-        batch_size=config.teacher_batch_size,
-        lr=config.teacher_lr,
-        weight_decay=config.teacher_weight_decay,
-    )
-
-
 def check_teachers_fit(num_teachers: int, num_private: int) -> None:
     """Refuse more teachers than private records (before any partition or training).
 
@@ -378,25 +369,96 @@ def prepare(
         )
     if with_features is None:
         with_features = config.aggregator not in IMAGE_DIRECT_LEARNERS
-    if with_teachers:
-        check_fixmatch_teachers(config)  # images needed: refused before the data are read
-    timings: dict[str, float] = {}
-    devices: dict[str, str] = {}
-    run_dir = config.run_dir
-    # appended names get new seeds; the earlier ones keep theirs
+    teachers_spec = teacher_spec(config.teacher_model) if with_teachers else None
+    if teachers_spec is not None and teachers_spec.check is not None:
+        teachers_spec.check(config, None)  # refused before the data are read
+    stages = _Stages()
+    gens = _generators(config.seed)
+    task = _load_data(config, data, gens["data"], stages)
+    record_ids, data_set = _plan_and_folder(config, task, stages, on_plan=on_plan, check_budget=check_budget,
+                                            teachers_spec=teachers_spec)  # fmt: skip
+    resumed_features = None
+    if config.features in EXTRACTED_FEATURES and with_features:
+        task, resumed_features = _features(config, task, gens["features"], stages)
+    graph_nodes = None
+    pool_inputs = task.public_x  # the public pool, before label_queries may put the private inputs in it
+    if config.privacy_unit == "label":
+        # label privacy: every input is public. The propagation graph spans the private and public
+        # inputs; the queries may be the private inputs themselves (label_queries)
+        graph_nodes = torch.cat([task.private_x, task.public_x]) if task.private_x.dim() == 2 else None
+        task = label_query_task(task, config.label_queries)
+    common: dict[str, Any] = {
+        "config": config, "run_dir": config.run_dir, "task": task, "timings": stages.timings, "generators": gens,
+        "resumed_features": resumed_features, "data_set": data_set,
+    }  # fmt: skip
+    if before_teachers is not None:
+        before_teachers(Prepared(**common, teachers=None, votes=None, resumed_teachers=False))
+    if teachers_spec is None:
+        # a direct learner trains on the private split itself: no partition, no teachers
+        return Prepared(**common, teachers=None, votes=None, resumed_teachers=False, devices=stages.devices)
+    shards = _partition(config, task, record_ids, gens["partition"], stages, with_features=with_features)
+    t0 = time.perf_counter()
+    device = compute_device(config.accelerator)  # the graph's and the votes' device
+    teacher_data = TeacherData(
+        private_x=task.private_x, private_y=task.private_y, shards=shards, num_classes=task.num_classes,
+        public_x=task.public_x, pool_inputs=pool_inputs, graph_nodes=graph_nodes, run_dir=config.run_dir,
+        generator=gens["teachers"], device=device,
+    )  # fmt: skip
+    teachers, resumed = make_teachers(teachers_spec, config, teacher_data)
+    if not teachers_spec.trains:  # rebuilt where the graph is
+        trained_on = device
+    else:
+        trained_on = "cpu (reloaded)" if resumed else accelerator_device(config.accelerator)
+    stages.report("teachers", t0, trained_on)
+    # the votes on the run's GPU where it has one: the pool moves there once, the weights on the first request
+    progress = config.progress if teachers_spec.trains else False
+    votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=progress, device=device)
+    return Prepared(**common, teachers=teachers, votes=votes, resumed_teachers=resumed, devices=stages.devices)
+
+
+@dataclass
+class _Stages:
+    """The stages' wall times and devices, reported as each ends (:func:`~pate_stab.run.progress.report_stage`)."""
+
+    timings: dict[str, float] = field(default_factory=dict)
+    devices: dict[str, str] = field(default_factory=dict)
+
+    def report(self, name: str, started: float, device: str) -> None:
+        report_stage(self.timings, name, time.perf_counter() - started, device, self.devices)
+
+
+def _generators(seed: int) -> dict[str, torch.Generator]:
+    """One generator per stage from the run's seed; appended names get new seeds, the earlier ones keep theirs."""
     names = (
         "data", "partition", "teachers", "release", "student", "bottom", "selection", "data_dependent", "features",
         "rounds",
     )  # fmt: skip
-    root = seeded_generator(config.seed)
-    gens = {n: torch.Generator().manual_seed(child_seed(root)) for n in names}
+    root = seeded_generator(seed)
+    return {n: torch.Generator().manual_seed(child_seed(root)) for n in names}
 
+
+def _load_data(config: TransferConfig, data: OwnData | None, generator: torch.Generator, stages: _Stages) -> Task:
+    """Stage "data": the private set, public pool and evaluation split."""
     t0 = time.perf_counter()
-    task = load_task(config, generator=gens["data"], data=data)
+    task = load_task(config, generator=generator, data=data)
     pca_on_device = config.features == "pca" and task.private_images is not None  # images (pate_stab.run.data)
     pca_device = compute_device(config.accelerator) if pca_on_device else "cpu"
-    data_device = "cpu" if pca_device == "cpu" else f"cpu, {pca_device} (pca)"
-    report_stage(timings, "data", time.perf_counter() - t0, data_device, devices)
+    stages.report("data", t0, "cpu" if pca_device == "cpu" else f"cpu, {pca_device} (pca)")
+    return task
+
+
+def _plan_and_folder(
+    config: TransferConfig,
+    task: Task,
+    stages: _Stages,
+    *,
+    on_plan: Callable[[RunPlan], None] | None,
+    check_budget: bool,
+    teachers_spec: TeacherSpec | None,
+) -> tuple[RecordKeys | None, DataSet]:
+    """Stage "plan": the plan (calibrations), the checks of the inputs and the budget, the run folder and the
+    data's identity, before anything is trained. Returns the record ids (``partition_key: record_id``) and
+    the private data set of the data holder's budget."""
     t0 = time.perf_counter()
     if on_plan is not None and config.aggregator not in DIRECT_LEARNER_NAMES:  # a direct learner has no teachers
         on_plan(plan_for_config(config, num_private=int(task.private_x.shape[0]), num_classes=task.num_classes))
@@ -409,22 +471,31 @@ def prepare(
             f"{config.aggregator} trains a CNN on images; the private data of this run ({config.dataset!r}) are "
             "feature vectors or a table, not images"
         )
-    if with_teachers:
+    if teachers_spec is not None:
         check_teachers_fit(config.num_teachers, int(task.private_x.shape[0]))
-        check_fixmatch_teachers(config, task)
+        if teachers_spec.check is not None:
+            teachers_spec.check(config, task)
     if check_budget:
         check_answerable(config, task.num_classes)
     pool_size = query_pool_size(config, task)
-    if with_teachers and config.num_queries > pool_size:  # without teachers no query is asked (direct learners)
+    if teachers_spec is not None and config.num_queries > pool_size:  # without teachers no query is asked
         what = (
             "the public pool"
             if config.label_queries == "pool"
             else f"the queries (label_queries: {config.label_queries})"
         )
         raise ValueError(f"num_queries={config.num_queries} exceeds {what} ({pool_size} inputs)")
+    data_set = _claim_folder(config, task)
+    stages.report("plan", t0, "cpu")
+    return record_ids, data_set
+
+
+def _claim_folder(config: TransferConfig, task: Task) -> DataSet:
+    """The run folder checked, the data's identity recorded (its MAC in a private file, pate_stab.run.run_folder),
+    the private folders tightened and the feature map saved; the private data set of the holder's budget."""
+    run_dir = config.run_dir
     _check_run_dir(config, run_dir)
-    # the data are part of the run's identity; their MAC stays in a private file (pate_stab.run.private)
-    # (a pool without labels stands as an empty label tensor; ids supplied with the data are part of it)
+    # a pool without labels stands as an empty label tensor; ids supplied with the data are part of it
     public_y = task.public_y if task.public_y is not None else torch.empty(0, dtype=torch.int64)
     splits = [task.private_x, task.private_y, task.public_x, public_y, task.eval_x, task.eval_y]
     if task.private_ids is not None:
@@ -436,32 +507,29 @@ def prepare(
         tighten_private_tree(run_dir / folder)
     if "state" in task.feature_map:
         torch.save(task.feature_map["state"], run_dir / "features.pt")
-    # the plan (calibrations), the budget check, the run folder and the data's identity
-    report_stage(timings, "plan", time.perf_counter() - t0, "cpu", devices)
-    resumed_features = None
-    if config.features in EXTRACTED_FEATURES and with_features:
-        t0 = time.perf_counter()
-        task, resumed_features = extract_features(task, config, run_dir / "features", generator=gens["features"])
-        # on the run's GPU where it has one (scattering, the SSL encoder, their public projections); a
-        # cache hit only reads the file
-        device = "cpu (cached)" if resumed_features else features_device(config)
-        report_stage(timings, "features", time.perf_counter() - t0, device, devices)
+    return data_set
 
-    graph_nodes = None
-    pool_inputs = task.public_x  # the public pool, before label_queries may put the private inputs in it
-    if config.privacy_unit == "label":
-        # label privacy: every input is public. The propagation graph spans the private and public
-        # inputs; the queries may be the private inputs themselves (label_queries)
-        graph_nodes = torch.cat([task.private_x, task.public_x]) if task.private_x.dim() == 2 else None
-        task = label_query_task(task, config.label_queries)
-    if before_teachers is not None:
-        before_teachers(Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features,
-                                 data_set=data_set))  # fmt: skip
-    if not with_teachers:
-        # a direct learner trains on the private split itself: no partition, no teachers
-        return Prepared(config, run_dir, task, None, None, timings, False, gens, resumed_features,
-                        devices=devices, data_set=data_set)  # fmt: skip
 
+def _features(config: TransferConfig, task: Task, generator: torch.Generator, stages: _Stages) -> tuple[Task, bool]:
+    """Stage "features": the extracted features (scattering, SSL), computed or read from the run folder's cache."""
+    t0 = time.perf_counter()
+    task, resumed = extract_features(task, config, config.run_dir / "features", generator=generator)
+    # on the run's GPU where it has one (scattering, the SSL encoder, their public projections); a
+    # cache hit only reads the file
+    stages.report("features", t0, "cpu (cached)" if resumed else features_device(config))
+    return task, resumed
+
+
+def _partition(
+    config: TransferConfig,
+    task: Task,
+    record_ids: RecordKeys | None,
+    generator: torch.Generator,
+    stages: _Stages,
+    *,
+    with_features: bool,
+) -> list[torch.Tensor]:
+    """Stage "partition": the record-keyed shards, one per teacher."""
     t0 = time.perf_counter()
     # the device of the features the content keys would read (the public PCA of images, scattering, SSL)
     computed_on = compute_device(config.accelerator) if task.private_images is not None and (
@@ -469,90 +537,6 @@ def prepare(
     keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key,
                                                                     features_device=computed_on,
                                                                     privacy_unit=config.privacy_unit)  # fmt: skip
-    shards = partition_indices(keys, config.num_teachers, generator=gens["partition"])
-    report_stage(timings, "partition", time.perf_counter() - t0, "cpu", devices)
-
-    t0 = time.perf_counter()
-    device = compute_device(config.accelerator)  # the graph's and the votes' device
-    if config.teacher_model == "propagate":
-        graph = PropagationSpec(
-            num_neighbors=config.graph_neighbors,
-            power=config.graph_power,
-            alpha=config.graph_alpha,
-            steps=config.graph_steps,
-            pca_dim=config.graph_pca_dim,
-        )
-        if task.public_x.dim() != 2:
-            shape = tuple(task.public_x.shape)
-            raise ValueError(f"propagate teachers need feature vectors, got inputs of shape {shape}")
-        # nothing is trained: the graph (public features only) and the private affinities are rebuilt
-        # on the run's GPU where it has one: the features move there once and the graph stays there
-        if graph_nodes is None:  # record privacy: the graph sees the public pool only
-            teachers: TeacherEnsemble | PropagationTeachers = PropagationTeachers(
-                task.public_x, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
-                device=device,
-            )  # fmt: skip
-        else:
-            teachers = PropagationTeachers(
-                graph_nodes, task.private_x, task.private_y, shards, num_classes=task.num_classes, spec=graph,
-                fitted_on="the private and public inputs (label privacy: inputs are public)", device=device,
-            )  # fmt: skip
-        report_stage(timings, "teachers", time.perf_counter() - t0, device, devices)
-        votes = PoolVotes(teachers, task.public_x, task.num_classes, device=device)
-        return Prepared(config, run_dir, task, teachers, votes, timings, False, gens, resumed_features,
-                        devices=devices, data_set=data_set)  # fmt: skip
-    in_shape = tuple(task.private_x.shape[1:])
-    spec = ModelSpec(
-        "cnn" if config.teacher_model == "fixmatch" else config.teacher_model,
-        in_shape,
-        task.num_classes,
-        hidden=config.teacher_hidden,
-        channels=config.teacher_channels,
-    )
-    teacher_dir = run_dir / "teachers"
-    resumed = (teacher_dir / "weights.pt").is_file() and (teacher_dir / "config.json").is_file()
-    if resumed:
-        teachers = TeacherEnsemble.load(teacher_dir)
-        if teachers.num_teachers != config.num_teachers or teachers.spec != spec:
-            raise ValueError(f"{teacher_dir} holds other teachers; remove the run folder to retrain")
-    elif config.teacher_model == "fixmatch":
-        # PATE-FM: each teacher FixMatch on its shard's labels; unlabelled: every input under label
-        # privacy, its own shard's and the public pool's under record privacy (pate_stab.teachers.fixmatch)
-        fixmatch = fixmatch_teacher_config(config, int(task.private_x.shape[0]), int(pool_inputs.shape[0]))
-        teachers = train_fixmatch_teachers(
-            task.private_x, task.private_y, shards, public_x=pool_inputs, privacy_unit=config.privacy_unit,
-            spec=spec, config=fixmatch, generator=gens["teachers"], run_dir=teacher_dir,
-            accelerator=config.accelerator, progress_bar=config.progress,
-        )  # fmt: skip
-    elif config.teacher_self_training_rounds:
-        # label privacy only (checked by the config): each head self-trains on every private and public
-        # input with its own pseudo-labels (pate_stab.teachers.self_training); the ensemble is saved once
-        teachers, history = self_train_teachers(
-            task.private_x, task.private_y, shards, public_x=pool_inputs, privacy_unit=config.privacy_unit,
-            spec=spec, threshold=config.teacher_self_training_threshold,
-            rounds=config.teacher_self_training_rounds, config=teacher_train_config(config),
-            generator=gens["teachers"], accelerator=config.accelerator,
-        )  # fmt: skip
-        teachers.save(teacher_dir)
-        # the pseudo-label counts depend on the private labels: a private file
-        write_private(run_dir / "private_self_training.json", json.dumps(history, indent=2))
-    else:
-        train = teacher_train_config(config)
-        teachers = train_teachers(
-            task.private_x,
-            task.private_y,
-            shards,
-            spec=spec,
-            config=train,
-            generator=gens["teachers"],
-            run_dir=teacher_dir,
-            resume=True,
-            accelerator=config.accelerator,
-            progress_bar=config.progress,
-        )
-    trained_on = "cpu (reloaded)" if resumed else accelerator_device(config.accelerator)
-    report_stage(timings, "teachers", time.perf_counter() - t0, trained_on, devices)
-    # the votes on the run's GPU where it has one: the pool moves there once, the weights on the first request
-    votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=config.progress, device=device)
-    return Prepared(config, run_dir, task, teachers, votes, timings, resumed, gens, resumed_features,
-                    devices=devices, data_set=data_set)  # fmt: skip
+    shards = partition_indices(keys, config.num_teachers, generator=generator)
+    stages.report("partition", t0, "cpu")
+    return shards

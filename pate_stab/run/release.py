@@ -2,12 +2,12 @@
 
 :func:`release_labels` builds the aggregator from the registry
 (:func:`~pate_stab.aggregation.registry.make_releaser`), chooses the queries by
-``config.query_selection`` (:func:`~pate_stab.run.selection.release_in_rounds`: one aggregator
+``config.query_selection`` (:func:`~pate_stab.selection.adaptive_batches.release_in_adaptive_batches`: one aggregator
 instance, one calibrated spend for ``num_queries`` queries, however many rounds), and records the
 result. The teachers' votes on a pool point are computed (``prep.votes``) only inside the release
 call that hands the point to the aggregator, so selection never sees the votes of a point it has
 not had released. The selectors are the release stage's: ``"spread"`` is
-:class:`~pate_stab.run.selection.SpreadSelector` on the run's pool graph (:func:`spread_selector`; the
+:class:`~pate_stab.selection.spread.SpreadSelector` on the run's pool graph (:func:`spread_selector`; the
 same object ``release --votes`` selects through), ``"student-confidence"`` the student's architecture
 fitted on the answered queries (:func:`selector_confidence`, from :mod:`pate_stab.run.student_base`).
 This module does not import the student stage (:mod:`pate_stab.run.student`).
@@ -45,22 +45,22 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from pate_stab.aggregation.data_dependent import data_dependent_figures
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import LedgerEntry, PrivacyLedger
 from pate_stab.run.config import TransferConfig
 from pate_stab.run.prepare import Prepared, neighbour_index, pool_graph
 from pate_stab.run.progress import accelerator_device
-from pate_stab.run.selection import (
+from pate_stab.run.student_base import student_config, student_spec, student_targets
+from pate_stab.selection.adaptive_batches import (
     SELECTION_PRIVACY,
     ConfidenceFn,
     SelectionResult,
-    SpreadSelector,
-    SpreadSettings,
     answered_mask,
-    release_in_rounds,
+    release_in_adaptive_batches,
 )
-from pate_stab.run.student_base import student_config, student_spec, student_targets
+from pate_stab.selection.spread import SpreadSelector, SpreadSettings
 from pate_stab.student import train_student
 
 STEERED = "steered"
@@ -72,6 +72,7 @@ __all__ = [
     "Release",
     "label_accuracy",
     "recorded_spend_id",
+    "release_data_dependent",
     "release_device",
     "release_labels",
     "release_spend_id",
@@ -297,8 +298,8 @@ def _offer(
     selection_generator: torch.Generator | None,
 ) -> SelectionResult:
     """Offer the run's queries to ``release``: a steered round's ``order`` in one batch, the spread
-    selection (:func:`spread_selector`), or :func:`~pate_stab.run.selection.release_in_rounds` ("first",
-    "student-confidence")."""
+    selection (:func:`spread_selector`), or
+    :func:`~pate_stab.selection.adaptive_batches.release_in_adaptive_batches` ("first", "student-confidence")."""
     config = prep.config
     max_unstable = config.max_unstable if halts else None  # the baselines never halt
     if order is not None:
@@ -308,7 +309,7 @@ def _offer(
         return spread_selector(prep).select(prep.task.public_x, num_queries=config.num_queries, release=release,
                                             halted=halted, max_unstable=max_unstable,
                                             generator=selection_generator)  # fmt: skip
-    return release_in_rounds(
+    return release_in_adaptive_batches(
         prep.task.public_x,
         num_queries=config.num_queries,
         strategy=config.query_selection,
@@ -405,7 +406,7 @@ def selector_confidence(prep: Prepared, generator: torch.Generator) -> Confidenc
 
 
 def spread_selector(prep: Prepared) -> SpreadSelector:
-    """The run's ``"spread"`` selector: :class:`~pate_stab.run.selection.SpreadSelector` on the pool
+    """The run's ``"spread"`` selector: :class:`~pate_stab.selection.spread.SpreadSelector` on the pool
     graph (:func:`~pate_stab.run.prepare.pool_graph`, on the run's compute device, built once) with the
     run's graph and selection settings; each spread records that device for the release's stage line."""
 
@@ -447,3 +448,22 @@ def label_accuracy(release: Release, truth: Tensor | None) -> tuple[float | None
     correct = (guess == truth) & answered
     n = int(answered.sum())
     return (float(correct.sum()) / n if n else None), float(correct.sum()) / max(truth.numel(), 1)
+
+
+def release_data_dependent(prep: Prepared, release: Release, *, generator: torch.Generator) -> dict[str, Any]:
+    """PATE's data-dependent ε of one of a run's releases, with the run's settings
+    (:func:`~pate_stab.aggregation.data_dependent.data_dependent_figures`).
+
+    The votes of the processed queries are read only for aggregators that have a data-dependent
+    analysis (the PATE baselines).
+    """
+    config, s = prep.config, release.summary
+    seen = int(s.get("queries_seen", release.index.numel()))
+    if aggregator_spec(release.aggregator).data_dependent is not None:
+        counts = prep.votes.histograms(release.index[:seen])
+    else:
+        counts = torch.zeros(0, 2, dtype=torch.int64)
+    return data_dependent_figures(
+        release.aggregator, s, counts, release.labels[:seen], delta=config.delta,
+        teachers_changed=config.teachers_changed, order=config.dd_order, sigma=config.dd_sigma, generator=generator,
+    )  # fmt: skip

@@ -19,8 +19,8 @@ is opened, and ``report.json`` states the C released over.
 Query order. By default the queries are asked in file order. With ``public_inputs`` — the public
 points' inputs or features, one row per query in the votes' order — the main job's query
 selection applies (``query_selection="spread"`` by default), through the same
-:class:`~pate_stab.run.selection.SpreadSelector` as the main job's with the main job's default settings
-(:data:`~pate_stab.run.selection.SPREAD_DEFAULTS`): k-means representatives first, then the points whose
+:class:`~pate_stab.selection.spread.SpreadSelector` as the main job's with the main job's default settings
+(:data:`~pate_stab.selection.spread.SPREAD_DEFAULTS`): k-means representatives first, then the points whose
 neighbourhood on the public points' kNN graph was answered most consistently, away from earlier ⊥. The
 graph is built before the output folder is touched (inputs it cannot be built from are refused then).
 The selection sees the public inputs and the released outputs only; a query's votes are read inside
@@ -86,11 +86,18 @@ from pate_stab.privacy.ledger.privacy_ledger import PRIVACY_UNITS, PrivacyLedger
 from pate_stab.privacy.ledger.private_files import keyed_digest, run_private_key, tensor_bytes
 from pate_stab.rng import seeded_generator
 from pate_stab.run.config import check_cap
-from pate_stab.run.private import PRIVATE_IDENTITY, files_section, write_private_json
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import PlannedSpend, clean_json, noise_report, open_run_ledger
-from pate_stab.run.run_folder import LOCK_NAME, claim_run_folder, run_lock, write_published
-from pate_stab.run.selection import SpreadSelector
+from pate_stab.run.run_folder import (
+    LOCK_NAME,
+    PRIVATE_IDENTITY,
+    claim_run_folder,
+    files_section,
+    run_lock,
+    write_private_json,
+    write_published,
+)
+from pate_stab.selection.spread import SpreadSelector
 
 __all__ = [
     "LAYOUTS",

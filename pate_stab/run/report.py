@@ -3,7 +3,7 @@
 Every figure comes from the run's objects: the ledger (what was spent, under which relation),
 the release's summary (the certified (ε, δ), queries answered, ⊥ and not asked), and the
 evaluation split (student; teachers). The report is split in two (DESIGN.md fact 8,
-:mod:`pate_stab.run.private`): ``report.json`` holds what may be published — mechanism outputs
+:mod:`pate_stab.run.run_folder`): ``report.json`` holds what may be published — mechanism outputs
 and what is computed from them and from public data; ``private_diagnostics.json`` (mode 0600)
 holds the statistics of the private data that no mechanism paid for (teacher and plurality
 accuracy, the exact private size, the raw data-dependent ε and its inputs, wall times). The
@@ -23,25 +23,27 @@ from typing import Any
 
 from torch import Tensor
 
+from pate_stab.aggregation.data_dependent import split_data_dependent
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.ledger.data_budget import DataSet, DataSetBudget, default_cap, default_relation, folder_id
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, anchor_path, recorded_budget, replace_one_cost
 from pate_stab.privacy.ledger.private_files import run_private_key
 from pate_stab.privacy.noise.secure import SEEDED_NOISE_WARNING
 from pate_stab.run.config import STUDENT_METHODS, THREAT_MODELS, check_cap
-from pate_stab.run.data_dependent import split_data_dependent
 from pate_stab.run.prepare import Prepared
-from pate_stab.run.private import (
+from pate_stab.run.release import Release, selection_report
+from pate_stab.run.run_folder import (
+    LEDGER_MARK,
+    LOCK_NAME,
     PRIVATE_DIAGNOSTICS,
     PRIVATE_FOLDERS,
     PRIVATE_IDENTITY,
     PUBLISHED_FOLDERS,
+    check_ledger_kept,
     files_section,
     split_private,
     write_private_json,
 )
-from pate_stab.run.release import Release, selection_report
-from pate_stab.run.run_folder import LEDGER_MARK, LOCK_NAME, check_ledger_kept
 from pate_stab.run.student import released_label_warnings
 from pate_stab.student import StudentTargets
 
@@ -380,7 +382,7 @@ def check_data_set_budget(
 
 
 def run_files(run_dir: Path, published: list[str], private: list[str] | None = None) -> dict[str, Any]:
-    """The ``files`` section of a run's report (:func:`pate_stab.run.private.files_section`)."""
+    """The ``files`` section of a run's report (:func:`pate_stab.run.run_folder.files_section`)."""
     mine = [*(private or []), PRIVATE_DIAGNOSTICS, PRIVATE_IDENTITY, "private_key", anchor_path("ledger.jsonl").name]
     working = [f"{name}/" for name in PRIVATE_FOLDERS if (run_dir / name).exists()]
     # the PCA fitted on the public pool; the direct learners' models (mechanism outputs)
@@ -429,7 +431,7 @@ def transfer_report(
     ``accuracies`` holds ``label_answered``, ``label_all`` (on the queries, the public pool's
     true labels read for this only), ``teacher_mean``, ``plurality`` and ``student`` (on the
     evaluation split). ``data_dependent``: PATE's data-dependent figures
-    (:func:`~pate_stab.run.data_dependent.data_dependent_figures`), reported beside the enforced
+    (:func:`~pate_stab.aggregation.data_dependent.data_dependent_figures`), reported beside the enforced
     ε; the raw figure and its inputs go to the private part.
     """
     config, task = prep.config, prep.task

@@ -48,8 +48,8 @@ from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.rng import spawn_generators
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import STEERED, Release, release_labels, release_spend_id
-from pate_stab.run.selection import answered_mask
 from pate_stab.run.student import fit_student, student_inputs, teacher_accuracies
+from pate_stab.selection.adaptive_batches import answered_mask
 from pate_stab.teachers import PoolVotes, PropagationTeachers
 
 __all__ = [

@@ -15,12 +15,13 @@ used (:data:`~pate_stab.run.config.STUDENT_METHODS`):
   answered queries labelled, every other pool point (⊥ queries included) unlabelled.
 
 The selectors of ``query_selection`` belong to the release stage (:mod:`pate_stab.run.release`;
-the spread one is :class:`pate_stab.run.selection.SpreadSelector`), which does not import this module.
+the spread one is :class:`pate_stab.selection.spread.SpreadSelector`), which does not import this module.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -29,7 +30,6 @@ from torch import Tensor
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.progress import accelerator_device
-from pate_stab.run.selection import answered_mask
 from pate_stab.run.student_base import (
     ReleasedLabels,
     spread_pseudo_labels,
@@ -37,8 +37,9 @@ from pate_stab.run.student_base import (
     student_spec,
     student_targets,
 )
-from pate_stab.run.student_select import select_student_settings, selection_generator
+from pate_stab.selection.adaptive_batches import answered_mask
 from pate_stab.student import StudentTargets, train_student
+from pate_stab.student.select import select_student_settings, selection_generator
 from pate_stab.teachers import VotingTeachers
 
 __all__ = [
@@ -181,7 +182,7 @@ def fit_student(
     of the public pool (the ⊥ queries, then the pool points never queried), used as
     ``student_method`` says. With ``student_select: cv`` the student's learning rate (and spread
     threshold) are first chosen by cross-validation on the released labels
-    (:mod:`pate_stab.run.student_select`); the student's ``selection`` holds the record.
+    (:mod:`pate_stab.student.select`); the student's ``selection`` holds the record.
     """
     config, task = prep.config, prep.task
     targets = student_targets(
@@ -195,7 +196,19 @@ def fit_student(
         return _fit_fixmatch(prep, release, targets, generator), targets
     selection = None
     if config.student_select == "cv":
-        selection = select_student_settings(prep, release, targets, generator=selection_generator(generator))
+        selection = select_student_settings(
+            release.index,
+            release.labels,
+            targets,
+            public_x=task.public_x,
+            spec=student_spec(config, task),
+            method=config.student_method,
+            configured={"student_lr": config.student_lr, "spread_threshold": config.spread_threshold},
+            epochs=config.student_epochs,
+            batch_size=config.student_batch_size,
+            pseudo_labels=partial(spread_pseudo_labels, prep),
+            generator=selection_generator(generator),
+        )
         config = replace(config, **selection.settings)
     if config.student_method == "spread":
         seeds = release.index[targets.index]

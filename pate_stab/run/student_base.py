@@ -3,7 +3,7 @@ student's architecture, its training settings and targets, and the spread of rel
 the public pool's graph.
 
 Post-processing only: public inputs, the pool graph (public features) and released labels.
-:mod:`pate_stab.run.student` (the student), :mod:`pate_stab.run.student_select` (its settings by
+:mod:`pate_stab.run.student` (the student), :mod:`pate_stab.student.select` (its settings by
 cross-validation on the released labels) and the release's ``"student-confidence"`` selector
 (:func:`pate_stab.run.release.selector_confidence`, the student's architecture on the answered
 queries) build on it, so the release stage never imports the student stage.

@@ -7,7 +7,7 @@ order:
    partition into k shards and the k teachers (vectorised Lightning training, or reloaded);
 2. :func:`~pate_stab.run.release.release_labels` — one aggregator from the registry, spending
    through the run's ledger, asked about ``num_queries`` public inputs chosen by
-   ``query_selection`` (:mod:`pate_stab.run.selection`);
+   ``query_selection`` (:mod:`pate_stab.selection`);
 3. :func:`~pate_stab.run.student.fit_student` — the student on the released labels
    (post-processing);
 4. :func:`evaluate_and_report` — evaluation and :func:`~pate_stab.run.report.transfer_report`
@@ -23,7 +23,7 @@ on the public pool, if used), ``features/`` (scattering or SSL features fitted o
 :mod:`pate_stab.run.features`), ``teachers/`` (trained heads; propagation teachers are rebuilt
 from the public graph and the shards instead), ``ledger.jsonl``, ``student.pt``, ``report.json``
 (published) and ``private_diagnostics.json`` (mode 0600: statistics of the private data that no
-mechanism paid for, never published; :mod:`pate_stab.run.private` says which file is which and
+mechanism paid for, never published; :mod:`pate_stab.run.run_folder` says which file is which and
 the report lists them under ``files``).
 
 Budget. The run folder's ledger records the budget cap at the first run: the user's
@@ -61,18 +61,17 @@ from torch import Tensor
 from pate_stab.aggregation.plan import RunPlan
 from pate_stab.data.own import OwnData
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
+from pate_stab.run.compare_table import at_or_below, majority_reference, reference_words
 from pate_stab.run.config import DIRECT_LEARNER_NAMES, IMAGE_DIRECT_LEARNERS, TransferConfig
 from pate_stab.run.data import pool_truth
-from pate_stab.run.data_dependent import release_data_dependent
 from pate_stab.run.direct import check_direct_config, check_direct_inputs, direct_planned_spend, run_direct
 from pate_stab.run.prepare import Prepared, prepare
-from pate_stab.run.private import PRIVATE_DIAGNOSTICS, write_private_json
 from pate_stab.run.progress import accelerator_device, report_stage
-from pate_stab.run.reference import at_or_below, majority_reference, reference_words
 from pate_stab.run.release import (
     Release,
     label_accuracy,
     recorded_spend_id,
+    release_data_dependent,
     release_device,
     release_labels,
     release_spend_id,
@@ -87,7 +86,7 @@ from pate_stab.run.report import (
     transfer_report,
 )
 from pate_stab.run.rounds import release_rounds, round_spend_id, rounds_private_diagnostics, rounds_report
-from pate_stab.run.run_folder import run_lock, write_published
+from pate_stab.run.run_folder import PRIVATE_DIAGNOSTICS, run_lock, write_private_json, write_published
 from pate_stab.run.student import (
     FewLabelsWarning,
     check_labels_released,
@@ -211,7 +210,8 @@ def evaluate_and_report(
 
 def _flag_majority(report: dict[str, Any], prep: Prepared, accuracy: float | None, warnings_: list[str]) -> None:
     """The majority-class reference in ``report`` (public evaluation labels, no spend:
-    :mod:`pate_stab.run.reference`), and a plain warning in ``warnings_`` where ``accuracy`` is at or below it."""
+    :func:`pate_stab.run.compare_table.majority_reference`), and a plain warning in ``warnings_`` where
+    ``accuracy`` is at or below it."""
     task = prep.task
     reference = majority_reference(task.eval_y, task.class_names, task.num_classes)
     report["majority_reference"] = reference

@@ -9,7 +9,7 @@ much labelled evidence reaches i (0 for points the series never reaches).
 
 Two users, both post-processing of the release (inputs: public features, released outputs):
 
-- the ``"spread"`` query selection (:mod:`pate_stab.run.selection`) spreads the answered labels
+- the ``"spread"`` query selection (:mod:`pate_stab.selection`) spreads the answered labels
   and the ⊥ answers, ⊥ as an extra class, to choose points whose neighbourhood the teachers
   answered and not those near earlier ⊥;
 - the ``"spread"`` student (:func:`pate_stab.run.student.fit_student`) spreads the answered

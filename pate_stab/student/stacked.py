@@ -1,6 +1,6 @@
 """Many dense students trained at once: one vectorised fit of several training sets × learning rates.
 
-Choosing the student's settings by cross-validation (:mod:`pate_stab.run.student_select`) trains
+Choosing the student's settings by cross-validation (:mod:`pate_stab.student.select`) trains
 one student per (fold, grid point). Fitted one by one, each is a Lightning fit of thousands of
 small steps; here they are one stacked model whose steps are a few batched matrix products.
 

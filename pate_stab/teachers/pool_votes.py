@@ -1,6 +1,6 @@
 """The teachers' votes on the public pool, computed only for the points a release asks about.
 
-Query selection (:mod:`pate_stab.run.selection`) must never see the votes on a point before the
+Query selection (:mod:`pate_stab.selection`) must never see the votes on a point before the
 releaser processes it. :class:`PoolVotes` holds no votes up front: a point's votes are computed
 the first time a release asks for them — which the pipeline does immediately before handing them
 to the releaser — and kept for later releases of the same run (each of which asks for them

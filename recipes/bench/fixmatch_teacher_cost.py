@@ -1,7 +1,7 @@
 """Cost of the FixMatch teachers (``teacher_model: fixmatch``) of a recipe on this machine's accelerator.
 
 Reads a recipe (default ``recipes/configs/mnist_label_dp_gpu.yaml``), builds its teachers' FixMatch settings
-(:func:`pate_stab.run.fixmatch_teachers.fixmatch_teacher_config`, with PATE's MNIST split: 60,000 private and
+(:func:`pate_stab.teachers.fixmatch_settings.fixmatch_teacher_config`, with PATE's MNIST split: 60,000 private and
 9,000 public images) and the stack size the accelerator allows
 (:func:`pate_stab.teachers.fixmatch.teachers_per_stack`), trains one stack of S teachers for ``--steps``
 steps on random 28 × 28 images (shards of 60,000 / k images each), and prints one JSON line: S, the
@@ -30,8 +30,8 @@ import yaml
 
 from pate_stab.models.networks import ModelSpec
 from pate_stab.run import TransferConfig
-from pate_stab.run.fixmatch_teachers import fixmatch_teacher_config
 from pate_stab.teachers.fixmatch import teachers_per_stack, train_fixmatch_teachers
+from pate_stab.teachers.fixmatch_settings import fixmatch_teacher_config
 
 ROOT = Path(__file__).resolve().parents[2]
 NUM_PRIVATE, NUM_PUBLIC = 60_000, 9_000  # PATE's MNIST split

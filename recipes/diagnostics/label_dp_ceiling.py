@@ -24,8 +24,8 @@ import yaml
 from pate_stab.rng import spawn_generators
 from pate_stab.run.config import TransferConfig, flat_settings
 from pate_stab.run.prepare import prepare
-from pate_stab.run.private import write_private_json
 from pate_stab.run.release import Release
+from pate_stab.run.run_folder import write_private_json
 from pate_stab.run.student import fit_student, student_accuracies
 
 

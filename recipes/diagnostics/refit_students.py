@@ -38,10 +38,9 @@ import yaml
 
 from pate_stab.run.compare import format_summary, plot_rows, summarise_rows, total_cost, total_cost_line
 from pate_stab.run.config import STUDENT_FIELDS
-from pate_stab.run.private import files_section, write_private_json
 from pate_stab.run.refit import RefitError, refit_students
 from pate_stab.run.report import LABEL_ACCURACY_NOTE, clean_json
-from pate_stab.run.run_folder import RunFolderLockedError, run_lock, write_published
+from pate_stab.run.run_folder import RunFolderLockedError, files_section, run_lock, write_private_json, write_published
 
 
 def overrides_from(pairs: list[str]) -> dict:

@@ -31,6 +31,7 @@ from pate_stab.aggregation import (
     format_table,
     make_releaser,
 )
+from pate_stab.aggregation.data_dependent import data_dependent_figures
 from pate_stab.aggregation.private_knn import NeighbourIndex
 from pate_stab.aggregation.registry import aggregator_spec
 from pate_stab.errors import ReplayedSpendError
@@ -45,7 +46,6 @@ from pate_stab.privacy.noise.secure import (
 )
 from pate_stab.privacy.pate.rdp import gnmax_log_q_discrete, threshold_log_q_discrete
 from pate_stab.rng import seeded_generator
-from pate_stab.run.data_dependent import data_dependent_figures
 from pate_stab.run.report import noise_report
 
 ALPHA = 1e-6

@@ -40,9 +40,9 @@ import pytest
 import pate_stab.aggregation.baselines as baselines
 import pate_stab.aggregation.pate_aggregator as pate_aggregator
 import pate_stab.direct.dpsgd as dpsgd
+import pate_stab.direct.learners as direct_learners
 import pate_stab.direct.opacus_engine as opacus_engine
 import pate_stab.privacy.accounting.composition as composition
-import pate_stab.run.direct as run_direct
 from pate_stab.run import TransferConfig
 from pate_stab.run.prepare import prepare
 
@@ -137,7 +137,7 @@ def memoised_accounting(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(composition, "accountant_epsilon", _memo_accountant_epsilon)
     mp.setattr(pate_aggregator, "accountant_epsilon", _memo_accountant_epsilon)
     mp.setattr(baselines, "calibrate_scale", _memo_calibrate_scale)
-    for module in (dpsgd, opacus_engine, run_direct):
+    for module in (dpsgd, opacus_engine, direct_learners):
         mp.setattr(module, "dpsgd_noise_multiplier", _memo_dpsgd_noise_multiplier)
         mp.setattr(module, "dpsgd_epsilon", _memo_dpsgd_epsilon)
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from pate_stab.aggregation.baselines import GNMax
+from pate_stab.aggregation.data_dependent import DATA_INDEPENDENT_NOTE, SEEDED_SANITISATION_NOTE, data_dependent_figures
 from pate_stab.cli.commands import main
 from pate_stab.errors import BudgetExhaustedError, LedgerError
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.run import TransferConfig, run_compare
-from pate_stab.run.data_dependent import DATA_INDEPENDENT_NOTE, SEEDED_SANITISATION_NOTE, data_dependent_figures
 from pate_stab.run.release import recorded_spend_id, release_spend_id
 
 EPSILON = 2.0

@@ -11,10 +11,13 @@ import torch
 
 from pate_stab.cli.commands import main
 from pate_stab.direct.dpsgd import DPSGDConfig, dpsgd_epsilon
+from pate_stab.direct.learners import HEAD_LAMBDA
+from pate_stab.direct.registry import DIRECT_LEARNERS
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run import TransferConfig
+from pate_stab.run.compare_table import replace_one_equivalent
 from pate_stab.run.config import LABEL_DIRECT_LEARNERS
-from pate_stab.run.direct import DIRECT_LEARNERS, HEAD_LAMBDA, direct_legend, replace_one_equivalent, run_direct
+from pate_stab.run.direct import direct_legend, run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.release import release_spend_id
 from pate_stab.run.report import open_ledger
@@ -139,7 +142,7 @@ def test_a_replace_one_run_counts_dpsgd_by_group_privacy_and_the_heads_as_they_a
 def test_convex_heads_calibrate_on_the_public_size_not_the_private_count(prepared, tmp_path, monkeypatch, learner):
     """On D (2,990 records) and D minus one record, the heads' noise is calibrated on the public N = 3,000
     (λ'·n = λN in the (1/n)-normalised solvers), their spends are the same, and neither count is published."""
-    import pate_stab.run.direct as direct
+    import pate_stab.direct.learners as direct
 
     seen: list[float] = []
     name = {"output-softmax": "softmax_output_perturbation", "objective-softmax": "softmax_objective_perturbation",

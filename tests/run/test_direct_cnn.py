@@ -16,7 +16,8 @@ from pate_stab.direct.opacus_engine import engine_schedule
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run import TransferConfig
 from pate_stab.run.compare import run_compare
-from pate_stab.run.direct import replace_one_equivalent, run_direct
+from pate_stab.run.compare_table import replace_one_equivalent
+from pate_stab.run.direct import run_direct
 from pate_stab.run.prepare import prepare
 from pate_stab.run.report import open_ledger
 from tests.run.direct_helpers import cli_refusals, spend_lines

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-import pate_stab.run.prepare as prepare_module
+import pate_stab.teachers.registry as teacher_registry
 from pate_stab import Data, compare
 from pate_stab.cli.commands import main
 from pate_stab.data.own import own_data
@@ -35,12 +35,12 @@ def _no_teachers(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("teachers trained before a configuration-only refusal")
 
-    monkeypatch.setattr(prepare_module, "train_teachers", refuse)
+    monkeypatch.setattr(teacher_registry, "train_teachers", refuse)
 
 
 def test_default_batch_size_keeps_tramer_boneh_sampling_rate():
     from pate_stab.direct.dpsgd import default_batch_size
-    from pate_stab.run.direct import dpsgd_settings
+    from pate_stab.direct.registry import dpsgd_settings
 
     assert default_batch_size(60000) == 8192  # their setting where N is large
     assert [default_batch_size(n) for n in (6000, 1000, 100, 10)] == [1024, 128, 16, 10]

@@ -14,7 +14,7 @@ import pate_stab.run.data as run_data
 from pate_stab import Data, transfer
 from pate_stab.data import make_gaussian_mixture
 from pate_stab.run import TransferConfig
-from pate_stab.run.fixmatch_teachers import FIXMATCH_TEACHER_FIXED, fixmatch_teacher_config
+from pate_stab.teachers.fixmatch_settings import FIXMATCH_TEACHER_FIXED, fixmatch_teacher_config
 
 N_PRIVATE, N_PUBLIC, N_EVAL = 150, 60, 40
 

@@ -58,8 +58,8 @@ import pate_stab.run.data as run_data
 import pate_stab.run.prepare as run_prepare
 from pate_stab.cli.commands import main
 from pate_stab.run import TransferConfig, run_transfer
+from pate_stab.run.compare_table import AT_OR_BELOW
 from pate_stab.run.prepare import neighbour_index, prepare
-from pate_stab.run.reference import AT_OR_BELOW
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -531,7 +531,7 @@ def test_release_votes_with_and_without_a_declared_class_count(tmp_path, capsys,
 # the offered points and the selection rounds are fixed in advance, not outputs)
 COMPARE_RELEASED = ("seen", "answered", "label_acc", "label_acc_all", "student_trained_on", "student_acc",
                     "student_acc_unlabelled_pool", "unlabelled_pool_size", "student_selection")  # fmt: skip
-# the sentence a row at or below the majority-class reference gets in its note (pate_stab.run.reference.flag_rows)
+# the sentence a row at or below the majority-class reference gets in its note (pate_stab.run.compare_table.flag_rows)
 MAJORITY_SENTENCE = re.compile(r"^No better than .*?: this model has learnt nothing usable\.\s*")
 # a direct learner's row: its model is the output, its accuracies are computed from it
 COMPARE_DIRECT_RELEASED = ("student_acc", "student_acc_unlabelled_pool")
@@ -631,8 +631,8 @@ def _spend_lines_unmasked(ledger: bytes, spend_id: str) -> list[dict[str, Any]]:
 def _record_direct_calibration(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     """Record what the direct learners' mechanisms are calibrated on, call by call: DP-SGD's (ε, δ, public
     size, settings) and the softmax head's (ε, C, λ'·n), which is λN in the (1/n)-normalised solver
-    (:mod:`pate_stab.run.direct`); calibrated on the private count n it would differ between D and D′."""
-    import pate_stab.run.direct as run_direct
+    (:mod:`pate_stab.direct.learners`); calibrated on the private count n it would differ between D and D′."""
+    import pate_stab.direct.learners as run_direct
 
     seen: list[tuple[Any, ...]] = []
     dpsgd, head = run_direct.train_dpsgd_linear, run_direct.softmax_output_perturbation

@@ -100,7 +100,7 @@ def test_planned_unanswerable_iff_refused(tmp_path, monkeypatch, calibration):
     def no_training(*args, **kwargs):
         raise _Trained
 
-    monkeypatch.setattr("pate_stab.run.prepare.train_teachers", no_training)
+    monkeypatch.setattr("pate_stab.teachers.registry.train_teachers", no_training)
     outcomes = set()
     grid = [(k, eps, m, t) for k in (40, 150, 700) for eps in (2.0, 8.0) for m, t in ((60, 2), (300, 10))]
     for i, (k, eps, m, t) in enumerate(grid):

@@ -13,7 +13,7 @@ import torch
 from pate_stab.cli.commands import main
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.run.release_votes import UnanswerableError, VotesError, release_votes
-from tests.run.test_selection import K, _pool
+from tests.selection.test_selection import K, _pool
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import pate_stab.run.rounds as run_rounds
 from pate_stab.models import ModelSpec
 from pate_stab.run import TransferConfig, run_transfer
 from pate_stab.run.prepare import prepare
-from pate_stab.run.private import PRIVATE_DIAGNOSTICS
 from pate_stab.run.rounds import round_spend_id, student_representation, student_round_teachers
+from pate_stab.run.run_folder import PRIVATE_DIAGNOSTICS
 from pate_stab.student.training import initialised_network
 from pate_stab.teachers import PropagationTeachers
 from tests.run.test_rounds import TWO, _counterfactual

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import pate_stab.run.prepare as run_prepare
+import pate_stab.teachers.registry as teacher_registry
 from pate_stab.aggregation.baselines import GNMax
 from pate_stab.privacy.accounting.events import GaussianEvent, SelfComposedEvent
 from pate_stab.run import TransferConfig
@@ -30,7 +30,7 @@ def test_seeded_teachers_are_reloaded_by_the_resume_rule_not_trained(tmp_path, m
     # data or teacher settings that differ get their own
     assert teachers_key(_config(tmp_path, "c", seed=1)) != teachers_key(config)
     assert teachers_key(_config(tmp_path, "d", teacher_epochs=2)) != teachers_key(config)
-    monkeypatch.setattr(run_prepare, "train_teachers", lambda *a, **k: pytest.fail("teachers trained again"))
+    monkeypatch.setattr(teacher_registry, "train_teachers", lambda *a, **k: pytest.fail("teachers trained again"))
     prep = prepare(trained_teachers.seed(other))
     assert prep.resumed_teachers
     weights = torch.load(source / "weights.pt")["params"]

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import Tensor
 
-import pate_stab.run.student_select as student_select
+import pate_stab.student.select as student_select
 from pate_stab.data import make_gaussian_mixture
 from pate_stab.rng import seeded_generator
 from pate_stab.run import TransferConfig, run_transfer
@@ -25,7 +25,7 @@ from pate_stab.run.data import Task
 from pate_stab.run.prepare import Prepared
 from pate_stab.run.refit import refit_students
 from pate_stab.run.student import fit_student
-from pate_stab.run.student_select import STUDENT_LRS, best_setting, settings_grid
+from pate_stab.student.select import STUDENT_LRS, best_setting, settings_grid
 
 REFIT = Path(__file__).resolve().parents[2] / "recipes" / "diagnostics" / "refit_students.py"
 

@@ -10,10 +10,9 @@ import pytest
 import torch
 
 from pate_stab.cli.commands import build_parser, main
-from pate_stab.run.compare_table import format_rows
+from pate_stab.run.compare_table import AT_OR_BELOW, flag_rows, format_rows, majority_reference
 from pate_stab.run.config.names import DIRECT_LEARNER_NAMES
 from pate_stab.run.direct import direct_legend, run_direct
-from pate_stab.run.reference import AT_OR_BELOW, flag_rows, majority_reference
 from pate_stab.run.student_file import load_student
 from tests.run.survey_table import SCHEMA, majority_rate, write_survey
 

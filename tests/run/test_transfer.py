@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import pate_stab.run.data as run_data
-import pate_stab.run.prepare as run_prepare
 import pate_stab.run.release as run_release
+import pate_stab.teachers.registry as teacher_registry
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.errors import BudgetExhaustedError, LedgerError
@@ -124,7 +124,7 @@ def test_interrupted_after_teachers_resumes_without_retraining_or_double_spend(t
     def no_training(*args, **kwargs):
         raise AssertionError("teachers were retrained")
 
-    monkeypatch.setattr(run_prepare, "train_teachers", no_training)
+    monkeypatch.setattr(teacher_registry, "train_teachers", no_training)
     out = run_transfer(replace(cfg, stop_after="release"))
     assert out["status"] == "released"
     with ledger_of(cfg) as ledger:
@@ -149,7 +149,7 @@ def test_changed_student_settings_refit_only_the_student(tmp_path, monkeypatch, 
     def no_training(*args, **kwargs):
         raise AssertionError("teachers were retrained")
 
-    monkeypatch.setattr(run_prepare, "train_teachers", no_training)
+    monkeypatch.setattr(teacher_registry, "train_teachers", no_training)
     changed = replace(cfg, student_epochs=1, student_hidden=(8,), bottom="random")
     report = run_transfer(changed)
     assert report["resumed"] == {"teachers": True, "release": True}
@@ -335,14 +335,14 @@ def test_model_widths_are_checked(tmp_path, field, value, message):
 def test_cnn_widths_reach_the_teachers_and_the_student(tmp_path, monkeypatch):
     """teacher_channels / student_channels are the convolution widths of the specs actually built."""
     built = []
-    real = run_prepare.ModelSpec
+    real = teacher_registry.ModelSpec
 
     def spy(*args, **kwargs):
         spec = real(*args, **kwargs)
         built.append(spec)
         return spec
 
-    monkeypatch.setattr(run_prepare, "ModelSpec", spy)
+    monkeypatch.setattr(teacher_registry, "ModelSpec", spy)
     cfg = small(tmp_path, teacher_model="mlp", teacher_channels=(3, 5), student_channels=(7, 9),
                 stop_after="release")  # fmt: skip
     run_transfer(cfg)
@@ -397,7 +397,7 @@ def selected(tmp_path_factory, trained_teachers):
         mp.setattr(StabilityReleaser, "release", spy_release)
         assert run_transfer(replace(cfg, stop_after="release"))["status"] == "released"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(run_release, "release_in_rounds", refuse)
+        mp.setattr(run_release, "release_in_adaptive_batches", refuse)
         report = run_transfer(cfg)
     return cfg, events, report
 

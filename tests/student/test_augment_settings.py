@@ -64,8 +64,8 @@ def test_recipes_set_the_augmentation_and_round_trip():
 
 def test_changing_the_augmentation_refits_only_the_student(tmp_path, monkeypatch):
     import pate_stab.run.data as run_data
-    import pate_stab.run.prepare as run_prepare
     import pate_stab.student as student_pkg
+    import pate_stab.teachers.registry as teacher_registry
     from tests.run.test_features_stage import fake_splits
     from tests.run.test_features_stage import small as image_run
 
@@ -87,7 +87,7 @@ def test_changing_the_augmentation_refits_only_the_student(tmp_path, monkeypatch
     def no_training(*args, **kwargs):
         raise AssertionError("teachers were retrained")
 
-    monkeypatch.setattr(run_prepare, "train_teachers", no_training)
+    monkeypatch.setattr(teacher_registry, "train_teachers", no_training)
     again = run_transfer(replace(cfg, student_augment="clothes"))
     assert [c.hflip for c in configs] == [False, True]
     assert again["resumed"]["release"] is True and again["queries"] == first["queries"]

@@ -156,7 +156,7 @@ EXTRACTED_FEATURES = tuple(FEATURE_BLOCKS)
 TEACHER_MODELS: tuple[str, ...] = get_args(TeacherModel)
 """Teachers: dense heads, PATE's CNN, label propagation (:mod:`pate_stab.teachers.propagation`), or CNNs trained
 with FixMatch on their shard's labels and the unlabelled inputs the privacy unit allows (PATE-FM;
-:mod:`pate_stab.teachers.fixmatch`, settings: :mod:`pate_stab.run.fixmatch_teachers`)."""
+:mod:`pate_stab.teachers.fixmatch`, settings: :mod:`pate_stab.teachers.fixmatch_settings`)."""
 STUDENT_MODELS: tuple[str, ...] = get_args(StudentModel)
 BOTTOMS: tuple[str, ...] = BOTTOM_POLICIES
 """What the student does with ⊥: drops those queries, or gives them a random label."""
@@ -257,7 +257,7 @@ STUDENT_SELECT = _described(
     {
         "none": "the student settings as configured",
         "cv": "student_lr (and, for the spread student, spread_threshold) chosen by 3-fold cross-validation on the "
-        "released labels from a grid fixed in advance (pate_stab.run.student_select): post-processing, no spend",
+        "released labels from a grid fixed in advance (pate_stab.student.select): post-processing, no spend",
     },
 )
 ROUND_FEATURES = _described(
@@ -268,7 +268,7 @@ ROUND_FEATURES = _described(
         "rounds < r (pate_stab.run.rounds)",
     },
 )
-# reporting only: PATE's data-dependent ε of the baselines (see pate_stab.run.data_dependent)
+# reporting only: PATE's data-dependent ε of the baselines (see pate_stab.aggregation.data_dependent)
 REPORT_FIELDS = ("dd_order", "dd_sigma")
 NOT_IDENTITY = (
     "checkpoints_dir", "accelerator", "progress", "stop_after", "allow_unanswerable", "allow_empty_student",

@@ -270,7 +270,7 @@ class GraphSettings(_Section):
     products), the graph on the features as they are (no extra PCA). No label of the pool or the
     evaluation split chose them. Their defaults and the selection section's round size and coverage
     are :mod:`pate_stab.vocabulary`'s: one place for the main job and ``release --votes``
-    (:data:`pate_stab.run.selection.SPREAD_DEFAULTS`).
+    (:data:`pate_stab.selection.spread.SPREAD_DEFAULTS`).
     """
 
     graph_neighbors: int = GRAPH_NEIGHBORS  # kNN graph degree
@@ -385,7 +385,7 @@ class ReleaseSettings(_Section):
 
 @dataclass(frozen=True)
 class SelectionSettings(_Section):
-    """Which public inputs are queried, in which order (:mod:`pate_stab.run.selection`)."""
+    """Which public inputs are queried, in which order (:mod:`pate_stab.selection`)."""
 
     # "first" (pool order), "student-confidence" (rounds chosen by a student fitted on the labels
     # released so far) or "spread" (the released labels and ⊥ spread over the pool graph, class by
@@ -466,7 +466,7 @@ class StudentSettings(_Section):
     student_method: StudentMethod = "supervised"  # STUDENT_METHODS
     spread_threshold: float = 0.5  # spread: least class share of a spread pseudo-label
     # how the settings above are chosen: "none" (as configured) or "cv" (student_lr and spread_threshold by
-    # cross-validation on the released labels; STUDENT_SELECT, pate_stab.run.student_select)
+    # cross-validation on the released labels; STUDENT_SELECT, pate_stab.student.select)
     student_select: StudentSelect = "none"
     fixmatch_preset: FixmatchPreset = "cpu"  # fixmatch: pate_stab.models.FixMatchConfig preset
     fixmatch_steps: int | None = None  # fixmatch: optimiser steps (None: the preset's)
@@ -530,7 +530,7 @@ class DirectSettings(_Section):
     # DP-SGD (dpsgd-linear, dpsgd-cnn; add/remove): the private set's PUBLIC size N, from which the
     # sampling rate q = B / N, the steps, σ and the gradient divisor are computed (never from the
     # actual count, which is private under add/remove). None: the documented size of a bundled
-    # data set's published training file (pate_stab.run.direct_size); own data need it. Never
+    # data set's published training file (pate_stab.direct.public_size); own data need it. Never
     # compute it from the private data: use a rounded figure you would publish anyway.
     private_size_hint: int | None = None
     # DP-SGD's expected batch size B, epochs and learning rate (dpsgd-linear; dpsgd-cnn where set).

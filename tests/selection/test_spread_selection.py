@@ -10,9 +10,10 @@ import torch
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.features.propagation import PoolGraph
 from pate_stab.privacy.mechanisms.calibration import calibrate
-from pate_stab.run.selection import _spread_picks, per_class_order, release_in_rounds
+from pate_stab.selection.adaptive_batches import release_in_adaptive_batches
+from pate_stab.selection.picks import per_class_order, spread_picks
 from pate_stab.student.spreading import spread_labels
-from tests.run.test_selection import K, M, T, _counterfactual, _pool, _run
+from tests.selection.test_selection import K, M, T, _counterfactual, _pool, _run
 
 C = 3
 
@@ -34,16 +35,16 @@ def test_per_class_order_takes_turns_by_score():
     assert per_class_order(guess, -score, 2, num_classes=2).tolist() == [1, 4]
 
 
-def test_spread_picks_skip_bottom_and_cover_the_least_reached():
+def testspread_picks_skip_bottom_and_cover_the_least_reached():
     # rows: real-class shares (2 classes), ⊥ share, mass
     real = torch.tensor([[0.95, 0.0], [0.92, 0.0], [0.0, 0.97], [0.3, 0.1], [0.6, 0.0], [0.0, 0.91]])
     bottom = torch.tensor([0.05, 0.08, 0.03, 0.6, 0.4, 0.09])
     mass = torch.tensor([5.0, 0.1, 3.0, 2.0, 1.0, 0.2])
-    picks = _spread_picks(real, bottom, mass, 4, coverage=0.5)
+    picks = spread_picks(real, bottom, mass, 4, coverage=0.5)
     # coverage (2 rows): confident rows by least mass, class by class → 1 (class 0), 5 (class 1);
     # then by confidence → 0 (class 0), 2 (class 1); row 3 (⊥ strongest) never before the rest
     assert picks.index.tolist() == [1, 5, 0, 2] and picks.coverage == 2
-    no_cover = _spread_picks(real, bottom, mass, 6, coverage=0.0)
+    no_cover = spread_picks(real, bottom, mass, 6, coverage=0.0)
     assert no_cover.index.tolist()[-1] == 3 and no_cover.coverage == 0
     assert sorted(no_cover.index.tolist()) == list(range(6))
 
@@ -92,6 +93,6 @@ def test_bad_spread_arguments(kwargs, error, message):
     x, votes = _pool()
     args = {"spread": _spread_fn(x), "coverage": 0.25, **kwargs}
     with pytest.raises(error, match=message):
-        release_in_rounds(x, num_queries=M, strategy="spread", release=lambda i: votes[i].argmax(1),
+        release_in_adaptive_batches(x, num_queries=M, strategy="spread", release=lambda i: votes[i].argmax(1),
                           halted=lambda: False, round_size=10, generator=torch.Generator().manual_seed(0),
                           **args)  # fmt: skip

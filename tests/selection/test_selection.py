@@ -1,5 +1,5 @@
 """Query selection: public-only first round, per-class confidence order, round sizes, and the
-contract of release_in_rounds — at most m queries, one releaser, and no dependence on the votes
+contract of release_in_adaptive_batches — at most m queries, one releaser, and no dependence on the votes
 of points that were never released (checked counterfactually, with a peeking selector as the
 negative control)."""
 
@@ -13,12 +13,9 @@ import torch
 from pate_stab.aggregation.releaser import StabilityReleaser
 from pate_stab.errors import BudgetExhaustedError
 from pate_stab.privacy.mechanisms.calibration import calibrate
-from pate_stab.run.selection import (
-    confident_per_class,
-    kmeans_representatives,
-    next_round_size,
-    release_in_rounds,
-)
+from pate_stab.selection.adaptive_batches import next_round_size, release_in_adaptive_batches
+from pate_stab.selection.picks import confident_per_class
+from pate_stab.selection.representatives import kmeans_representatives
 
 C, K, N, M, T = 3, 400, 600, 150, 6
 
@@ -60,7 +57,7 @@ def _run(x, votes, selector, *, seed=1, strategy="student-confidence", coverage=
         return rel.release(votes[index]).labels
 
     chosen = {"spread": selector, "coverage": coverage} if strategy == "spread" else {"confidence": selector}
-    out = release_in_rounds(
+    out = release_in_adaptive_batches(
         x, num_queries=M, strategy=strategy, release=release, halted=lambda: rel.halted, round_size=10,
         max_unstable=T, generator=torch.Generator().manual_seed(seed), **chosen,
     )  # fmt: skip
@@ -144,7 +141,7 @@ def test_unseen_classes_are_looked_for_among_far_representatives():
     def only_blob_0(index):  # a release that answers blob-0 points only, with their class
         return torch.where(blob[index] == 0, blob[index], torch.full_like(index, -1))
 
-    out = release_in_rounds(
+    out = release_in_adaptive_batches(
         x, num_queries=60, strategy="student-confidence", release=only_blob_0, halted=lambda: False,
         confidence=_nearest_centroid(x), round_size=10, max_unstable=None, generator=torch.Generator().manual_seed(0),
     )  # fmt: skip
@@ -155,7 +152,7 @@ def test_unseen_classes_are_looked_for_among_far_representatives():
     answered = out.index[:first][out.labels[:first] != -1]
     far = torch.cdist(x[explored], x[answered]).min(1).values
     assert set(explored.tolist()) <= set(reps.tolist()) and bool((far[:-1] >= far[1:]).all())
-    everything = release_in_rounds(
+    everything = release_in_adaptive_batches(
         x, num_queries=60, strategy="student-confidence", release=lambda i: blob[i], halted=lambda: False,
         confidence=_nearest_centroid(x), round_size=10, max_unstable=None, generator=torch.Generator().manual_seed(0),
     )  # fmt: skip
@@ -174,7 +171,7 @@ def test_halting_stops_selection():
 
 def test_rounds_double_for_an_aggregator_that_never_halts():
     x, votes = _pool()
-    out = release_in_rounds(
+    out = release_in_adaptive_batches(
         x, num_queries=M, strategy="student-confidence", release=lambda i: votes[i].argmax(1), halted=lambda: False,
         confidence=_nearest_centroid(x), round_size=10, max_unstable=None, generator=torch.Generator().manual_seed(0),
     )  # fmt: skip
@@ -190,7 +187,7 @@ def test_first_strategy_is_one_batch_in_pool_order():
         calls.append(index.tolist())
         return votes[index].argmax(1)
 
-    out = release_in_rounds(x, num_queries=M, strategy="first", release=release, halted=lambda: False)
+    out = release_in_adaptive_batches(x, num_queries=M, strategy="first", release=release, halted=lambda: False)
     assert calls == [list(range(M))] and out.index.tolist() == list(range(M))
 
 
@@ -209,4 +206,4 @@ def test_bad_arguments(kwargs, error, message):
                 generator=torch.Generator().manual_seed(0), confidence=None)  # fmt: skip
     args.update(kwargs)
     with pytest.raises(error, match=message):
-        release_in_rounds(x, **args)
+        release_in_adaptive_batches(x, **args)

@@ -19,9 +19,10 @@ must not appear in a published file (DESIGN.md fact 8). They are computed from N
 
 from __future__ import annotations
 
-from pate_stab.run.config import TransferConfig
+from typing import Any
 
 __all__ = ["DOCUMENTED_PRIVATE_SIZES", "dpsgd_public_size", "public_size_source"]
+
 
 DOCUMENTED_PRIVATE_SIZES = {
     "mnist": 60000,  # LeCun et al.: 60,000 training images
@@ -33,8 +34,11 @@ DOCUMENTED_PRIVATE_SIZES = {
 """The documented size of each bundled data set's private split (its published training file)."""
 
 
-def dpsgd_public_size(config: TransferConfig) -> int:
+def dpsgd_public_size(config: Any) -> int:
     """N for the run's DP-SGD learners (module docstring); reads public settings only, never the data.
+
+    ``config``: the run's settings (a :class:`~pate_stab.run.config.TransferConfig`): ``private_size_hint``,
+    ``dataset``, ``num_private``, ``threat_model`` and ``label_only_share``.
 
     Raises:
         ValueError: own data without ``private_size_hint`` (the message says how to choose one).
@@ -57,7 +61,7 @@ def dpsgd_public_size(config: TransferConfig) -> int:
     return size
 
 
-def public_size_source(config: TransferConfig) -> str:
+def public_size_source(config: Any) -> str:
     """Where :func:`dpsgd_public_size` took N from, for the spend's metadata (public settings only)."""
     if config.private_size_hint is not None:
         return "private_size_hint (the run's setting)"

@@ -22,8 +22,8 @@ from pate_stab.run.prepare import Prepared
 from pate_stab.run.release import release_labels
 from pate_stab.run.release_votes import VotesError, release_votes
 from pate_stab.run.report import open_ledger
-from pate_stab.run.selection import SPREAD_DEFAULTS, SpreadSelector, SpreadSettings
-from tests.run.test_selection import K, _pool
+from pate_stab.selection.spread import SPREAD_DEFAULTS, SpreadSelector, SpreadSettings
+from tests.selection.test_selection import K, _pool
 from tests.test_import_graph import _graph
 
 EPS, DELTA, T, SEED = 4.0, 1e-5, 6, 3
@@ -113,9 +113,9 @@ def test_release_votes_refuses_a_pool_too_small_for_the_graph_before_opening_the
 
 
 def test_the_release_stage_does_not_import_the_student_stage():
-    """run/release (the release stage) and run/selection reach run/student by no chain of imports."""
+    """run/release (the release stage) and pate_stab.selection reach run/student by no chain of imports."""
     graph = _graph()
-    for start in ("pate_stab.run.release", "pate_stab.run.selection"):
+    for start in ("pate_stab.run.release", "pate_stab.selection.spread"):
         reached, todo = {start}, [start]
         while todo:
             for target in graph.get(todo.pop(), {}):

@@ -1,4 +1,4 @@
-"""The "dense" choice of k-means representatives (``selection_representatives``, pate_stab.run.selection).
+"""The "dense" choice of k-means representatives (``selection_representatives``, pate_stab.selection.representatives).
 
 Round 0 of the spread / student-confidence selection and its class discovery ask about one point
 per k-means cluster. ``"dense"`` takes the cluster's densest member (smallest distance to its k-th
@@ -16,12 +16,8 @@ import torch
 
 import pate_stab.run.data as run_data
 from pate_stab.run import TransferConfig, run_transfer
-from pate_stab.run.selection import (
-    REPRESENTATIVE_CHOICES,
-    dense_representatives,
-    kmeans_representatives,
-    release_in_rounds,
-)
+from pate_stab.selection.adaptive_batches import release_in_adaptive_batches
+from pate_stab.selection.representatives import REPRESENTATIVE_CHOICES, dense_representatives, kmeans_representatives
 
 
 def _valley():
@@ -60,7 +56,7 @@ def test_first_round_is_the_dense_representatives_whatever_the_labels():
             offered.append(index.clone())
             return labels[index]
 
-        release_in_rounds(x, num_queries=2, strategy="spread", release=release, halted=lambda: False,
+        release_in_adaptive_batches(x, num_queries=2, strategy="spread", release=release, halted=lambda: False,
                           spread=lambda i, y: (torch.ones(202, 4) / 4, torch.ones(202)), round_size=2,
                           max_unstable=None, generator=torch.Generator().manual_seed(0),
                           representatives="dense")  # fmt: skip
@@ -105,6 +101,6 @@ def test_an_unknown_choice_is_refused_by_name():
     with pytest.raises(ValueError, match="selection_representatives must be one of centroid, dense"):
         TransferConfig(selection_representatives="densest")
     with pytest.raises(ValueError, match="selection_representatives must be one of"):
-        release_in_rounds(torch.zeros(4, 2), num_queries=1, strategy="spread", release=lambda i: i,
+        release_in_adaptive_batches(torch.zeros(4, 2), num_queries=1, strategy="spread", release=lambda i: i,
                           halted=lambda: False, spread=lambda i, y: (torch.ones(4, 2), torch.ones(4)),
                           generator=torch.Generator(), representatives="mode")  # fmt: skip

@@ -25,6 +25,8 @@ noise and recover the raw figure: the sanitised figure is then no mechanism outp
 part saying why it is absent (:data:`SEEDED_SANITISATION_NOTE`). No published file holds a
 sanitised figure that the ledger does not charge: charging it would need GNSS noise from the
 secure source, and the sanitisation is derived for continuous Gaussian noise only.
+
+A run computes them for each of its releases with :func:`pate_stab.run.release.release_data_dependent`.
 """
 
 from __future__ import annotations
@@ -41,14 +43,11 @@ from pate_stab.privacy.pate.data_dependent import (
     gnmax_data_dependent_rdp,
 )
 from pate_stab.privacy.pate.rdp import DEFAULT_ORDERS, rdp_to_epsilon
-from pate_stab.run.prepare import Prepared
-from pate_stab.run.release import Release
 
 __all__ = [
     "DATA_DEPENDENT_LABEL",
     "SEEDED_SANITISATION_NOTE",
     "data_dependent_figures",
-    "release_data_dependent",
     "split_data_dependent",
 ]
 
@@ -230,21 +229,3 @@ def _secure_figures(out: dict[str, Any], kind: str, counts: torch.Tensor, kwargs
     out["data_dependent_detail"] = s.to_dict()
     out["data_dependent_note"] = _DISCRETE_GAUSSIAN_NOTE  # q bounded by the discrete Gaussian's sub-Gaussian tails
     return out
-
-
-def release_data_dependent(prep: Prepared, release: Release, *, generator: torch.Generator) -> dict[str, Any]:
-    """:func:`data_dependent_figures` of one of a run's releases, with the run's settings.
-
-    The votes of the processed queries are read only for aggregators that have a data-dependent
-    analysis (the PATE baselines).
-    """
-    config, s = prep.config, release.summary
-    seen = int(s.get("queries_seen", release.index.numel()))
-    if aggregator_spec(release.aggregator).data_dependent is not None:
-        counts = prep.votes.histograms(release.index[:seen])
-    else:
-        counts = torch.zeros(0, 2, dtype=torch.int64)
-    return data_dependent_figures(
-        release.aggregator, s, counts, release.labels[:seen], delta=config.delta,
-        teachers_changed=config.teachers_changed, order=config.dd_order, sigma=config.dd_sigma, generator=generator,
-    )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The run's FixMatch teachers (``teacher_model: fixmatch``, PATE-FM): their settings and checks.
+"""A run's FixMatch teachers (``teacher_model: fixmatch``, PATE-FM): their settings and checks.
 
 The teachers themselves are :func:`pate_stab.teachers.fixmatch.train_fixmatch_teachers`. A run
 configures them with the existing teacher settings, read as follows (:func:`fixmatch_teacher_config`):
@@ -29,8 +29,6 @@ from typing import Any
 
 from pate_stab.models.augment import augmentation_settings
 from pate_stab.models.fixmatch import FixMatchConfig
-from pate_stab.run.config import TransferConfig
-from pate_stab.run.data import Task
 
 __all__ = [
     "DEFAULT_TEACHER_EPOCHS",
@@ -56,8 +54,11 @@ TEACHER_AUGMENTATIONS = {"mnist": "digits", "svhn": "digits", "fashion_mnist": "
 """The teachers' augmentation per bundled image data set (the student's named settings; others: ``none``)."""
 
 
-def check_fixmatch_teachers(config: TransferConfig, task: Task | None = None) -> None:
-    """Refuse FixMatch teachers without images (before the run folder is written or anything trained)."""
+def check_fixmatch_teachers(config: Any, task: Any = None) -> None:
+    """Refuse FixMatch teachers without images (before the run folder is written or anything trained).
+
+    ``config``: the run's settings (a :class:`~pate_stab.run.config.TransferConfig`); ``task``: its
+    :class:`~pate_stab.run.data.Task` once loaded (``private_x``, ``public_x``)."""
     if config.teacher_model != "fixmatch":
         return
     if config.features != "raw":
@@ -74,12 +75,12 @@ def check_fixmatch_teachers(config: TransferConfig, task: Task | None = None) ->
                 )
 
 
-def unlabelled_size(config: TransferConfig, num_private: int, num_public: int) -> int:
+def unlabelled_size(config: Any, num_private: int, num_public: int) -> int:
     """N_u of the epoch's length: the inputs public under the run's unit (module docstring)."""
     return num_private + num_public if config.privacy_unit == "label" else num_public
 
 
-def fixmatch_teacher_config(config: TransferConfig, num_private: int, num_public: int) -> FixMatchConfig:
+def fixmatch_teacher_config(config: Any, num_private: int, num_public: int) -> FixMatchConfig:
     """The teachers' :class:`~pate_stab.models.FixMatchConfig` from the run's settings (module docstring).
 
     ``num_private`` is read under label privacy only (the private inputs are public then)."""

@@ -19,7 +19,8 @@ The procedure, fixed before any run:
 - score: the fold's student's accuracy on the held-out released labels; a setting's score is
   the mean over the folds. The choice is the first setting of the grid (in :func:`settings_grid`
   order) with the highest mean score; the final student is then trained on all released labels
-  with it (:func:`~pate_stab.run.student.fit_student`).
+  with it (:func:`pate_stab.run.student.fit_student`, which calls :func:`select_student_settings`
+  with the run's public pool, student architecture and spread).
 
   When the released labels cannot tell the settings apart (a few confident answers that every
   fold's student fits: all scores 1.0), the first grid point is chosen by this rule; the record
@@ -36,18 +37,19 @@ each as it would be fitted alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from pate_stab.rng import child_seed
-from pate_stab.run.prepare import Prepared
-from pate_stab.run.selection import answered_mask
-from pate_stab.run.student_base import ReleasedLabels, spread_pseudo_labels, student_spec
-from pate_stab.student import StudentTargets
 from pate_stab.student.stacked import StudentGroup, train_stacked_students
+from pate_stab.student.targets import StudentTargets
+
+if TYPE_CHECKING:
+    from pate_stab.student.stacked import ModelSpec
 
 __all__ = [
     "SELECT_FOLDS",
@@ -65,6 +67,9 @@ SELECT_FOLDS = 3
 SPREAD_THRESHOLDS = (0.3, 0.5, 0.7)
 STUDENT_LRS = (1e-3, 3e-3, 1e-2)
 _SELECT_MIX = 0x5DEECE66D  # separates the selection's seeds from the final student's (same parent)
+
+# (seed pool positions, their targets, ⊥ pool positions, threshold) → pool positions and labels the spread adds
+PseudoLabelFn = Callable[..., tuple[Tensor, Tensor]]
 
 
 @dataclass(frozen=True)
@@ -109,20 +114,44 @@ def best_setting(mean_scores: list[float]) -> int:
     return max(range(len(mean_scores)), key=lambda i: (mean_scores[i], -i))
 
 
+def _answered(labels: Tensor) -> Tensor:
+    """True where a release answered (hard: label ≠ −1; soft: score not NaN)."""
+    return ~torch.isnan(labels) if labels.is_floating_point() else labels != -1
+
+
 def _hard(values: Tensor) -> Tensor:
     """Released classes, or the class a score rounds to (≥ 0.5 → 1)."""
     return (values >= 0.5).long() if values.is_floating_point() else values.long()
 
 
 def select_student_settings(
-    prep: Prepared, release: ReleasedLabels, targets: StudentTargets, *, generator: torch.Generator
+    release_index: Tensor,
+    release_labels: Tensor,
+    targets: StudentTargets,
+    *,
+    public_x: Tensor,
+    spec: ModelSpec,
+    method: str,
+    configured: Mapping[str, float],
+    epochs: int,
+    batch_size: int,
+    pseudo_labels: PseudoLabelFn,
+    generator: torch.Generator,
 ) -> StudentSelection:
     """Cross-validate the grid of :func:`settings_grid` on the released labels (module docstring).
 
     Args:
-        prep: the run (public pool inputs and graph, the student's configuration).
-        release: the released labels and their pool positions.
+        release_index: the released queries' pool positions.
+        release_labels: their released labels (−1 / NaN for ⊥).
         targets: the student's training targets built from them (``bottom`` applied).
+        public_x: the public pool's inputs.
+        spec: the student's architecture (a ``ModelSpec``).
+        method: the student method, ``"spread"`` or ``"supervised"``.
+        configured: the configured ``student_lr`` and ``spread_threshold`` (kept when too few answers).
+        epochs: the student's epochs.
+        batch_size: the student's batch size.
+        pseudo_labels: for ``"spread"``: (seed positions, their targets, ⊥ positions, ``threshold=``) →
+            the pool positions and labels the spread adds (the run's spread over its pool graph).
         generator: folds and the students' seeds (use :func:`selection_generator`).
 
     Returns:
@@ -131,9 +160,8 @@ def select_student_settings(
         spread threshold). With fewer answered queries than folds nothing is cross-validated: the
         configured settings are kept and the record says so under ``skipped``.
     """
-    config, task = prep.config, prep.task
-    grid = settings_grid(config.student_method)
-    answered = answered_mask(release.labels)[targets.index]  # (t,) over the training targets
+    grid = settings_grid(method)
+    answered = _answered(release_labels)[targets.index]  # (t,) over the training targets
     entries = torch.nonzero(answered).flatten()
     record: dict[str, Any] = {
         "method": "cv",
@@ -143,15 +171,54 @@ def select_student_settings(
         "grid": grid,
         "answered": int(entries.numel()),
     }
-    configured = {key: float(getattr(config, key)) for key in grid[0]}
+    kept = {key: float(configured[key]) for key in grid[0]}
     if entries.numel() < SELECT_FOLDS:
-        record |= {"chosen": configured, "skipped": f"fewer answered queries than folds ({SELECT_FOLDS})"}
-        return StudentSelection(configured, record)
+        record |= {"chosen": kept, "skipped": f"fewer answered queries than folds ({SELECT_FOLDS})"}
+        return StudentSelection(kept, record)
     classes = _hard(targets.targets[entries])
     fold = stratified_folds(classes, SELECT_FOLDS, generator=generator)
-    pool_of_target = release.index[targets.index]  # pool position of each training target
-    bottoms = release.index[~answered_mask(release.labels)]
-    thresholds = SPREAD_THRESHOLDS if config.student_method == "spread" else (None,)
+    thresholds = SPREAD_THRESHOLDS if method == "spread" else (None,)
+    groups, held, sizes = _fold_groups(
+        release_index, release_labels, targets, entries, classes, fold,
+        thresholds=thresholds, pseudo_labels=pseudo_labels, generator=generator,
+    )  # fmt: skip
+    stacked = train_stacked_students(public_x, groups, spec=spec, lrs=STUDENT_LRS, epochs=epochs, batch_size=batch_size)
+    # fold_scores[threshold index][lr index][fold]
+    scores = [[[0.0] * SELECT_FOLDS for _ in STUDENT_LRS] for _ in thresholds]
+    for f, (held_pos, held_y) in enumerate(held):
+        for t_idx in range(len(thresholds)):
+            predicted = stacked.logits(f * len(thresholds) + t_idx, public_x[held_pos]).argmax(-1)  # (L, n)
+            for l_idx in range(len(STUDENT_LRS)):
+                scores[t_idx][l_idx][f] = float((predicted[l_idx] == held_y).double().mean())
+    fold_scores = [scores[t][lr] for t in range(len(thresholds)) for lr in range(len(STUDENT_LRS))]  # grid order
+    mean_scores = [sum(s) / SELECT_FOLDS for s in fold_scores]
+    best = best_setting(mean_scores)
+    record |= {
+        "held_out": [int(h.numel()) for h, _ in held],
+        "train_sizes": sizes,
+        "fold_scores": fold_scores,
+        "mean_scores": mean_scores,
+        "chosen": grid[best],
+    }
+    return StudentSelection(dict(grid[best]), record)
+
+
+def _fold_groups(
+    release_index: Tensor,
+    release_labels: Tensor,
+    targets: StudentTargets,
+    entries: Tensor,
+    classes: Tensor,
+    fold: Tensor,
+    *,
+    thresholds: tuple[float | None, ...],
+    pseudo_labels: PseudoLabelFn,
+    generator: torch.Generator,
+) -> tuple[list[StudentGroup], list[tuple[Tensor, Tensor]], list[list[int]]]:
+    """The students of the folds × thresholds (a fold's held-out queries neither train nor seed the spread),
+    per fold its held-out pool positions and their released classes, and per fold × threshold the training size."""
+    pool_of_target = release_index[targets.index]  # pool position of each training target
+    bottoms = release_index[~_answered(release_labels)]
     groups: list[StudentGroup] = []
     held: list[tuple[Tensor, Tensor]] = []  # per fold: held-out pool positions, their released classes
     sizes: list[list[int]] = []
@@ -168,35 +235,10 @@ def select_student_settings(
         for threshold in thresholds:
             positions, labels = seeds, seed_targets
             if threshold is not None:
-                extra, extra_labels = spread_pseudo_labels(prep, seeds, fold_targets, bottoms, threshold=threshold)
+                extra, extra_labels = pseudo_labels(seeds, fold_targets, bottoms, threshold=threshold)
                 keep = ~torch.isin(extra, held_pos)  # a held-out query takes no pseudo-label either
                 positions = torch.cat([seeds, extra[keep]])
                 labels = torch.cat([seed_targets.to(extra_labels.dtype), extra_labels[keep]])
             groups.append(StudentGroup(positions, labels, init_seed, data_seed))
             sizes[-1].append(int(positions.numel()))
-    stacked = train_stacked_students(
-        task.public_x,
-        groups,
-        spec=student_spec(config, task),
-        lrs=STUDENT_LRS,
-        epochs=config.student_epochs,
-        batch_size=config.student_batch_size,
-    )
-    # fold_scores[threshold index][lr index][fold]
-    scores = [[[0.0] * SELECT_FOLDS for _ in STUDENT_LRS] for _ in thresholds]
-    for f, (held_pos, held_y) in enumerate(held):
-        for t_idx in range(len(thresholds)):
-            predicted = stacked.logits(f * len(thresholds) + t_idx, task.public_x[held_pos]).argmax(-1)  # (L, n)
-            for l_idx in range(len(STUDENT_LRS)):
-                scores[t_idx][l_idx][f] = float((predicted[l_idx] == held_y).double().mean())
-    fold_scores = [scores[t][lr] for t in range(len(thresholds)) for lr in range(len(STUDENT_LRS))]  # grid order
-    mean_scores = [sum(s) / SELECT_FOLDS for s in fold_scores]
-    best = best_setting(mean_scores)
-    record |= {
-        "held_out": [int(h.numel()) for h, _ in held],
-        "train_sizes": sizes,
-        "fold_scores": fold_scores,
-        "mean_scores": mean_scores,
-        "chosen": grid[best],
-    }
-    return StudentSelection(dict(grid[best]), record)
+    return groups, held, sizes
