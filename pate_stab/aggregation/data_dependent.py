@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from pate_stab.aggregation.base import ABSTAIN
+from pate_stab.aggregation.private_knn import ZYWW20_LABEL, PrivateKNN, zyww20_epsilon
 from pate_stab.aggregation.registry import aggregator_spec
 from pate_stab.privacy.pate.data_dependent import (
     confident_gnmax_data_dependent_rdp,
@@ -47,9 +48,14 @@ from pate_stab.privacy.pate.rdp import DEFAULT_ORDERS, rdp_to_epsilon
 __all__ = [
     "DATA_DEPENDENT_LABEL",
     "SEEDED_SANITISATION_NOTE",
+    "THEIRS_KEY",
     "data_dependent_figures",
     "split_data_dependent",
+    "theirs_figure",
 ]
+
+THEIRS_KEY = "epsilon_zyww20_theirs"
+"""Where a Private-kNN release's [ZYWW20] figure (:func:`theirs_figure`) sits: in the private part only."""
 
 DATA_DEPENDENT_LABEL = {
     "epsilon": "data-independent ε (enforced against the budget)",
@@ -112,9 +118,11 @@ def split_data_dependent(figures: dict[str, Any]) -> tuple[dict[str, Any], dict[
     included), and the published note says why it is absent (:data:`SEEDED_SANITISATION_NOTE`).
     """
     seeded = figures.get(_SANITISED_WITH) == "seeded" and figures.get("epsilon_dd_sanitised") is not None
-    hidden = ("epsilon_dd_raw", "data_dependent_detail", _SANITISED_WITH)
+    hidden = ("epsilon_dd_raw", "data_dependent_detail", _SANITISED_WITH, THEIRS_KEY)
     public = {k: v for k, v in figures.items() if k not in hidden}
     private: dict[str, Any] = {"epsilon_dd_raw": figures.get("epsilon_dd_raw")}
+    if THEIRS_KEY in figures:  # [ZYWW20]'s own figure: no guarantee here, private files only
+        private[THEIRS_KEY] = figures[THEIRS_KEY]
     raw_detail = _RAW_DETAIL + (_SANITISED_DETAIL if seeded else ())
     detail = figures.get("data_dependent_detail")
     if detail is not None:
@@ -229,3 +237,22 @@ def _secure_figures(out: dict[str, Any], kind: str, counts: torch.Tensor, kwargs
     out["data_dependent_detail"] = s.to_dict()
     out["data_dependent_note"] = _DISCRETE_GAUSSIAN_NOTE  # q bounded by the discrete Gaussian's sub-Gaussian tails
     return out
+
+
+def theirs_figure(summary: dict[str, Any], labels: torch.Tensor, *, delta: float) -> dict[str, Any] | None:
+    """[ZYWW20]'s own ε of a Private-kNN release (:func:`~pate_stab.aggregation.private_knn.zyww20_epsilon`),
+    labelled as theirs, or None for other releases and under label privacy (their accounting is stated for
+    add/remove of a record). For the private files only (:func:`split_data_dependent`)."""
+    if summary.get("mechanism") != PrivateKNN.name or summary.get("privacy_unit", "record") != "record":
+        return None
+    asked = int(labels.numel())
+    if asked == 0:
+        return None
+    answered = int((labels != ABSTAIN).sum())
+    epsilon = zyww20_epsilon(
+        sigma=float(summary["sigma"]), sigma1=None if summary.get("sigma1") is None else float(summary["sigma1"]),
+        sampling_rate=float(summary["sampling_rate"]), num_queries=asked, num_answered=answered, delta=delta,
+        noise=str(summary.get("noise", "secure")),
+    )  # fmt: skip
+    return {"epsilon": epsilon, "delta": delta, "queries_asked": asked, "queries_answered": answered,
+            "label": ZYWW20_LABEL}  # fmt: skip

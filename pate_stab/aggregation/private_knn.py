@@ -41,8 +41,8 @@ unsampled GNMax (or Confident-GNMax) event.
 
 Data-dependent ε. PATE's data-dependent analysis (smooth sensitivity of the unsampled vote counts,
 [PSM+18]) has no derivation with a source that covers subsampled votes, so none is reported.
-[ZYWW20] compose PATE's data-dependent RDP of each query through the subsampling bound; their figure
-is not a certified guarantee here, and is not published.
+[ZYWW20]'s own figure (:func:`zyww20_epsilon`, "theirs") is computed as a diagnostic for the run's
+private files only: it is not a certified guarantee here, and is not published.
 
 Noise and coins: secure by default (exact discrete Gaussian noise and coins from the OS's CSPRNG or
 ``source=``); the coins' rate is the exact dyadic γ' = t/2^16 nearest to γ (:func:`exact_sampling_rate`),
@@ -63,7 +63,7 @@ from pate_stab.aggregation.base import ABSTAIN, LedgerRelease, ReleaseResult, ch
 from pate_stab.aggregation.baselines import gaussian_event
 from pate_stab.aggregation.pate_accounting import SQRT2
 from pate_stab.aggregation.pate_aggregator import AggregatorOptions, PateAggregator, fraction_text, noisy_argmax
-from pate_stab.privacy.accounting.composition import calibrate_scale, zcdp_guess
+from pate_stab.privacy.accounting.composition import accountant_epsilon, calibrate_scale, zcdp_guess
 from pate_stab.privacy.accounting.events import ComposedEvent, PoissonSampledEvent, PrivacyEvent, SelfComposedEvent
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger
 from pate_stab.privacy.noise.secure import RandomSource, check_noise, discrete_gaussian, exact_sigma_sq_at_least
@@ -71,6 +71,7 @@ from pate_stab.privacy.noise.seeded import gaussian
 
 __all__ = [
     "KNN_PRIVACY_UNITS",
+    "ZYWW20_LABEL",
     "SAMPLING_BITS",
     "NeighbourIndex",
     "PrivateKNN",
@@ -78,6 +79,7 @@ __all__ = [
     "draw_coins",
     "exact_sampling_rate",
     "knn_histograms",
+    "zyww20_epsilon",
 ]
 
 SAMPLING_BITS = 16
@@ -251,6 +253,73 @@ class NeighbourIndex:
             parts.append(knn_histograms(self.distances(q), self.labels, sampled, num_neighbours=num_neighbours,
                                         num_classes=self.num_classes))  # fmt: skip
         return torch.cat(parts) if parts else torch.zeros(0, self.num_classes, dtype=torch.int64)
+
+
+ZYWW20_LABEL = (
+    "[ZYWW20]'s own ε (theirs, a diagnostic; not a guarantee here): the check over every query asked and the "
+    "answer over the answered queries only, each its own Poisson-subsampled Gaussian, composed by RDP"
+)
+"""What the private files say :func:`zyww20_epsilon`'s figure is."""
+
+
+def zyww20_epsilon(
+    *,
+    sigma: float,
+    sigma1: float | None,
+    sampling_rate: float | Fraction,
+    num_queries: int,
+    num_answered: int,
+    delta: float,
+    noise: str = "secure",
+) -> float:
+    """[ZYWW20]'s own ε of a Private-kNN release: "theirs", a diagnostic for private files, never a guarantee.
+
+    Their accounting, as their public code runs it (``jeremy43/Private_kNN``, ReadMe.md "Privacy analysis" and
+    ``digit_pytorch/knn.py``: ``compose_poisson_subsampled_mechanisms`` of the check's Gaussian over every query
+    and of the answer's over the answered ones, then ``get_eps(delta)``), restated here with this package's
+    events and RDP accountant:
+
+    * the check (with a threshold): ``num_queries`` × Poisson-subsampled (rate γ) Gaussian of σ1, ℓ2
+      sensitivity 1 (the largest count moves by 1);
+    * the answer: ``num_answered`` × Poisson-subsampled (rate γ) Gaussian of σ, ℓ2 sensitivity √2 (their
+      ``RDP_inde_pate_gaussian``, RDP α/σ²; one vote in, one out);
+    * the two compositions composed, ε at ``delta`` from the RDP curve.
+
+    It depends on the data only through how many queries were answered (the count of released ⊥). It is not
+    certified here for two reasons. The answers are charged for the answered queries only, a count that the
+    data choose: composition is stated for a number of mechanisms fixed in advance. And the check and the
+    answer of one query read the same sample (their code draws one sample per query), yet each is amplified
+    as if sampled on its own; the guarantee of the pair sampled together is :meth:`PrivateKNN.per_query_event`'s.
+
+    Where nothing is data-dependent it is the data-independent figure: without a threshold (``sigma1``
+    None) and with every query answered, it is the ε of ``num_queries`` × :meth:`PrivateKNN.per_query_event`
+    (``privacy_unit="record"``). It grows with ``num_answered``.
+
+    Args:
+        sigma: σ of the answer's noise; sigma1: σ1 of the check's (None: no threshold, every query answered).
+        sampling_rate: γ (the exact rate the coins draw, :func:`exact_sampling_rate`, is what is composed).
+        num_queries: queries asked; num_answered: queries answered (0 ≤ ``num_answered`` ≤ ``num_queries``).
+        delta: δ at which ε is stated.
+        noise: ``"secure"`` (discrete Gaussian events) or ``"seeded"`` (continuous), as the release's.
+    """
+    m = check_int("num_queries", num_queries, minimum=1)
+    a = check_int("num_answered", num_answered, minimum=0)
+    if a > m:
+        raise ValueError(f"num_answered={a} exceeds num_queries={m}")
+    if sigma1 is None and a != m:
+        raise ValueError("without a threshold every query is answered (num_answered must equal num_queries)")
+    rate = float(exact_sampling_rate(sampling_rate))
+    noise = check_noise(noise)
+    parts: list[PrivacyEvent] = []
+    if sigma1 is not None:
+        check = PoissonSampledEvent(rate, gaussian_event(check_positive("sigma1", sigma1), 1.0, noise))
+        parts.append(SelfComposedEvent(check, m))
+    if a:
+        answer = PoissonSampledEvent(rate, gaussian_event(check_positive("sigma", sigma), SQRT2, noise))
+        parts.append(SelfComposedEvent(answer, a))
+    # parts is never empty: with a threshold the check is there, without one a = m ≥ 1
+    event = parts[0] if len(parts) == 1 else ComposedEvent(tuple(parts))
+    return accountant_epsilon(event, delta=delta, accountant="rdp")
 
 
 class PrivateKNN(PateAggregator):

@@ -45,7 +45,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from pate_stab.aggregation.data_dependent import data_dependent_figures
+from pate_stab.aggregation.data_dependent import THEIRS_KEY, data_dependent_figures, theirs_figure
 from pate_stab.aggregation.registry import aggregator_spec, make_releaser
 from pate_stab.errors import ReplayedSpendError
 from pate_stab.privacy.ledger.privacy_ledger import LedgerEntry, PrivacyLedger
@@ -452,7 +452,8 @@ def label_accuracy(release: Release, truth: Tensor | None) -> tuple[float | None
 
 def release_data_dependent(prep: Prepared, release: Release, *, generator: torch.Generator) -> dict[str, Any]:
     """PATE's data-dependent ε of one of a run's releases, with the run's settings
-    (:func:`~pate_stab.aggregation.data_dependent.data_dependent_figures`).
+    (:func:`~pate_stab.aggregation.data_dependent.data_dependent_figures`), and, for Private-kNN,
+    :func:`~pate_stab.aggregation.data_dependent.theirs_figure` (which ``split_data_dependent`` keeps private).
 
     The votes of the processed queries are read only for aggregators that have a data-dependent
     analysis (the PATE baselines).
@@ -463,7 +464,11 @@ def release_data_dependent(prep: Prepared, release: Release, *, generator: torch
         counts = prep.votes.histograms(release.index[:seen])
     else:
         counts = torch.zeros(0, 2, dtype=torch.int64)
-    return data_dependent_figures(
+    out = data_dependent_figures(
         release.aggregator, s, counts, release.labels[:seen], delta=config.delta,
         teachers_changed=config.teachers_changed, order=config.dd_order, sigma=config.dd_sigma, generator=generator,
     )  # fmt: skip
+    theirs = theirs_figure(s, release.labels[:seen], delta=config.delta)
+    if theirs is not None:
+        out[THEIRS_KEY] = theirs
+    return out

@@ -25,6 +25,7 @@ from pate_stab.aggregation.private_knn import (
     draw_coins,
     exact_sampling_rate,
     knn_histograms,
+    zyww20_epsilon,
 )
 from pate_stab.aggregation.registry import AggregatorSettings, calibrated_noise, make_releaser
 from pate_stab.errors import BudgetExhaustedError
@@ -199,6 +200,48 @@ def test_threshold_check_and_answer_are_sampled_together():
     assert event.noise_multiplier == pytest.approx(folded)
     assert accountant_epsilon(agg.event(), delta=1e-5, accountant="rdp") <= 2.0 + 1e-6
     assert PrivacyEvent.from_dict(agg.event().to_dict()) == agg.event()
+
+
+@pytest.mark.parametrize("noise", ["secure", "seeded"])
+def test_theirs_is_the_data_independent_figure_without_a_threshold(noise):
+    """[ZYWW20]'s figure with nothing data-dependent in it (no threshold, every query answered) is the
+    certified ε of the same release."""
+    agg = PrivateKNN.calibrate(epsilon=1.0, delta=1e-5, num_queries=200, sampling_rate=0.05, num_neighbours=50,
+                               noise=noise, accountant="rdp")  # fmt: skip
+    theirs = zyww20_epsilon(sigma=agg.sigma, sigma1=None, sampling_rate=0.05, num_queries=200, num_answered=200,
+                            delta=1e-5, noise=noise)  # fmt: skip
+    assert theirs == pytest.approx(agg.certified_epsilon, rel=1e-9)
+
+
+def test_theirs_is_their_two_sampled_compositions_and_grows_with_the_answers():
+    """With a threshold: m sampled checks (σ1, sensitivity 1) and a sampled answers (σ, sensitivity √2; their
+    RDP α/σ²), computed here independently through dp-accounting; more answers, a larger figure."""
+    q = float(exact_sampling_rate(0.15))
+    sigma, sigma1, m = 25.0, 75.0, 300
+
+    def direct(a: int) -> float:
+        events = [dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma1)), m)]
+        if a:
+            answer = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma / math.sqrt(2)))
+            events.append(dp_event.SelfComposedDpEvent(answer, a))
+        return rdp_privacy_accountant.RdpAccountant().compose(dp_event.ComposedDpEvent(events)).get_epsilon(1e-5)
+
+    figures = [zyww20_epsilon(sigma=sigma, sigma1=sigma1, sampling_rate=0.15, num_queries=m, num_answered=a,
+                              delta=1e-5, noise="seeded") for a in (0, 100, 200, 300)]  # fmt: skip
+    assert figures == pytest.approx([direct(a) for a in (0, 100, 200, 300)], rel=1e-9)
+    assert all(x < y for x, y in zip(figures, figures[1:], strict=False))
+    # calibrated as one jointly sampled (check, answer) per query, the release certifies more than theirs at a = m
+    agg = PrivateKNN(sigma=sigma, sigma1=sigma1, threshold=180.0, sampling_rate=0.15, num_neighbours=300,
+                     num_queries=m, delta=1e-5, noise="seeded", accountant="rdp")  # fmt: skip
+    assert agg.certified_epsilon > figures[-1]
+
+
+def test_theirs_refuses_counts_that_cannot_be():
+    kw = {"sigma": 5.0, "sampling_rate": 0.1, "num_queries": 10, "delta": 1e-5}
+    with pytest.raises(ValueError, match="exceeds"):
+        zyww20_epsilon(sigma1=15.0, num_answered=11, **kw)
+    with pytest.raises(ValueError, match="without a threshold"):
+        zyww20_epsilon(sigma1=None, num_answered=9, **kw)
 
 
 def test_sampled_discrete_gaussian_is_rdp_only():

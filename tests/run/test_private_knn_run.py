@@ -9,6 +9,7 @@ from fractions import Fraction
 import pytest
 
 from pate_stab import Data, compare, transfer
+from pate_stab.aggregation.data_dependent import THEIRS_KEY
 from pate_stab.aggregation.plan import plan_run
 from pate_stab.aggregation.private_knn import exact_sampling_rate
 from pate_stab.cli.commands import main
@@ -54,6 +55,13 @@ def test_api_transfer_on_own_arrays_asks_no_teachers(tmp_path):
     assert not (tmp_path / "knn" / "teachers").exists()
     spends = [r for r in _ledger(tmp_path / "knn" / "ledger.jsonl") if r.get("kind") == "spend"]
     assert len(spends) == 1 and "poisson_sampled" in _event_types(spends[0]["event"])
+    # [ZYWW20]'s own figure: in the private diagnostics (0600), labelled as theirs, in no published file
+    path = tmp_path / "knn" / "private_diagnostics.json"
+    theirs = json.loads(path.read_text())["data_dependent"][THEIRS_KEY]
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert theirs["queries_asked"] == 40 and theirs["queries_answered"] == report["queries"]["answered"]
+    assert "theirs" in theirs["label"] and 0 < theirs["epsilon"]
+    assert all("zyww20" not in p.read_text() for p in (tmp_path / "knn").glob("*.json") if p != path)
 
 
 def test_compare_row_beside_teachers_and_a_direct_learner(tmp_path):
@@ -75,6 +83,12 @@ def test_compare_row_beside_teachers_and_a_direct_learner(tmp_path):
     spends = [r for r in _ledger(tmp_path / "cmp" / "ledger.jsonl") if r.get("kind") == "spend"]
     assert len(spends) == 3  # gnmax, private-knn and the direct learner: one ledger
     assert "private-knn" in out.table
+    # without a threshold every query is answered: [ZYWW20]'s figure is the row's certified ε, kept private
+    private = json.loads((tmp_path / "cmp" / "private_compare.json").read_text())
+    theirs = [r[THEIRS_KEY] for r in private["rows"] if r.get("aggregator") == "private-knn"]
+    assert len(theirs) == 1 and theirs[0]["epsilon"] == pytest.approx(knn["epsilon"], rel=1e-9)
+    assert all(THEIRS_KEY not in r for r in private["rows"] if r.get("aggregator") == "gnmax")
+    assert "zyww20" not in (tmp_path / "cmp" / "compare.json").read_text()
 
 
 def test_plan_answers_at_the_users_n_epsilon_and_k():
