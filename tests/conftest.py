@@ -89,7 +89,6 @@ def real_cuda() -> bool:
 # under pytest-xdist (a file to a worker) no long file starts last while the other worker idles. Order only:
 # what runs, and each file's own order, are unchanged.
 LONG_FILES = (
-    "tests/test_gpu_check.py",
     "tests/run/test_own_data_run.py",
     "tests/run/test_direct.py",
     "tests/run/test_transfer.py",
