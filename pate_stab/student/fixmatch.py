@@ -1,13 +1,6 @@
 """A FixMatch student: a CNN trained on a few labelled public images and many unlabelled ones.
 
-Each step draws a labelled batch of B images and an unlabelled batch of μ·B images. The
-supervised term is the cross-entropy on weakly augmented labelled images. For each unlabelled
-image the network's prediction on a weak augmentation is a pseudo-label when its top
-probability is at least τ; the unsupervised term is the cross-entropy of the network on a
-strong augmentation of the same image to that pseudo-label, averaged over all μ·B images with
-the ones below τ masked out. The loss is L_s + λ_u · L_u; the pseudo-labels carry no gradient.
-
-The configuration, the loss, the learning-rate schedule and the index batches are
+The configuration, the loss (stated there), the learning-rate schedule and the index batches are
 :mod:`pate_stab.models.fixmatch` (shared with the FixMatch teachers); this module wraps them in a
 Lightning module for one student.
 
