@@ -104,8 +104,9 @@ LONG_FILES = (
 
 
 def _long_first(item: pytest.Item) -> int:
-    path = Path(str(item.path)).relative_to(ROOT).as_posix() if Path(str(item.path)).is_relative_to(ROOT) else ""
-    return LONG_FILES.index(path) if path in LONG_FILES else len(LONG_FILES)
+    path = Path(item.path)
+    name = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""
+    return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
