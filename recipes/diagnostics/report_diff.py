@@ -15,12 +15,17 @@ Usage (from a checkout; ``--repo`` picks the checkout whose package runs)::
 Cases: ``synthetic`` (the default config: nothing to download), ``adult`` (recipes/configs/adult.yaml
 with 400 teachers and 300 queries; needs ``--data-dir``'s ``adult/`` folder) and ``pate_dpsgd``
 (a ``compare`` on the synthetic default with PATE's aggregators, DP-SGD and the convex heads as
-direct rows at two ε: every kind of spend the ledger records).
+direct rows at two ε: every kind of spend the ledger records) and ``label`` (the synthetic default
+under label privacy, replace-one stated: a ``transfer`` that labels public and private queries, and
+a ``compare`` with GNMax, the stability releaser, the label-DP learners RR-with-prior and ALIBI, and
+DP-SGD as a record row counted in the label ledger, at two ε; docs/label_privacy.md).
 Besides the reports, each run's ledger (``ledger.jsonl``) is compared spend by spend — id,
 mechanism, certified (ε, δ), relation, metadata and released outputs — with the recorded privacy
 *event* (and the integrity chain's hashes, which cover it) left out of the comparison and listed
 apart (``event changes``, not a failure): a change of accounting vocabulary must leave every
 certified (ε, δ) as it was.
+Each command runs with a fresh, temporary data-set budget folder (``PATE_STAB_BUDGET_DIR``), so the
+cases' spends meet no cap from another case and none under ``~/.pate_stab`` is read or written.
 ``diff`` prints each difference as ``case/file: json.path: a != b`` and exits 1 if there is any.
 The published files hold only mechanism outputs and what is computed from them and public data;
 the private files of a run folder are not read.
@@ -35,6 +40,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,9 +48,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parents[2]
 COMPARED = ("report.json", "compare.json", "compare.txt")
 LEDGER = "ledger.jsonl"
+# Every run gets a fresh data-set budget folder (pate_stab.privacy.ledger.data_budget's variable): the cases
+# spend on the same data sets, more than one cap allows, and the user's caps are left alone.
+BUDGET_DIR_ENV = "PATE_STAB_BUDGET_DIR"
 # keys of wall-clock durations or instants; every other key is compared
 TIME_KEY = re.compile(r"(^|_)(seconds|secs|wall|elapsed|duration|time|times|timestamp|timings?)($|_)")
 
+
+# Label privacy with its relation stated: the base of the redesign and the code after it both take these
+# flags and read them the same way (the redesign refuses label privacy without replace-one everywhere).
+LABEL = ["--privacy-unit", "label", "--neighbouring", "replace_one"]
+CASES = ("synthetic", "adult", "pate_dpsgd", "label")
 
 # The Adult config's path in a checkout: recipes/configs/ since recipes/ was sorted, recipes/ before.
 ADULT_CONFIGS = ("recipes/configs/adult.yaml", "recipes/adult.yaml")
@@ -73,6 +87,13 @@ def cases(data_dir: Path, repo: Path = HERE) -> dict[str, dict[str, list[str]]]:
                 "--direct", "dpsgd-linear", "objective-softmax", "output-ovr",
             ],
         },
+        "label": {
+            "transfer": [*LABEL, "--label-queries", "both"],
+            "compare": [
+                *LABEL, "--epsilons", "2", "8", "--aggregators", "gnmax", "stability",
+                "--direct", "rr-lp1st", "alibi", "dpsgd-linear",
+            ],
+        },
     }  # fmt: skip
 
 
@@ -91,7 +112,10 @@ def run(repo: Path, out: Path, names: list[str], data_dir: Path) -> None:
                 "--run-name", command, "--releaser-noise", "seeded", "--no-progress",
             ]  # fmt: skip
             start = time.perf_counter()
-            done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True)
+            with tempfile.TemporaryDirectory(prefix="report_diff_budget_") as budget:
+                done = subprocess.run(
+                    args, cwd=repo, env={**env, BUDGET_DIR_ENV: budget}, capture_output=True, text=True
+                )
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{command}.stdout").write_text(done.stdout)
             (folder / f"{command}.stderr").write_text(done.stderr)
@@ -187,7 +211,7 @@ def main() -> None:
     r = sub.add_parser("run", help="run the cases from a checkout")
     r.add_argument("--repo", type=Path, default=HERE, help="the checkout to run (default: this one)")
     r.add_argument("--out", type=Path, required=True, help="output folder (one subfolder per case)")
-    r.add_argument("--cases", nargs="+", default=["synthetic", "adult", "pate_dpsgd"])
+    r.add_argument("--cases", nargs="+", default=list(CASES))
     r.add_argument("--data-dir", type=Path, default=HERE.parent / "shared" / "data")
     d = sub.add_parser("diff", help="compare two run output folders")
     d.add_argument("a", type=Path)
