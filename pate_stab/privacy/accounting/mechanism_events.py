@@ -50,6 +50,9 @@ __all__ = [
 
 DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-4
 
+# every event class registers its kind when it is defined (PrivacyEvent.__init_subclass__); the package's
+# __init__ imports composition, which imports events, so the composite kinds are known to event_from_dict
+# whichever of the two modules is imported
 _EVENT_TYPES: dict[str, type[PrivacyEvent]] = {}
 
 
