@@ -63,6 +63,7 @@ from statistics import NormalDist
 from typing import Any, Literal
 
 from pate_stab._checks import check_int
+from pate_stab.aggregation.baselines import ConfidentGNMax
 from pate_stab.aggregation.registry import (
     AGGREGATORS,
     AggregatorSettings,
@@ -356,8 +357,8 @@ def _baseline_row(name: str, s: AggregatorSettings, n: int, c: int, with_k: bool
             need, noise = math.ceil(gap), {"sigma": sigma}
         else:  # confident-gnmax: the threshold check and the label each get half the failure probability
             r = s.sigma_ratio
-            if secure is not None:
-                sigma1, sigma2 = secure.sigma1, secure.sigma2  # type: ignore[union-attr]
+            if isinstance(secure, ConfidentGNMax):  # the registry's mechanism for confident-gnmax
+                sigma1, sigma2 = secure.sigma1, secure.sigma2
             else:
                 sigma2 = g * math.sqrt(m * (1.0 / r**2 + 2.0)) / mu
                 sigma1 = r * sigma2

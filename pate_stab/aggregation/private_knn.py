@@ -124,8 +124,8 @@ def draw_coins(
         raise TypeError("draw_coins needs a source (secure) or a generator (seeded)")
     words = source.uint63(-(-total // 3)) if total else np.zeros(0, dtype=np.int64)
     # the low 48 bits of each word, as three little-endian uint16 fields (the top field holds the unused bit 63)
-    fields = np.ascontiguousarray(words, dtype="<i8").view("<u2").reshape(-1, 4)[:, :3].reshape(-1)[:total]
-    return torch.from_numpy(fields < t).view(b, n)
+    low = np.ascontiguousarray(words, dtype="<i8").view("<u2").reshape(-1, 4)[:, :3].reshape(-1)[:total]
+    return torch.from_numpy(low < t).view(b, n)
 
 
 def knn_histograms(
@@ -438,12 +438,12 @@ class PrivateKNN(PateAggregator):
         m = counts.shape[0]
         if generator is None:  # secure: exact N_Z on the integer counts
             answer = noisy_argmax(counts, discrete_gaussian(self.sigma, counts.numel(), source=self._source))
-            if self.sigma1 is None:
+            if self.sigma1 is None or self.threshold is None:  # both or neither (__init__)
                 return answer
             top = counts.max(dim=1).values.to(torch.int64) + discrete_gaussian(self.sigma1, m, source=self._source)
             return torch.where(top >= self.threshold, answer, ABSTAIN)
         answer = noisy_argmax(counts, gaussian(self.sigma, counts.shape, generator=generator))
-        if self.sigma1 is None:
+        if self.sigma1 is None or self.threshold is None:
             return answer
         confident = counts.max(dim=1).values + gaussian(self.sigma1, (m,), generator=generator) >= self.threshold
         return torch.where(confident, answer, ABSTAIN)

@@ -166,6 +166,12 @@ class SoftLabelReleaser(SparseVectorReleaser):
         inputs = torch.cat([plain_hist, shifted_hist], dim=1)
         return self._spend_run(inputs, draw, query_ids)
 
+    @property
+    def queries_seen(self) -> int:
+        """The queries processed: answered on either histogram, or ⊥ (those offered after halting are not)."""
+        counters = self._counters()
+        return int(counters["answered_plain"]) + int(counters["answered_shifted"]) + int(counters["abstained"])
+
     def summary(self) -> dict[str, Any]:
         return {
             "mechanism": self.mechanism,
@@ -175,10 +181,7 @@ class SoftLabelReleaser(SparseVectorReleaser):
             "teachers_changed": self.teachers_changed,
             **{k: v for k, v in self._counters().items() if k != "queries_seen"},
             "answered": int(self._counters()["answered_plain"]) + int(self._counters()["answered_shifted"]),
-            # processed queries (answered on either histogram, or ⊥); those offered after halting are not
-            "queries_seen": int(self._counters()["answered_plain"])
-            + int(self._counters()["answered_shifted"])
-            + int(self._counters()["abstained"]),
+            "queries_seen": self.queries_seen,
             "calibration_detail": self.calibration.to_dict(),
             "replayed_calls": self._spend.replayed_calls,
             "spend_id": self._spend.spend_id if self._spend.ledger is not None else None,

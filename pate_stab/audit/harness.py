@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -122,12 +123,24 @@ def _features(mechanism: Mechanism, x: Any, n: int, gen: torch.Generator, featur
     return out
 
 
+def _equals(value: float, f: torch.Tensor) -> torch.Tensor:
+    return f == value
+
+
+def _above(cut: float, f: torch.Tensor) -> torch.Tensor:
+    return f > cut
+
+
+def _at_most(cut: float, f: torch.Tensor) -> torch.Tensor:
+    return f <= cut
+
+
 def _candidate_events(fa: torch.Tensor, fb: torch.Tensor) -> list[tuple[str, Callable[[torch.Tensor], torch.Tensor]]]:
     events: list[tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = []
     if not fa.is_floating_point():
         values = torch.unique(torch.cat([fa, fb]))
         for v in values.tolist():
-            events.append((f"output == {v}", lambda f, v=v: f == v))
+            events.append((f"output == {v}", partial(_equals, v)))
         return events
     pooled = torch.cat([fa, fb]).to(torch.float64)
     qs = torch.cat(
@@ -139,8 +152,8 @@ def _candidate_events(fa: torch.Tensor, fb: torch.Tensor) -> list[tuple[str, Cal
     )
     cuts = torch.unique(torch.quantile(pooled, qs))
     for c in cuts.tolist():
-        events.append((f"output > {c:.6g}", lambda f, c=c: f > c))
-        events.append((f"output <= {c:.6g}", lambda f, c=c: f <= c))
+        events.append((f"output > {c:.6g}", partial(_above, c)))
+        events.append((f"output <= {c:.6g}", partial(_at_most, c)))
     return events
 
 

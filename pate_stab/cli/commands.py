@@ -381,6 +381,74 @@ def _follow_plan(parser: argparse.ArgumentParser, data: dict[str, Any], config: 
     return _make_config(parser, chosen)
 
 
+def _run_compare(args: argparse.Namespace, config: Any, compare_opts: dict[str, Any]) -> int:
+    """``compare``: the sweep over ε and aggregators (the run's settings, the recipe's ``compare`` section, flags)."""
+    from pate_stab.run.compare import run_compare
+
+    epsilons = args.epsilons or compare_opts.get("epsilons") or [config.epsilon]
+    aggregators = args.aggregators if args.aggregators is not None else compare_opts.get("aggregators")
+    direct = args.direct if args.direct is not None else compare_opts.get("direct") or []
+    repeats = args.repeats or compare_opts.get("repeats") or 1
+    out = run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats, direct=direct)
+    print(
+        f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
+        f"(query selection: {config.query_selection}), δ={config.delta:g}; "
+        f"mean teacher acc {_fmt(out['private']['teachers']['mean_accuracy'])}, "
+        f"plurality acc {_fmt(out['private']['teachers']['plurality_accuracy'])} (private diagnostics, "
+        "private_compare.json: never publish)"
+    )
+    print(out["table"])
+    print(f"plot: {out['plot']}")
+    if args.export_votes is not None:
+        _export_votes(config, args.export_votes)
+    return 0
+
+
+def _print_direct_report(report: dict[str, Any]) -> None:
+    """A direct learner's run: its certified (ε, δ), test accuracy, note, files and warnings."""
+    print(
+        f"{report['aggregator']} (direct, {report['neighbouring'].replace('_', '-')}): certified (ε, δ) = "
+        f"({report['epsilon']:.4g}, {report['delta']:.3g}); test accuracy {_fmt(report['test_accuracy'])}"
+        f"{' (replayed from the ledger)' if report['row']['reused'] else ''}"
+    )
+    print(report["row"]["note"])
+    print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
+    for message in report.get("warnings", []):
+        print(f"WARNING: {message}")
+
+
+def _run_transfer(parser: argparse.ArgumentParser, args: argparse.Namespace, data: dict[str, Any], config: Any) -> int:
+    """``demo`` and ``transfer``: the plan, the run, its report (a stop, a direct learner, a partial release)."""
+    from pate_stab.run.config import DIRECT_LEARNER_NAMES
+    from pate_stab.run.transfer import run_transfer
+
+    if args.command == "transfer" and "aggregator" not in data and config.dataset == "files":
+        config = _follow_plan(parser, data, config)  # no aggregator chosen: the plan's, which it expects to answer
+    if config.aggregator in DIRECT_LEARNER_NAMES:  # the teachers' plan does not apply: what the learner does
+        from pate_stab.run.direct import direct_plan_text
+
+        print(direct_plan_text(config), flush=True)
+
+    report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
+    if report["status"] not in ("complete", "partial"):
+        print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
+        return 0
+    if report.get("kind") == "direct":
+        _print_direct_report(report)
+        return 0
+    _print_report(report)
+    if report["status"] == "partial":
+        p = report["partial_release"]
+        print(
+            f"PARTIAL release, finished from the ledger: {p['queries_released']} queries from "
+            f"{p['recorded_calls']} recorded call(s), with the rest of the queries not asked and nothing spent "
+            "now (README: Run the main job)."
+        )
+    if getattr(args, "export_votes", None) is not None:
+        _export_votes(config, args.export_votes)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -409,61 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = _make_config(parser, data)
     try:
         if args.command == "compare":
-            from pate_stab.run.compare import run_compare
-
-            epsilons = args.epsilons or compare_opts.get("epsilons") or [config.epsilon]
-            aggregators = args.aggregators if args.aggregators is not None else compare_opts.get("aggregators")
-            direct = args.direct if args.direct is not None else compare_opts.get("direct") or []
-            repeats = args.repeats or compare_opts.get("repeats") or 1
-            out = run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats, direct=direct)
-            print(
-                f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
-                f"(query selection: {config.query_selection}), δ={config.delta:g}; "
-                f"mean teacher acc {_fmt(out['private']['teachers']['mean_accuracy'])}, "
-                f"plurality acc {_fmt(out['private']['teachers']['plurality_accuracy'])} (private diagnostics, "
-                "private_compare.json: never publish)"
-            )
-            print(out["table"])
-            print(f"plot: {out['plot']}")
-            if args.export_votes is not None:
-                _export_votes(config, args.export_votes)
-            return 0
-        from pate_stab.run.config import DIRECT_LEARNER_NAMES
-        from pate_stab.run.transfer import run_transfer
-
-        if args.command == "transfer" and "aggregator" not in data and config.dataset == "files":
-            config = _follow_plan(parser, data, config)  # no aggregator chosen: the plan's, which it expects to answer
-        if config.aggregator in DIRECT_LEARNER_NAMES:  # the teachers' plan does not apply: what the learner does
-            from pate_stab.run.direct import direct_plan_text
-
-            print(direct_plan_text(config), flush=True)
-
-        report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
-        if report["status"] not in ("complete", "partial"):
-            print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
-            return 0
-        if report.get("kind") == "direct":
-            print(
-                f"{report['aggregator']} (direct, {report['neighbouring'].replace('_', '-')}): certified (ε, δ) = "
-                f"({report['epsilon']:.4g}, {report['delta']:.3g}); test accuracy {_fmt(report['test_accuracy'])}"
-                f"{' (replayed from the ledger)' if report['row']['reused'] else ''}"
-            )
-            print(report["row"]["note"])
-            print(f"report: {Path(report['run_dir']) / 'report.json'}; ledger: {report['ledger']['path']}")
-            for message in report.get("warnings", []):
-                print(f"WARNING: {message}")
-            return 0
-        _print_report(report)
-        if report["status"] == "partial":
-            p = report["partial_release"]
-            print(
-                f"PARTIAL release, finished from the ledger: {p['queries_released']} queries from "
-                f"{p['recorded_calls']} recorded call(s), with the rest of the queries not asked and nothing spent "
-                "now (README: Run the main job)."
-            )
-        if getattr(args, "export_votes", None) is not None:
-            _export_votes(config, args.export_votes)
-        return 0
+            return _run_compare(args, config, compare_opts)
+        return _run_transfer(parser, args, data, config)
     except (ValueError, FileNotFoundError, PateStabError) as exc:
         fail(str(exc))
 

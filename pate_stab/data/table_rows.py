@@ -165,14 +165,16 @@ def read_table(
     if isinstance(source, Mapping) or not isinstance(source, Sequence):
         raise TypeError("rows must be a path or a sequence of mappings (column name → value)")
     names: list[str] = []
+    records: list[Mapping[str, Any]] = []
     for r in source:
         if not isinstance(r, Mapping):
             raise TypeError(f"rows must be mappings (column name → value), got {type(r).__name__}")
+        records.append(r)
         names.extend(k for k in r if k not in names)
-    if not source:  # no rows, no names: an empty table with every column of the schema is meant
+    if not records:  # no rows, no names: an empty table with every column of the schema is meant
         return "rows", [], None
-    table = {name: [r.get(name) for r in source] for name in names}
-    return "rows", list(range(1, len(source) + 1)), table
+    columns_of: dict[str, list[Any]] = {name: [r.get(name) for r in records] for name in names}
+    return "rows", list(range(1, len(records) + 1)), columns_of
 
 
 def bad_cell(where: str, line: int, column: str, value: Any, what: str) -> SchemaError:

@@ -6,8 +6,8 @@ beside each other):
 
 - ``noise`` (``discrete``, ``lattice``, ``secure``, ``seeded``): Noise samplers: float64 from a
   torch.Generator, exact discrete noise from the OS's CSPRNG.
-- ``accounting`` (``composition``, ``events``): The accounting vocabulary: events (what a mechanism
-  did) and their composition.
+- ``accounting`` (``composition``, ``events``, ``mechanism_events``): The accounting vocabulary: events
+  (what a mechanism did) and their composition.
 - ``mechanisms`` (``alibi``, ``calibration``, ``exponential``, ``noise_reduction``,
   ``randomized_response``, ``sparse_vector``, ``stability``): Privacy mechanisms, one family per
   module, and the stability releasers' calibration.

@@ -112,9 +112,9 @@ def run_inversion(data_dir: Path, out: Path, *, repeats: int = 5, constant: str 
         print(f"repeat {rep} done ({time.time() - t0:.0f}s)", flush=True)
     rows.extend(_best_oracle_rows(oracle_rows))
     with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["repeat", "epsilon", "method", "params", "mse", "mi_accuracy"])
-        w.writeheader()
-        w.writerows(rows)
+        writer = csv.DictWriter(f, fieldnames=["repeat", "epsilon", "method", "params", "mse", "mi_accuracy"])
+        writer.writeheader()
+        writer.writerows(rows)
     summary = _summary(rows)
     majority = float(torch.bincount(vk).max()) / len(vk)
     (out / "report.json").write_text(
@@ -126,6 +126,10 @@ def run_inversion(data_dir: Path, out: Path, *, repeats: int = 5, constant: str 
     return summary
 
 
+def _mean_mse(rows: list[dict]) -> float:
+    return sum(z["mse"] for z in rows) / len(rows)
+
+
 def _best_oracle_rows(oracle_rows: list[dict]) -> list[dict]:
     """Oracle: the grid point with the best mean test MSE at each epsilon (its rows, every repeat)."""
     best_rows: list[dict] = []
@@ -134,7 +138,8 @@ def _best_oracle_rows(oracle_rows: list[dict]) -> list[dict]:
         for r in oracle_rows:
             if r["epsilon"] == eps:
                 cand.setdefault(r["params"], []).append(r)
-        best_rows.extend(min(cand.values(), key=lambda rs: sum(z["mse"] for z in rs) / len(rs)))
+        best = min(cand.values(), key=_mean_mse)
+        best_rows.extend(best)
     return best_rows
 
 

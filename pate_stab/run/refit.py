@@ -26,6 +26,7 @@ from pate_stab.data.own import OwnData
 from pate_stab.privacy.ledger.privacy_ledger import PrivacyLedger, recorded_budget
 from pate_stab.rng import seeded_generator, spawn_generators
 from pate_stab.run.config import STUDENT_FIELDS, TransferConfig
+from pate_stab.run.config.names import Accelerator
 from pate_stab.run.data import pool_truth
 from pate_stab.run.prepare import PAST_DEFAULTS, prepare
 from pate_stab.run.release import label_accuracy, recorded_spend_id, release_labels
@@ -60,7 +61,7 @@ def refit_students(
     overrides: dict[str, Any] | None = None,
     seed: int = 0,
     repeats: int = 1,
-    accelerator: str | None = None,
+    accelerator: Accelerator | None = None,
     data: OwnData | None = None,
     echo: bool = False,
 ) -> tuple[list[dict[str, Any]], TransferConfig, tuple[float, float], list[dict[str, Any]]]:
@@ -91,7 +92,7 @@ def _refit(
     overrides: dict[str, Any] | None,
     seed: int,
     repeats: int,
-    accelerator: str | None,
+    accelerator: Accelerator | None,
     data: OwnData | None,
     echo: bool,
 ) -> tuple[list[dict[str, Any]], TransferConfig, tuple[float, float], list[dict[str, Any]]]:
@@ -102,7 +103,7 @@ def _refit(
         raise RefitError(f"only student settings can be refit ({', '.join(STUDENT_FIELDS)}); got {bad[0]!r}")
     new = replace(config, **overrides)
     if accelerator is not None:
-        new = replace(new, accelerator=accelerator)
+        new = replace(new, execution=replace(new.execution, accelerator=accelerator))
     header = json.loads((run_dir / "ledger.jsonl").open().readline())
     budget = recorded_budget(run_dir / "ledger.jsonl")  # the header's, or as raised since
     if budget is None:

@@ -39,7 +39,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -62,6 +62,9 @@ from pate_stab.selection.adaptive_batches import (
 )
 from pate_stab.selection.spread import SpreadSelector, SpreadSettings
 from pate_stab.student import train_student
+
+if TYPE_CHECKING:
+    from pate_stab.teachers import PoolVotes
 
 STEERED = "steered"
 """The selection of a later round of a release in rounds (:mod:`pate_stab.run.rounds`)."""
@@ -212,7 +215,6 @@ def release_labels(
     if steered is None and config.query_selection != "first" and selection_generator is None:
         raise TypeError(f"query_selection={config.query_selection!r} needs a selection_generator")
 
-    votes = prep.votes
     order = steered() if steered is not None else None  # public data and earlier releases only
     queries = spec.votes == "queries"  # neighbour votes: the aggregator reads the queries' public features
     rel = make_releaser(aggregator, config.aggregator_settings(epsilon, delta), generator=generator, ledger=ledger,
@@ -234,6 +236,7 @@ def release_labels(
         if queries:
             inputs = prep.task.public_x[index].flatten(1).float()
         else:
+            votes = _pool_votes(prep)
             inputs = votes.scores(index) if spec.votes == "scores" else votes.histograms(index)
         labels = rel.release(inputs, query_ids=index).labels  # the ledger records the pool positions
         calls += 1
@@ -255,6 +258,13 @@ def release_labels(
     stored = [None if math.isnan(v) else v for v in labels.tolist()] if spec.soft else labels.tolist()
     ledger.record_result(spend_id, {"labels": stored, "summary": summary, "selection": selection})
     return Release(aggregator, labels, spec.soft, summary, spend_id, False, selected.index, selection)
+
+
+def _pool_votes(prep: Prepared) -> PoolVotes:
+    """The teachers' votes on the pool, which a release from votes reads; a run without teachers has none."""
+    if prep.votes is None:
+        raise ValueError("this run has no teachers (a direct learner's run): there are no votes to release from")
+    return prep.votes
 
 
 def _finish_calls(
@@ -461,7 +471,7 @@ def release_data_dependent(prep: Prepared, release: Release, *, generator: torch
     config, s = prep.config, release.summary
     seen = int(s.get("queries_seen", release.index.numel()))
     if aggregator_spec(release.aggregator).data_dependent is not None:
-        counts = prep.votes.histograms(release.index[:seen])
+        counts = _pool_votes(prep).histograms(release.index[:seen])
     else:
         counts = torch.zeros(0, 2, dtype=torch.int64)
     out = data_dependent_figures(

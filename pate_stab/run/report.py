@@ -415,6 +415,96 @@ def noise_report(summary: dict[str, Any]) -> dict[str, Any]:
     return {"noise": "secure", **{key: summary[key] for key in keys if key in summary}}
 
 
+def _task_section(prep: Prepared) -> dict[str, Any]:
+    """The run, its data (task, sizes, features) and its teachers' ensemble: the report's opening fields."""
+    config, task = prep.config, prep.task
+    return {
+        "run": config.run_name,
+        "run_dir": str(prep.run_dir),
+        "status": "complete",
+        "dataset": config.dataset,
+        "threat_model": {"name": task.threat_model, "description": THREAT_MODELS[task.threat_model]},
+        "num_classes": task.num_classes,
+        "classes": None if task.class_names is None else list(task.class_names),
+        "pool_labelled": task.public_y is not None,
+        "sizes": {
+            "private": int(task.private_x.shape[0]),
+            "public_pool": int(task.public_x.shape[0]),
+            "evaluation": int(task.eval_x.shape[0]),
+        },
+        "features": {k: v for k, v in task.feature_map.items() if k != "state"},
+        "num_teachers": config.num_teachers,
+        "teacher_model": None
+        if prep.teachers is None
+        else {**prep.teachers.spec.to_dict(), "train": prep.teachers.config.get("train")},
+    }
+
+
+def _release_section(prep: Prepared, release: Release, data_dependent: dict[str, Any] | None) -> dict[str, Any]:
+    """The release: aggregator, calibration, noise, the certified (ε, δ) beside the target, PATE's
+    data-dependent figures (published and private parts), the query counters and the selection."""
+    config, s = prep.config, release.summary
+    return {
+        "aggregator": config.aggregator,
+        "calibration": s.get("calibration_detail", {k: v for k, v in s.items() if k not in _BOOKKEEPING}),
+        "noise": noise_report(s),
+        "target_epsilon": config.epsilon,
+        "target_delta": config.delta,
+        "epsilon": s["epsilon"],
+        "delta": s["delta"],
+        "data_dependent": None if data_dependent is None else split_data_dependent(data_dependent)[0],
+        "data_dependent_private": None if data_dependent is None else split_data_dependent(data_dependent)[1],
+        "queries": {
+            "seen": int(s.get("queries_seen", config.num_queries)),
+            "answered": int(s["answered"]),
+            "abstained": int(s["abstained"]),
+            "not_asked": int(s.get("not_asked", 0)),
+            "halted": bool(s.get("halted", False)),
+        },
+        "privacy": config.privacy_relation(),
+        "query_selection": selection_report(release),
+    }
+
+
+def _student_section(
+    prep: Prepared, release: Release, *, student: Any, targets: StudentTargets, accuracies: dict[str, Any]
+) -> dict[str, Any]:
+    """The student: its model and training, the labels it learnt from, its accuracy."""
+    config, task = prep.config, prep.task
+    return {
+        "model": student.spec.to_dict(),
+        "config": student.config.to_dict(),
+        "bottom": config.bottom,
+        "trained_on": int(targets.index.numel()),
+        # plain sentences where the released labels cannot teach every class (released outputs only)
+        "warnings": released_label_warnings(release, task.num_classes, task.class_names),
+        "method": config.student_method,
+        "method_description": STUDENT_METHODS[config.student_method],
+        # student_select "cv": the grid, the cross-validation scores on the released labels, the choice
+        "selection": getattr(student, "selection", None),
+        "history": student.history,
+        "test_accuracy": accuracies["student"],
+        # pool points that received no released label (never queried, or ⊥); true labels read
+        # for this measurement only
+        "unlabelled_pool_accuracy": accuracies.get("student_unlabelled_pool"),
+        "unlabelled_pool_size": accuracies.get("unlabelled_pool_size"),
+    }
+
+
+def _bookkeeping_section(
+    prep: Prepared, ledger: PrivacyLedger, release: Release, wall_times: dict[str, float]
+) -> dict[str, Any]:
+    """Wall times, what was resumed, the ledger's state, the seed and the run folder's files."""
+    return {
+        "wall_time_s": wall_times,
+        "resumed": {"teachers": prep.resumed_teachers, "release": release.reused}
+        | ({} if prep.resumed_features is None else {"features": prep.resumed_features}),
+        "ledger": {**ledger.report(), "spend_id": release.spend_id},
+        "seed": prep.config.seed,
+        "files": run_files(prep.run_dir, ["report.json", "student.pt"]),
+    }
+
+
 def transfer_report(
     prep: Prepared,
     ledger: PrivacyLedger,
@@ -434,82 +524,21 @@ def transfer_report(
     (:func:`~pate_stab.aggregation.data_dependent.data_dependent_figures`), reported beside the enforced
     ε; the raw figure and its inputs go to the private part.
     """
-    config, task = prep.config, prep.task
-    acc_answered, acc_all = accuracies["label_answered"], accuracies["label_all"]
-    teacher_mean, plurality = accuracies["teacher_mean"], accuracies["plurality"]
-    student_acc = accuracies["student"]
-    s = release.summary
     report = {
-        "run": config.run_name,
-        "run_dir": str(prep.run_dir),
-        "status": "complete",
-        "dataset": config.dataset,
-        "threat_model": {"name": task.threat_model, "description": THREAT_MODELS[task.threat_model]},
-        "num_classes": task.num_classes,
-        "classes": None if task.class_names is None else list(task.class_names),
-        "pool_labelled": task.public_y is not None,
-        "sizes": {
-            "private": int(task.private_x.shape[0]),
-            "public_pool": int(task.public_x.shape[0]),
-            "evaluation": int(task.eval_x.shape[0]),
-        },
-        "features": {k: v for k, v in task.feature_map.items() if k != "state"},
-        "num_teachers": config.num_teachers,
-        "teacher_model": None
-        if prep.teachers is None
-        else {**prep.teachers.spec.to_dict(), "train": prep.teachers.config.get("train")},
-        "aggregator": config.aggregator,
-        "calibration": s.get("calibration_detail", {k: v for k, v in s.items() if k not in _BOOKKEEPING}),
-        "noise": noise_report(s),
-        "target_epsilon": config.epsilon,
-        "target_delta": config.delta,
-        "epsilon": s["epsilon"],
-        "delta": s["delta"],
-        "data_dependent": None if data_dependent is None else split_data_dependent(data_dependent)[0],
-        "data_dependent_private": None if data_dependent is None else split_data_dependent(data_dependent)[1],
-        "queries": {
-            "seen": int(s.get("queries_seen", config.num_queries)),
-            "answered": int(s["answered"]),
-            "abstained": int(s["abstained"]),
-            "not_asked": int(s.get("not_asked", 0)),
-            "halted": bool(s.get("halted", False)),
-        },
-        "privacy": config.privacy_relation(),
-        "query_selection": selection_report(release),
-        "label_accuracy_answered": acc_answered,
-        "label_accuracy_all_queries": acc_all,
+        **_task_section(prep),
+        **_release_section(prep, release, data_dependent),
+        "label_accuracy_answered": accuracies["label_answered"],
+        "label_accuracy_all_queries": accuracies["label_all"],
         "label_accuracy_note": LABEL_ACCURACY_NOTE,
-        "student": {
-            "model": student.spec.to_dict(),
-            "config": student.config.to_dict(),
-            "bottom": config.bottom,
-            "trained_on": int(targets.index.numel()),
-            # plain sentences where the released labels cannot teach every class (released outputs only)
-            "warnings": released_label_warnings(release, task.num_classes, task.class_names),
-            "method": config.student_method,
-            "method_description": STUDENT_METHODS[config.student_method],
-            # student_select "cv": the grid, the cross-validation scores on the released labels, the choice
-            "selection": getattr(student, "selection", None),
-            "history": student.history,
-            "test_accuracy": student_acc,
-            # pool points that received no released label (never queried, or ⊥); true labels read
-            # for this measurement only
-            "unlabelled_pool_accuracy": accuracies.get("student_unlabelled_pool"),
-            "unlabelled_pool_size": accuracies.get("unlabelled_pool_size"),
-        },
+        "student": _student_section(prep, release, student=student, targets=targets, accuracies=accuracies),
         "teachers": {
-            "mean_accuracy": teacher_mean,
-            "plurality_accuracy": plurality,
-            "evaluated_on": "evaluation split" if task.eval_y.numel() else None,
+            "mean_accuracy": accuracies["teacher_mean"],
+            "plurality_accuracy": accuracies["plurality"],
+            "evaluated_on": "evaluation split" if prep.task.eval_y.numel() else None,
         },
-        "wall_time_s": wall_times,
-        "resumed": {"teachers": prep.resumed_teachers, "release": release.reused}
-        | ({} if prep.resumed_features is None else {"features": prep.resumed_features}),
-        "ledger": {**ledger.report(), "spend_id": release.spend_id},
-        "seed": config.seed,
-        "files": run_files(prep.run_dir, ["report.json", "student.pt"]),
+        **_bookkeeping_section(prep, ledger, release, wall_times),
     }
     public, private = split_private(clean_json(report), list(_PRIVATE_FIELDS))
     if "data_dependent_private" in private:
         private["data_dependent"] = private.pop("data_dependent_private")
-    return public, {"run": config.run_name, **private}
+    return public, {"run": prep.config.run_name, **private}

@@ -40,12 +40,12 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import lightning as L
 import torch
 from torch import Tensor, nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from pate_stab._checks import check_generator, check_int, check_tensor
 from pate_stab.models.fitting import fit_module
@@ -271,7 +271,8 @@ class FixMatchTeacherModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(torch.arange(self.config.steps), batch_size=None, shuffle=False)
+        steps = cast("Dataset[Tensor]", torch.arange(self.config.steps))  # a tensor is a map-style dataset
+        return DataLoader(steps, batch_size=None, shuffle=False)
 
     def weights(self) -> dict[str, Tensor]:
         """The teachers' prediction weights on the CPU: the weight average when ``config.ema > 0``."""

@@ -42,13 +42,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import Tensor, nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from pate_stab._checks import (
     check_generator,
@@ -98,6 +99,11 @@ class TeacherEnsembleModule(L.LightningModule):
     metrics of every finished epoch are kept in ``self.history``.
     """
 
+    # per-teacher state (k,), registered as buffers by build_teachers
+    stopped: Tensor
+    best_loss: Tensor
+    wait: Tensor
+
     def __init__(
         self,
         spec: ModelSpec,
@@ -136,7 +142,8 @@ class TeacherEnsembleModule(L.LightningModule):
 
     # -- data -------------------------------------------------------------------------------
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(torch.arange(self.steps_per_epoch), batch_size=None, shuffle=False)
+        steps = cast("Dataset[Tensor]", torch.arange(self.steps_per_epoch))  # a tensor is a map-style dataset
+        return DataLoader(steps, batch_size=None, shuffle=False)
 
     def on_fit_start(self) -> None:
         self.x, self.y = self.x.to(self.device), self.y.to(self.device)
@@ -200,7 +207,8 @@ class TeacherEnsembleModule(L.LightningModule):
         k, b, c = logits.shape
         per_example = F.cross_entropy(logits.reshape(k * b, c), yb.reshape(-1), reduction="none")
         per_teacher = per_example.view(k, b).mean(1)  # (k,)
-        self.optimizers().optimizer.active = active
+        stacked = cast(StackedAdam | StackedSGD, cast(LightningOptimizer, self.optimizers()).optimizer)
+        stacked.active = active  # the one stacked optimiser of configure_optimizers
         with torch.no_grad():
             w = active.to(torch.float64)
             self._loss_sum += per_teacher.detach().double() * w

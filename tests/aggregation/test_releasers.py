@@ -204,6 +204,8 @@ def test_soft_hand_made():
     assert res.labels[0].item() == pytest.approx(0.55) and res.labels[1].item() == pytest.approx(0.3)
     assert math.isnan(res.labels[2].item()) and math.isnan(res.labels[5].item())
     assert rel.halted
+    # the Releaser protocol's queries_seen (pate_stab.aggregation.registry): the processed queries, as summarised
+    assert rel.queries_seen == rel.summary()["queries_seen"] == 5
 
 
 def test_soft_online_equals_batch():

@@ -6,6 +6,8 @@ Modules:
   composition bounds.
 - ``events``: Privacy events: frozen records of what a mechanism did, and their privacy loss
   distributions.
+- ``mechanism_events``: Privacy events of single mechanisms: the event record, its JSON form, one
+  event per noise law.
 """
 
 from pate_stab.privacy.accounting.composition import (

@@ -3,7 +3,7 @@
 - :mod:`~pate_stab.run.config.names`: each vocabulary once (a ``Literal``, its values by
   ``typing.get_args``) and which settings a rerun may change;
 - :mod:`~pate_stab.run.config.sections`: the sections, one frozen dataclass per stage, each checking its
-  settings;
+  settings (those of the stages before the release written in :mod:`~pate_stab.run.config.data_sections`);
 - :mod:`~pate_stab.run.config.transfer_config`: :class:`TransferConfig`, the sections and the checks that
   span two, and the flat names of the YAML and the command line.
 

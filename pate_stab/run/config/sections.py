@@ -5,7 +5,9 @@ settings (with what each means) and checking them on construction.
 and checks what spans two of them (CNN teachers need images, label privacy and the threat model,
 rounds and the aggregator, …). :data:`SECTIONS` maps each section's name in a recipe YAML to its
 class; a setting's name is unique across the sections, so the flat name (``epsilon``) also finds it
-(:data:`SECTION_OF`).
+(:data:`SECTION_OF`). The sections of the stages before the release (``data``, ``feature_stage``,
+``teachers``, ``graph``) and what every section shares are written in
+:mod:`pate_stab.run.config.data_sections`; every section is imported from here.
 
 How the defaults were chosen (DESIGN.md fact 10; docs/settings.md, "How the settings were chosen"):
 ``graph_*`` in advance from Iscen et al. 2019 (:class:`GraphSettings`); the privacy settings (ε, δ,
@@ -19,22 +21,28 @@ says how — none may be tuned on pool or evaluation labels: fix them on another
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
-from pate_stab._checks import check_label_relation, check_pca_dim
+from pate_stab._checks import check_label_relation
+from pate_stab.run.config.data_sections import (
+    DataSettings,
+    FeatureSettings,
+    GraphSettings,
+    Section,
+    TeacherSettings,
+    check_optional_positive_int,
+    check_positive_ints,
+    check_widths,
+)
 from pate_stab.run.config.names import (
     ACCELERATORS,
     BOTTOMS,
     CALIBRATIONS,
-    DATASETS,
     DIRECT_LEARNER_NAMES,
-    FEATURES,
     FIXMATCH_PRESETS,
     LABEL_QUERIES,
     NEIGHBOURING_RELATIONS,
     NOISE_MODES,
-    OWN_DATA_FIELDS,
     PARTITION_KEYS,
     PRIVACY_UNIT_DESCRIPTIONS,
     ROUND_FEATURES,
@@ -44,14 +52,10 @@ from pate_stab.run.config.names import (
     STUDENT_METHODS,
     STUDENT_MODELS,
     STUDENT_SELECT,
-    TEACHER_MODELS,
-    THREAT_MODELS,
     Accelerator,
     Aggregator,
     Bottom,
     Calibration,
-    Dataset,
-    FeatureMap,
     FixmatchPreset,
     LabelQueries,
     Neighbouring,
@@ -66,15 +70,8 @@ from pate_stab.run.config.names import (
     StudentMethod,
     StudentModel,
     StudentSelect,
-    TeacherModel,
-    ThreatModel,
 )
 from pate_stab.vocabulary import (
-    GRAPH_ALPHA,
-    GRAPH_NEIGHBORS,
-    GRAPH_PCA_DIM,
-    GRAPH_POWER,
-    GRAPH_STEPS,
     SELECTION_COVERAGE,
     SELECTION_REPRESENTATIVES,
     SELECTION_ROUND_SIZE,
@@ -98,202 +95,9 @@ __all__ = [
     "check_cap",
 ]
 
-# tuple settings written as lists by to_dict (JSON and YAML have no tuples)
-_LIST_FIELDS = (
-    "teacher_hidden", "teacher_channels", "student_hidden", "student_channels", "classes", "image_shape",
-    "round_budget_shares",
-)  # fmt: skip
-
-
-class _Section:
-    """What every section shares: its setting names, and its settings as a flat dict."""
-
-    @classmethod
-    def keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)  # type: ignore[call-overload]
-        for name in _LIST_FIELDS:
-            if isinstance(d.get(name), tuple):
-                d[name] = list(d[name])
-        return d
-
-
-def _positive_ints(section: object, *names: str) -> None:
-    for name in names:
-        if not isinstance(getattr(section, name), int) or getattr(section, name) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {getattr(section, name)!r}")
-
-
-def _optional_positive_int(name: str, value: Any) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
-
-
-def _widths(section: object, name: str) -> None:
-    widths = tuple(int(h) for h in getattr(section, name))
-    if any(h < 1 for h in widths) or (name.endswith("channels") and len(widths) != 2):
-        what = "two positive integers" if name.endswith("channels") else "positive integers"
-        raise ValueError(f"{name} must be {what}, got {widths}")
-    object.__setattr__(section, name, widths)
-
 
 @dataclass(frozen=True)
-class DataSettings(_Section):
-    """The data set, the threat model, and the synthetic task's or the user's own files."""
-
-    dataset: Dataset = "synthetic"
-    data_dir: str | None = None
-    download: bool = False
-    threat_model: ThreatModel = "public-pool"
-    # label-only: the expected share of training records whose labels are discarded; each record's
-    # membership is a keyed hash of the record alone (1/6: PATE's 10,000 of MNIST's 60,000)
-    label_only_share: float = 1.0 / 6.0
-    num_private: int = 20000  # synthetic only
-    num_public: int = 2000  # synthetic only; image data sets use PATE's 9,000
-    num_eval: int = 2000  # synthetic only
-    num_classes: int = 3  # synthetic only
-    dim: int = 10  # synthetic only
-    separation: float = 4.0  # synthetic only
-    label_noise: float = 0.0  # synthetic only
-    # dataset "files": the three sets' paths (a file by its suffix: .npz / .pt / .npy / .csv; a
-    # folder: images), the CSV's public schema file, the declared classes (a count or names) and
-    # the images' (channels, height, width); see pate_stab.data.own
-    private: str | None = None
-    public: str | None = None
-    evaluation: str | None = None
-    schema: str | None = None
-    classes: int | tuple[str, ...] | None = None
-    image_shape: tuple[int, int, int] | None = None
-    # the public pool's file holds true labels (a CSV's label column, an .npz's y), declared by the
-    # user: read for reporting only (label and pool accuracy). Undeclared, such a file is refused
-    pool_labels: bool = False
-    # CSV files' text encoding (None: UTF-8, a byte-order mark skipped); see pate_stab.data.table_rows
-    encoding: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)}")
-        self._check_own_data()
-        if self.threat_model not in THREAT_MODELS:
-            raise ValueError(f"threat_model must be one of {', '.join(THREAT_MODELS)}, got {self.threat_model!r}")
-        if not (isinstance(self.label_only_share, int | float) and 0.0 < self.label_only_share < 1.0):
-            raise ValueError(f"label_only_share must be in (0, 1), got {self.label_only_share!r}")
-
-    def _check_own_data(self) -> None:
-        if self.dataset == "files":
-            missing = [k for k in ("private", "public") if not getattr(self, k)]
-            if missing:
-                flags = " ".join(f"--{k}" for k in missing)
-                raise ValueError(f"dataset 'files' needs the paths of {' and '.join(missing)} ({flags})")
-            if self.threat_model != "public-pool":
-                raise ValueError("dataset 'files' brings its own public pool: use threat_model 'public-pool'")
-        elif self.dataset != "arrays":
-            given = [k for k in OWN_DATA_FIELDS if getattr(self, k) is not None]
-            if given:
-                raise ValueError(f"{', '.join(given)} apply to dataset 'files' only, not {self.dataset!r}")
-        if isinstance(self.classes, list):
-            object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
-        if self.image_shape is not None:
-            shape = tuple(self.image_shape)
-            if len(shape) != 3 or not all(isinstance(v, int) and v > 0 for v in shape):
-                raise ValueError(f"image_shape must be three positive integers (channels, height, width), got {shape}")
-            object.__setattr__(self, "image_shape", shape)
-
-
-@dataclass(frozen=True)
-class FeatureSettings(_Section):
-    """The feature stage (:mod:`pate_stab.features`): fitted on the public pool only, or on nothing."""
-
-    features: FeatureMap = "raw"  # FEATURES
-    # pca: components of the inputs; scattering / ssl: of the public projection (of each block's, for
-    # scattering+ssl). An int is a count;
-    # a float in (0, 1) keeps the fewest components holding that share of the public pool's variance
-    pca_dim: int | float = 50
-    whiten: bool = True
-    scattering_j: int = 2  # scattering scales J (L = 8 angles)
-    ssl_epochs: int = 20  # ssl: SimCLR epochs on the public pool
-
-    def __post_init__(self) -> None:
-        if self.features not in FEATURES:
-            raise ValueError(f"features must be one of {', '.join(FEATURES)}, got {self.features!r}")
-        _positive_ints(self, "scattering_j", "ssl_epochs")
-        check_pca_dim("pca_dim", self.pca_dim)
-
-
-@dataclass(frozen=True)
-class TeacherSettings(_Section):
-    """The teachers: how many, which model, and how each is trained on its shard."""
-
-    num_teachers: int = 250
-    # "propagate": label propagation over a kNN graph of the public pool's features (no training;
-    # pate_stab.teachers.PropagationTeachers); the graph section applies to it only
-    teacher_model: TeacherModel = "logistic"
-    teacher_hidden: tuple[int, ...] = (64,)  # MLP widths, or the CNN's fully connected widths
-    teacher_channels: tuple[int, int] = (64, 128)  # CNN only: the two convolution widths (PATE's)
-    # None: sized in optimiser steps (pate_stab.teachers.training.teacher_epochs); a number is used as
-    # given, with a ShortScheduleWarning when some teacher would make fewer than DEFAULT_MIN_STEPS steps
-    teacher_epochs: int | None = None
-    teacher_batch_size: int = 8
-    teacher_lr: float = 1e-2
-    teacher_weight_decay: float = 1e-3
-    # label privacy, logistic / mlp teachers: rounds of self-training on every private and public input
-    # (pate_stab.teachers.self_training: each teacher pseudo-labels them with its own predictions at least
-    # this confident, keeps its shard's labels, and is refitted; one changed label still moves one teacher).
-    # 0: none. The threshold is FixMatch's τ = 0.95 (Sohn et al. 2020), fixed in advance
-    teacher_self_training_rounds: int = 0
-    teacher_self_training_threshold: float = 0.95
-
-    def __post_init__(self) -> None:
-        if self.teacher_model not in TEACHER_MODELS:
-            raise ValueError(f"teacher_model must be one of {', '.join(TEACHER_MODELS)}, got {self.teacher_model!r}")
-        _positive_ints(self, "num_teachers")
-        r = self.teacher_self_training_rounds
-        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
-            raise ValueError(f"teacher_self_training_rounds must be a nonnegative integer, got {r!r}")
-        t = self.teacher_self_training_threshold
-        if not isinstance(t, int | float) or isinstance(t, bool) or not (0 < t <= 1):
-            raise ValueError(f"teacher_self_training_threshold must lie in (0, 1], got {t!r}")
-        _widths(self, "teacher_hidden")
-        _widths(self, "teacher_channels")
-
-
-@dataclass(frozen=True)
-class GraphSettings(_Section):
-    """The kNN graph of the propagation teachers, of spread selection and of the spread student.
-
-    Fixed in advance from Iscen, Tolias, Avrithis & Chum (2019), "Label propagation for deep
-    semi-supervised learning" (CVPR; the affinity max(cos, 0)^γ is theirs), as their public code
-    (LP-DeepSSL, update_plabels) runs it: k = 50 neighbours, γ = 3, α = 0.99 (also Zhou et al.
-    2004's α), 20 iterations of the solver (here: 20 terms of the series, the same number of sparse
-    products), the graph on the features as they are (no extra PCA). No label of the pool or the
-    evaluation split chose them. Their defaults and the selection section's round size and coverage
-    are :mod:`pate_stab.vocabulary`'s: one place for the main job and ``release --votes``
-    (:data:`pate_stab.selection.spread.SPREAD_DEFAULTS`).
-    """
-
-    graph_neighbors: int = GRAPH_NEIGHBORS  # kNN graph degree
-    graph_power: float = GRAPH_POWER  # affinity exponent γ in max(cos, 0)^γ
-    graph_alpha: float = GRAPH_ALPHA  # propagation weight α in [0, 1)
-    graph_steps: int = GRAPH_STEPS  # terms of the series Σ (αS)^t
-    graph_pca_dim: int | None = GRAPH_PCA_DIM  # public PCA of the features first (None: none)
-
-    def __post_init__(self) -> None:
-        _positive_ints(self, "graph_neighbors")
-        if not isinstance(self.graph_steps, int) or self.graph_steps < 0:
-            raise ValueError(f"graph_steps must be a nonnegative integer, got {self.graph_steps!r}")
-        if self.graph_pca_dim is not None and (not isinstance(self.graph_pca_dim, int) or self.graph_pca_dim < 1):
-            raise ValueError(f"graph_pca_dim must be a positive integer or None, got {self.graph_pca_dim!r}")
-        p, a = self.graph_power, self.graph_alpha
-        if not isinstance(p, int | float) or not math.isfinite(p) or p <= 0:
-            raise ValueError(f"graph_power must be a positive finite number, got {p!r}")
-        if not isinstance(a, int | float) or not (0 <= a < 1):
-            raise ValueError(f"graph_alpha must lie in [0, 1), got {a!r}")
-
-
-@dataclass(frozen=True)
-class ReleaseSettings(_Section):
+class ReleaseSettings(Section):
     """The private release: the aggregator, its budget and queries, and the relation it is stated for."""
 
     aggregator: Aggregator = "stability"  # RUN_AGGREGATORS, or a direct learner (DIRECT_LEARNER_NAMES)
@@ -354,7 +158,7 @@ class ReleaseSettings(_Section):
         self._check_privacy_unit()
         if self.partition_key not in PARTITION_KEYS:
             raise ValueError(f"partition_key must be one of {', '.join(PARTITION_KEYS)}, got {self.partition_key!r}")
-        _positive_ints(self, "num_queries", "max_unstable")
+        check_positive_ints(self, "num_queries", "max_unstable")
         for name in ("epsilon", "delta", "dd_sigma"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
@@ -384,7 +188,7 @@ class ReleaseSettings(_Section):
 
 
 @dataclass(frozen=True)
-class SelectionSettings(_Section):
+class SelectionSettings(Section):
     """Which public inputs are queried, in which order (:mod:`pate_stab.selection`)."""
 
     # "first" (pool order), "student-confidence" (rounds chosen by a student fitted on the labels
@@ -403,13 +207,13 @@ class SelectionSettings(_Section):
     def __post_init__(self) -> None:
         check_query_selection(self.query_selection)
         check_representatives(self.selection_representatives)
-        _positive_ints(self, "selection_round_size")
+        check_positive_ints(self, "selection_round_size")
         if not isinstance(self.selection_coverage, int | float) or not (0 <= self.selection_coverage <= 1):
             raise ValueError(f"selection_coverage must lie in [0, 1], got {self.selection_coverage!r}")
 
 
 @dataclass(frozen=True)
-class RoundSettings(_Section):
+class RoundSettings(Section):
     """A release in rounds (:mod:`pate_stab.run.rounds`).
 
     Round r spends (ε·s_r, δ·s_r) of the run's budget (basic composition), s = round_budget_shares
@@ -450,7 +254,7 @@ class RoundSettings(_Section):
 
 
 @dataclass(frozen=True)
-class StudentSettings(_Section):
+class StudentSettings(Section):
     """The student: post-processing of the release, so a rerun may change these settings
     (:data:`~pate_stab.run.config.names.STUDENT_FIELDS`) and only refits the student."""
 
@@ -495,8 +299,8 @@ class StudentSettings(_Section):
             raise ValueError(f"fixmatch_steps must be a positive integer or None, got {self.fixmatch_steps!r}")
         if not isinstance(self.spread_threshold, int | float) or not (0 <= self.spread_threshold <= 1):
             raise ValueError(f"spread_threshold must lie in [0, 1], got {self.spread_threshold!r}")
-        _widths(self, "student_hidden")
-        _widths(self, "student_channels")
+        check_widths(self, "student_hidden")
+        check_widths(self, "student_channels")
 
     def _check_student_select(self) -> None:
         if self.student_select not in STUDENT_SELECT:
@@ -519,7 +323,7 @@ class StudentSettings(_Section):
 
 
 @dataclass(frozen=True)
-class DirectSettings(_Section):
+class DirectSettings(Section):
     """The direct private learners (:mod:`pate_stab.run.direct`): a transfer's ``aggregator`` or
     ``compare --direct`` rows. Public settings, fixed before the run: never chosen on evaluation or
     pool labels."""
@@ -542,19 +346,19 @@ class DirectSettings(_Section):
     dpsgd_lr: float | None = None
 
     def __post_init__(self) -> None:
-        _optional_positive_int("private_size_hint", self.private_size_hint)
-        _optional_positive_int("dpsgd_batch_size", self.dpsgd_batch_size)
-        _optional_positive_int("dpsgd_epochs", self.dpsgd_epochs)
+        check_optional_positive_int("private_size_hint", self.private_size_hint)
+        check_optional_positive_int("dpsgd_batch_size", self.dpsgd_batch_size)
+        check_optional_positive_int("dpsgd_epochs", self.dpsgd_epochs)
         if self.dpsgd_lr is not None and (
             not isinstance(self.dpsgd_lr, int | float) or isinstance(self.dpsgd_lr, bool)
             or not math.isfinite(self.dpsgd_lr) or self.dpsgd_lr <= 0
         ):  # fmt: skip
             raise ValueError(f"dpsgd_lr must be a positive number or None, got {self.dpsgd_lr!r}")
-        _optional_positive_int("dpsgd_cnn_epochs", self.dpsgd_cnn_epochs)
+        check_optional_positive_int("dpsgd_cnn_epochs", self.dpsgd_cnn_epochs)
 
 
 @dataclass(frozen=True)
-class ExecutionSettings(_Section):
+class ExecutionSettings(Section):
     """Where and how far the run goes: none of these is part of the run's identity."""
 
     accelerator: Accelerator = "auto"  # Lightning's names (ACCELERATORS)
@@ -574,7 +378,7 @@ class ExecutionSettings(_Section):
             raise ValueError(f"finish_from_ledger must be true or false, got {self.finish_from_ledger!r}")
 
 
-SECTIONS: dict[str, type[_Section]] = {
+SECTIONS: dict[str, type[Section]] = {
     "data": DataSettings,
     "feature_stage": FeatureSettings,
     "teachers": TeacherSettings,
