@@ -108,7 +108,7 @@ class C:
 
 
 # the names a TransferConfig goes by in the package (pate_stab/run/config/transfer_config.py)
-CONFIG_NAMES = {"config", "prep.config", "self.prep.config", "prepared.config"}
+CONFIG_NAMES = {"cfg", "config", "prep.config", "self.prep.config", "prepared.config"}
 
 
 def flat_setting_reads(source: str, flat_names: set[str]) -> list[tuple[int, str]]:
