@@ -100,7 +100,7 @@ def test_a_schema_with_an_id_column_keys_the_partition_by_record_id_unless_told(
     own = {"dataset": "files", "private": str(files["private"]), "public": str(files["public"]),
            "schema": str(files["schema"])}  # fmt: skip
     config = TransferConfig(**own)
-    assert config.partition_key == "record_id" and config.privacy_relation()["partition_key"] == "record_id"
+    assert config.release.partition_key == "record_id" and config.privacy_relation()["partition_key"] == "record_id"
     assert TransferConfig(**own, partition_key="content").partition_key == "content"
     assert TransferConfig.from_dict({"data": own}).partition_key == "record_id"
     no_ids = tmp_path / "no_ids.json"

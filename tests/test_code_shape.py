@@ -102,3 +102,45 @@ class C:
         pass
 '''
     assert function_lengths(source) == {"f": 5, "f.g": 2, "C.m": 2}
+
+
+# the names a TransferConfig goes by in the package (pate_stab/run/config/transfer_config.py)
+CONFIG_NAMES = {"cfg", "config", "prep.config", "self.prep.config", "prepared.config"}
+
+
+def flat_setting_reads(source: str, flat_names: set[str]) -> list[tuple[int, str]]:
+    """``(line, text)`` of every read of a setting by its flat name off a configuration (``config.epsilon``);
+    inside a function whose ``config`` is annotated as another type (a ``StudentConfig``) none is counted."""
+    tree = ast.parse(source)
+    other: set[int] = set()  # lines of functions whose ``config`` is not a TransferConfig
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+            hint = next((ast.unparse(a.annotation) for a in args if a.arg == "config" and a.annotation), None)
+            if hint is not None and "TransferConfig" not in hint and hint != "Any":
+                other.update(range(fn.lineno, (fn.end_lineno or fn.lineno) + 1))
+    reads = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in flat_names and isinstance(node.ctx, ast.Load):
+            if ast.unparse(node.value) in CONFIG_NAMES and node.lineno not in other:
+                reads.append((node.lineno, ast.unparse(node)))
+    return reads
+
+
+def test_the_package_reads_every_setting_by_its_section() -> None:
+    """Flat names are the YAML's and the command line's; the code reads ``config.<section>.<setting>``
+    (the test suite also turns a flat read's DeprecationWarning into an error inside the package)."""
+    from pate_stab.run.config.sections import SECTION_OF
+
+    flat = set(SECTION_OF)
+    reads = [
+        f"{path.relative_to(ROOT)}:{line}: {text}"
+        for path in sorted(ROOT.rglob("*.py"))
+        for line, text in flat_setting_reads(path.read_text(), flat)
+    ]
+    assert not reads, "read these settings by their section (config.<section>.<name>):\n" + "\n".join(reads)
+    assert flat_setting_reads("x = config.epsilon + config.release.epsilon\n", flat) == [(1, "config.epsilon")]
+    other = "def f(config: StudentConfig):\n    return config.pseudo_label_rounds\n"
+    assert flat_setting_reads(other, flat) == []
+    typed = other.replace("StudentConfig", "TransferConfig")
+    assert flat_setting_reads(typed, flat) == [(2, "config.pseudo_label_rounds")]

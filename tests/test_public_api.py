@@ -231,7 +231,12 @@ def test_config_is_a_transfer_config_a_mapping_or_keywords_checked_against_it(tm
     assert not list(tmp_path.iterdir())
     base = TransferConfig(epsilon=2.0, num_teachers=7, dataset="mnist", data_dir="/somewhere")
     config = run_config(data, base, num_queries=11, teachers={"teacher_lr": 0.5})
-    assert (config.dataset, config.epsilon, config.num_teachers, config.num_queries) == ("arrays", 2.0, 7, 11)
+    assert (config.data.dataset, config.release.epsilon, config.teachers.num_teachers, config.release.num_queries) == (
+        "arrays",
+        2.0,
+        7,
+        11,
+    )
     assert config.teachers.teacher_lr == 0.5
     assert run_config(data, {"release": {"epsilon": 3.0}}).epsilon == 3.0
 
@@ -249,14 +254,22 @@ def test_data_files_and_bundled_map_onto_the_data_settings(tmp_path):
         pool_labels=True,
     )
     config = run_config(files, num_teachers=5)
-    assert (config.dataset, config.private, config.public, config.evaluation, config.schema) == (
+    assert (
+        config.data.dataset,
+        config.data.private,
+        config.data.public,
+        config.data.evaluation,
+        config.data.schema,
+    ) == (
         "files",
         str(tmp_path / "p.csv"),
         str(tmp_path / "pool.csv"),
         str(tmp_path / "e.csv"),
         str(tmp_path / "s.json"),
     )
-    assert config.classes == ("no", "yes") and config.pool_labels is True and config.num_teachers == 5
+    assert (
+        config.data.classes == ("no", "yes") and config.data.pool_labels is True and config.teachers.num_teachers == 5
+    )
     adult = run_config(Data.bundled("adult", data_dir=tmp_path))
     assert (adult.dataset, adult.data_dir) == ("adult", str(tmp_path)) and run_config("adult").dataset == "adult"
     with pytest.raises(ValueError, match="unknown bundled data set 'imagenet'; choose from synthetic, mnist"):

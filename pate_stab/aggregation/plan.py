@@ -555,12 +555,19 @@ def plan_for_config(config: Any, *, num_private: int, num_classes: int) -> RunPl
     """
     settings = config.aggregator_settings()
     return plan_run(
-        num_private=num_private, num_classes=num_classes, num_queries=config.num_queries, epsilon=config.epsilon,
-        delta=config.delta, max_unstable=config.max_unstable, num_teachers=config.num_teachers,
-        calibration=config.calibration, teachers_changed=settings.teachers_changed,
-        confident_fraction=config.confident_threshold, sigma_ratio=config.sigma_ratio,
+        num_private=num_private,
+        num_classes=num_classes,
+        num_queries=config.release.num_queries,
+        epsilon=config.release.epsilon,
+        delta=config.release.delta,
+        max_unstable=config.release.max_unstable,
+        num_teachers=config.teachers.num_teachers,
+        calibration=config.release.calibration,
+        teachers_changed=settings.teachers_changed,
+        confident_fraction=config.release.confident_threshold,
+        sigma_ratio=config.release.sigma_ratio,
         knn_sampling_rate=settings.sampling_rate
-        if config.aggregator in AGGREGATORS and aggregator_spec(config.aggregator).votes == "queries"
+        if config.release.aggregator in AGGREGATORS and aggregator_spec(config.release.aggregator).votes == "queries"
         else None,
         privacy_unit=settings.privacy_unit,
-    )  # fmt: skip
+    )

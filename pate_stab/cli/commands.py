@@ -354,10 +354,10 @@ def _follow_plan(parser: argparse.ArgumentParser, data: dict[str, Any], config: 
 
     own = load_own_data(config)  # the checked files; n is private: the plan goes to this terminal only
     # the choice lands in published files (report.json): from the public size N where the user states one
-    public = config.private_size_hint
+    public = config.direct.private_size_hint
     size = public if public is not None else int(own.private_y.shape[0])
     plan = plan_for_config(config, num_private=size, num_classes=own.num_classes)
-    if plan.recommended == config.aggregator:
+    if plan.recommended == config.release.aggregator:
         return config
     chosen = dict(data, aggregator=plan.recommended)
     note = ""
@@ -365,10 +365,12 @@ def _follow_plan(parser: argparse.ArgumentParser, data: dict[str, Any], config: 
         if public is not None:
             chosen["num_teachers"] = plan.recommended_teachers
         else:  # k = n / 30 would publish the private size, near enough: the user chooses k
-            note += (f" The run keeps k={config.num_teachers}: the plan's k is computed from the private size, so "
-                     f"give --num-teachers {plan.recommended_teachers} yourself, or state the public size "
-                     "(--set private_size_hint=N) to have it chosen.")  # fmt: skip
-    if plan.recommended == DIRECT_LEARNER and config.private_size_hint is None:
+            note += (
+                f" The run keeps k={config.teachers.num_teachers}: the plan's k is computed from the private size, so "
+                f"give --num-teachers {plan.recommended_teachers} yourself, or state the public size "
+                "(--set private_size_hint=N) to have it chosen."
+            )
+    if plan.recommended == DIRECT_LEARNER and config.direct.private_size_hint is None:
         # a direct learner calibrates on a public size the user must state; until then, GNMax labels every query
         note += (f" {plan.recommended} needs the private set's public size (--set private_size_hint=N); without "
                  "it this run uses gnmax, which labels every query.")  # fmt: skip
@@ -385,14 +387,14 @@ def _run_compare(args: argparse.Namespace, config: Any, compare_opts: dict[str, 
     """``compare``: the sweep over ε and aggregators (the run's settings, the recipe's ``compare`` section, flags)."""
     from pate_stab.run.compare import run_compare
 
-    epsilons = args.epsilons or compare_opts.get("epsilons") or [config.epsilon]
+    epsilons = args.epsilons or compare_opts.get("epsilons") or [config.release.epsilon]
     aggregators = args.aggregators if args.aggregators is not None else compare_opts.get("aggregators")
     direct = args.direct if args.direct is not None else compare_opts.get("direct") or []
     repeats = args.repeats or compare_opts.get("repeats") or 1
     out = run_compare(config, epsilons=epsilons, aggregators=aggregators, repeats=repeats, direct=direct)
     print(
-        f"{config.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
-        f"(query selection: {config.query_selection}), δ={config.delta:g}; "
+        f"{config.data.dataset}: k={out['num_teachers']} teachers, m={out['num_queries']} queries "
+        f"(query selection: {config.selection.query_selection}), δ={config.release.delta:g}; "
         f"mean teacher acc {_fmt(out['private']['teachers']['mean_accuracy'])}, "
         f"plurality acc {_fmt(out['private']['teachers']['plurality_accuracy'])} (private diagnostics, "
         "private_compare.json: never publish)"
@@ -422,16 +424,16 @@ def _run_transfer(parser: argparse.ArgumentParser, args: argparse.Namespace, dat
     from pate_stab.run.config import DIRECT_LEARNER_NAMES
     from pate_stab.run.transfer import run_transfer
 
-    if args.command == "transfer" and "aggregator" not in data and config.dataset == "files":
+    if args.command == "transfer" and "aggregator" not in data and config.data.dataset == "files":
         config = _follow_plan(parser, data, config)  # no aggregator chosen: the plan's, which it expects to answer
-    if config.aggregator in DIRECT_LEARNER_NAMES:  # the teachers' plan does not apply: what the learner does
+    if config.release.aggregator in DIRECT_LEARNER_NAMES:  # the teachers' plan does not apply: what the learner does
         from pate_stab.run.direct import direct_plan_text
 
         print(direct_plan_text(config), flush=True)
 
     report = run_transfer(config, on_plan=lambda plan: print(plan.text(), flush=True))
     if report["status"] not in ("complete", "partial"):
-        print(f"stopped after stage '{config.stop_after}' in {report['run_dir']}; rerun to resume")
+        print(f"stopped after stage '{config.execution.stop_after}' in {report['run_dir']}; rerun to resume")
         return 0
     if report.get("kind") == "direct":
         _print_direct_report(report)

@@ -185,13 +185,13 @@ class DirectRun(Protocol):
 
 def linear_dpsgd_base(config: Any) -> DPSGDConfig:
     """``dpsgd-linear``'s settings before the batch size: Tramèr & Boneh 2021's, the run's epochs where set."""
-    return replace(DEFAULT_DPSGD, epochs=config.dpsgd_epochs or DEFAULT_DPSGD.epochs)
+    return replace(DEFAULT_DPSGD, epochs=config.direct.dpsgd_epochs or DEFAULT_DPSGD.epochs)
 
 
 def cnn_dpsgd_base(config: Any) -> DPSGDConfig:
     """``dpsgd-cnn``'s settings before the batch size: its data set's (:func:`pate_stab.direct.cnn.cnn_dpsgd_config`),
     the run's ``dpsgd_cnn_epochs`` (else ``dpsgd_epochs``) where set."""
-    return cnn.cnn_dpsgd_config(config.dataset, config.dpsgd_cnn_epochs or config.dpsgd_epochs)
+    return cnn.cnn_dpsgd_config(config.data.dataset, config.direct.dpsgd_cnn_epochs or config.direct.dpsgd_epochs)
 
 
 def dpsgd_run_settings(config: Any, base: DPSGDConfig) -> DPSGDConfig:
@@ -203,10 +203,10 @@ def dpsgd_run_settings(config: Any, base: DPSGDConfig) -> DPSGDConfig:
     Raises:
         ValueError: a default B is needed and N is not known (own data without ``private_size_hint``).
     """
-    batch = config.dpsgd_batch_size
+    batch = config.direct.dpsgd_batch_size
     if batch is None:
         batch = default_batch_size(dpsgd_public_size(config), cap=base.expected_batch_size)
-    return replace(base, expected_batch_size=batch, lr=config.dpsgd_lr or base.lr)
+    return replace(base, expected_batch_size=batch, lr=config.direct.dpsgd_lr or base.lr)
 
 
 # ---- public maps of the inputs ----------------------------------------------------------------------------------
@@ -249,12 +249,12 @@ def predict(model: dict[str, Any], x: Tensor, *, accelerator: str) -> Tensor:
 def _dpsgd_plan(
     prep: DirectRun, epsilon: float, dpsgd: DPSGDConfig, meta: dict[str, Any], q: float, steps: int
 ) -> Plan:
-    sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=prep.config.delta, sample_rate=q, steps=steps)
-    spent = dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=prep.config.delta)
+    sigma = dpsgd_noise_multiplier(epsilon=epsilon, delta=prep.config.release.delta, sample_rate=q, steps=steps)
+    spent = dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=prep.config.release.delta)
     meta.update({"dpsgd": dpsgd.to_dict(), "noise_multiplier": sigma, "sample_rate": q, "steps": steps,
                  "accountant": "opacus RDPAccountant"})  # fmt: skip
     # the sampled-Gaussian steps themselves; the charge is Opacus's RDP ε, which the ledger checks they imply
-    return spent, prep.config.delta, dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps)
+    return spent, prep.config.release.delta, dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps)
 
 
 def _public_size(prep: DirectRun, meta: dict[str, Any]) -> int:
@@ -337,9 +337,9 @@ def train_dpsgd_cnn_learner(
     """``dpsgd-cnn`` on the raw private images, on the run's accelerator."""
     task = prep.task
     assert task.private_images is not None  # check_direct_inputs
-    device = cnn.resolve_device(prep.config.accelerator)
+    device = cnn.resolve_device(prep.config.execution.accelerator)
     trained = cnn.train_dpsgd_cnn(task.private_images, task.private_y, num_classes=task.num_classes,
-                                  epsilon=epsilon, delta=prep.config.delta, generator=generator, config=dpsgd,
+                                  epsilon=epsilon, delta=prep.config.release.delta, generator=generator, config=dpsgd,
                                   public_size=meta["public_size"], device=device,
                                   secure_mode=bool(meta.get("secure_mode", False)))  # fmt: skip
     _ran_as_planned((trained.noise_multiplier, trained.sample_rate, trained.steps), meta)
@@ -354,7 +354,7 @@ def train_dpsgd_linear_learner(
     task = prep.task
     mean, std = pool_standardiser(prep)
     model = train_dpsgd_linear((task.private_x.float() - mean) / std, task.private_y,
-                               num_classes=task.num_classes, epsilon=epsilon, delta=prep.config.delta,
+                               num_classes=task.num_classes, epsilon=epsilon, delta=prep.config.release.delta,
                                generator=generator, public_size=meta["public_size"], config=dpsgd,
                                secure_mode=bool(meta.get("secure_mode", False)))  # fmt: skip
     if (model.noise_multiplier, model.sample_rate, model.steps) != (

@@ -43,30 +43,30 @@ def dpsgd_public_size(config: Any) -> int:
     Raises:
         ValueError: own data without ``private_size_hint`` (the message says how to choose one).
     """
-    if config.private_size_hint is not None:
-        return int(config.private_size_hint)
-    if config.dataset == "synthetic":
-        size = int(config.num_private)
-    elif config.dataset in DOCUMENTED_PRIVATE_SIZES:
-        size = DOCUMENTED_PRIVATE_SIZES[config.dataset]
+    if config.direct.private_size_hint is not None:
+        return int(config.direct.private_size_hint)
+    if config.data.dataset == "synthetic":
+        size = int(config.data.num_private)
+    elif config.data.dataset in DOCUMENTED_PRIVATE_SIZES:
+        size = DOCUMENTED_PRIVATE_SIZES[config.data.dataset]
     else:
         raise ValueError(
-            f"DP-SGD (add/remove one record) needs a public size of the private set: dataset {config.dataset!r} "
+            f"DP-SGD (add/remove one record) needs a public size of the private set: dataset {config.data.dataset!r} "
             "has no documented one, so set private_size_hint (--set private_size_hint=N). Do not compute it from "
             "the private data (under add/remove their exact count is private): give a rounded figure you would "
             "publish anyway; the sampling rate, steps and noise are computed from it"
         )
-    if config.threat_model == "label-only":
-        return max(1, round(size * (1.0 - config.label_only_share)))
+    if config.data.threat_model == "label-only":
+        return max(1, round(size * (1.0 - config.data.label_only_share)))
     return size
 
 
 def public_size_source(config: Any) -> str:
     """Where :func:`dpsgd_public_size` took N from, for the spend's metadata (public settings only)."""
-    if config.private_size_hint is not None:
+    if config.direct.private_size_hint is not None:
         return "private_size_hint (the run's setting)"
-    base = "num_private (the synthetic task's setting)" if config.dataset == "synthetic" else (
-        f"documented size of {config.dataset}'s published training file")  # fmt: skip
-    if config.threat_model == "label-only":
+    base = "num_private (the synthetic task's setting)" if config.data.dataset == "synthetic" else (
+        f"documented size of {config.data.dataset}'s published training file")  # fmt: skip
+    if config.data.threat_model == "label-only":
         return f"{base} × (1 − label_only_share), rounded"
     return base

@@ -267,7 +267,7 @@ def transfer(
 
     source = _as_data(data)
     cfg = run_config(source, config, **settings)
-    if cfg.stop_after is not None:
+    if cfg.execution.stop_after is not None:
         raise ValueError("transfer runs to the end; use pate_stab.run.transfer.transfer_result for stop_after")
     result = transfer_result(cfg, data=source.own)
     if not isinstance(result, TransferResult):  # pragma: no cover - stop_after is refused above
@@ -360,7 +360,7 @@ def compare(
 
     source = _as_data(data)
     cfg = run_config(source, config, **settings)
-    eps = [cfg.epsilon] if epsilons is None else list(epsilons)
+    eps = [cfg.release.epsilon] if epsilons is None else list(epsilons)
     out = run_compare(cfg, epsilons=eps, aggregators=aggregators, repeats=repeats, data=source.own, direct=direct)
     return CompareResult.from_output(out, cfg.run_dir)
 
@@ -401,9 +401,9 @@ def transfer_arrays(
     from pate_stab.run.config import DIRECT_LEARNER_NAMES
 
     cfg = arrays_config(config, **settings)
-    if cfg.aggregator in DIRECT_LEARNER_NAMES:  # as before: no teachers, no released labels
+    if cfg.release.aggregator in DIRECT_LEARNER_NAMES:  # as before: no teachers, no released labels
         raise ValueError(
-            f"{cfg.aggregator!r} is a direct learner (no teachers, no released labels): use "
+            f"{cfg.release.aggregator!r} is a direct learner (no teachers, no released labels): use "
             "pate_stab.transfer(data, ...) or pate_stab.compare(data, ..., direct=...)"
         )
     data = _arrays(private, public, evaluation, classes=classes, public_y=public_y, private_ids=private_ids)

@@ -179,9 +179,11 @@ def compare_title(config: TransferConfig, repeats: int = 1) -> str:
     """The title of ``compare.png``: data set and privacy unit, teachers, queries and their selection,
     the student and δ (and the releases per setting when ``repeats`` > 1)."""
     return (
-        f"{config.dataset} ({config.privacy_unit} privacy): k={config.num_teachers} {config.teacher_model} teachers, "
-        f"m={config.num_queries} ({config.query_selection})\n"
-        f"{config.student_method} student, δ={config.delta:g}" + (f", {repeats} releases" if repeats > 1 else "")
+        f"{config.data.dataset} ({config.release.privacy_unit} privacy): k={config.teachers.num_teachers} "
+        f"{config.teachers.teacher_model} teachers, "
+        f"m={config.release.num_queries} ({config.selection.query_selection})\n"
+        f"{config.student.student_method} student, δ={config.release.delta:g}"
+        + (f", {repeats} releases" if repeats > 1 else "")
     )
 
 
@@ -189,14 +191,15 @@ def _check_compare(config: TransferConfig, epsilons: Sequence[float]) -> None:
     """Settings compare refuses before anything is read, trained or spent."""
     if not epsilons or any(not (isinstance(e, int | float) and math.isfinite(e) and e > 0) for e in epsilons):
         raise ValueError(f"epsilons must be positive finite numbers, got {list(epsilons)!r}")
-    if config.finish_from_ledger:
+    if config.execution.finish_from_ledger:
         raise ValueError(
             "finish_from_ledger finishes one interrupted release of a transfer; compare replays its recorded rows "
             "on a rerun and has no partial row (run pate-stab transfer with the row's settings to finish one)"
         )
-    if config.rounds > 1:
+    if config.release_rounds.rounds > 1:
         raise ValueError(
-            f"compare releases each row in one round; rounds={config.rounds} is supported by transfer only "
+            f"compare releases each row in one round; rounds={config.release_rounds.rounds} is supported by "
+            "transfer only "
             "(set rounds: 1, or run pate-stab transfer per ε)"
         )
     repeated = sorted({float(e) for e in epsilons if [float(x) for x in epsilons].count(float(e)) > 1})
@@ -222,7 +225,7 @@ def _planned_spends(
             PlannedSpend(
                 release_spend_id(config.run_name, a, e, r) if ledger is None
                 else recorded_spend_id(ledger, config.run_name, a, e, r),
-                e, config.delta,
+                e, config.release.delta,
             )  # fmt: skip
             for r in range(repeats) for e in map(float, epsilons) for a in aggregators
         ]  # fmt: skip
@@ -256,9 +259,9 @@ def _run_compare(
 ) -> dict[str, Any]:
     _check_compare(config, epsilons)
     start = time.perf_counter()
-    direct = check_direct_learners(list(direct), dataset=config.dataset)
+    direct = check_direct_learners(list(direct), dataset=config.data.dataset)
     check_direct_config(config, direct)  # DP-SGD's N and batch size: before any data are read or teachers trained
-    check_learner_units(config.privacy_unit, direct)  # a label-private learner in a record run: refused here
+    check_learner_units(config.release.privacy_unit, direct)  # a label-private learner in a record run: refused here
     repeats = check_int("repeats", repeats, minimum=1)
     # repeat 0 first: a run extended with more repeats keeps the earlier rows' generators and spends
     direct_plan = [(float(e), d, r) for r in range(repeats) for e in epsilons for d in direct]
@@ -266,9 +269,9 @@ def _run_compare(
         f"lower the plan (fewer repeats, ε values or rows), or use a new run folder (not {config.run_name!r}: a new "
         "ledger, a new use of the data that you must account for)"
     )
-    budget_args = {"run_name": config.run_name, "neighbouring": config.neighbouring,
-                   "privacy_unit": config.privacy_unit, "how": how,
-                   "cap_epsilon": config.budget_epsilon, "cap_delta": config.budget_delta}  # fmt: skip
+    budget_args: dict[str, Any] = {"run_name": config.run_name, "neighbouring": config.release.neighbouring,
+                   "privacy_unit": config.release.privacy_unit, "how": how,
+                   "cap_epsilon": config.release.budget_epsilon, "cap_delta": config.release.budget_delta}  # fmt: skip
     if aggregators is not None:  # before any training: the plan against the cap (the default list needs C)
         spends = _planned_spends(config, aggregators, epsilons, repeats, direct_plan)
         check_run_budget(config.run_dir, spends=spends, **budget_args)
@@ -281,8 +284,8 @@ def _run_compare(
     def before_teachers(p: Prepared) -> None:  # the data set's cap across folders; the direct learners' inputs
         if aggregators is not None:
             check_data_set_budget(p.run_dir, p.data_set, _planned_spends(config, aggregators, epsilons, repeats,
-                                  direct_plan)(None), neighbouring=config.neighbouring,
-                                  privacy_unit=config.privacy_unit)  # fmt: skip
+                                  direct_plan)(None), neighbouring=config.release.neighbouring,
+                                  privacy_unit=config.release.privacy_unit)  # fmt: skip
         if direct:
             check_direct_inputs(p, direct)
 
@@ -302,14 +305,14 @@ def _run_compare(
         teachers = _teacher_accuracies(prep)
         rows: list[dict[str, Any]] = []
         private_rows: list[dict[str, Any]] = []
-        for i, (eps, agg, rep) in enumerate(tqdm(plan, desc="compare", disable=not config.progress)):
+        for i, (eps, agg, rep) in enumerate(tqdm(plan, desc="compare", disable=not config.execution.progress)):
             row_name = f"{agg} ε={eps:g}" + (f" repeat {rep}" if repeats > 1 else "")
             row, private_row = _aggregator_row(prep, ledger, agg, eps, rep, {k: g[i] for k, g in gens.items()},
                                                row_name=row_name)  # fmt: skip
             rows.append(row)
             private_rows.append(private_row)
-        direct_device = accelerator_device(config.accelerator)
-        for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.progress):
+        direct_device = accelerator_device(config.execution.accelerator)
+        for eps, learner, rep in tqdm(direct_plan, desc="direct learners", disable=not config.execution.progress):
             t0 = time.perf_counter()
             (prep.run_dir / STUDENTS_DIR).mkdir(exist_ok=True)
             rows.append(run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep,
@@ -362,7 +365,7 @@ def _aggregator_row(
     dd, dd_private = split_data_dependent(release_data_dependent(prep, release, generator=gens["data_dependent"]))
     report_stage(prep.timings, f"data-dependent ({row_name})", time.perf_counter() - t0, "cpu", devices)
     label_warnings = released_label_warnings(release, prep.task.num_classes, prep.task.class_names)
-    empty = int(s["answered"]) == 0 and not config.allow_empty_student
+    empty = int(s["answered"]) == 0 and not config.student.allow_empty_student
     if empty:  # nothing released to learn from: no student (allow_empty_student keeps one)
         student: dict[str, Any] = {"accuracy": {"student": None, "student_unlabelled_pool": None,
                                                 "unlabelled_pool_size": None}, "trained_on": 0, "selection": None,
@@ -375,16 +378,16 @@ def _aggregator_row(
     accuracy = student["accuracy"]
     row = {
         "aggregator": agg,
-        "privacy_unit": config.privacy_unit,
+        "privacy_unit": config.release.privacy_unit,
         "repeat": rep,
         "calibration": s.get("calibration", "data-independent"),
         "target_epsilon": eps,
         "epsilon": s["epsilon"],
         "delta": s["delta"],
-        "query_selection": config.query_selection,
+        "query_selection": config.selection.query_selection,
         "offered": int(release.index.numel()),
         "selection_rounds": len(release.selection.get("rounds", [])),
-        "seen": int(s.get("queries_seen", config.num_queries)),
+        "seen": int(s.get("queries_seen", config.release.num_queries)),
         "answered": int(s["answered"]),
         "label_acc": acc_answered,
         "label_acc_all": acc_all,
@@ -447,38 +450,38 @@ def _write_compare(
     reference = majority_reference(prep.task.eval_y, prep.task.class_names, prep.task.num_classes)
     flag_rows(rows, reference)
     summary = summarise_rows(rows)
-    table = format_rows(rows, run_neighbouring=config.neighbouring, reference=reference)
+    table = format_rows(rows, run_neighbouring=config.release.neighbouring, reference=reference)
     table += "\n\n" + format_summary(summary) if repeats > 1 else ""
     if direct:
-        table += "\n" + direct_legend(rows, run_neighbouring=config.neighbouring, reference=reference)
+        table += "\n" + direct_legend(rows, run_neighbouring=config.release.neighbouring, reference=reference)
     plot = plot_rows(rows, prep.run_dir / "compare.png", title=compare_title(config, repeats),
-                     caption=total_cost_line(rows, run_neighbouring=config.neighbouring),
+                     caption=total_cost_line(rows, run_neighbouring=config.release.neighbouring),
                      majority=reference)  # fmt: skip
     out = {
         "run": config.run_name,
-        "dataset": config.dataset,
-        "num_teachers": config.num_teachers,
-        "num_queries": config.num_queries,
-        "max_unstable": config.max_unstable,
-        "calibration": config.calibration,
+        "dataset": config.data.dataset,
+        "num_teachers": config.teachers.num_teachers,
+        "num_queries": config.release.num_queries,
+        "max_unstable": config.release.max_unstable,
+        "calibration": config.release.calibration,
         "query_selection": {
-            "strategy": config.query_selection,
-            "round_size": config.selection_round_size,
+            "strategy": config.selection.query_selection,
+            "round_size": config.selection.selection_round_size,
             "privacy": SELECTION_PRIVACY,
         },
-        "delta": config.delta,
-        "noise": noise_report({"noise": config.releaser_noise}),
+        "delta": config.release.delta,
+        "noise": noise_report({"noise": config.release.releaser_noise}),
         "privacy": config.privacy_relation(),
         "epsilon_columns": DATA_DEPENDENT_LABEL,
-        "data_dependent_sanitisation": {"order": config.dd_order, "sigma": config.dd_sigma},
+        "data_dependent_sanitisation": {"order": config.release.dd_order, "sigma": config.release.dd_sigma},
         "label_accuracy_note": LABEL_ACCURACY_NOTE,
         "rows": rows,
         "reference": reference,
         "summary": summary,
-        "total_cost": total_cost(rows, run_neighbouring=config.neighbouring),
+        "total_cost": total_cost(rows, run_neighbouring=config.release.neighbouring),
         "repeats": repeats,
         "direct_learners": direct,
-        "student": {"model": config.student_model, "method": config.student_method},
+        "student": {"model": config.student.student_model, "method": config.student.student_method},
         "ledger": ledger.report(),
         "plot": str(plot),
         "files": run_files(

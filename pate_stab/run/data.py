@@ -91,45 +91,45 @@ def pool_truth(task: Task, index: Tensor) -> Tensor | None:
 def load_own_data(config: TransferConfig) -> OwnData:
     """The user's files named by a ``dataset="files"`` configuration, checked
     (:func:`pate_stab.data.own.load_files`)."""
-    if config.private is None or config.public is None:
+    if config.data.private is None or config.data.public is None:
         raise ValueError("dataset 'files' needs the private and public paths")
     return load_files(
-        config.private,
-        config.public,
-        config.evaluation,
-        classes=config.classes,
-        schema=config.schema,
-        image_shape=config.image_shape,
-        pool_labels=config.pool_labels,
-        encoding=config.encoding,
+        config.data.private,
+        config.data.public,
+        config.data.evaluation,
+        classes=config.data.classes,
+        schema=config.data.schema,
+        image_shape=config.data.image_shape,
+        pool_labels=config.data.pool_labels,
+        encoding=config.data.encoding,
     )
 
 
 def _require_dir(config: TransferConfig) -> Path:
-    if config.data_dir is None:
-        raise FileNotFoundError(f"dataset {config.dataset!r} needs a data directory (data_dir / --data-dir)")
-    path = Path(config.data_dir)
-    if not path.is_dir() and not config.download:
+    if config.data.data_dir is None:
+        raise FileNotFoundError(f"dataset {config.data.dataset!r} needs a data directory (data_dir / --data-dir)")
+    path = Path(config.data.data_dir)
+    if not path.is_dir() and not config.data.download:
         raise FileNotFoundError(f"data directory {path} does not exist")
     return path
 
 
 def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[list[Any], int]:
     """(private_x, private_y, public_x, public_y, eval_x, eval_y), num_classes; public-pool scenario."""
-    if config.dataset == "synthetic":
-        n = config.num_private + config.num_public + config.num_eval
+    if config.data.dataset == "synthetic":
+        n = config.data.num_private + config.data.num_public + config.data.num_eval
         x, y = make_gaussian_mixture(
             n,
-            num_classes=config.num_classes,
-            dim=config.dim,
-            separation=config.separation,
-            noise_rate=config.label_noise,
+            num_classes=config.data.num_classes,
+            dim=config.data.dim,
+            separation=config.data.separation,
+            noise_rate=config.data.label_noise,
             generator=generator,
         )
-        a, b = config.num_private, config.num_private + config.num_public
-        return [x[:a], y[:a], x[a:b], y[a:b], x[b:], y[b:]], config.num_classes
+        a, b = config.data.num_private, config.data.num_private + config.data.num_public
+        return [x[:a], y[:a], x[a:b], y[a:b], x[b:], y[b:]], config.data.num_classes
     path = _require_dir(config)
-    if config.dataset == "adult":
+    if config.data.dataset == "adult":
         # the official split is by file: adult.data is private; adult.test (public) gives the pool
         # (its first half) and the evaluation split; the published schema fixes every column
         train = load_adult(path, part="train", norm=None)
@@ -137,7 +137,7 @@ def _raw_splits(config: TransferConfig, generator: torch.Generator) -> tuple[lis
         half = len(test) // 2
         return [train.x, train.y, test.x[:half], test.y[:half], test.x[half:], test.y[half:]], 2
     loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist, "svhn": load_svhn, "cifar10": load_cifar10}
-    splits = pate_split(loader[config.dataset](path, download=config.download))
+    splits = pate_split(loader[config.data.dataset](path, download=config.data.download))
     s = splits
     return [s.private.x, s.private.y, s.public.x, s.public.y, s.evaluation.x, s.evaluation.y], splits.num_classes
 
@@ -155,21 +155,21 @@ def _splits(
     """The user's data (arrays given in Python, or files) or a bundled set: (own data or None, the six splits
     private x/y, pool x/y, evaluation x/y, the number of classes, the private record ids or None)."""
     own: OwnData | None = None
-    if config.dataset == "arrays":
+    if config.data.dataset == "arrays":
         if data is None:
             raise ValueError(
                 "dataset 'arrays' takes its data in Python (pate_stab.transfer(pate_stab.Data.arrays(...)), or data=)"
             )
         own = data
     elif data is not None:
-        raise ValueError(f"data= is for dataset 'arrays', not {config.dataset!r}")
-    elif config.dataset == "files":
+        raise ValueError(f"data= is for dataset 'arrays', not {config.data.dataset!r}")
+    elif config.data.dataset == "files":
         own = load_own_data(config)
     ids: Tensor | None = None  # the bundled data sets carry no record ids
     if own is not None:
-        if config.threat_model != "public-pool":
+        if config.data.threat_model != "public-pool":
             raise ValueError("own data brings its own public pool: use threat_model 'public-pool'")
-        if config.partition_key == "record_id" and own.private_ids is None:
+        if config.release.partition_key == "record_id" and own.private_ids is None:
             # DESIGN.md fact 1: record ids come with the data, never from row numbers
             raise ValueError(
                 "partition_key 'record_id' needs record ids supplied with the private data (the schema's "
@@ -194,15 +194,16 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
         InputDataError: own data that does not fit (:mod:`pate_stab.data.own`).
     """
     own, (px, py, ux, uy, ex, ey), num_classes, ids = _splits(config, generator, data)
-    if config.threat_model == "label-only":
+    if config.data.threat_model == "label-only":
         # BTT18 §4.2 (ii): no public pool; discard the labels of part of the training set. Each
         # record's side is a keyed hash of its id (if supplied) or content alone, so removing a
         # record moves no other record (a random permutation of the n rows would move them all)
         keys: Any = ids if ids is not None else record_keys_from_tensors(px, py)
-        in_pool = keyed_subset(keys, config.label_only_share, generator=generator)
-        if not bool(in_pool.any()) or int((~in_pool).sum()) < config.num_teachers:
+        in_pool = keyed_subset(keys, config.data.label_only_share, generator=generator)
+        if not bool(in_pool.any()) or int((~in_pool).sum()) < config.teachers.num_teachers:
             raise ValueError(
-                f"label_only_share={config.label_only_share:g} leaves no public pool or fewer records than teachers"
+                f"label_only_share={config.data.label_only_share:g} leaves no public pool or fewer records than "
+                "teachers"
             )
         pool, keep = torch.nonzero(in_pool).flatten(), torch.nonzero(~in_pool).flatten()
         ux, uy, px, py = px[pool], py[pool], px[keep], py[keep]
@@ -212,40 +213,43 @@ def load_task(config: TransferConfig, *, generator: torch.Generator, data: OwnDa
     # a pool without labels stands as an empty label tensor; ids supplied with the data are part of it
     loaded: tuple[Tensor, ...] = (px, py, ux, uy if uy is not None else torch.empty(0, dtype=torch.int64), ex, ey)
     loaded += (ids,) if ids is not None else ()
-    feature_map: dict[str, Any] = {"kind": config.features}
+    feature_map: dict[str, Any] = {"kind": config.feature_stage.features}
     kind = own.kind if own is not None else ("arrays" if ux.dim() == 2 else "images")
     inputs: dict[str, Any] = {"kind": kind, "shape": list(ux.shape[1:])}
     if own is not None and own.schema is not None:
         inputs["schema"] = own.schema.to_dict()
     preprocess: list[dict[str, Any]] = []
-    if config.dataset == "adult" or (own is not None and own.kind == "table"):
+    if config.data.dataset == "adult" or (own is not None and own.kind == "table"):
         # z-scores with statistics of the public pool only (never of the private part)
         mean, std = ux.mean(0), ux.std(0)
         px, ux, ex = (_rows(lambda t: standardize(t, mean=mean, std=std), t) for t in (px, ux, ex))
         feature_map["standardized_on"] = "public pool"
         preprocess.append({"op": "standardize", "mean": mean, "std": std, "fitted_on": "public pool"})
-    if config.features == "pca":
+    if config.feature_stage.features == "pca":
         # images: on the run's GPU where it has one (each split moves there once, its features come back
         # once; the content keys then read the images as loaded, pate_stab.run.prepare.partition_keys);
         # other inputs on the CPU, where the content keys read the features
-        device = compute_device(config.accelerator) if px.dim() in (3, 4) else "cpu"
+        device = compute_device(config.execution.accelerator) if px.dim() in (3, 4) else "cpu"
         px, ux, ex = (t.to(device) for t in (px, ux, ex))
         # public pool only; under label privacy every input is public: the private and public inputs
-        fit_on = torch.cat([px, ux]) if config.privacy_unit == "label" else ux
-        feats = PublicFeatures.fit(fit_on, dim=config.pca_dim, whiten=config.whiten)
+        fit_on = torch.cat([px, ux]) if config.release.privacy_unit == "label" else ux
+        feats = PublicFeatures.fit(fit_on, dim=config.feature_stage.pca_dim, whiten=config.feature_stage.whiten)
         px, ux, ex = (_rows(lambda t: feats.transform(t).cpu(), t) for t in (px, ux, ex))
-        if config.privacy_unit == "label":
+        if config.release.privacy_unit == "label":
             feats.meta["fitted_on"] = "private and public inputs (no labels; label privacy)"
         feature_map.update(feats.meta)
         feature_map["state"] = feats.state_dict()
         preprocess.append({"op": "pca", "state": feats.state_dict()})
-    elif config.features == "raw" and config.teacher_model not in ("cnn", "fixmatch"):  # CNN teachers keep images
+    elif config.feature_stage.features == "raw" and config.teachers.teacher_model not in (
+        "cnn",
+        "fixmatch",
+    ):  # CNN teachers keep images
         px, ux, ex = px.flatten(1), ux.flatten(1), ex.flatten(1)
         preprocess.append({"op": "flatten"})
     # scattering / ssl / scattering+ssl: images stay as they are; prepare() maps them (pate_stab.run.features)
     class_names = own.class_names if own is not None else None
     return Task(
-        px, py, ux, uy, ex, ey, num_classes, config.threat_model, feature_map, *images,
+        px, py, ux, uy, ex, ey, num_classes, config.data.threat_model, feature_map, *images,
         class_names=class_names, private_ids=ids, private_images=private_images, inputs=inputs,
         preprocess=preprocess, loaded=loaded,
     )  # fmt: skip

@@ -102,13 +102,13 @@ def direct_planned_spend(config: Any, learner: str, epsilon: float, repeat: int 
     a label-DP learner's (ε, 0) under replace-one."""
     spec = direct_spec(learner)
     spend_id = release_spend_id(config.run_name, learner, epsilon, repeat)
-    delta = float(config.delta) if spec.is_dpsgd else 0.0
+    delta = float(config.release.delta) if spec.is_dpsgd else 0.0
     relation = None if spec.relation == "either" else spec.relation
     return PlannedSpend(spend_id, float(epsilon), delta, relation, learner_unit(learner))
 
 
 def _generator(prep: Prepared, spend_id: str) -> tuple[torch.Generator, str]:
-    if prep.config.releaser_noise == "secure":
+    if prep.config.release.releaser_noise == "secure":
         return torch.Generator().manual_seed(secrets.randbits(63)), "secure (generator seeded from the OS)"
     seed = _seed(prep, spend_id)
     return torch.Generator().manual_seed(seed), "seeded (research: no privacy against anyone who knows the seed)"
@@ -127,19 +127,20 @@ def check_direct_config(config: TransferConfig, learners: Sequence[str], dpsgd: 
     if any(s.needs_public_size and not s.is_dpsgd for s in specs):
         dpsgd_public_size(config)  # the heads' N (pate_stab.direct.learners): own data need private_size_hint
     if any(s.needs_images for s in specs):
-        cnn.resolve_device(config.accelerator)
+        cnn.resolve_device(config.execution.accelerator)
 
 
 def direct_plan_text(config: TransferConfig) -> str:
     """What a direct learner's run will do, from its configuration alone (no data read): the learner,
     its one spend and relation, and DP-SGD's schedule from the public size N. It replaces the
     teacher–student plan (:mod:`pate_stab.aggregation.plan`), which does not apply: no teachers, no queries."""
-    spec = direct_spec(config.aggregator)
-    words = _RELATION_WORDS["label" if spec.unit == "label" else spec.held_relation(config.neighbouring)]
-    delta = f", δ={config.delta:g}" if spec.is_dpsgd else ""
+    spec = direct_spec(config.release.aggregator)
+    words = _RELATION_WORDS["label" if spec.unit == "label" else spec.held_relation(config.release.neighbouring)]
+    delta = f", δ={config.release.delta:g}" if spec.is_dpsgd else ""
     lines = [
         f"plan: {spec.name} trains directly on the private split: {spec.description}. No teachers, no "
-        f"queries and no vote gap: one spend of ε={config.epsilon:g}{delta}, private when {words}; its test accuracy "
+        f"queries and no vote gap: one spend of ε={config.release.epsilon:g}{delta}, private when {words}; its "
+        "test accuracy "
         "is measured on the evaluation split, beside the majority-class reference"
     ]
     detail = spec.plan_detail(config)
@@ -150,7 +151,7 @@ def direct_plan_text(config: TransferConfig) -> str:
 
 def privacy_unit(config: TransferConfig) -> str:
     """The run's privacy unit: ``record`` (a record's input and label) or ``label`` (inputs public)."""
-    return str(getattr(config, "privacy_unit", "record"))
+    return str(config.release.privacy_unit)
 
 
 def check_label_learners(config: TransferConfig, learners: Sequence[str]) -> None:
@@ -170,10 +171,10 @@ def check_label_learners(config: TransferConfig, learners: Sequence[str]) -> Non
             f"labels, not the inputs); this run's privacy unit is {privacy_unit(config)!r}. Set privacy_unit: label "
             "where the private inputs are public, or leave these learners out"
         )
-    if config.neighbouring != "replace_one":
+    if config.release.neighbouring != "replace_one":
         raise ValueError(
             f"{names}: ε-label-DP holds when one example's label is replaced (Ghazi et al. 2021, Def 1); this run's "
-            f"ledger counts neighbouring={config.neighbouring!r}, which cannot count a replace-one spend. Set "
+            f"ledger counts neighbouring={config.release.neighbouring!r}, which cannot count a replace-one spend. Set "
             "neighbouring: replace_one"
         )
 
@@ -186,7 +187,7 @@ def _seed(prep: Prepared, spend_id: str) -> int:
 def _exact_source(prep: Prepared, spend_id: str) -> RandomSource:
     """The random bits of the exact samplers: the OS's CSPRNG, or (seeded runs) a source derived
     from the run's seed and the spend id, independent of :func:`_generator`'s stream."""
-    if prep.config.releaser_noise == "secure":
+    if prep.config.release.releaser_noise == "secure":
         return SystemRandomSource()
     return SeededRandomSource(_seed(prep, spend_id + "|exact"))
 
@@ -230,7 +231,8 @@ def check_direct_inputs(prep: Prepared, learners: Sequence[str], dpsgd: DPSGDCon
         for name, images in _image_splits(prep):
             if images is None:
                 raise ValueError(
-                    f"{spec.name} trains a CNN on images; the {name} data of this run ({prep.config.dataset!r}) are "
+                    f"{spec.name} trains a CNN on images; the {name} data of this run "
+                    f"({prep.config.data.dataset!r}) are "
                     "feature vectors or a table, not images"
                 )
             cnn.as_images(images, name=f"{name} images")
@@ -354,13 +356,13 @@ def _spend_and_train(
     """Record the spend, train the learner, write its model under ``direct/`` and record the model's digest:
     (the model, the recorded result)."""
     # no private count in the metadata: under add/remove it is private (DESIGN.md fact 8)
-    meta: dict[str, Any] = {"learner": spec.name, "neighbouring": spec.held_relation(prep.config.neighbouring)}
+    meta: dict[str, Any] = {"learner": spec.name, "neighbouring": spec.held_relation(prep.config.release.neighbouring)}
     charge_eps, charge_delta, event = spec.plan(prep, epsilon, dpsgd, meta)
     generator, noise = _generator(prep, spend_id)
     meta["noise"] = noise
     meta["noise_kind"] = spec.noise_kind
     if spec.is_dpsgd:
-        meta["secure_mode"] = prep.config.releaser_noise == "secure"
+        meta["secure_mode"] = prep.config.release.releaser_noise == "secure"
     ledger.spend(spend_id, epsilon=charge_eps, delta=charge_delta, event=event, mechanism=spec.name, metadata=meta,
                  relation=meta["neighbouring"], unit=learner_unit(spec.name))  # fmt: skip
     model = spec.train(prep, epsilon, generator, dpsgd, meta, _exact_source(prep, spend_id))
@@ -384,7 +386,7 @@ def _accuracies(prep: Prepared, spec: DirectSpec, model: dict[str, Any]) -> tupl
     on_images = spec.needs_images
     eval_x, pool_x = (task.eval_images, task.public_images) if on_images else (task.eval_x, task.public_x)
     assert eval_x is not None and pool_x is not None  # check_direct_inputs
-    accelerator = prep.config.accelerator
+    accelerator = prep.config.execution.accelerator
     eval_acc = None
     if task.eval_y.numel():
         eval_acc = float((predict(model, eval_x, accelerator=accelerator) == task.eval_y).double().mean())

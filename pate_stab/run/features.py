@@ -82,15 +82,19 @@ def extractor_options(config: TransferConfig, name: str | None = None) -> dict[s
     ``name``: the block (``scattering`` or ``ssl``); None: the run's ``features``, which must then
     be a single extractor (a combination's blocks are asked for one by one).
     """
-    name = config.features if name is None else name
+    name = config.feature_stage.features if name is None else name
     if name == "scattering":
-        j, whiten = config.scattering_j, config.whiten
-        return {"J": j, "L": 8, "standardize": True, "pca_dim": config.pca_dim, "whiten": whiten}
+        j, whiten = config.feature_stage.scattering_j, config.feature_stage.whiten
+        return {"J": j, "L": 8, "standardize": True, "pca_dim": config.feature_stage.pca_dim, "whiten": whiten}
     if name == "ssl":
         # a variance share always applies; a component count only when it reduces the embedding
-        ssl_pca = config.pca_dim if isinstance(config.pca_dim, float) or config.pca_dim < SSL_EMBED_DIM else None
-        ssl = SSLConfig(epochs=config.ssl_epochs).to_dict()
-        return {"config": ssl, "standardize": True, "pca_dim": ssl_pca, "whiten": config.whiten}
+        ssl_pca = (
+            config.feature_stage.pca_dim
+            if isinstance(config.feature_stage.pca_dim, float) or config.feature_stage.pca_dim < SSL_EMBED_DIM
+            else None
+        )
+        ssl = SSLConfig(epochs=config.feature_stage.ssl_epochs).to_dict()
+        return {"config": ssl, "standardize": True, "pca_dim": ssl_pca, "whiten": config.feature_stage.whiten}
     singles = ", ".join(f for f in EXTRACTED_FEATURES if FEATURE_BLOCKS[f] == (f,))
     raise ValueError(f"features {name!r} are not one extractor of this stage ({singles})")
 
@@ -113,18 +117,18 @@ def block_scale(public: Tensor, name: str) -> float:
 def scattering_device(config: TransferConfig) -> str:
     """Where the scattering transform and its public projection run: a GPU when the run's
     accelerator resolves to CUDA, the CPU otherwise (:func:`~pate_stab.run.progress.compute_device`)."""
-    return compute_device(config.accelerator)
+    return compute_device(config.execution.accelerator)
 
 
 def ssl_device(config: TransferConfig) -> str:
     """Where the SSL encoder trains and encodes and its public projection is fitted and applied:
     the run's GPU when its accelerator resolves to CUDA, the CPU otherwise."""
-    return compute_device(config.accelerator)
+    return compute_device(config.execution.accelerator)
 
 
 def features_device(config: TransferConfig) -> str:
     """The feature stage's device, for its stage line."""
-    return compute_device(config.accelerator)
+    return compute_device(config.execution.accelerator)
 
 
 def _tensor_digest(h: Any, t: Tensor) -> None:
@@ -244,7 +248,7 @@ def extract_features(
     Raises:
         ValueError: the inputs are not images, or ``features`` is not extracted by this stage.
     """
-    name = config.features
+    name = config.feature_stage.features
     if name not in FEATURE_BLOCKS:
         raise ValueError(f"features {name!r} are not extracted by this stage ({', '.join(EXTRACTED_FEATURES)})")
     if any(t.dim() not in (3, 4) for t in (task.private_x, task.public_x, task.eval_x)):

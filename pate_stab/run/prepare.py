@@ -81,25 +81,30 @@ class BudgetTooSmallError(ValueError):
 def check_answerable(config: TransferConfig, num_classes: int) -> dict[str, Any] | None:
     """For a halting (stability) aggregator: raise :class:`BudgetTooSmallError` if a unanimous
     vote of the run's k teachers would not be answered; return the requirement otherwise."""
-    if config.aggregator in DIRECT_LEARNER_NAMES:  # a direct learner asks no teachers
+    if config.release.aggregator in DIRECT_LEARNER_NAMES:  # a direct learner asks no teachers
         return None
-    spec = aggregator_spec(config.aggregator)
+    spec = aggregator_spec(config.release.aggregator)
     if spec.binary_only and num_classes != 2:
-        raise ValueError(f"{config.aggregator} (BTT18 Alg 6/8) needs a binary task")
+        raise ValueError(f"{config.release.aggregator} (BTT18 Alg 6/8) needs a binary task")
     # in rounds, the smallest round's budget must answer a unanimous vote
     share = min(config.round_shares)
-    status = answerability(config.aggregator, config.aggregator_settings(config.epsilon * share, config.delta * share))
+    status = answerability(
+        config.release.aggregator,
+        config.aggregator_settings(config.release.epsilon * share, config.release.delta * share),
+    )
     if status is None:
         return None
-    if not status.answerable and not config.allow_unanswerable:
+    if not status.answerable and not config.release.allow_unanswerable:
         raise BudgetTooSmallError(
-            f"budget too small to answer anything: with ε={config.epsilon * share:g}, δ={config.delta * share:g}"
-            + (" (the smallest round's share)" if config.rounds > 1 else "")
+            f"budget too small to answer anything: with ε={config.release.epsilon * share:g}, "
+            f"δ={config.release.delta * share:g}"
+            + (" (the smallest round's share)" if config.release_rounds.rounds > 1 else "")
             + ", "
-            f"T={config.max_unstable}, m={config.num_queries} ({config.calibration} calibration) the "
+            f"T={config.release.max_unstable}, m={config.release.num_queries} ({config.release.calibration} "
+            "calibration) the "
             f"releaser needs about k={status.teachers_needed} teachers for a unanimous vote to be answered; you "
-            f"have k={config.num_teachers}. Use more teachers, or ε ≥ {status.epsilon_needed:.3g} with "
-            f"k={config.num_teachers}, or a smaller T or m, or a PATE aggregator, which labels every query "
+            f"have k={config.teachers.num_teachers}. Use more teachers, or ε ≥ {status.epsilon_needed:.3g} with "
+            f"k={config.teachers.num_teachers}, or a smaller T or m, or a PATE aggregator, which labels every query "
             f"(--aggregator gnmax; `pate-stab plan` shows what each aggregator needs), or "
             "--allow-unanswerable to run anyway."
         )
@@ -110,7 +115,7 @@ def query_pool_size(config: TransferConfig, task: Task) -> int:
     """How many inputs the releaser may be asked about: the public pool, or under label privacy
     the private inputs, or both (``label_queries``)."""
     n_private, n_public = int(task.private_x.shape[0]), int(task.public_x.shape[0])
-    return {"pool": n_public, "private": n_private, "both": n_private + n_public}[config.label_queries]
+    return {"pool": n_public, "private": n_private, "both": n_private + n_public}[config.release.label_queries]
 
 
 def label_query_task(task: Task, label_queries: str) -> Task:
@@ -234,7 +239,7 @@ def neighbour_index(prep: Prepared) -> NeighbourIndex:
         resolution = NeighbourIndex.public_resolution(task.public_x.flatten(1).float())
         prep.neighbours = NeighbourIndex(task.private_x.flatten(1).float(), task.private_y,
                                          num_classes=task.num_classes, resolution=resolution,
-                                         device=compute_device(prep.config.accelerator))  # fmt: skip
+                                         device=compute_device(prep.config.execution.accelerator))  # fmt: skip
     return prep.neighbours
 
 
@@ -245,7 +250,7 @@ def pool_graph(prep: Prepared) -> PoolGraph:
     run with the run's ``graph_*`` settings on the pool's (flattened) inputs, which move there once, whole.
     :attr:`Prepared.graph_device` names that device for the stage lines."""
     if prep.graph is None:
-        device = compute_device(prep.config.accelerator)
+        device = compute_device(prep.config.execution.accelerator)
         # the teachers' graph is the pool's only where its nodes are the pool (label privacy's graph
         # also holds the private inputs; with label_queries "both" they are the pool)
         teachers = prep.teachers
@@ -365,11 +370,12 @@ def prepare(
     """
     if with_teachers is None:  # a direct learner, or neighbour votes (Private-kNN), ask no teachers
         with_teachers = (
-            config.aggregator not in DIRECT_LEARNER_NAMES and aggregator_spec(config.aggregator).votes != "queries"
+            config.release.aggregator not in DIRECT_LEARNER_NAMES
+            and aggregator_spec(config.release.aggregator).votes != "queries"
         )
     if with_features is None:
-        with_features = config.aggregator not in IMAGE_DIRECT_LEARNERS
-    teachers_spec = teacher_spec(config.teacher_model) if with_teachers else None
+        with_features = config.release.aggregator not in IMAGE_DIRECT_LEARNERS
+    teachers_spec = teacher_spec(config.teachers.teacher_model) if with_teachers else None
     if teachers_spec is not None and teachers_spec.check is not None:
         teachers_spec.check(config, None)  # refused before the data are read
     stages = _Stages()
@@ -378,15 +384,15 @@ def prepare(
     record_ids, data_set = _plan_and_folder(config, task, stages, on_plan=on_plan, check_budget=check_budget,
                                             teachers_spec=teachers_spec)  # fmt: skip
     resumed_features = None
-    if config.features in EXTRACTED_FEATURES and with_features:
+    if config.feature_stage.features in EXTRACTED_FEATURES and with_features:
         task, resumed_features = _features(config, task, gens["features"], stages)
     graph_nodes = None
     pool_inputs = task.public_x  # the public pool, before label_queries may put the private inputs in it
-    if config.privacy_unit == "label":
+    if config.release.privacy_unit == "label":
         # label privacy: every input is public. The propagation graph spans the private and public
         # inputs; the queries may be the private inputs themselves (label_queries)
         graph_nodes = torch.cat([task.private_x, task.public_x]) if task.private_x.dim() == 2 else None
-        task = label_query_task(task, config.label_queries)
+        task = label_query_task(task, config.release.label_queries)
     common: dict[str, Any] = {
         "config": config, "run_dir": config.run_dir, "task": task, "timings": stages.timings, "generators": gens,
         "resumed_features": resumed_features, "data_set": data_set,
@@ -398,7 +404,7 @@ def prepare(
         return Prepared(**common, teachers=None, votes=None, resumed_teachers=False, devices=stages.devices)
     shards = _partition(config, task, record_ids, gens["partition"], stages, with_features=with_features)
     t0 = time.perf_counter()
-    device = compute_device(config.accelerator)  # the graph's and the votes' device
+    device = compute_device(config.execution.accelerator)  # the graph's and the votes' device
     teacher_data = TeacherData(
         private_x=task.private_x, private_y=task.private_y, shards=shards, num_classes=task.num_classes,
         public_x=task.public_x, pool_inputs=pool_inputs, graph_nodes=graph_nodes, run_dir=config.run_dir,
@@ -408,10 +414,10 @@ def prepare(
     if not teachers_spec.trains:  # rebuilt where the graph is
         trained_on = device
     else:
-        trained_on = "cpu (reloaded)" if resumed else accelerator_device(config.accelerator)
+        trained_on = "cpu (reloaded)" if resumed else accelerator_device(config.execution.accelerator)
     stages.report("teachers", t0, trained_on)
     # the votes on the run's GPU where it has one: the pool moves there once, the weights on the first request
-    progress = config.progress if teachers_spec.trains else False
+    progress = config.execution.progress if teachers_spec.trains else False
     votes = PoolVotes(teachers, task.public_x, task.num_classes, progress=progress, device=device)
     return Prepared(**common, teachers=teachers, votes=votes, resumed_teachers=resumed, devices=stages.devices)
 
@@ -441,8 +447,10 @@ def _load_data(config: TransferConfig, data: OwnData | None, generator: torch.Ge
     """Stage "data": the private set, public pool and evaluation split."""
     t0 = time.perf_counter()
     task = load_task(config, generator=generator, data=data)
-    pca_on_device = config.features == "pca" and task.private_images is not None  # images (pate_stab.run.data)
-    pca_device = compute_device(config.accelerator) if pca_on_device else "cpu"
+    pca_on_device = (
+        config.feature_stage.features == "pca" and task.private_images is not None
+    )  # images (pate_stab.run.data)
+    pca_device = compute_device(config.execution.accelerator) if pca_on_device else "cpu"
     stages.report("data", t0, "cpu" if pca_device == "cpu" else f"cpu, {pca_device} (pca)")
     return task
 
@@ -460,31 +468,34 @@ def _plan_and_folder(
     data's identity, before anything is trained. Returns the record ids (``partition_key: record_id``) and
     the private data set of the data holder's budget."""
     t0 = time.perf_counter()
-    if on_plan is not None and config.aggregator not in DIRECT_LEARNER_NAMES:  # a direct learner has no teachers
+    if (
+        on_plan is not None and config.release.aggregator not in DIRECT_LEARNER_NAMES
+    ):  # a direct learner has no teachers
         on_plan(plan_for_config(config, num_private=int(task.private_x.shape[0]), num_classes=task.num_classes))
     # record ids are checked before anything is written; content keys are read from the final inputs
     record_ids = None
-    if config.partition_key == "record_id":
-        record_ids = partition_keys(task, "record_id", dataset=config.dataset)
-    if config.aggregator in IMAGE_DIRECT_LEARNERS and task.private_images is None:
+    if config.release.partition_key == "record_id":
+        record_ids = partition_keys(task, "record_id", dataset=config.data.dataset)
+    if config.release.aggregator in IMAGE_DIRECT_LEARNERS and task.private_images is None:
         raise ValueError(
-            f"{config.aggregator} trains a CNN on images; the private data of this run ({config.dataset!r}) are "
+            f"{config.release.aggregator} trains a CNN on images; the private data of this run "
+            f"({config.data.dataset!r}) are "
             "feature vectors or a table, not images"
         )
     if teachers_spec is not None:
-        check_teachers_fit(config.num_teachers, int(task.private_x.shape[0]))
+        check_teachers_fit(config.teachers.num_teachers, int(task.private_x.shape[0]))
         if teachers_spec.check is not None:
             teachers_spec.check(config, task)
     if check_budget:
         check_answerable(config, task.num_classes)
     pool_size = query_pool_size(config, task)
-    if teachers_spec is not None and config.num_queries > pool_size:  # without teachers no query is asked
+    if teachers_spec is not None and config.release.num_queries > pool_size:  # without teachers no query is asked
         what = (
             "the public pool"
-            if config.label_queries == "pool"
-            else f"the queries (label_queries: {config.label_queries})"
+            if config.release.label_queries == "pool"
+            else f"the queries (label_queries: {config.release.label_queries})"
         )
-        raise ValueError(f"num_queries={config.num_queries} exceeds {what} ({pool_size} inputs)")
+        raise ValueError(f"num_queries={config.release.num_queries} exceeds {what} ({pool_size} inputs)")
     data_set = _claim_folder(config, task)
     stages.report("plan", t0, "cpu")
     return record_ids, data_set
@@ -532,11 +543,22 @@ def _partition(
     """Stage "partition": the record-keyed shards, one per teacher."""
     t0 = time.perf_counter()
     # the device of the features the content keys would read (the public PCA of images, scattering, SSL)
-    computed_on = compute_device(config.accelerator) if task.private_images is not None and (
-        config.features == "pca" or (config.features in EXTRACTED_FEATURES and with_features)) else "cpu"  # fmt: skip
-    keys = record_ids if record_ids is not None else partition_keys(task, config.partition_key,
-                                                                    features_device=computed_on,
-                                                                    privacy_unit=config.privacy_unit)  # fmt: skip
-    shards = partition_indices(keys, config.num_teachers, generator=generator)
+    computed_on = (
+        compute_device(config.execution.accelerator)
+        if task.private_images is not None
+        and (
+            config.feature_stage.features == "pca"
+            or (config.feature_stage.features in EXTRACTED_FEATURES and with_features)
+        )
+        else "cpu"
+    )
+    keys = (
+        record_ids
+        if record_ids is not None
+        else partition_keys(
+            task, config.release.partition_key, features_device=computed_on, privacy_unit=config.release.privacy_unit
+        )
+    )
+    shards = partition_indices(keys, config.teachers.num_teachers, generator=generator)
     stages.report("partition", t0, "cpu")
     return shards

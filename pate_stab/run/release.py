@@ -130,14 +130,14 @@ def _replay(
         labels = torch.tensor(payload["labels"], dtype=torch.int64)
     # a release recorded before query selection existed queried the pool in order
     selection = payload.get("selection", {"strategy": "first"})
-    strategy = prep.config.query_selection if strategy is None else strategy
+    strategy = prep.config.selection.query_selection if strategy is None else strategy
     if selection["strategy"] != strategy:
         raise ValueError(f"{spend_id} was released with query_selection={selection['strategy']!r}, not {strategy!r}")
     # a summary without a noise field was released when PATE's aggregators always drew seeded noise
     noise = payload["summary"].get("noise", "seeded")
-    if noise != prep.config.releaser_noise:
+    if noise != prep.config.release.releaser_noise:
         raise ValueError(
-            f"{spend_id} was released with releaser_noise={noise!r}, not {prep.config.releaser_noise!r}: its "
+            f"{spend_id} was released with releaser_noise={noise!r}, not {prep.config.release.releaser_noise!r}: its "
             "labels carry that mode's guarantee (set releaser_noise to it, or start a new run)"
         )
     index = torch.tensor(selection["index"], dtype=torch.int64) if "index" in selection else torch.arange(len(labels))
@@ -207,13 +207,13 @@ def release_labels(
         raise ValueError(f"{aggregator} needs a binary task")
     if spend_id is None:
         spend_id = recorded_spend_id(ledger, config.run_name, aggregator, epsilon, repeat)
-    strategy = STEERED if steered is not None else config.query_selection
+    strategy = STEERED if steered is not None else config.selection.query_selection
     recorded = ledger.entry(spend_id)
     if recorded is not None and recorded.has_result:
         return _replay(prep, aggregator, spec.soft, spend_id, recorded.result, strategy)
     finish_calls = _finish_calls(config, recorded, spend_id, steered)
-    if steered is None and config.query_selection != "first" and selection_generator is None:
-        raise TypeError(f"query_selection={config.query_selection!r} needs a selection_generator")
+    if steered is None and config.selection.query_selection != "first" and selection_generator is None:
+        raise TypeError(f"query_selection={config.selection.query_selection!r} needs a selection_generator")
 
     order = steered() if steered is not None else None  # public data and earlier releases only
     queries = spec.votes == "queries"  # neighbour votes: the aggregator reads the queries' public features
@@ -221,7 +221,12 @@ def release_labels(
                         spend_id=spend_id, neighbours=neighbour_index(prep) if queries else None)  # fmt: skip
 
     # one bar over the m queries, advanced as each round is released (votes have their own bar)
-    bar = tqdm(total=config.num_queries, desc=f"release {aggregator}", unit="query", disable=not config.progress)
+    bar = tqdm(
+        total=config.release.num_queries,
+        desc=f"release {aggregator}",
+        unit="query",
+        disable=not config.execution.progress,
+    )
 
     calls = 0
     stopped = False  # finish_from_ledger: the record ended; nothing more is asked
@@ -250,7 +255,7 @@ def release_labels(
         selected = _recorded_prefix(selected, calls)
     labels = selected.labels
     summary, partial = _release_summary(
-        rel.summary(), selected, stopped=stopped, calls=calls, num_queries=config.num_queries
+        rel.summary(), selected, stopped=stopped, calls=calls, num_queries=config.release.num_queries
     )
     selection = _selection_record(config, strategy, selected)
     if partial is not None:  # finishing writes nothing to the ledger: its record stays as the crash left it
@@ -271,7 +276,7 @@ def _finish_calls(
     config: TransferConfig, recorded: LedgerEntry | None, spend_id: str, steered: Callable[[], Tensor] | None
 ) -> int | None:
     """finish_from_ledger: how many recorded calls to replay; nothing is asked after them (module docstring)."""
-    if not config.finish_from_ledger or steered is not None:
+    if not config.execution.finish_from_ledger or steered is not None:
         return None
     if recorded is None:
         raise ValueError(
@@ -311,27 +316,27 @@ def _offer(
     selection (:func:`spread_selector`), or
     :func:`~pate_stab.selection.adaptive_batches.release_in_adaptive_batches` ("first", "student-confidence")."""
     config = prep.config
-    max_unstable = config.max_unstable if halts else None  # the baselines never halt
+    max_unstable = config.release.max_unstable if halts else None  # the baselines never halt
     if order is not None:
-        return _release_in_order(order[: config.num_queries], release)
-    if config.query_selection == "spread":
+        return _release_in_order(order[: config.release.num_queries], release)
+    if config.selection.query_selection == "spread":
         assert selection_generator is not None  # release_labels checked it
-        return spread_selector(prep).select(prep.task.public_x, num_queries=config.num_queries, release=release,
+        return spread_selector(prep).select(prep.task.public_x, num_queries=config.release.num_queries, release=release,
                                             halted=halted, max_unstable=max_unstable,
                                             generator=selection_generator)  # fmt: skip
     return release_in_adaptive_batches(
         prep.task.public_x,
-        num_queries=config.num_queries,
-        strategy=config.query_selection,
+        num_queries=config.release.num_queries,
+        strategy=config.selection.query_selection,
         release=release,
         halted=halted,
         confidence=selector_confidence(prep, selection_generator)
-        if selection_generator is not None and config.query_selection == "student-confidence"
+        if selection_generator is not None and config.selection.query_selection == "student-confidence"
         else None,
-        round_size=config.selection_round_size,
+        round_size=config.selection.selection_round_size,
         max_unstable=max_unstable,
         generator=selection_generator,
-        representatives=config.selection_representatives,
+        representatives=config.selection.selection_representatives,
     )
 
 
@@ -340,11 +345,11 @@ def _selection_record(config: TransferConfig, strategy: str, selected: Selection
     selection: dict[str, Any] = {"strategy": strategy, "offered": int(selected.index.numel()),
                                  "rounds": selected.rounds}  # fmt: skip
     if strategy not in ("first", STEERED):
-        selection["round_size"] = config.selection_round_size
+        selection["round_size"] = config.selection.selection_round_size
         if strategy == "spread":
-            selection["coverage"] = config.selection_coverage
-        if config.selection_representatives != "centroid":  # the default leaves earlier records unchanged
-            selection["representatives"] = config.selection_representatives
+            selection["coverage"] = config.selection.selection_coverage
+        if config.selection.selection_representatives != "centroid":  # the default leaves earlier records unchanged
+            selection["representatives"] = config.selection.selection_representatives
     if strategy != "first":
         selection["index"] = selected.index.tolist()
     return selection
@@ -406,10 +411,10 @@ def selector_confidence(prep: Prepared, generator: torch.Generator) -> Confidenc
             spec=spec,
             config=cheap,
             generator=generator,
-            accelerator=config.accelerator,
+            accelerator=config.execution.accelerator,
             progress_bar=False,
         )
-        prep.selection_device = accelerator_device(config.accelerator)
+        prep.selection_device = accelerator_device(config.execution.accelerator)
         return model.predict_proba(task.public_x[candidates])  # (n_candidates, C)
 
     return confidence
@@ -475,10 +480,17 @@ def release_data_dependent(prep: Prepared, release: Release, *, generator: torch
     else:
         counts = torch.zeros(0, 2, dtype=torch.int64)
     out = data_dependent_figures(
-        release.aggregator, s, counts, release.labels[:seen], delta=config.delta,
-        teachers_changed=config.teachers_changed, order=config.dd_order, sigma=config.dd_sigma, generator=generator,
-    )  # fmt: skip
-    theirs = theirs_figure(s, release.labels[:seen], delta=config.delta)
+        release.aggregator,
+        s,
+        counts,
+        release.labels[:seen],
+        delta=config.release.delta,
+        teachers_changed=config.teachers_changed,
+        order=config.release.dd_order,
+        sigma=config.release.dd_sigma,
+        generator=generator,
+    )
+    theirs = theirs_figure(s, release.labels[:seen], delta=config.release.delta)
     if theirs is not None:
         out[THEIRS_KEY] = theirs
     return out

@@ -422,7 +422,7 @@ def _task_section(prep: Prepared) -> dict[str, Any]:
         "run": config.run_name,
         "run_dir": str(prep.run_dir),
         "status": "complete",
-        "dataset": config.dataset,
+        "dataset": config.data.dataset,
         "threat_model": {"name": task.threat_model, "description": THREAT_MODELS[task.threat_model]},
         "num_classes": task.num_classes,
         "classes": None if task.class_names is None else list(task.class_names),
@@ -433,7 +433,7 @@ def _task_section(prep: Prepared) -> dict[str, Any]:
             "evaluation": int(task.eval_x.shape[0]),
         },
         "features": {k: v for k, v in task.feature_map.items() if k != "state"},
-        "num_teachers": config.num_teachers,
+        "num_teachers": config.teachers.num_teachers,
         "teacher_model": None
         if prep.teachers is None
         else {**prep.teachers.spec.to_dict(), "train": prep.teachers.config.get("train")},
@@ -445,17 +445,17 @@ def _release_section(prep: Prepared, release: Release, data_dependent: dict[str,
     data-dependent figures (published and private parts), the query counters and the selection."""
     config, s = prep.config, release.summary
     return {
-        "aggregator": config.aggregator,
+        "aggregator": config.release.aggregator,
         "calibration": s.get("calibration_detail", {k: v for k, v in s.items() if k not in _BOOKKEEPING}),
         "noise": noise_report(s),
-        "target_epsilon": config.epsilon,
-        "target_delta": config.delta,
+        "target_epsilon": config.release.epsilon,
+        "target_delta": config.release.delta,
         "epsilon": s["epsilon"],
         "delta": s["delta"],
         "data_dependent": None if data_dependent is None else split_data_dependent(data_dependent)[0],
         "data_dependent_private": None if data_dependent is None else split_data_dependent(data_dependent)[1],
         "queries": {
-            "seen": int(s.get("queries_seen", config.num_queries)),
+            "seen": int(s.get("queries_seen", config.release.num_queries)),
             "answered": int(s["answered"]),
             "abstained": int(s["abstained"]),
             "not_asked": int(s.get("not_asked", 0)),
@@ -474,12 +474,12 @@ def _student_section(
     return {
         "model": student.spec.to_dict(),
         "config": student.config.to_dict(),
-        "bottom": config.bottom,
+        "bottom": config.student.bottom,
         "trained_on": int(targets.index.numel()),
         # plain sentences where the released labels cannot teach every class (released outputs only)
         "warnings": released_label_warnings(release, task.num_classes, task.class_names),
-        "method": config.student_method,
-        "method_description": STUDENT_METHODS[config.student_method],
+        "method": config.student.student_method,
+        "method_description": STUDENT_METHODS[config.student.student_method],
         # student_select "cv": the grid, the cross-validation scores on the released labels, the choice
         "selection": getattr(student, "selection", None),
         "history": student.history,

@@ -181,7 +181,9 @@ def student_round_teachers(prep: Prepared, student: Any) -> tuple[Prepared, Roun
         public, private, task.private_y, shards, num_classes=task.num_classes, spec=teachers.spec,
         device=teachers.device,
     )  # fmt: skip
-    votes = PoolVotes(rebuilt, public, task.num_classes, progress=prep.config.progress, device=teachers.device)
+    votes = PoolVotes(
+        rebuilt, public, task.num_classes, progress=prep.config.execution.progress, device=teachers.device
+    )
     record = RoundTeachers(rebuilt, student_representation(student, task.eval_x), int(public.shape[1]))
     return replace(prep, teachers=rebuilt, votes=votes), record
 
@@ -246,24 +248,32 @@ def release_rounds(prep: Prepared, ledger: PrivacyLedger) -> RoundsRelease:
     others exactly as the first run did.
     """
     config = prep.config
-    if config.rounds < 2:
-        raise ValueError(f"release_rounds needs rounds >= 2, got {config.rounds}")
+    if config.release_rounds.rounds < 2:
+        raise ValueError(f"release_rounds needs rounds >= 2, got {config.release_rounds.rounds}")
     n = int(prep.task.public_x.shape[0])
-    if n <= (config.rounds - 1) * config.num_queries:
+    if n <= (config.release_rounds.rounds - 1) * config.release.num_queries:
         raise ValueError(
-            f"a public pool of {n} points cannot serve {config.rounds} rounds of num_queries={config.num_queries}: "
-            f"round {config.rounds} could find no point left to ask about (use fewer rounds or fewer queries)"
+            f"a public pool of {n} points cannot serve {config.release_rounds.rounds} rounds of "
+            f"num_queries={config.release.num_queries}: "
+            f"round {config.release_rounds.rounds} could find no point left to ask about (use fewer rounds or "
+            "fewer queries)"
         )
-    gens = spawn_generators(prep.generators["rounds"], 4 * config.rounds)
+    gens = spawn_generators(prep.generators["rounds"], 4 * config.release_rounds.rounds)
     releases: list[Release] = []
     built: list[RoundTeachers | None] = []
     for r, share in enumerate(config.round_shares):
         noise_gen, selection_gen, student_gen, bottom_gen = gens[4 * r : 4 * r + 4]
-        spend_id = round_spend_id(config.run_name, config.aggregator, config.epsilon, r + 1, config.rounds)
+        spend_id = round_spend_id(
+            config.run_name, config.release.aggregator, config.release.epsilon, r + 1, config.release_rounds.rounds
+        )
         round_prep, record = prep, None
         steered = partial(_steer, prep, list(releases), student_gen, bottom_gen) if r > 0 else None
         recorded = ledger.entry(spend_id)
-        if r > 0 and config.round_features == "student" and not (recorded is not None and recorded.has_result):
+        if (
+            r > 0
+            and config.release_rounds.round_features == "student"
+            and not (recorded is not None and recorded.has_result)
+        ):
             # one student both steers the round and gives its teachers their inputs
             student = _earlier_student(prep, releases, student_gen, bottom_gen)
             round_prep, record = student_round_teachers(prep, student)
@@ -272,9 +282,9 @@ def release_rounds(prep: Prepared, ledger: PrivacyLedger) -> RoundsRelease:
             release_labels(
                 round_prep,
                 ledger,
-                aggregator=config.aggregator,
-                epsilon=config.epsilon * share,
-                delta=config.delta * share,
+                aggregator=config.release.aggregator,
+                epsilon=config.release.epsilon * share,
+                delta=config.release.delta * share,
                 spend_id=spend_id,
                 generator=noise_gen,
                 selection_generator=selection_gen,
@@ -316,7 +326,7 @@ def rounds_report(config: Any, result: RoundsRelease, num_classes: int) -> list[
             "epsilon": float(s["epsilon"]),
             "delta": float(s["delta"]),
             "selection": rel.selection["strategy"],
-            "teachers": "the run's" if i == 0 or config.round_features == "same" else REBUILT,
+            "teachers": "the run's" if i == 0 or config.release_rounds.round_features == "same" else REBUILT,
             "offered": int(rel.index.numel()),
             "answered": int(s["answered"]),
             "abstained": int(s["abstained"]),

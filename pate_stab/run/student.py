@@ -109,8 +109,8 @@ def student_device(prep: Prepared) -> str:
     """The device(s) of the student stage, for its stage line: the student trains on the run's
     accelerator; a spread student's label spreading computes where the pool graph is, named too when
     that differs (e.g. the CPU under an MPS accelerator, whose kernels the graph lacks)."""
-    train = accelerator_device(prep.config.accelerator)
-    if prep.config.student_method == "spread" and prep.graph is not None and prep.graph_device != train:
+    train = accelerator_device(prep.config.execution.accelerator)
+    if prep.config.student.student_method == "spread" and prep.graph is not None and prep.graph_device != train:
         return f"{train}, {prep.graph_device} (spread)"
     return train
 
@@ -124,10 +124,10 @@ def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTarge
     from pate_stab import student as student_pkg
     from pate_stab.models import FixMatchConfig, augmentation_settings
 
-    preset = FixMatchConfig.gpu() if config.fixmatch_preset == "gpu" else FixMatchConfig.cpu()
-    if config.fixmatch_steps is not None:
-        preset = replace(preset, steps=config.fixmatch_steps)
-    preset = replace(preset, **augmentation_settings(config.student_augment))  # type: ignore[arg-type]
+    preset = FixMatchConfig.gpu() if config.student.fixmatch_preset == "gpu" else FixMatchConfig.cpu()
+    if config.student.fixmatch_steps is not None:
+        preset = replace(preset, steps=config.student.fixmatch_steps)
+    preset = replace(preset, **augmentation_settings(config.student.student_augment))  # type: ignore[arg-type]
     seeds = release.index[targets.index]
     labelled = torch.zeros(task.public_images.shape[0], dtype=torch.bool)
     labelled[seeds] = True
@@ -138,15 +138,19 @@ def _fit_fixmatch(prep: Prepared, release: ReleasedLabels, targets: StudentTarge
         num_classes=task.num_classes,
         config=preset,
         generator=generator,
-        accelerator=config.accelerator,
-        progress_bar=config.progress,
+        accelerator=config.execution.accelerator,
+        progress_bar=config.execution.progress,
     )
 
 
 def student_inputs(prep: Prepared) -> tuple[Tensor, Tensor]:
     """The (public pool, evaluation) inputs of this run's student: images for fixmatch, else the task's inputs."""
     task = prep.task
-    if prep.config.student_method == "fixmatch" and task.public_images is not None and task.eval_images is not None:
+    if (
+        prep.config.student.student_method == "fixmatch"
+        and task.public_images is not None
+        and task.eval_images is not None
+    ):
         return task.public_images, task.eval_images
     return task.public_x, task.eval_x
 
@@ -189,31 +193,33 @@ def fit_student(
         release.labels,
         soft=release.soft,
         num_classes=task.num_classes,
-        bottom=config.bottom,
+        bottom=config.student.bottom,
         generator=bottom_generator,
     )
-    if config.student_method == "fixmatch":
+    if config.student.student_method == "fixmatch":
         return _fit_fixmatch(prep, release, targets, generator), targets
     selection = None
-    if config.student_select == "cv":
+    if config.student.student_select == "cv":
         selection = select_student_settings(
             release.index,
             release.labels,
             targets,
             public_x=task.public_x,
             spec=student_spec(config, task),
-            method=config.student_method,
-            configured={"student_lr": config.student_lr, "spread_threshold": config.spread_threshold},
-            epochs=config.student_epochs,
-            batch_size=config.student_batch_size,
+            method=config.student.student_method,
+            configured={"student_lr": config.student.student_lr, "spread_threshold": config.student.spread_threshold},
+            epochs=config.student.student_epochs,
+            batch_size=config.student.student_batch_size,
             pseudo_labels=partial(spread_pseudo_labels, prep),
             generator=selection_generator(generator),
         )
         config = replace(config, **selection.settings)
-    if config.student_method == "spread":
+    if config.student.student_method == "spread":
         seeds = release.index[targets.index]
         bottoms = release.index[~answered_mask(release.labels)]
-        extra, extra_labels = spread_pseudo_labels(prep, seeds, targets, bottoms, threshold=config.spread_threshold)
+        extra, extra_labels = spread_pseudo_labels(
+            prep, seeds, targets, bottoms, threshold=config.student.spread_threshold
+        )
         pool_index = torch.cat([seeds, extra])
         targets = StudentTargets(
             torch.arange(pool_index.numel()),
@@ -238,8 +244,8 @@ def fit_student(
         config=settings,
         generator=generator,
         unlabelled_x=unlabelled,
-        accelerator=config.accelerator,
-        progress_bar=config.progress,
+        accelerator=config.execution.accelerator,
+        progress_bar=config.execution.progress,
     )
     if selection is not None:
         student.selection = selection.record

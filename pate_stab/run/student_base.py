@@ -37,22 +37,22 @@ class ReleasedLabels(Protocol):
 def student_spec(config: TransferConfig, task: Task) -> ModelSpec:
     """The student's architecture for this run's task."""
     return ModelSpec(
-        config.student_model,
+        config.student.student_model,
         tuple(task.public_x.shape[1:]),
         task.num_classes,
-        hidden=config.student_hidden,
-        channels=config.student_channels,
+        hidden=config.student.student_hidden,
+        channels=config.student.student_channels,
     )
 
 
 def student_config(config: TransferConfig, *, pseudo_labels: bool) -> StudentConfig:
     """The student's training settings (pseudo-labelling only for the student itself, not the selector)."""
     return StudentConfig(
-        epochs=config.student_epochs,
-        batch_size=config.student_batch_size,
-        lr=config.student_lr,
-        pseudo_label_rounds=config.pseudo_label_rounds if pseudo_labels else 0,
-        pseudo_label_threshold=config.pseudo_label_threshold,
+        epochs=config.student.student_epochs,
+        batch_size=config.student.student_batch_size,
+        lr=config.student.student_lr,
+        pseudo_label_rounds=config.student.pseudo_label_rounds if pseudo_labels else 0,
+        pseudo_label_threshold=config.student.pseudo_label_threshold,
     )
 
 
@@ -98,11 +98,13 @@ def spread_pseudo_labels(
     rows = torch.cat([torch.cat([rows, torch.zeros(rows.shape[0], 1)], 1), bottom_rows])
     seeds_all = torch.cat([seeds, bottoms])
     # spread where the graph is (the seed rows move there); the (n, C + 1) scores come back once
-    scores = spread_scores(adjacency, seeds_all, rows, alpha=config.graph_alpha, steps=config.graph_steps).cpu()
+    scores = spread_scores(
+        adjacency, seeds_all, rows, alpha=config.graph.graph_alpha, steps=config.graph.graph_steps
+    ).cpu()
     mass = scores.sum(1)
     share = scores[:, :c] / mass.clamp(min=1e-30).unsqueeze(1)  # (n, C): real classes' shares of all mass
     confidence, guess = share.max(1)
-    threshold = config.spread_threshold if threshold is None else threshold
+    threshold = config.student.spread_threshold if threshold is None else threshold
     keep = (confidence >= threshold) & (mass > 0) & (confidence > scores[:, c] / mass.clamp(min=1e-30))
     keep[seeds] = False
     keep[bottoms] = False

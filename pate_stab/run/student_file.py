@@ -300,7 +300,7 @@ class PublishedStudent:
 
 def published_student(student: Any, task: Task, config: TransferConfig) -> PublishedStudent:
     """The run's trained student with its task's public preprocessing (a fixmatch student reads images)."""
-    reads_images = config.student_method == "fixmatch" and task.public_images is not None
+    reads_images = config.student.student_method == "fixmatch" and task.public_images is not None
     inputs = dict(task.inputs)
     preprocess = [] if reads_images else list(task.preprocess)
     if not inputs:  # a task built without a description (tests): its inputs as the student sees them
@@ -312,7 +312,7 @@ def published_student(student: Any, task: Task, config: TransferConfig) -> Publi
         tuple(names),
         inputs,
         preprocess,
-        config.student_method,
+        config.student.student_method,
         student.config.to_dict(),
         trained=student,
     )

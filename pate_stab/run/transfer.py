@@ -121,7 +121,7 @@ class TransferResult:
     def _released(self) -> Release:
         if self.release is None:
             raise ValueError(
-                f"{self.prep.config.aggregator!r} is a direct learner: its model is the release (.student, "
+                f"{self.prep.config.release.aggregator!r} is a direct learner: its model is the release (.student, "
                 ".report['row']); it released no labels"
             )
         return self.release
@@ -225,46 +225,66 @@ def _flag_majority(report: dict[str, Any], prep: Prepared, accuracy: float | Non
 
 def _planned_spends(config: TransferConfig, ledger: PrivacyLedger | None) -> list[PlannedSpend]:
     """The run's spends (ids as ``ledger`` holds them): one release, its rounds, or one direct learner."""
-    if config.aggregator in DIRECT_LEARNER_NAMES:
-        return [direct_planned_spend(config, config.aggregator, config.epsilon)]
-    if config.rounds > 1:
+    if config.release.aggregator in DIRECT_LEARNER_NAMES:
+        return [direct_planned_spend(config, config.release.aggregator, config.release.epsilon)]
+    if config.release_rounds.rounds > 1:
         return [
             PlannedSpend(
-                round_spend_id(config.run_name, config.aggregator, config.epsilon, r + 1, config.rounds),
-                config.epsilon * share,
-                config.delta * share,
+                round_spend_id(
+                    config.run_name,
+                    config.release.aggregator,
+                    config.release.epsilon,
+                    r + 1,
+                    config.release_rounds.rounds,
+                ),
+                config.release.epsilon * share,
+                config.release.delta * share,
             )  # fmt: skip
             for r, share in enumerate(config.round_shares)
         ]
     spend_id = (
-        release_spend_id(config.run_name, config.aggregator, config.epsilon)
+        release_spend_id(config.run_name, config.release.aggregator, config.release.epsilon)
         if ledger is None
-        else recorded_spend_id(ledger, config.run_name, config.aggregator, config.epsilon)
+        else recorded_spend_id(ledger, config.run_name, config.release.aggregator, config.release.epsilon)
     )
-    return [PlannedSpend(spend_id, config.epsilon, config.delta)]
+    return [PlannedSpend(spend_id, config.release.epsilon, config.release.delta)]
 
 
 def _budget_args(config: TransferConfig) -> dict[str, Any]:
-    return {"run_name": config.run_name, "neighbouring": config.neighbouring, "privacy_unit": config.privacy_unit,
-            "spends": lambda ledger: _planned_spends(config, ledger), "cap_epsilon": config.budget_epsilon,
-            "cap_delta": config.budget_delta, "default_cap": (config.epsilon, config.delta),
-            "how": f"use a lower ε, or a new run folder (not {config.run_name!r}: a new ledger, a new use of the data "
-                   "that you must account for)"}  # fmt: skip
+    return {
+        "run_name": config.run_name,
+        "neighbouring": config.release.neighbouring,
+        "privacy_unit": config.release.privacy_unit,
+        "spends": lambda ledger: _planned_spends(config, ledger),
+        "cap_epsilon": config.release.budget_epsilon,
+        "cap_delta": config.release.budget_delta,
+        "default_cap": (config.release.epsilon, config.release.delta),
+        "how": f"use a lower ε, or a new run folder (not {config.run_name!r}: a new ledger, a new use of the data "
+        "that you must account for)",
+    }
 
 
 def _run_direct(prep: Prepared, start: float) -> dict[str, Any]:
     """A direct private learner as the run's release (:mod:`pate_stab.run.direct`): ``report.json`` holds its row."""
     config = prep.config
-    check_direct_inputs(prep, [config.aggregator])  # before the ledger is opened
+    check_direct_inputs(prep, [config.release.aggregator])  # before the ledger is opened
     ledger = open_run_ledger(prep.run_dir, data_set=prep.data_set, **_budget_args(config))
     try:
         t0 = time.perf_counter()
-        row = run_direct(prep, ledger, learner=config.aggregator, epsilon=config.epsilon, student_file="student.pt")
-        device = accelerator_device(config.accelerator) if config.aggregator in IMAGE_DIRECT_LEARNERS else "cpu"
-        report_stage(prep.timings, f"direct {config.aggregator}", time.perf_counter() - t0, device, prep.devices)
+        row = run_direct(
+            prep, ledger, learner=config.release.aggregator, epsilon=config.release.epsilon, student_file="student.pt"
+        )
+        device = (
+            accelerator_device(config.execution.accelerator)
+            if config.release.aggregator in IMAGE_DIRECT_LEARNERS
+            else "cpu"
+        )
+        report_stage(
+            prep.timings, f"direct {config.release.aggregator}", time.perf_counter() - t0, device, prep.devices
+        )
         report = {
             "run": config.run_name, "run_dir": str(prep.run_dir), "status": "complete", "kind": "direct",
-            "dataset": config.dataset, "aggregator": config.aggregator, "epsilon": row["epsilon"],
+            "dataset": config.data.dataset, "aggregator": config.release.aggregator, "epsilon": row["epsilon"],
             "delta": row["delta"], "neighbouring": row["neighbouring"], "row": row,
             "test_accuracy": row["student_acc"], "ledger": ledger.report(),
             # the models are the mechanism outputs; student.pt the same model with its preprocessing
@@ -334,18 +354,23 @@ def _transfer_result(
 ) -> TransferResult | dict[str, Any]:
     start = time.perf_counter()
     check_run_budget(config.run_dir, **_budget_args(config))  # the cap, before anything is trained
-    if config.aggregator in DIRECT_LEARNER_NAMES:
-        check_direct_config(config, [config.aggregator])  # before any data are read
+    if config.release.aggregator in DIRECT_LEARNER_NAMES:
+        check_direct_config(config, [config.release.aggregator])  # before any data are read
 
     def data_set_cap(p: Prepared) -> None:  # the data set's cap across folders, before any training
-        check_data_set_budget(p.run_dir, p.data_set, _planned_spends(config, None), neighbouring=config.neighbouring,
-                              privacy_unit=config.privacy_unit)  # fmt: skip
+        check_data_set_budget(
+            p.run_dir,
+            p.data_set,
+            _planned_spends(config, None),
+            neighbouring=config.release.neighbouring,
+            privacy_unit=config.release.privacy_unit,
+        )
 
     prep = prepare(config, data=data, on_plan=on_plan, before_teachers=data_set_cap)  # 1. data, partition, teachers
     report: dict[str, Any] = {"run": config.run_name, "run_dir": str(prep.run_dir), "status": "teachers trained"}
-    if config.stop_after == "teachers":
+    if config.execution.stop_after == "teachers":
         return report
-    if config.aggregator in DIRECT_LEARNER_NAMES:  # its model, saved as student.pt, is the release
+    if config.release.aggregator in DIRECT_LEARNER_NAMES:  # its model, saved as student.pt, is the release
         report = _run_direct(prep, start)
         return TransferResult(load_student(prep.run_dir / "student.pt"), None, report, prep)
     # refused here if the folder's cap or the data set's does not cover it
@@ -353,7 +378,7 @@ def _transfer_result(
     try:
         t0 = time.perf_counter()
         rounds = rounds_private = None
-        if config.rounds > 1:  # 2. the private release, in rounds (pate_stab.run.rounds)
+        if config.release_rounds.rounds > 1:  # 2. the private release, in rounds (pate_stab.run.rounds)
             in_rounds = release_rounds(prep, ledger)
             release = in_rounds.combined
             rounds = rounds_report(config, in_rounds, prep.task.num_classes)
@@ -362,8 +387,8 @@ def _transfer_result(
             release = release_labels(  # 2. the private release
                 prep,
                 ledger,
-                aggregator=config.aggregator,
-                epsilon=config.epsilon,
+                aggregator=config.release.aggregator,
+                epsilon=config.release.epsilon,
                 generator=prep.generators["release"],
                 selection_generator=prep.generators["selection"],
                 finishable=True,  # an interrupted release can be finished (finish_from_ledger)
@@ -372,11 +397,11 @@ def _transfer_result(
         if prep.votes is not None:  # neighbour votes (Private-kNN) are computed inside the release
             report_stage(prep.timings, "votes", prep.votes.seconds, prep.votes.device, prep.devices)
         report_stage(prep.timings, "release", time.perf_counter() - t0, release_device(prep), prep.devices)
-        if config.stop_after == "release":
+        if config.execution.stop_after == "release":
             report["status"] = "released"
             return report
-        if not config.allow_empty_student:
-            check_labels_released(release, num_queries=config.num_queries)  # nothing to learn: no student
+        if not config.student.allow_empty_student:
+            check_labels_released(release, num_queries=config.release.num_queries)  # nothing to learn: no student
         for message in released_label_warnings(release, prep.task.num_classes, prep.task.class_names):
             warnings.warn(message, FewLabelsWarning, stacklevel=2)
         t0 = time.perf_counter()

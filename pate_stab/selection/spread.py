@@ -58,8 +58,10 @@ class SpreadSettings:
 
     @classmethod
     def of(cls, config: Any) -> SpreadSettings:
-        """The settings of a run's configuration: any object with these attributes (a ``TransferConfig``)."""
-        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
+        """The settings of a run's configuration: a ``TransferConfig`` (read through its ``setting``), or any
+        object with these attributes."""
+        read = config.setting if hasattr(config, "setting") else lambda name: getattr(config, name)
+        return cls(**{f.name: read(f.name) for f in fields(cls)})
 
     def pool_graph(self, x: Tensor) -> PoolGraph:
         """The kNN graph of the public points' (n, d) inputs ``x`` (public data only), built where ``x`` is."""

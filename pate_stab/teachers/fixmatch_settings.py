@@ -59,12 +59,12 @@ def check_fixmatch_teachers(config: Any, task: Any = None) -> None:
 
     ``config``: the run's settings (a :class:`~pate_stab.run.config.TransferConfig`); ``task``: its
     :class:`~pate_stab.run.data.Task` once loaded (``private_x``, ``public_x``)."""
-    if config.teacher_model != "fixmatch":
+    if config.teachers.teacher_model != "fixmatch":
         return
-    if config.features != "raw":
+    if config.feature_stage.features != "raw":
         raise ValueError(
             f"teacher_model: fixmatch trains CNNs on the images themselves: use features: raw, got "
-            f"features={config.features!r}"
+            f"features={config.feature_stage.features!r}"
         )
     if task is not None:
         for name, t in (("private", task.private_x), ("public", task.public_x)):
@@ -77,24 +77,24 @@ def check_fixmatch_teachers(config: Any, task: Any = None) -> None:
 
 def unlabelled_size(config: Any, num_private: int, num_public: int) -> int:
     """N_u of the epoch's length: the inputs public under the run's unit (module docstring)."""
-    return num_private + num_public if config.privacy_unit == "label" else num_public
+    return num_private + num_public if config.release.privacy_unit == "label" else num_public
 
 
 def fixmatch_teacher_config(config: Any, num_private: int, num_public: int) -> FixMatchConfig:
     """The teachers' :class:`~pate_stab.models.FixMatchConfig` from the run's settings (module docstring).
 
     ``num_private`` is read under label privacy only (the private inputs are public then)."""
-    epochs = DEFAULT_TEACHER_EPOCHS if config.teacher_epochs is None else config.teacher_epochs
-    per_epoch = max(1, unlabelled_size(config, num_private, num_public) // config.teacher_batch_size)
+    epochs = DEFAULT_TEACHER_EPOCHS if config.teachers.teacher_epochs is None else config.teachers.teacher_epochs
+    per_epoch = max(1, unlabelled_size(config, num_private, num_public) // config.teachers.teacher_batch_size)
     settings: dict[str, Any] = {
         "steps": epochs * per_epoch,
-        "batch_size": config.teacher_batch_size,
-        "lr": config.teacher_lr,
-        "weight_decay": config.teacher_weight_decay,
-        "channels": config.teacher_channels,
-        "hidden": config.teacher_hidden,
+        "batch_size": config.teachers.teacher_batch_size,
+        "lr": config.teachers.teacher_lr,
+        "weight_decay": config.teachers.teacher_weight_decay,
+        "channels": config.teachers.teacher_channels,
+        "hidden": config.teachers.teacher_hidden,
         "log_every": max(1, min(100, epochs * per_epoch)),
         **FIXMATCH_TEACHER_FIXED,
-        **augmentation_settings(TEACHER_AUGMENTATIONS.get(config.dataset, "none")),
+        **augmentation_settings(TEACHER_AUGMENTATIONS.get(config.data.dataset, "none")),
     }
     return FixMatchConfig(**settings)

@@ -92,18 +92,18 @@ class TeacherSpec:
 def teacher_train_config(config: Any) -> TrainConfig:
     """The trained heads' settings (logistic, mlp, cnn) from the run's teachers section."""
     return TrainConfig(
-        epochs=config.teacher_epochs,
-        batch_size=config.teacher_batch_size,
-        lr=config.teacher_lr,
-        weight_decay=config.teacher_weight_decay,
+        epochs=config.teachers.teacher_epochs,
+        batch_size=config.teachers.teacher_batch_size,
+        lr=config.teachers.teacher_lr,
+        weight_decay=config.teachers.teacher_weight_decay,
     )
 
 
 def _model_spec(config: Any, data: TeacherData, architecture: Any) -> ModelSpec:
     """The heads' architecture (``architecture``: logistic, mlp or cnn) with the run's widths."""
     in_shape = tuple(data.private_x.shape[1:])
-    return ModelSpec(architecture, in_shape, data.num_classes, hidden=config.teacher_hidden,
-                     channels=config.teacher_channels)  # fmt: skip
+    return ModelSpec(architecture, in_shape, data.num_classes, hidden=config.teachers.teacher_hidden,
+                     channels=config.teachers.teacher_channels)  # fmt: skip
 
 
 def _reloaded(config: Any, data: TeacherData, spec: ModelSpec) -> TeacherEnsemble | None:
@@ -112,35 +112,49 @@ def _reloaded(config: Any, data: TeacherData, spec: ModelSpec) -> TeacherEnsembl
     if not ((teacher_dir / "weights.pt").is_file() and (teacher_dir / "config.json").is_file()):
         return None
     teachers = TeacherEnsemble.load(teacher_dir)
-    if teachers.num_teachers != config.num_teachers or teachers.spec != spec:
+    if teachers.num_teachers != config.teachers.num_teachers or teachers.spec != spec:
         raise ValueError(f"{teacher_dir} holds other teachers; remove the run folder to retrain")
     return teachers
 
 
 def _heads(config: Any, data: TeacherData) -> tuple[Teachers, bool]:
     """``logistic`` / ``mlp`` / ``cnn``: one head per shard, trained together; self-trained where the run asks."""
-    spec = _model_spec(config, data, config.teacher_model)
+    spec = _model_spec(config, data, config.teachers.teacher_model)
     reloaded = _reloaded(config, data, spec)
     if reloaded is not None:
         return reloaded, True
-    if config.teacher_self_training_rounds:
+    if config.teachers.teacher_self_training_rounds:
         # label privacy only (checked by the config): each head self-trains on every private and public
         # input with its own pseudo-labels (pate_stab.teachers.self_training); the ensemble is saved once
         teachers, history = self_train_teachers(
-            data.private_x, data.private_y, data.shards, public_x=data.pool_inputs, privacy_unit=config.privacy_unit,
-            spec=spec, threshold=config.teacher_self_training_threshold,
-            rounds=config.teacher_self_training_rounds, config=teacher_train_config(config),
-            generator=data.generator, accelerator=config.accelerator,
-        )  # fmt: skip
+            data.private_x,
+            data.private_y,
+            data.shards,
+            public_x=data.pool_inputs,
+            privacy_unit=config.release.privacy_unit,
+            spec=spec,
+            threshold=config.teachers.teacher_self_training_threshold,
+            rounds=config.teachers.teacher_self_training_rounds,
+            config=teacher_train_config(config),
+            generator=data.generator,
+            accelerator=config.execution.accelerator,
+        )
         teachers.save(data.run_dir / "teachers")
         # the pseudo-label counts depend on the private labels: a private file
         write_private(data.run_dir / "private_self_training.json", json.dumps(history, indent=2))
         return teachers, False
     trained = train_teachers(
-        data.private_x, data.private_y, data.shards, spec=spec, config=teacher_train_config(config),
-        generator=data.generator, run_dir=data.run_dir / "teachers", resume=True, accelerator=config.accelerator,
-        progress_bar=config.progress,
-    )  # fmt: skip
+        data.private_x,
+        data.private_y,
+        data.shards,
+        spec=spec,
+        config=teacher_train_config(config),
+        generator=data.generator,
+        run_dir=data.run_dir / "teachers",
+        resume=True,
+        accelerator=config.execution.accelerator,
+        progress_bar=config.execution.progress,
+    )
     return trained, False
 
 
@@ -153,10 +167,18 @@ def _fixmatch(config: Any, data: TeacherData) -> tuple[Teachers, bool]:
         return reloaded, True
     fixmatch = fixmatch_teacher_config(config, int(data.private_x.shape[0]), int(data.pool_inputs.shape[0]))
     teachers = train_fixmatch_teachers(
-        data.private_x, data.private_y, data.shards, public_x=data.pool_inputs, privacy_unit=config.privacy_unit,
-        spec=spec, config=fixmatch, generator=data.generator, run_dir=data.run_dir / "teachers",
-        accelerator=config.accelerator, progress_bar=config.progress,
-    )  # fmt: skip
+        data.private_x,
+        data.private_y,
+        data.shards,
+        public_x=data.pool_inputs,
+        privacy_unit=config.release.privacy_unit,
+        spec=spec,
+        config=fixmatch,
+        generator=data.generator,
+        run_dir=data.run_dir / "teachers",
+        accelerator=config.execution.accelerator,
+        progress_bar=config.execution.progress,
+    )
     return teachers, False
 
 
@@ -165,11 +187,11 @@ def _propagate(config: Any, data: TeacherData) -> tuple[Teachers, bool]:
     and the private affinities are rebuilt on the run's GPU where it has one: the features move there once and
     the graph stays there."""
     graph = PropagationSpec(
-        num_neighbors=config.graph_neighbors,
-        power=config.graph_power,
-        alpha=config.graph_alpha,
-        steps=config.graph_steps,
-        pca_dim=config.graph_pca_dim,
+        num_neighbors=config.graph.graph_neighbors,
+        power=config.graph.graph_power,
+        alpha=config.graph.graph_alpha,
+        steps=config.graph.graph_steps,
+        pca_dim=config.graph.graph_pca_dim,
     )
     if data.public_x.dim() != 2:
         raise ValueError(f"propagate teachers need feature vectors, got inputs of shape {tuple(data.public_x.shape)}")

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     settings.pop("compare", None)
     config = TransferConfig.from_dict(settings)
     full = fixmatch_teacher_config(config, NUM_PRIVATE, NUM_PUBLIC)
-    shape, k, accelerator = (1, 28, 28), config.num_teachers, args.accelerator
+    shape, k, accelerator = (1, 28, 28), config.teachers.num_teachers, args.accelerator
     if args.smoke:
         shape, k, accelerator, args.steps = (1, 8, 8), 3, "cpu", 3
         full = dataclasses.replace(full, channels=(4, 8), hidden=(16,), batch_size=8, mu=2)

@@ -48,7 +48,7 @@ def main() -> None:
     truth = task.pool_labels_private if task.pool_labels_private is not None else task.public_y
     if truth is None:
         raise SystemExit("the query pool has no true labels to measure a ceiling with")
-    out = {"run": config.run_name, "note": __doc__.splitlines()[0], "student_method": config.student_method,
+    out = {"run": config.run_name, "note": __doc__.splitlines()[0], "student_method": config.student.student_method,
            "rows": []}  # fmt: skip
     gens = spawn_generators(torch.Generator().manual_seed(args.seed), 3 * len(args.answered) * args.repeats)
     i = 0

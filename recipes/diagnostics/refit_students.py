@@ -102,7 +102,7 @@ def _refit(args: argparse.Namespace, run_dir: Path) -> None:
     plot = plot_rows(
         rows,
         (run_dir / args.out).with_suffix(".png"),
-        title=f"{config.dataset}: refit students ({new.student_method}, {new.student_model})\n"
+        title=f"{config.data.dataset}: refit students ({new.student_method}, {new.student_model})\n"
         f"on the releases of {config.run_name}",
         caption=f"refit: no new privacy cost; the releases' {total_cost_line(rows)}",
     )

@@ -62,24 +62,36 @@ def main() -> None:
     plan = [(e, learner, r) for r in range(args.repeats) for e in args.epsilons for learner in args.learners]
     budget = math.fsum(e for e, _, _ in plan)
     rows = []
-    with open_ledger(prep.run_dir, run_name=config.run_name, budget_epsilon=budget, budget_delta=config.delta,
-                     neighbouring=config.neighbouring) as ledger:  # fmt: skip
+    with open_ledger(prep.run_dir, run_name=config.run_name, budget_epsilon=budget, budget_delta=config.release.delta,
+                     neighbouring=config.release.neighbouring) as ledger:  # fmt: skip
         for eps, learner, rep in plan:
             t0 = time.perf_counter()
             row = run_direct(prep, ledger, learner=learner, epsilon=eps, repeat=rep)
             row["seconds"] = time.perf_counter() - t0
             rows.append(row)
-            anchor = ANCHORS.get(config.dataset, {}).get(eps)
-            print(f"{config.dataset:14s} {learner:9s} ε={eps:g} repeat {rep}: eval accuracy {row['student_acc']:.4f}"
-                  f"{f' (Ghazi LP-2ST CNN {anchor:.3f})' if anchor else ''}  {row['seconds']:.0f} s"
-                  f"{' (replayed)' if row['reused'] else ''}", flush=True)  # fmt: skip
+            anchor = ANCHORS.get(config.data.dataset, {}).get(eps)
+            print(
+                f"{config.data.dataset:14s} {learner:9s} ε={eps:g} repeat {rep}: eval accuracy {row['student_acc']:.4f}"
+                f"{f' (Ghazi LP-2ST CNN {anchor:.3f})' if anchor else ''}  {row['seconds']:.0f} s"
+                f"{' (replayed)' if row['reused'] else ''}",
+                flush=True,
+            )
         spent = ledger.spent()
     out = prep.run_dir / "label_dp_direct.json"
     keep = ("aggregator", "target_epsilon", "repeat", "epsilon", "neighbouring", "privacy_unit", "student_acc",
             "spend_id", "reused", "note")  # fmt: skip
-    out.write_text(json.dumps({"dataset": config.dataset, "features": config.features, "spent": spent,
-                               "anchors": ANCHORS.get(config.dataset), "rows": [{k: r[k] for k in keep} for r in rows]},
-                              indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                "dataset": config.data.dataset,
+                "features": config.feature_stage.features,
+                "spent": spent,
+                "anchors": ANCHORS.get(config.data.dataset),
+                "rows": [{k: r[k] for k in keep} for r in rows],
+            },
+            indent=2,
+        )
+    )
     print(f"ledger: Σε = {spent[0]:g} under one label replaced; wrote {out}")
 
 

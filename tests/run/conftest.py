@@ -205,7 +205,7 @@ class TrainedTeachers:
         """The session's ``teachers/`` folder for ``config``'s settings (trained on first use)."""
         key = teachers_key(config)
         if key not in self.folders:
-            if config.teacher_model == "propagate":
+            if config.teachers.teacher_model == "propagate":
                 raise ValueError("propagation teachers are not trained (rebuilt on every run): nothing to reuse")
             cache = replace(config, run_name=f"teachers-{len(self.folders)}", checkpoints_dir=str(self.root),
                             stop_after="teachers", progress=False)  # fmt: skip

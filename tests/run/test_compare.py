@@ -207,8 +207,8 @@ def test_compare_title_names_the_unit_teachers_selection_student_and_releases():
 
     config = TransferConfig(num_teachers=250, num_queries=100, query_selection="spread", delta=1e-6)
     one = (
-        f"synthetic (record privacy): k=250 {config.teacher_model} teachers, m=100 (spread)\n"
-        f"{config.student_method} student, δ=1e-06"
+        f"synthetic (record privacy): k=250 {config.teachers.teacher_model} teachers, m=100 (spread)\n"
+        f"{config.student.student_method} student, δ=1e-06"
     )
     assert compare_title(config) == one
     assert compare_title(config, repeats=3) == one + ", 3 releases"

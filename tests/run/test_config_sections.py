@@ -84,17 +84,21 @@ def test_sections_and_flat_names_read_the_same_setting():
     config = TransferConfig(epsilon=2.0, num_teachers=7, features="pca", rounds=1, student_hidden=[8, 4])
     assert isinstance(config.release, ReleaseSettings) and isinstance(config.feature_stage, FeatureSettings)
     assert isinstance(config.release_rounds, RoundSettings) and isinstance(config.student, StudentSettings)
-    assert config.release.epsilon == config.epsilon == 2.0
-    assert config.teachers.num_teachers == config.num_teachers == 7
-    assert config.feature_stage.features == config.features == "pca"
-    assert config.release_rounds.rounds == config.rounds == 1
-    assert config.student.student_hidden == config.student_hidden == (8, 4)
+    assert config.release.epsilon == config.setting("epsilon") == config.setting("release.epsilon") == 2.0
+    assert config.teachers.num_teachers == config.setting("num_teachers") == 7
+    assert config.student.student_hidden == config.setting("student_hidden") == (8, 4)
+    with pytest.warns(DeprecationWarning, match=r"config\.epsilon is shorthand for config\.release\.epsilon"):
+        assert config.epsilon == 2.0  # the flat read still works, with a warning
     for key, value in config.to_dict().items():  # every setting, by its flat name and in its section
         section = SECTION_OF.get(key)
-        flat = getattr(config, key)
+        flat = config.setting(key)
         assert (list(flat) if isinstance(flat, tuple) else flat) == value, key
         if section is not None:
             assert getattr(getattr(config, section), key) is flat, key
+            with pytest.warns(DeprecationWarning):
+                assert getattr(config, key) is flat, key
+    with pytest.raises(ValueError, match="unknown configuration keys: epsilom"):
+        config.setting("epsilom")
     with pytest.raises(AttributeError, match="no attribute 'epsilom'"):
         config.epsilom  # noqa: B018
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -108,7 +112,7 @@ def test_flat_names_are_sorted_into_sections_and_replace_keeps_working():
     changed = dataclasses.replace(config, epsilon=3.0, student_epochs=2, run_name="other")
     assert (changed.epsilon, changed.release.epsilon, changed.student.student_epochs) == (3.0, 3.0, 2)
     assert changed.run_name == "other" and changed.teachers == config.teachers and changed.data == config.data
-    assert config.epsilon == 2.0  # the original is unchanged
+    assert config.release.epsilon == 2.0  # the original is unchanged
     # a flat name beside its section's object replaces that field (dataclasses.replace passes both)
     assert TransferConfig(release=ReleaseSettings(epsilon=2.0), epsilon=5.0).release.epsilon == 5.0
     with pytest.raises(ValueError, match="epsilon must be a positive finite number"):
@@ -123,7 +127,7 @@ def test_flat_and_nested_yaml_load_equal():
     flat, nested = yaml.safe_load(FLAT), yaml.safe_load(NESTED)
     assert TransferConfig.from_dict(flat) == TransferConfig.from_dict(nested)
     config = TransferConfig.from_dict(nested)
-    assert (config.release.aggregator, config.epsilon, config.student_hidden, config.seed) == (
+    assert (config.release.aggregator, config.release.epsilon, config.student.student_hidden, config.seed) == (
         "gnmax",
         2.0,
         (32, 16),
@@ -146,7 +150,11 @@ def test_a_sectioned_recipe_loads_as_its_flat_form():
     assert "epsilon" in flat and "release" not in flat
     config = TransferConfig.from_dict(flat)
     assert TransferConfig.from_dict(data) == config
-    assert (config.features, config.query_selection, config.student_select) == ("scattering", "spread", "cv")
+    assert (config.feature_stage.features, config.selection.query_selection, config.student.student_select) == (
+        "scattering",
+        "spread",
+        "cv",
+    )
 
 
 def test_a_setting_given_flat_and_in_its_section_is_refused():
@@ -323,4 +331,4 @@ def test_arrays_config_takes_sections_over_a_config():
     base = TransferConfig(epsilon=3.0, num_teachers=9)
     for given in ({"release": {"epsilon": 2.0}}, {"release": ReleaseSettings(epsilon=2.0)}, {"epsilon": 2.0}):
         config = arrays_config(base, **given)
-        assert (config.dataset, config.epsilon, config.num_teachers) == ("arrays", 2.0, 9), given
+        assert (config.data.dataset, config.release.epsilon, config.teachers.num_teachers) == ("arrays", 2.0, 9), given

@@ -36,7 +36,7 @@ def _config(tmp_path, name="direct"):
 
 def _ledger(prep, budget=100.0):
     return open_ledger(prep.run_dir, run_name=prep.config.run_name, budget_epsilon=budget, budget_delta=1e-3,
-                       neighbouring=prep.config.neighbouring)  # fmt: skip
+                       neighbouring=prep.config.release.neighbouring)  # fmt: skip
 
 
 def _neighbour_rows(prepared, tmp_path, **kwargs):
@@ -88,8 +88,8 @@ def test_relations_and_dpsgd_epsilon_is_the_accountants(prepared):
     s = row["settings"]
     assert row["neighbouring"] == "add_remove" and head["neighbouring"] == "add_remove"
     assert row["epsilon"] == dpsgd_epsilon(noise_multiplier=s["noise_multiplier"], sample_rate=s["sample_rate"],
-                                           steps=s["steps"], delta=prepared.config.delta)  # fmt: skip
-    assert row["epsilon"] <= 2.0 and row["delta"] == prepared.config.delta
+                                           steps=s["steps"], delta=prepared.config.release.delta)  # fmt: skip
+    assert row["epsilon"] <= 2.0 and row["delta"] == prepared.config.release.delta
     assert (row["epsilon_replace_one"], row["delta_replace_one"]) == replace_one_equivalent(
         epsilon=row["epsilon"], delta=row["delta"], neighbouring="add_remove"
     )
@@ -114,7 +114,7 @@ def test_each_direct_spend_records_what_it_did_as_an_event(prepared):
         noise_multiplier=s["noise_multiplier"], sampling_rate=s["sample_rate"], steps=s["steps"]
     )
     dpsgd = rows["dpsgd-linear"]
-    assert implies_guarantee(events["dpsgd-linear"], epsilon=dpsgd["epsilon"], delta=prepared.config.delta)
+    assert implies_guarantee(events["dpsgd-linear"], epsilon=dpsgd["epsilon"], delta=prepared.config.release.delta)
     assert events["output-softmax"] == PureDpEvent(2.0)
     c = prepared.task.num_classes
     assert events["output-ovr"] == SelfComposedEvent(PureDpEvent(2.0 / c), c)
@@ -357,7 +357,7 @@ def test_dpsgd_linear_on_neighbours_publishes_the_same_settings_and_never_the_pr
     a, b = rows
     keys = ("noise_multiplier", "sample_rate", "steps", "public_size")
     assert [a["settings"][k] for k in keys] == [b["settings"][k] for k in keys]
-    assert a["settings"]["public_size"] == prepared.config.num_private == 3000
+    assert a["settings"]["public_size"] == prepared.config.data.num_private == 3000
     assert (a["settings"]["sample_rate"], a["settings"]["steps"]) == (256 / 3000, round(5 / (256 / 3000)))
     assert a["note"] == b["note"] and a["epsilon"] == b["epsilon"]
     assert spend_lines(dirs[0]) == spend_lines(dirs[1])

@@ -54,7 +54,7 @@ def _config(tmp_path, name: str, **kw) -> TransferConfig:
 
 def _ledger(prep, budget: float = 100.0):
     return open_ledger(prep.run_dir, run_name=prep.config.run_name, budget_epsilon=budget, budget_delta=1e-3,
-                       neighbouring=prep.config.neighbouring)  # fmt: skip
+                       neighbouring=prep.config.release.neighbouring)  # fmt: skip
 
 
 def _spends(run_dir) -> list[dict]:
@@ -125,7 +125,7 @@ def test_epsilon_is_the_rdp_accountants_for_its_sigma_q_and_steps(prepared):
     with _ledger(prepared) as ledger:
         row = run_direct(prepared, ledger, learner="dpsgd-cnn", epsilon=3.0, repeat=2, dpsgd=SMALL)
         model = torch.load(prepared.run_dir / "direct" / ledger.entry(row["spend_id"]).result["model"])
-    s, delta = row["settings"], prepared.config.delta
+    s, delta = row["settings"], prepared.config.release.delta
     assert s["public_size"] == 400 and s["public_size_source"].startswith("private_size_hint")
     assert (s["sample_rate"], s["steps"]) == (1 / 8, 8 * 2) == engine_schedule(400, SMALL)  # ⌈N / 50⌉ = 8
     acc = RDPAccountant()
@@ -248,9 +248,9 @@ def test_gpu_recipes_list_the_cnn_and_cpu_recipes_do_not():
                          ("fashion_mnist_stab", False)):  # fmt: skip
         data = yaml.safe_load((root / f"{stem}.yaml").read_text())
         config = TransferConfig.from_dict({k: v for k, v in data.items() if k != "compare"})
-        direct = check_direct_learners(data["compare"]["direct"], dataset=config.dataset)
+        direct = check_direct_learners(data["compare"]["direct"], dataset=config.data.dataset)
         assert ("dpsgd-cnn" in direct) == listed, stem
-        assert (config.accelerator == "gpu") == listed, stem
+        assert (config.execution.accelerator == "gpu") == listed, stem
 
 
 def test_a_transfer_with_the_cnn_is_one_spend_replayed_and_computes_no_features(tmp_path):

@@ -32,8 +32,8 @@ def label_unit(config):
 
 def _ledger(prep):
     return open_ledger(prep.run_dir, run_name=prep.config.run_name, budget_epsilon=100.0, budget_delta=1e-3,
-                       neighbouring=prep.config.neighbouring,
-                       privacy_unit=getattr(prep.config, "privacy_unit", "record"))  # fmt: skip
+                       neighbouring=prep.config.release.neighbouring,
+                       privacy_unit=prep.config.release.privacy_unit)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,7 @@ def test_a_changed_private_input_may_move_many_teachers():
 
 def test_the_configuration_states_the_unit_and_refuses_private_queries_under_record_privacy():
     config = TransferConfig(privacy_unit="label", neighbouring="replace_one", label_queries="both")
-    assert config.neighbouring == "replace_one" and config.teachers_changed == 1
+    assert config.release.neighbouring == "replace_one" and config.teachers_changed == 1
     relation = config.privacy_relation()
     assert relation["privacy_unit"] == "label" and relation["label_queries"] == "both"
     assert TransferConfig().privacy_relation()["privacy_unit"] == "record"

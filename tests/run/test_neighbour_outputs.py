@@ -165,14 +165,14 @@ def _neighbour_votes(config: TransferConfig) -> torch.Tensor:
     index = neighbour_index(prep)
     queries = prep.task.public_x.flatten(1).float()
     return index.histograms(queries, lambda b: torch.ones(b, index.size, dtype=torch.bool),
-                            num_neighbours=config.num_teachers)  # fmt: skip
+                            num_neighbours=config.teachers.num_teachers)  # fmt: skip
 
 
 def _one_vote_moved(config: TransferConfig, votes_d: torch.Tensor, votes_n: torch.Tensor) -> None:
     """Neighbour votes: every query's histogram moves by at most one vote in and one out; some queried one moves."""
     moved = (votes_d - votes_n).abs().sum(dim=1)
     assert int(moved.max()) <= 2, "one record moved more than one vote in and one out of a query's neighbours"
-    assert bool((moved[: config.num_queries] > 0).any()), "the neighbour changes no queried vote"
+    assert bool((moved[: config.release.num_queries] > 0).any()), "the neighbour changes no queried vote"
 
 
 def _run_pair(
@@ -207,7 +207,7 @@ def _run_pair(
     changed = int((votes_d != votes_n).any(dim=1).sum())
     assert changed <= config.teachers_changed, f"{changed} teachers changed their votes for one record removed"
     # the removed record moved a vote on a queried point: a digest of the votes would differ
-    assert bool((votes_d != votes_n)[:, : config.num_queries].any()), "the neighbour changes no queried vote"
+    assert bool((votes_d != votes_n)[:, : config.release.num_queries].any()), "the neighbour changes no queried vote"
     return released_d == released_n, diagnostics
 
 
@@ -244,7 +244,7 @@ def _supply_ids(monkeypatch: pytest.MonkeyPatch, ids: Any) -> None:
 
     def load_task(config: TransferConfig, *, generator: torch.Generator, data: Any = None) -> run_data.Task:
         task = run_data.load_task(config, generator=generator, data=data)
-        if config.partition_key != "record_id":
+        if config.release.partition_key != "record_id":
             return task
         return dataclasses.replace(task, private_ids=ids().clone())
 
@@ -717,4 +717,4 @@ def test_compare_with_mixed_learners(tmp_path, monkeypatch):
             )
     changed = int((votes_d != votes_n).any(dim=1).sum())
     assert changed <= config.teachers_changed, f"{changed} teachers changed their votes for one record removed"
-    assert bool((votes_d != votes_n)[:, : config.num_queries].any()), "the neighbour changes no queried vote"
+    assert bool((votes_d != votes_n)[:, : config.release.num_queries].any()), "the neighbour changes no queried vote"

@@ -210,7 +210,7 @@ def test_a_dpsgd_cnn_row_publishes_a_student_that_reads_raw_images(tmp_path):
     data = _data()
     prep = prepare(_config(tmp_path, "cnn"), check_budget=False, data=data)
     with open_ledger(prep.run_dir, run_name="cnn", budget_epsilon=10.0, budget_delta=1e-3,
-                     neighbouring=prep.config.neighbouring) as ledger:  # fmt: skip
+                     neighbouring=prep.config.release.neighbouring) as ledger:  # fmt: skip
         row = run_direct(prep, ledger, learner="dpsgd-cnn", epsilon=4.0, dpsgd=CNN_SMALL, student_file="student.pt")
     student = load_student(prep.run_dir / "student.pt")
     assert student.network_kind == "tanh-cnn" and student.inputs["shape"] == [1, 16, 16]

@@ -547,7 +547,7 @@ def test_a_rerun_on_the_same_data_is_accepted_when_preprocessing_moves_last_bits
     def one_label_changed(config, generator):
         (px, py, ux, uy, ex, ey), num_classes = raw_splits(config, generator)
         py = py.clone()
-        py[0] = (py[0] + 1) % config.num_classes
+        py[0] = (py[0] + 1) % config.data.num_classes
         return (px, py, ux, uy, ex, ey), num_classes
 
     monkeypatch.setattr(run_data, "_raw_splits", one_label_changed)

@@ -55,7 +55,7 @@ def test_recipes_set_the_augmentation_and_round_trip():
         data = yaml.safe_load((RECIPES / recipe).read_text())
         data.pop("compare", None)
         config = TransferConfig.from_dict(data)
-        assert config.student_augment == expected, recipe
+        assert config.student.student_augment == expected, recipe
         assert TransferConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     assert "student_augment" in STUDENT_FIELDS
     with pytest.raises(ValueError, match="student_augment must be one of digits, clothes, natural, none"):

@@ -10,15 +10,19 @@ run's ``run_name``, ``checkpoints_dir`` and ``seed``. A recipe YAML holds the se
 are the settings a rerun of a finished run folder may change (the student is post-processing); any
 other change is refused (:func:`pate_stab.run.prepare.prepare`).
 
-Flat names are shorthand, kept so that a configuration reads and is made as before:
-``TransferConfig(epsilon=2)`` sorts ``epsilon`` into its section, ``config.epsilon`` reads
-``config.release.epsilon``, and ``dataclasses.replace(config, epsilon=2)`` replaces it there.
+Flat names are the YAML's and the command line's shorthand: ``TransferConfig(epsilon=2)`` sorts
+``epsilon`` into its section, and ``dataclasses.replace(config, epsilon=2)`` replaces it there. The
+code reads a setting by its section, ``config.release.epsilon``; :meth:`TransferConfig.setting` reads
+one by a name given at run time (``"epsilon"`` or ``"release.epsilon"``). A flat read,
+``config.epsilon``, still works and warns (:class:`DeprecationWarning`): the test suite turns that
+warning into an error inside ``pate_stab``, so the package itself never reads flat.
 ``to_dict()`` is flat (the form of ``config.json``); ``to_dict(nested=True)`` gives the sections.
 """
 
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -145,7 +149,7 @@ class TransferConfig:
     (``TransferConfig(release=ReleaseSettings(epsilon=2.0))`` or ``release={"epsilon": 2.0}``), or
     both; a flat setting beside its section's object replaces that field (what
     ``dataclasses.replace(config, epsilon=2.0)`` does), beside its section's mapping it is refused
-    as given twice. Read ``config.release.epsilon``, or ``config.epsilon`` as shorthand. Defaults
+    as given twice. Read ``config.release.epsilon`` (``config.epsilon`` works and warns).  Defaults
     describe a small synthetic task; see ``recipes/configs/*.yaml`` for data sets and each section
     for how its defaults were chosen.
     """
@@ -181,12 +185,30 @@ class TransferConfig:
         self.__post_init__()
 
     def __getattr__(self, name: str) -> Any:
-        """A setting by its flat name (shorthand for its section's field: ``config.epsilon``)."""
+        """A setting by its flat name (``config.epsilon``, deprecated shorthand for ``config.release.epsilon``)."""
         section = SECTION_OF.get(name)
         holder = self.__dict__.get(section) if section is not None else None
         if holder is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        warnings.warn(
+            f"config.{name} is shorthand for config.{section}.{name}: read the setting by its section "
+            "(flat names are for the YAML and the command line)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return getattr(holder, name)
+
+    def setting(self, name: str) -> Any:
+        """The setting ``name``, given flat (``"epsilon"``) or with its section (``"release.epsilon"``), or a
+        top-level one (``"seed"``): for code that holds a setting's name, not its section.
+
+        Raises:
+            ValueError: an unknown name (naming the sections), or a setting under another section.
+        """
+        key = flat_key(name)
+        if key in TOP_LEVEL:
+            return getattr(self, key)
+        return getattr(getattr(self, SECTION_OF[key]), key)
 
     def __post_init__(self) -> None:
         """The checks that span two sections (each section checks its own settings)."""
