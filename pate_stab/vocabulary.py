@@ -6,6 +6,11 @@ part of the pipeline that the import order places below the configuration (the s
 query selection): neither may import the other (DESIGN.md, "Layout (target)": the configuration imports no
 algorithm, an algorithm does not import the pipeline), so both import this module, which imports nothing of
 the package. Every other vocabulary of the configuration is in :mod:`pate_stab.run.config.names`.
+
+The privacy relation's words (the neighbouring relation, the privacy unit), the noise source, the
+stability calibration and the votes file's layouts are here too: the privacy core, the configuration,
+the data readers and the command line's parser all state them, and the parser imports nothing heavy
+(``pate-stab --help`` loads no torch), so its choices are ``get_args`` of these types.
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ from typing import Any, Literal, get_args
 
 __all__ = [
     "BOTTOM_POLICIES",
+    "CALIBRATIONS",
+    "LAYOUTS",
+    "NEIGHBOURING_RELATIONS",
+    "NOISE_MODES",
+    "PRIVACY_UNITS",
     "GRAPH_ALPHA",
     "GRAPH_NEIGHBORS",
     "GRAPH_PCA_DIM",
@@ -25,11 +35,39 @@ __all__ = [
     "SELECTION_REPRESENTATIVES",
     "SELECTION_ROUND_SIZE",
     "BottomPolicy",
+    "Calibration",
+    "Layout",
+    "Neighbouring",
+    "NoiseMode",
+    "PrivacyUnit",
     "QuerySelection",
     "SelectionRepresentatives",
     "check_query_selection",
     "check_representatives",
 ]
+
+Neighbouring = Literal["add_remove", "replace_one"]
+"""The neighbouring relation a guarantee is stated for (DESIGN.md fact 1; :mod:`pate_stab.privacy.ledger.format`)."""
+NEIGHBOURING_RELATIONS: tuple[str, ...] = get_args(Neighbouring)
+PrivacyUnit = Literal["record", "label"]
+"""What a neighbouring data set changes (DESIGN.md fact 13): ``"record"``, one record's inputs and
+label (added, removed or replaced, by the relation); ``"label"``, one record's label only, its
+inputs being public (label differential privacy, Chaudhuri & Hsu 2011; Ghazi et al. 2021). A label
+change replaces one record by another with the same inputs, so a label ledger's relation is
+replace-one. A record guarantee implies a label guarantee (replace-one: the same (ε, δ); add/remove:
+by group privacy, :func:`pate_stab.privacy.ledger.format.replace_one_cost`); a label guarantee implies no
+record guarantee."""
+PRIVACY_UNITS: tuple[str, ...] = get_args(PrivacyUnit)
+NoiseMode = Literal["secure", "seeded"]
+"""Where a release's noise comes from: ``"secure"`` (default: exact discrete samplers fed by the
+OS's CSPRNG) or ``"seeded"`` (reproducible research only)."""
+NOISE_MODES: tuple[str, ...] = get_args(NoiseMode)
+Calibration = Literal["paper", "tight"]
+"""The stability releasers' calibration (:func:`pate_stab.privacy.mechanisms.calibration.calibrate`)."""
+CALIBRATIONS: tuple[str, ...] = get_args(Calibration)
+Layout = Literal["predictions", "counts", "scores"]
+"""A votes file's layout (:mod:`pate_stab.data.votes_file`)."""
+LAYOUTS: tuple[str, ...] = get_args(Layout)
 
 BottomPolicy = Literal["drop", "random"]
 """What the student does with ⊥ (:mod:`pate_stab.student.targets`): drop those queries, or replace each by a

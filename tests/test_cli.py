@@ -145,3 +145,24 @@ def test_noise_defaults_are_secure():
     assert _make_config(parser, _config_dict(parser, args, {})).releaser_noise == "seeded"
     release = parser.parse_args(["release", "--votes", "v.npy", "--aggregator", "gnmax", "--epsilon", "1"])
     assert release.noise == "secure"
+
+
+def test_the_parser_takes_its_choices_from_the_vocabularies() -> None:
+    """Each vocabulary is written once (pate_stab/vocabulary.py): no flag spells one of them out again."""
+    import ast
+    import typing
+    from pathlib import Path
+
+    import pate_stab.vocabulary as vocabulary
+
+    words = {frozenset(typing.get_args(v)) for v in vars(vocabulary).values() if typing.get_origin(v) is typing.Literal}
+    assert frozenset(("add_remove", "replace_one")) in words and frozenset(("secure", "seeded")) in words
+    cli = Path(vocabulary.__file__).parent / "cli"
+    spelled = []
+    for path in sorted(cli.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "choices" and isinstance(node.value, ast.Tuple):
+                values = frozenset(e.value for e in node.value.elts if isinstance(e, ast.Constant))
+                if values in words:
+                    spelled.append(f"{path.name}:{node.value.lineno}: {sorted(values)}")
+    assert not spelled, f"use the vocabulary's get_args instead: {spelled}"

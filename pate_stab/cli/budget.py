@@ -22,6 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pate_stab.vocabulary import NEIGHBOURING_RELATIONS, PRIVACY_UNITS
+
 __all__ = ["add_budget_dir_flag", "add_budget_parser", "cmd_budget", "use_budget_dir"]
 
 
@@ -45,10 +47,10 @@ def add_budget_parser(sub: Any) -> argparse.ArgumentParser:
     budget.add_argument("--set", dest="set_cap", default=None, metavar="EPS[,DELTA]",
                         help="set the data set's cap (with --data-set: up or down, never below what is spent), "
                         "or, without it, the cap of every data set not recorded yet")  # fmt: skip
-    budget.add_argument("--neighbouring", default=None, choices=("add_remove", "replace_one"),
+    budget.add_argument("--neighbouring", default=None, choices=NEIGHBOURING_RELATIONS,
                         help="with --set and no --data-set: the relation new data sets count under (default: their "
                         "first run's); replace_one counts add/remove runs too, by group privacy")  # fmt: skip
-    budget.add_argument("--privacy-unit", default=None, choices=("record", "label"),
+    budget.add_argument("--privacy-unit", default=None, choices=PRIVACY_UNITS,
                         help="with --set and no --data-set: the unit new data sets count under (label: with "
                         "--neighbouring replace_one; counts record runs too)")  # fmt: skip
     budget.add_argument("--data-set", default=None, metavar="ID",

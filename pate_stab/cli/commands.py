@@ -38,6 +38,7 @@ from pate_stab.cli.checks import check_early, epsilon_error, fail
 from pate_stab.cli.config import DEMO, _add_config_flags, _config_dict, _make_config
 from pate_stab.cli.config import _pca_dim as _pca_dim  # re-exported: tests import it from here
 from pate_stab.cli.output import _fmt, _noise_line, _print_report
+from pate_stab.vocabulary import CALIBRATIONS, LAYOUTS, NEIGHBOURING_RELATIONS, NOISE_MODES, PRIVACY_UNITS
 
 __all__ = ["main", "build_parser"]
 
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "created readable by its owner only")  # fmt: skip
     rel = sub.add_parser("release", help="bring your own teachers: a votes file in, private labels out")
     rel.add_argument("--votes", type=Path, required=True, help="votes file: .npy, .pt or .csv")
-    rel.add_argument("--layout", default="predictions", choices=("predictions", "counts", "scores"),
+    rel.add_argument("--layout", default="predictions", choices=LAYOUTS,
                      help="predictions: k × n teacher labels (PATE); counts: n × C vote counts; scores: k × n "
                      "(or k × n × 2) scores in [0, 1] for stability-soft")  # fmt: skip
     rel.add_argument("--aggregator", required=True, help="stability, stability-paper, stability-tight, "
@@ -103,15 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
                      "from the votes); counts: must equal the file's columns; scores: 2")  # fmt: skip
     rel.add_argument("--num-queries", type=int, default=None, help="m calibrated for (default: the file's n)")
     rel.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
-    rel.add_argument("--calibration", default="tight", choices=("paper", "tight"))
-    rel.add_argument("--noise", default="secure", choices=("secure", "seeded"),
+    rel.add_argument("--calibration", default="tight", choices=CALIBRATIONS)
+    rel.add_argument("--noise", default="secure", choices=NOISE_MODES,
                      help="secure (default: exact noise from the OS) or seeded (reproducible research only: no "
                      "privacy against anyone who knows the seed)")  # fmt: skip
     rel.add_argument("--gamma", type=float, default=0.1, help="stability-soft: the discretisation γ")
     rel.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")
-    rel.add_argument("--neighbouring", default=None, choices=("add_remove", "replace_one"),
+    rel.add_argument("--neighbouring", default=None, choices=NEIGHBOURING_RELATIONS,
                      help="the relation (default: add_remove; --privacy-unit label needs replace_one)")  # fmt: skip
-    rel.add_argument("--privacy-unit", default="record", choices=("record", "label"),
+    rel.add_argument("--privacy-unit", default="record", choices=PRIVACY_UNITS,
                      help="record (default) or label: one changed label moves at most --teachers-changed teachers' "
                      "votes (label differential privacy; docs/label_privacy.md)")  # fmt: skip
     rel.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
@@ -136,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--delta", type=float, default=1e-5, help="target δ")
     plan.add_argument("--max-unstable", type=int, default=10, help="T, the ⊥ before the stability releaser halts")
     plan.add_argument("--num-teachers", type=int, default=None, help="k, if chosen: whether each aggregator answers")
-    plan.add_argument("--calibration", default="tight", choices=("paper", "tight"))
+    plan.add_argument("--calibration", default="tight", choices=CALIBRATIONS)
     plan.add_argument("--teachers-changed", type=int, default=1, choices=(1, 2),
                       help="teachers one neighbouring data set changes (2: replace-one over content keys)")  # fmt: skip
     plan.add_argument("--confident-threshold", type=float, default=0.6, help="Confident-GNMax threshold / k")

@@ -38,18 +38,16 @@ import csv
 import io
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
 from pate_stab.aggregation.votes import vote_histogram
 from pate_stab.privacy.ledger.private_files import write_private
+from pate_stab.vocabulary import LAYOUTS, Layout
 
 __all__ = ["LAYOUTS", "Layout", "VotesError", "export_votes", "load_public_inputs", "load_votes"]
-
-LAYOUTS = ("predictions", "counts", "scores")
-Layout = Literal["predictions", "counts", "scores"]
 
 
 class VotesError(ValueError):

@@ -28,10 +28,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 from pate_stab.errors import LedgerError
 from pate_stab.privacy.accounting.events import ExPostEvent, PrivacyEvent
+from pate_stab.vocabulary import NEIGHBOURING_RELATIONS, PRIVACY_UNITS, Neighbouring, PrivacyUnit
 
 __all__ = [
     "BUDGET_RULE",
@@ -56,19 +57,9 @@ __all__ = [
 
 FORMAT = "pate_stab.ledger"
 VERSION = 1
-Neighbouring = Literal["add_remove", "replace_one"]
-NEIGHBOURING_RELATIONS: tuple[str, ...] = get_args(Neighbouring)
 DEFAULT_NEIGHBOURING = "add_remove"
 """What the library's releases guarantee by default: content-keyed shards move one teacher per
 added or removed record (DESIGN.md fact 1); replace-one needs record-id keys or group privacy."""
-PrivacyUnit = Literal["record", "label"]
-PRIVACY_UNITS: tuple[str, ...] = get_args(PrivacyUnit)
-"""What a neighbouring data set changes (DESIGN.md fact 13): ``"record"``, one record's inputs and
-label (added, removed or replaced, by the relation); ``"label"``, one record's label only, its
-inputs being public (label differential privacy, Chaudhuri & Hsu 2011; Ghazi et al. 2021). A label
-change replaces one record by another with the same inputs, so a label ledger's relation is
-replace-one. A record guarantee implies a label guarantee (replace-one: the same (ε, δ); add/remove:
-by group privacy, :func:`replace_one_cost`); a label guarantee implies no record guarantee."""
 RELATIVE_SLACK = 1e-12  # float rounding of a budget split into equal parts
 BUDGET_RULE = "cap"
 """The header's ``budget_rule``: the budget is the user's cap, which a ``budget`` record may only lower."""

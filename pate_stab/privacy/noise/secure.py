@@ -45,7 +45,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import lru_cache
-from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -67,6 +66,7 @@ from pate_stab.privacy.noise.discrete import (
     exact_sigma_sq_at_least,
     random_source,
 )
+from pate_stab.vocabulary import NOISE_MODES, NoiseMode
 
 __all__ = [
     "NoiseMode",
@@ -92,11 +92,6 @@ __all__ = [
     "snapping_epsilon",
     "snapping_support_contains",
 ]
-
-NoiseMode = Literal["secure", "seeded"]
-NOISE_MODES: tuple[str, ...] = get_args(NoiseMode)
-"""Where a release's noise comes from: ``"secure"`` (default: exact discrete samplers fed by the
-OS's CSPRNG) or ``"seeded"`` (reproducible research only)."""
 
 SEEDED_NOISE_WARNING = (
     "seeded noise: this release carries NO privacy against anyone who knows the seed "

@@ -21,9 +21,11 @@ from pate_stab.privacy.ledger.format import NEIGHBOURING_RELATIONS, PRIVACY_UNIT
 from pate_stab.privacy.noise.secure import NOISE_MODES, NoiseMode
 from pate_stab.vocabulary import (
     BOTTOM_POLICIES,
+    CALIBRATIONS,
     QUERY_SELECTIONS,
     REPRESENTATIVE_CHOICES,
     BottomPolicy,
+    Calibration,
     QuerySelection,
     SelectionRepresentatives,
 )
@@ -101,7 +103,6 @@ DirectLearner = Literal[
     "rr-lp1st", "rr-lp2st", "alibi",
 ]  # fmt: skip
 Aggregator = Literal[RunAggregator, DirectLearner]  # a transfer's aggregator: a releaser or a direct learner
-Calibration = Literal["paper", "tight"]
 PartitionKey = Literal["content", "record_id"]
 LabelQueries = Literal["pool", "private", "both"]
 RoundFeatures = Literal["same", "student"]
@@ -160,8 +161,6 @@ with FixMatch on their shard's labels and the unlabelled inputs the privacy unit
 STUDENT_MODELS: tuple[str, ...] = get_args(StudentModel)
 BOTTOMS: tuple[str, ...] = BOTTOM_POLICIES
 """What the student does with ⊥: drops those queries, or gives them a random label."""
-CALIBRATIONS: tuple[str, ...] = get_args(Calibration)
-"""The stability releasers' calibration (:func:`pate_stab.privacy.mechanisms.calibration.calibrate`)."""
 FIXMATCH_PRESETS: tuple[str, ...] = get_args(FixmatchPreset)
 """Each a :class:`pate_stab.models.FixMatchConfig` constructor (``FixMatchConfig.cpu()``, ``.gpu()``)."""
 STOP_AFTER: tuple[str, ...] = get_args(StopAfter)
