@@ -371,7 +371,7 @@ CONFIG_MAY_IMPORT: dict[str, set[str]] = {
         "BOTTOM_POLICIES", "BottomPolicy", "QUERY_SELECTIONS", "QuerySelection", "REPRESENTATIVE_CHOICES",
         "SelectionRepresentatives", "check_query_selection", "check_representatives", "GRAPH_ALPHA",
         "GRAPH_NEIGHBORS", "GRAPH_PCA_DIM", "GRAPH_POWER", "GRAPH_STEPS", "SELECTION_COVERAGE",
-        "SELECTION_REPRESENTATIVES", "SELECTION_ROUND_SIZE",
+        "SELECTION_REPRESENTATIVES", "SELECTION_ROUND_SIZE", "CALIBRATIONS", "Calibration",
     },
     # the privacy core's vocabularies: the relation, the privacy unit, the noise source (data: Literal + tuple)
     "pate_stab.privacy.ledger.format": {"NEIGHBOURING_RELATIONS", "PRIVACY_UNITS", "Neighbouring", "PrivacyUnit"},
