@@ -58,10 +58,9 @@ class SpreadSettings:
 
     @classmethod
     def of(cls, config: Any) -> SpreadSettings:
-        """The settings of a run's configuration: a ``TransferConfig`` (read through its ``setting``), or any
-        object with these attributes."""
-        read = config.setting if hasattr(config, "setting") else lambda name: getattr(config, name)
-        return cls(**{f.name: read(f.name) for f in fields(cls)})
+        """The settings of a run's configuration: a ``TransferConfig``, read through its ``setting`` (the
+        selection does not import the configuration, which holds these in its graph and selection sections)."""
+        return cls(**{f.name: config.setting(f.name) for f in fields(cls)})
 
     def pool_graph(self, x: Tensor) -> PoolGraph:
         """The kNN graph of the public points' (n, d) inputs ``x`` (public data only), built where ``x`` is."""
